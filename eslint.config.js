@@ -1,0 +1,10 @@
+import js from '@eslint/js';
+import { FlatCompat } from '@eslint/eslintrc';
+import legacy from './.eslintrc.js';
+
+const compat = new FlatCompat({ baseDirectory: import.meta.dirname, recommendedConfig: js.configs.recommended });
+
+export default [
+  { ignores: ['dist/**', '.sample-build/**', '.chaos-build/**', 'build/**', 'node_modules/**', 'coverage/**'] },
+  ...compat.config(legacy),
+];

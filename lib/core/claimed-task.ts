@@ -1,0 +1,97 @@
+import type { TaskEnvelope } from './codec.js';
+import type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './dead-letter.js';
+import type { QueueKeys } from './keys.js';
+import type { TaskRedis } from './scripts.js';
+
+export interface SettleOptions {
+  readonly workerId: string;
+  readonly deadLetterCap: number;
+  readonly resultTtlMs: number;
+}
+
+/** What a reply to a `send()` caller carries (published and stored as JSON). */
+export interface ReplyMessage {
+  readonly id: string;
+  readonly response?: unknown;
+  readonly err?: unknown;
+}
+
+/**
+ * A task this worker holds under a fencing token: the unit of work. Each way of settling it is one
+ * fenced script call; `false` means the worker no longer holds the task (its lease was lost), so
+ * nothing was changed and the task is someone else's now.
+ */
+export class ClaimedTask {
+  constructor(
+    private readonly redis: TaskRedis,
+    readonly keys: QueueKeys,
+    readonly token: string,
+    readonly raw: string,
+    private readonly options: SettleOptions,
+  ) {}
+
+  get processingKey(): string {
+    return this.keys.processing(this.options.workerId);
+  }
+
+  /** Success: the task leaves Redis; a `send()` caller gets `response`. */
+  async acknowledge(envelope: TaskEnvelope, response?: unknown): Promise<boolean> {
+    const reply = envelope.replyTo ? this.replyArgs(envelope, { id: envelope.id, response: response ?? null }) : [];
+    const settled = await this.redis.ackTask(this.processingKey, this.keys.result(envelope.id), this.token, ...reply);
+    return settled === 1;
+  }
+
+  /**
+   * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted. Resolves
+   * with the due time, or `undefined` when the task is no longer held.
+   */
+  async retry(delayMs: number): Promise<number | undefined> {
+    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, this.token, delayMs);
+    return due === 0 ? undefined : due;
+  }
+
+  /** Moves the task to dead letters; a `send()` caller gets `replyError`. */
+  async deadLetter(
+    details: {
+      reason: DeadLetterReason;
+      attempts: number;
+      envelope?: TaskEnvelope;
+      detail?: string;
+      error?: ErrorRecord;
+      replyError?: unknown;
+    },
+  ): Promise<boolean> {
+    const { envelope } = details;
+    const record: DeadLetterRecord = {
+      id: envelope?.id,
+      pattern: this.keys.queue,
+      clientId: envelope?.clientId,
+      reason: details.reason,
+      detail: details.detail,
+      error: details.error,
+      attempts: details.attempts,
+      enqueuedAt: envelope?.enqueuedAt,
+      deadAt: Date.now(),
+      workerId: this.options.workerId,
+      ...(envelope ? { payload: envelope.payload } : { raw: this.raw }),
+    };
+    const reply =
+      envelope?.replyTo !== undefined
+        ? this.replyArgs(envelope, { id: envelope.id, err: details.replyError ?? details.error })
+        : [];
+    const settled = await this.redis.deadLetterTask(
+      this.processingKey,
+      this.keys.deadLetters,
+      this.keys.result(envelope?.id ?? 'unknown'),
+      this.token,
+      JSON.stringify(record),
+      this.options.deadLetterCap,
+      ...reply,
+    );
+    return settled === 1;
+  }
+
+  private replyArgs(envelope: TaskEnvelope, message: ReplyMessage): (string | number)[] {
+    return [envelope.replyTo as string, JSON.stringify(message), this.options.resultTtlMs];
+  }
+}

@@ -1,0 +1,92 @@
+import type { BackoffOptions } from './retry-policy.js';
+import { validateBackoff, validateMaxAttempts } from './retry-policy.js';
+
+/**
+ * The stored form of a task: `<attempts>|<JSON envelope>`.
+ *
+ * The attempt count sits in a plain prefix so that Lua can count an attempt with a string match,
+ * without decoding the JSON (Redis CPU is the queue's bottleneck).
+ */
+export interface TaskEnvelope {
+  /** Unique task id, chosen by the producer. */
+  readonly id: string;
+  readonly clientId: string;
+  readonly payload: unknown;
+  /** When the producer enqueued the task (milliseconds since the epoch, producer clock). */
+  readonly enqueuedAt: number;
+  /** Pub/sub channel of the `send()` caller waiting for the result, if any. */
+  readonly replyTo?: string;
+  /** Per-record override of the runs allowed in all. */
+  readonly maxAttempts?: number;
+  /** Per-record override of the retry backoff. */
+  readonly backoff?: BackoffOptions;
+}
+
+export interface DecodedEntry {
+  /** Runs already started before this claim (0 for a fresh task). */
+  readonly attempts: number;
+  readonly envelope: TaskEnvelope;
+}
+
+export type DecodeResult = { ok: true; entry: DecodedEntry } | { ok: false; reason: string };
+
+export function encodeEntry(envelope: TaskEnvelope, attempts = 0): string {
+  return `${attempts}|${JSON.stringify(envelope)}`;
+}
+
+/** Encodes a fresh task whose payload is already JSON, without serializing the payload twice. */
+export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson: string): string {
+  const reply = meta.replyTo === undefined ? '' : `,"replyTo":${JSON.stringify(meta.replyTo)}`;
+  const attempts = meta.maxAttempts === undefined ? '' : `,"maxAttempts":${meta.maxAttempts}`;
+  const backoff = meta.backoff === undefined ? '' : `,"backoff":${JSON.stringify(meta.backoff)}`;
+  return `0|{"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff},"payload":${payloadJson}}`;
+}
+
+/** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
+export function decodeEntry(raw: string): DecodeResult {
+  const bar = raw.indexOf('|');
+  const prefix = bar > 0 ? raw.slice(0, bar) : '';
+  if (!/^\d{1,9}$/.test(prefix)) {
+    return { ok: false, reason: 'the entry has no attempt count prefix' };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.slice(bar + 1));
+  } catch {
+    return { ok: false, reason: 'the entry is not valid JSON' };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { ok: false, reason: 'the entry is not a JSON object' };
+  }
+  const record = value as Record<string, unknown>;
+  for (const field of ['id', 'clientId'] as const) {
+    if (typeof record[field] !== 'string' || record[field] === '') {
+      return { ok: false, reason: `the entry's "${field}" is missing or not a non-empty string` };
+    }
+  }
+  if (typeof record.enqueuedAt !== 'number' || !Number.isFinite(record.enqueuedAt)) {
+    return { ok: false, reason: `the entry's "enqueuedAt" is missing or not a number` };
+  }
+  if (!('payload' in record)) {
+    return { ok: false, reason: `the entry has no "payload"` };
+  }
+  if (record.replyTo !== undefined && typeof record.replyTo !== 'string') {
+    return { ok: false, reason: `the entry's "replyTo" is not a string` };
+  }
+  try {
+    if (record.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', record.maxAttempts, fieldError);
+    if (record.backoff !== undefined) validateBackoff('backoff', record.backoff, fieldError);
+  } catch (error) {
+    return { ok: false, reason: (error as Error).message };
+  }
+  return { ok: true, entry: { attempts: Number(prefix), envelope: record as unknown as TaskEnvelope } };
+}
+
+/** Best-effort id of an undecodable entry, for logs and dead-letter records. */
+export function guessTaskId(raw: string): string | undefined {
+  return /"id"\s*:\s*"([^"]{1,200})"/.exec(raw)?.[1];
+}
+
+function fieldError(field: string, message: string): Error {
+  return new Error(`the entry's "${field}" ${message}`);
+}

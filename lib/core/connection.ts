@@ -1,0 +1,61 @@
+import { Cluster, Redis } from 'ioredis';
+import type { RedisTaskConnection } from './options.js';
+import { defineScripts, type RedisConnection, type TaskRedis } from './scripts.js';
+
+/** A connection and whether this library opened it (and so must close it). */
+export interface OwnedConnection {
+  readonly redis: TaskRedis;
+  readonly owned: boolean;
+}
+
+function isInstance(value: RedisTaskConnection): value is Redis | Cluster {
+  // Duck-typed so an instance from another copy of ioredis is recognised too.
+  return typeof (value as Redis).duplicate === 'function' && typeof (value as Redis).defineCommand === 'function';
+}
+
+/** Opens (or adopts) the connection for commands and scripts. */
+export function openConnection(option: RedisTaskConnection, connectionName: string): OwnedConnection {
+  if (isInstance(option)) {
+    return { redis: defineScripts(option), owned: false };
+  }
+  let redis: RedisConnection;
+  if (typeof option === 'string') {
+    redis = new Redis(option, { connectionName });
+  } else if ('nodes' in option) {
+    redis = new Cluster(option.nodes, option.clusterOptions);
+  } else {
+    redis = new Redis({ connectionName, ...option });
+  }
+  return { redis: defineScripts(redis), owned: true };
+}
+
+/**
+ * A dedicated connection for blocking reads: a connection blocked in BLMOVE can do nothing else.
+ * Commands on it wait through reconnections instead of failing after a retry count.
+ */
+export function openBlockingConnection(base: RedisConnection, connectionName: string): RedisConnection {
+  if (base instanceof Cluster) {
+    return base.duplicate(undefined, { redisOptions: { ...base.options.redisOptions, maxRetriesPerRequest: null } });
+  }
+  return base.duplicate({ connectionName, maxRetriesPerRequest: null });
+}
+
+/** Closes a connection this library opened; leaves a user's instance alone. */
+export async function closeConnection(connection: OwnedConnection | undefined): Promise<void> {
+  if (!connection?.owned) {
+    return;
+  }
+  await quit(connection.redis);
+}
+
+export async function quit(redis: RedisConnection): Promise<void> {
+  if (redis.status === 'end') {
+    return;
+  }
+  try {
+    await redis.quit();
+  } catch {
+    // A connection that cannot say goodbye politely is cut instead; either way it is closed.
+    redis.disconnect();
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * One error class per concept, each with a stable `code`. Code that decides what to do with an error
+ * checks `code` or the class, never the message text.
+ */
+export class RedisTaskError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** An option has the wrong type or value. Thrown at construction; the message names the option. */
+export class InvalidOptionError extends RedisTaskError {
+  constructor(
+    readonly option: string,
+    message: string,
+  ) {
+    super('INVALID_OPTION', `nestjs-redis-tasks: option "${option}" ${message}`);
+  }
+}
+
+/** A task (payload or record settings) cannot be enqueued as given. Nothing was written to Redis. */
+export class InvalidTaskError extends RedisTaskError {
+  constructor(message: string) {
+    super('INVALID_TASK', `nestjs-redis-tasks: ${message}`);
+  }
+}
+
+/** The serialized payload is larger than `maxPayloadBytes`. Nothing was written to Redis. */
+export class PayloadTooLargeError extends RedisTaskError {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      'PAYLOAD_TOO_LARGE',
+      `nestjs-redis-tasks: the task payload is ${bytes} bytes, over the maxPayloadBytes limit of ${limit}`,
+    );
+  }
+}
+
+/** A `send()` got no reply within its timeout. The task itself may still run. */
+export class ReplyTimeoutError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly timeoutMs: number,
+  ) {
+    super('REPLY_TIMEOUT', `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms`);
+  }
+}
+
+/** The client or transport was closed while an operation was under way. */
+export class ClosedError extends RedisTaskError {
+  constructor(what: string) {
+    super('CLOSED', `nestjs-redis-tasks: ${what} is closed`);
+  }
+}
+
+/**
+ * Throw it from a handler to send the task to dead letters at once, without further attempts
+ * (bad input that no retry can fix). Recognised by its `code`, so it works across package copies.
+ */
+export class NonRetryableTaskError extends RedisTaskError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('NON_RETRYABLE', message, options);
+  }
+}
+
+/** True for a `NonRetryableTaskError`, or any error object carrying its code. */
+export function isNonRetryable(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'NON_RETRYABLE';
+}

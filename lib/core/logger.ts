@@ -1,0 +1,59 @@
+/** What the core needs from a logger; Nest's `Logger` fits as it is. */
+export interface TaskLogger {
+  log(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+  debug?(message: string): void;
+}
+
+/**
+ * Reports an outage once when it starts and once when it ends, with its length, instead of one line
+ * per failed attempt.
+ */
+export class OutageReporter {
+  private since: number | undefined;
+
+  constructor(
+    private readonly logger: TaskLogger,
+    private readonly what: string,
+  ) {}
+
+  get down(): boolean {
+    return this.since !== undefined;
+  }
+
+  failed(error: unknown): void {
+    if (this.since === undefined) {
+      this.since = Date.now();
+      this.logger.error(`${this.what} failed: ${errorMessage(error)}; retrying until Redis answers`);
+    }
+  }
+
+  succeeded(): void {
+    if (this.since !== undefined) {
+      this.logger.log(`${this.what} recovered after ${Date.now() - this.since} ms`);
+      this.since = undefined;
+    }
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** A delay that ends early when the signal aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,232 @@
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import { InvalidOptionError } from './errors.js';
+import { describe } from './options-describe.js';
+import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
+
+/**
+ * Where Redis is: a `redis://` / `rediss://` URL, ioredis options, cluster nodes, or a connected
+ * ioredis instance (which the library never closes; it duplicates it for blocking reads).
+ */
+export type RedisTaskConnection =
+  | string
+  | RedisOptions
+  | { nodes: ClusterNode[]; clusterOptions?: ClusterOptions }
+  | Redis
+  | Cluster;
+
+export interface RedisTaskCommonOptions {
+  /** Default `redis://127.0.0.1:6379`. */
+  connection?: RedisTaskConnection;
+  /** Key prefix shared by the producers and workers of one application. Default `tasks`. */
+  prefix?: string;
+}
+
+export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
+  /** Client id of the tasks this client emits, unless a record overrides it. Default `default`. */
+  clientId?: string;
+  /** Largest serialized payload `emit`/`send` accept, in bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** How long `send()` waits for the handler's result before failing; 0 waits forever. Default 30 s. */
+  replyTimeoutMs?: number;
+}
+
+export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
+  /** Handlers running at once in this worker, across all its patterns. Default 10. */
+  concurrency?: number;
+  /** Most tasks claimed in one round trip (never more than the free handler slots). Default 8. */
+  prefetch?: number;
+  /**
+   * Stable worker id: a worker restarted with the same id first resumes what its own processing
+   * lists hold. Must be unique among running workers. Default: host, pid and a random suffix.
+   */
+  workerId?: string;
+  /** How often the worker renews its lease (on its own timer). Default 5 s. */
+  heartbeatIntervalMs?: number;
+  /**
+   * How long a worker's lease lasts without renewal. Its tasks are recovered (returned to the head of
+   * their lists, attempt counted) once it expires: the worker died, or its event loop was blocked for
+   * longer than this. A handler that blocks the loop for less keeps its tasks. Default 30 s.
+   */
+  leaseMs?: number;
+  /** Runs a task may have in all (first included) before it goes to dead letters. Default 3. */
+  maxAttempts?: number;
+  /** Delay before a failed task's next attempt. Default exponential from 1 s, jitter 0.5, max 1 h. */
+  backoff?: BackoffOptions;
+  /**
+   * The built-in reaper (recovers dead workers' tasks, promotes due retries): its interval in ms, or
+   * false to leave it to a RedisTaskReaper elsewhere. Default 1,000.
+   */
+  reaperIntervalMs?: number | false;
+  /** How long `close()` waits for running handlers before requeueing their tasks. Default 10 s. */
+  shutdownTimeoutMs?: number;
+  /** Dead letters kept per queue; the oldest are dropped beyond it. Default 10,000. */
+  deadLetterCap?: number;
+  /** How long a `send()` result stays in Redis for a caller that missed the live reply. Default 60 s. */
+  resultTtlMs?: number;
+  /** Longest single blocking wait for work before the loop re-checks its state. Default 5 s. */
+  blockTimeoutMs?: number;
+}
+
+export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection'>> & {
+  connection: RedisTaskConnection;
+};
+export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 'connection' | 'backoff'>> & {
+  connection: RedisTaskConnection;
+  backoff: Required<BackoffOptions>;
+};
+
+export const DEFAULT_CONNECTION = 'redis://127.0.0.1:6379';
+
+const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks' };
+
+const CLIENT_DEFAULTS: ResolvedClientOptions = {
+  ...COMMON_DEFAULTS,
+  clientId: 'default',
+  maxPayloadBytes: 1024 * 1024,
+  replyTimeoutMs: 30_000,
+};
+
+const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId'> = {
+  ...COMMON_DEFAULTS,
+  concurrency: 10,
+  prefetch: 8,
+  heartbeatIntervalMs: 5_000,
+  leaseMs: 30_000,
+  maxAttempts: DEFAULT_RETRY_POLICY.maxAttempts,
+  backoff: DEFAULT_RETRY_POLICY.backoff,
+  reaperIntervalMs: 1_000,
+  shutdownTimeoutMs: 10_000,
+  deadLetterCap: 10_000,
+  resultTtlMs: 60_000,
+  blockTimeoutMs: 5_000,
+};
+
+type Check = (name: string, value: unknown) => void;
+
+const integer =
+  (min: number, max = Number.MAX_SAFE_INTEGER): Check =>
+  (name, value) => {
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      throw new InvalidOptionError(
+        name,
+        `must be an integer from ${min} to ${max}, got ${describe(value)}`,
+      );
+    }
+  };
+
+/** Names used inside keys: no braces (they would break the hash tag), no control characters. */
+const name: Check = (option, value) => {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new InvalidOptionError(option, `must be a non-empty string of at most 200 characters, got ${describe(value)}`);
+  }
+  if (/[{}\s]/.test(value) || hasControlCharacter(value)) {
+    throw new InvalidOptionError(option, `must not contain braces, spaces or control characters, got ${describe(value)}`);
+  }
+};
+
+const connection: Check = (option, value) => {
+  if (typeof value === 'string') {
+    let url: URL | undefined;
+    try {
+      url = new URL(value);
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
+      throw new InvalidOptionError(option, `must be a redis:// or rediss:// URL, got ${describe(value)}`);
+    }
+    return;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError(
+      option,
+      `must be a redis:// URL, ioredis options, { nodes } for a cluster, or an ioredis instance, got ${describe(value)}`,
+    );
+  }
+  if ('nodes' in value && !Array.isArray((value as { nodes: unknown }).nodes)) {
+    throw new InvalidOptionError(`${option}.nodes`, 'must be an array of cluster nodes');
+  }
+};
+
+const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name };
+
+const CLIENT_CHECKS: Record<string, Check> = {
+  ...COMMON_CHECKS,
+  clientId: name,
+  maxPayloadBytes: integer(1, 512 * 1024 * 1024),
+  replyTimeoutMs: integer(0),
+};
+
+const TRANSPORT_CHECKS: Record<string, Check> = {
+  ...COMMON_CHECKS,
+  concurrency: integer(1, 10_000),
+  prefetch: integer(1, 1_000),
+  workerId: name,
+  heartbeatIntervalMs: integer(10, 3_600_000),
+  leaseMs: integer(20, 86_400_000),
+  maxAttempts: (option, value) => validateMaxAttempts(option, value),
+  backoff: (option, value) => validateBackoff(option, value),
+  reaperIntervalMs: (option, value) => {
+    if (value !== false) integer(10, 3_600_000)(option, value);
+  },
+  shutdownTimeoutMs: integer(0),
+  deadLetterCap: integer(1),
+  resultTtlMs: integer(1),
+  blockTimeoutMs: integer(10, 300_000),
+};
+
+function validate(options: unknown, checks: Record<string, Check>, what: string): Record<string, unknown> {
+  if (options === undefined || options === null) {
+    return {};
+  }
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new InvalidOptionError(what, `must be an object, got ${describe(options)}`);
+  }
+  const given = options as Record<string, unknown>;
+  for (const [key, value] of Object.entries(given)) {
+    const check = checks[key];
+    if (!check) {
+      throw new InvalidOptionError(key, `is not a known ${what} option (known: ${Object.keys(checks).join(', ')})`);
+    }
+    if (value !== undefined) {
+      check(key, value);
+    }
+  }
+  return Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
+}
+
+export function resolveClientOptions(options: unknown): ResolvedClientOptions {
+  return { ...CLIENT_DEFAULTS, ...validate(options, CLIENT_CHECKS, 'RedisTaskClient') };
+}
+
+export function resolveTransportOptions(options: unknown): ResolvedTransportOptions {
+  const given = validate(options, TRANSPORT_CHECKS, 'RedisTaskTransport');
+  const resolved = { ...TRANSPORT_DEFAULTS, workerId: defaultWorkerId(), ...given } as ResolvedTransportOptions;
+  if (given.backoff) {
+    const backoff = given.backoff as BackoffOptions;
+    resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff };
+  }
+  if (resolved.heartbeatIntervalMs * 2 > resolved.leaseMs) {
+    throw new InvalidOptionError(
+      'heartbeatIntervalMs',
+      `must be at most half of leaseMs (${resolved.leaseMs}), got ${resolved.heartbeatIntervalMs}: a lease must outlive a missed heartbeat`,
+    );
+  }
+  return resolved;
+}
+
+export function defaultWorkerId(): string {
+  return `${hostname().replace(/[{}\s]/g, '-')}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+function hasControlCharacter(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 32 || code === 127) {
+      return true;
+    }
+  }
+  return false;
+}

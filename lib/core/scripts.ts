@@ -1,0 +1,106 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+
+/** A Lua script file and what its name and header promise about it. */
+export interface ScriptDefinition {
+  /** The command name it is defined under, e.g. `claimTasks`. */
+  readonly name: string;
+  readonly fileName: string;
+  /** Fixed number of KEYS; for a `-F+n` script, the fixed part (the caller passes numkeys). */
+  readonly fixedKeys: number;
+  /** Whether the script takes a variable number of KEYS after the fixed ones (`-F+n`). */
+  readonly variableKeys: boolean;
+  readonly lua: string;
+}
+
+const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
+const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
+
+/** Reads every `scripts/*.lua` file; the name `verbNoun-N.lua` states its command and KEYS count. */
+export function readScriptDefinitions(): ScriptDefinition[] {
+  return readdirSync(SCRIPTS_DIR)
+    .filter((file) => file.endsWith('.lua'))
+    .sort()
+    .map((fileName) => {
+      const match = FILE_NAME.exec(fileName);
+      if (!match) {
+        throw new Error(`Lua script file name "${fileName}" is not of the form verbNoun-N.lua or verbNoun-N+n.lua`);
+      }
+      return {
+        name: match[1],
+        fileName,
+        fixedKeys: Number(match[2]),
+        variableKeys: match[3] !== undefined,
+        lua: readFileSync(new URL(fileName, SCRIPTS_DIR), 'utf8'),
+      };
+    });
+}
+
+let cached: ScriptDefinition[] | undefined;
+
+/** The scripts, read once per process. */
+export function scriptDefinitions(): ScriptDefinition[] {
+  cached ??= readScriptDefinitions();
+  return cached;
+}
+
+/** The commands the scripts add to a connection (see each `.lua` header for the contract). */
+export interface TaskCommands {
+  enqueueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  claimTasks(
+    ring: string,
+    pending: string,
+    processing: string,
+    sequence: string,
+    workers: string,
+    clientId: string,
+    count: number,
+    workerId: string,
+  ): Promise<string[] | -1>;
+  ackTask(processing: string, result: string, token: string, ...reply: (string | number)[]): Promise<0 | 1>;
+  deadLetterTask(
+    processing: string,
+    deadLetters: string,
+    result: string,
+    token: string,
+    record: string,
+    cap: number,
+    ...reply: (string | number)[]
+  ): Promise<0 | 1>;
+  requeueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  heartbeatWorker(
+    workers: string,
+    processing: string,
+    workerId: string,
+    leaseMs: number,
+    ...runningTokens: string[]
+  ): Promise<[now: number, lost: string[], orphaned: string[]]>;
+  retryTask(processing: string, delayed: string, token: string, delayMs: number): Promise<number>;
+  promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  forgetWorker(workers: string, processing: string, workerId: string, expiredBy: number): Promise<0 | 1>;
+  releaseLock(lock: string, owner: string): Promise<0 | 1>;
+  requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+}
+
+export type RedisConnection = Redis | Cluster;
+export type TaskRedis = RedisConnection & TaskCommands;
+
+const DEFINED = Symbol('nestjs-redis-tasks.scriptsDefined');
+
+/**
+ * Defines every script on a connection (EVALSHA, falling back to EVAL once per connection).
+ * Idempotent, so a connection given by the user can be shared by a client and a transport.
+ */
+export function defineScripts(connection: RedisConnection): TaskRedis {
+  const marked = connection as RedisConnection & { [DEFINED]?: true };
+  if (!marked[DEFINED]) {
+    for (const script of scriptDefinitions()) {
+      connection.defineCommand(script.name, {
+        lua: script.lua,
+        ...(script.variableKeys ? {} : { numberOfKeys: script.fixedKeys }),
+      });
+    }
+    marked[DEFINED] = true;
+  }
+  return connection as TaskRedis;
+}

@@ -1,0 +1,17 @@
+-- forgetWorker-2.lua
+-- Purpose: remove a dead worker from a queue's registry once its processing hash is empty, unless it
+--   renewed its lease meanwhile (it was only slow, and is alive again).
+-- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
+-- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- ARGV[1]: worker id; ARGV[2]: the time (ms) the lease had to have expired by
+-- Returns: 1 when removed; 0 when the worker renewed its lease or still holds tasks
+-- Side effects: ZREM of the worker id.
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry or tonumber(expiry) > tonumber(ARGV[2]) then
+  return 0
+end
+if redis.call('HLEN', KEYS[2]) > 0 then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+return 1

@@ -1,0 +1,29 @@
+-- heartbeatWorker-2.lua
+-- Purpose: renew a worker's lease on a queue (register it if new) with the Redis server's clock, and
+--   reconcile what the worker believes it runs with what its processing hash holds.
+-- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
+-- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- ARGV[1]: worker id; ARGV[2]: lease length in milliseconds (expiry = now + lease)
+-- ARGV[3..]: fencing tokens of the tasks the worker is running now
+-- Returns: array { now, lost, orphaned } where lost lists the given tokens the hash no longer holds
+--   (their lease was lost: recovered by a reaper) and orphaned lists tokens the hash holds that were
+--   not given (claimed, but the worker never saw the claim's reply)
+-- Side effects: ZADD of the worker's lease expiry.
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+local running = {}
+local lost = {}
+for i = 3, #ARGV do
+  running[ARGV[i]] = true
+  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+local orphaned = {}
+for _, token in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not running[token] then
+    orphaned[#orphaned + 1] = token
+  end
+end
+return { ms, lost, orphaned }

@@ -1,0 +1,23 @@
+-- retryTask-2.lua
+-- Purpose: schedule a failed task's next attempt: move it from the worker's processing hash into the
+--   queue's delayed set, due after a backoff measured on the Redis clock, with its attempt counted.
+-- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
+-- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds
+-- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
+--   nothing is changed)
+-- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
+--   prefix incremented.
+local entry = redis.call('HGET', KEYS[1], ARGV[1])
+if not entry then
+  return 0
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
+if attempts then
+  entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
+end
+local now = redis.call('TIME')
+local due = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
+redis.call('ZADD', KEYS[2], due, entry)
+return due

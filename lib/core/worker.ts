@@ -1,0 +1,384 @@
+import { ClaimLoop } from './claim-loop.js';
+import { ClaimedTask, type SettleOptions } from './claimed-task.js';
+import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
+import { openBlockingConnection, quit } from './connection.js';
+import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
+import { isNonRetryable } from './errors.js';
+import type { PrefixKeys, QueueKeys } from './keys.js';
+import { errorMessage, OutageReporter, sleep, type TaskLogger } from './logger.js';
+import { requeueProcessing } from './requeue.js';
+import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
+import type { RedisConnection, TaskRedis } from './scripts.js';
+import { Slots } from './slots.js';
+
+/** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
+export interface TaskExecution {
+  readonly queue: string;
+  readonly id: string;
+  readonly clientId: string;
+  /** 1-based number of this run. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly enqueuedAt: number;
+  readonly payload: unknown;
+  readonly workerId: string;
+  readonly expectsReply: boolean;
+  /** Aborted when the worker gives up on this run (lease lost, shutdown timeout). */
+  readonly signal: AbortSignal;
+}
+
+export type TaskOutcome =
+  | { readonly status: 'succeeded'; readonly response?: unknown }
+  | {
+      readonly status: 'failed';
+      /** The handler's own error where it can be had (dead letters record it). */
+      readonly error: unknown;
+      /** What a `send()` caller receives (for Nest: the exception filter's output). */
+      readonly replyError?: unknown;
+    };
+
+export type TaskExecutor = (execution: TaskExecution) => Promise<TaskOutcome>;
+
+export interface WorkerOptions extends SettleOptions {
+  readonly concurrency: number;
+  readonly prefetch: number;
+  readonly heartbeatIntervalMs: number;
+  readonly leaseMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly blockTimeoutMs: number;
+  /** Attempts and backoff of a queue (transport defaults merged with the pattern's own). */
+  readonly retryPolicy: (queue: string) => RetryPolicy;
+  /** Called with the due time of every retry this worker schedules (to promote it on time). */
+  readonly onDelayed?: (queue: string, dueAt: number) => void;
+}
+
+interface InFlight {
+  readonly keys: QueueKeys;
+  readonly token: string;
+  readonly abort: AbortController;
+  done?: Promise<void>;
+  leaseLost?: boolean;
+}
+
+const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
+
+/**
+ * A worker: holds a lease in every queue it consumes (renewed by its heartbeat), runs one claim loop
+ * per queue over shared handler slots, and settles each task through fenced scripts: acknowledge,
+ * retry with backoff, or dead letters.
+ */
+export class TaskWorker {
+  private readonly slots: Slots;
+  private readonly loops: ClaimLoop[] = [];
+  private readonly blocking: RedisConnection[] = [];
+  private readonly inFlight = new Map<string, InFlight>();
+  private readonly heartbeatOutage: OutageReporter;
+  /** Tokens seen in a processing hash without a running task at the previous heartbeat, per queue. */
+  private readonly orphanSuspects = new Map<string, Set<string>>();
+  private queues: QueueKeys[] = [];
+  private heartbeat: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
+  /** Set once shutdown has returned unfinished tasks: late handlers must not try to settle. */
+  private released = false;
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly keys: PrefixKeys,
+    private readonly options: WorkerOptions,
+    private readonly executor: TaskExecutor,
+    private readonly logger: TaskLogger,
+  ) {
+    this.slots = new Slots(options.concurrency);
+    this.heartbeatOutage = new OutageReporter(logger, 'worker heartbeat');
+  }
+
+  get workerId(): string {
+    return this.options.workerId;
+  }
+
+  /** Tasks being handled right now. */
+  get running(): number {
+    return this.inFlight.size;
+  }
+
+  /** The lease written at each heartbeat: a blocked loop may miss one heartbeat and keep it. */
+  private get leaseWithGrace(): number {
+    return this.options.leaseMs + this.options.heartbeatIntervalMs;
+  }
+
+  /**
+   * Registers, resumes what this worker id's processing hashes still hold (a previous run of the
+   * same id was interrupted), then starts claiming.
+   */
+  async start(queues: readonly string[]): Promise<void> {
+    this.queues = queues.map((queue) => this.keys.queue(queue));
+    if (queues.length > 0) {
+      await this.redis.sadd(this.keys.queues, ...queues);
+    }
+    for (const keys of this.queues) {
+      const previous = await this.redis.zscore(keys.workers, this.workerId);
+      if (previous !== null) {
+        const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, {
+          countAttempt: true,
+          logger: this.logger,
+        });
+        if (requeued + malformed > 0) {
+          this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
+        }
+      }
+      await this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), this.workerId, this.leaseWithGrace);
+    }
+    this.heartbeat = setInterval(() => {
+      this.beating ??= this.beat().finally(() => {
+        this.beating = undefined;
+      });
+    }, this.options.heartbeatIntervalMs);
+    this.heartbeat.unref();
+    for (const keys of this.queues) {
+      const blocking = openBlockingConnection(this.redis, `tasks:worker:${this.workerId}`);
+      this.blocking.push(blocking);
+      const loop = new ClaimLoop(
+        this.redis,
+        blocking,
+        keys,
+        this.slots,
+        this.options,
+        {
+          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.redis, keys, token, entry, this.options)),
+          register: () => this.renew(keys).then(() => undefined),
+        },
+        this.logger,
+      );
+      this.loops.push(loop);
+      loop.start();
+    }
+  }
+
+  /**
+   * Stops claiming, waits up to `shutdownTimeoutMs` for running handlers, then returns what is still
+   * unfinished to the heads of its clients' lists without counting an attempt, and deregisters.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    clearInterval(this.heartbeat);
+    await Promise.all(this.loops.map((loop) => loop.close()));
+    await this.waitForRunning(this.options.shutdownTimeoutMs);
+    await this.beating;
+    this.released = true;
+    for (const running of this.inFlight.values()) {
+      running.abort.abort(new Error('worker shut down before the handler finished'));
+    }
+    for (const keys of this.queues) {
+      try {
+        const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
+          countAttempt: false,
+          logger: this.logger,
+        });
+        if (requeued > 0) {
+          this.logger.warn(`returned ${requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown`);
+        }
+        await this.redis.zrem(keys.workers, this.workerId);
+      } catch (error) {
+        // The tasks stay in this worker's processing hash: a restart with the same id, or recovery of
+        // a dead worker, returns them. Nothing is lost, so shutdown goes on.
+        this.logger.error(`could not return unfinished tasks of "${keys.queue}" on shutdown: ${errorMessage(error)}`);
+      }
+    }
+    await Promise.all(this.blocking.map((connection) => quit(connection)));
+  }
+
+  private async waitForRunning(timeoutMs: number): Promise<void> {
+    if (this.inFlight.size === 0) {
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.allSettled([...this.inFlight.values()].map((run) => run.done)), timeout]);
+    clearTimeout(timer);
+  }
+
+  private renew(keys: QueueKeys, running: string[] = []): Promise<[number, string[], string[]]> {
+    return this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), this.workerId, this.leaseWithGrace, ...running);
+  }
+
+  /**
+   * Renews the lease in every queue and reconciles: a running task whose token the hash lost was
+   * recovered by a reaper (this worker's lease had expired), so its handler is told to stop; a token
+   * the hash holds but no handler runs, twice in a row, is a claim whose reply never arrived, so it
+   * goes back to its queue.
+   */
+  private async beat(): Promise<void> {
+    try {
+      for (const keys of this.queues) {
+        const running = [...this.inFlight.values()].filter((run) => run.keys === keys).map((run) => run.token);
+        const [, lost, orphaned] = await this.renew(keys, running);
+        for (const token of lost) {
+          const run = this.inFlight.get(inFlightId(keys, token));
+          if (run && !run.leaseLost) {
+            run.leaseLost = true;
+            run.abort.abort(new Error('the task was recovered by another process: this worker lost its lease'));
+            this.logger.warn(`lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`);
+          }
+        }
+        await this.requeueOrphans(keys, orphaned);
+      }
+      this.heartbeatOutage.succeeded();
+    } catch (error) {
+      this.heartbeatOutage.failed(error);
+    }
+  }
+
+  private async requeueOrphans(keys: QueueKeys, orphaned: string[]): Promise<void> {
+    const previous = this.orphanSuspects.get(keys.queue) ?? new Set<string>();
+    const confirmed = orphaned.filter((token) => previous.has(token));
+    this.orphanSuspects.set(keys.queue, new Set(orphaned.filter((token) => !previous.has(token))));
+    if (confirmed.length > 0) {
+      const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
+        countAttempt: false,
+        tokens: confirmed,
+        logger: this.logger,
+      });
+      this.logger.warn(`returned ${requeued} task(s) of "${keys.queue}" whose claim reply was lost to their queue`);
+    }
+  }
+
+  private dispatch(task: ClaimedTask): void {
+    const id = inFlightId(task.keys, task.token);
+    const run: InFlight = { keys: task.keys, token: task.token, abort: new AbortController() };
+    this.inFlight.set(id, run);
+    run.done = this.run(task, run).finally(() => {
+      this.inFlight.delete(id);
+      this.slots.release();
+    });
+  }
+
+  private async run(task: ClaimedTask, run: InFlight): Promise<void> {
+    const queue = task.keys.queue;
+    const decoded = decodeEntry(task.raw);
+    if (!decoded.ok) {
+      // Not a task we can run, and retrying cannot fix it: set it aside with the reason.
+      await this.settle(task, () => task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason }));
+      this.logger.warn(`moved malformed task ${guessTaskId(task.raw) ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
+      return;
+    }
+    const { envelope, attempts } = decoded.entry;
+    const policy = mergeRetry(this.options.retryPolicy(queue), envelope);
+    const attempt = attempts + 1;
+    if (attempt > policy.maxAttempts) {
+      // Earlier runs never finished (worker died or lost its lease each time): do not start another.
+      const detail = `${attempts} run(s) were interrupted before finishing; maxAttempts is ${policy.maxAttempts}`;
+      await this.settle(task, () =>
+        task.deadLetter({
+          reason: 'interrupted',
+          attempts,
+          envelope,
+          detail,
+          error: { name: 'InterruptedError', message: detail },
+        }),
+      );
+      this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
+      return;
+    }
+    const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort.signal);
+    if (this.released || run.leaseLost) {
+      // The task was returned to its queue (shutdown) or recovered elsewhere (lease lost): it is not
+      // ours to settle any more, and the fenced scripts would refuse it anyway.
+      this.logger.warn(`task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`);
+      return;
+    }
+    if (outcome.status === 'succeeded') {
+      await this.settle(task, () => task.acknowledge(envelope, outcome.response), envelope);
+      return;
+    }
+    const error = toErrorRecord(outcome.error);
+    const final = isNonRetryable(outcome.error) || attempt >= policy.maxAttempts;
+    if (final) {
+      const detail = isNonRetryable(outcome.error) ? 'non-retryable error' : `failed all ${policy.maxAttempts} attempt(s)`;
+      const settled = await this.settle(
+        task,
+        () => task.deadLetter({ reason: 'failed', attempts: attempt, envelope, detail, error, replyError: outcome.replyError }),
+        envelope,
+      );
+      if (settled) {
+        this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
+      }
+      return;
+    }
+    const delay = backoffDelay(policy.backoff, attempt);
+    let dueAt: number | undefined;
+    await this.settle(task, async () => {
+      dueAt = await task.retry(delay);
+      return dueAt !== undefined;
+    }, envelope);
+    if (dueAt !== undefined) {
+      this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
+      this.options.onDelayed?.(queue, dueAt);
+    }
+  }
+
+  /**
+   * Runs a fenced settle script, retrying through Redis outages until it answers: a task whose
+   * outcome cannot be written stays in this worker's processing hash, neither acknowledged nor lost.
+   * Resolves false when the worker no longer holds the task (logged once).
+   */
+  private async settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const settled = await write();
+        if (!settled) {
+          this.logger.warn(
+            `task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`,
+          );
+        }
+        return settled;
+      } catch (error) {
+        if (this.released) {
+          this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
+          return false;
+        }
+        if (attempt === 0) {
+          this.logger.error(`could not settle a task of "${task.keys.queue}" (${errorMessage(error)}); retrying`);
+        }
+        await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
+      }
+    }
+  }
+
+  private async execute(
+    envelope: TaskEnvelope,
+    queue: string,
+    attempt: number,
+    maxAttempts: number,
+    signal: AbortSignal,
+  ): Promise<TaskOutcome> {
+    try {
+      return await this.executor({
+        queue,
+        id: envelope.id,
+        clientId: envelope.clientId,
+        attempt,
+        maxAttempts,
+        enqueuedAt: envelope.enqueuedAt,
+        payload: envelope.payload,
+        workerId: this.workerId,
+        expectsReply: envelope.replyTo !== undefined,
+        signal,
+      });
+    } catch (error) {
+      return { status: 'failed', error };
+    }
+  }
+}
+
+function inFlightId(keys: QueueKeys, token: string): string {
+  return `${keys.queue}\u0000${token}`;
+}
+
+export type { ErrorRecord };

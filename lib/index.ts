@@ -1,0 +1,35 @@
+export { RedisTaskTransport } from './nest/redis-task.transport.js';
+export { RedisTaskClient } from './nest/redis-task.client.js';
+export { RedisTaskContext, type RedisTaskInfo } from './nest/redis-task.context.js';
+export {
+  RedisTaskRecord,
+  RedisTaskRecordBuilder,
+  type RedisTaskRecordOptions,
+} from './nest/redis-task-record.builder.js';
+export { RedisTaskModule } from './nest/redis-task.module.js';
+export { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './nest/redis-task.module-definition.js';
+export { RedisTaskReaper } from './nest/redis-task.reaper.js';
+export { RedisTaskAdmin } from './nest/redis-task.admin.js';
+export { TaskAdmin, type DeadLetterSelection, type RequeueDeadLettersResult } from './core/admin.js';
+export type { SweepResult } from './core/reaper.js';
+export type { BackoffOptions, RetryOptions } from './core/retry-policy.js';
+export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
+export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
+export {
+  DEFAULT_CONNECTION,
+  type RedisTaskClientOptions,
+  type RedisTaskCommonOptions,
+  type RedisTaskConnection,
+  type RedisTaskTransportOptions,
+} from './core/options.js';
+export {
+  ClosedError,
+  InvalidOptionError,
+  InvalidTaskError,
+  NonRetryableTaskError,
+  PayloadTooLargeError,
+  RedisTaskError,
+  ReplyTimeoutError,
+} from './core/errors.js';
+export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
+export { PrefixKeys, QueueKeys } from './core/keys.js';

@@ -1,0 +1,216 @@
+import { EventEmitter } from 'node:events';
+import { Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
+import type { ReplyMessage } from '../core/claimed-task.js';
+import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
+import { ClosedError, ReplyTimeoutError } from '../core/errors.js';
+import { PrefixKeys } from '../core/keys.js';
+import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/options.js';
+import { newTaskId, TaskProducer, type EnqueueItem } from '../core/producer.js';
+import type { RedisConnection, TaskRedis } from '../core/scripts.js';
+import { watchConnection } from './connection-events.js';
+import { RedisTaskRecord } from './redis-task-record.builder.js';
+import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
+
+interface PendingReply {
+  readonly queue: string;
+  readonly callback: (packet: WritePacket) => void;
+  timer?: NodeJS.Timeout;
+}
+
+/**
+ * The producer side: `emit` enqueues a task and completes (with the task id) once Redis accepted it;
+ * `send` enqueues and emits the `@MessagePattern` handler's result; `emitBatch` enqueues many tasks
+ * in one round trip. Pass a `RedisTaskRecord` (see `RedisTaskRecordBuilder`) to set per-task options.
+ */
+export class RedisTaskClient extends ClientProxy implements OnApplicationShutdown {
+  readonly options: ResolvedClientOptions;
+  private readonly log = new Logger(RedisTaskClient.name);
+  private readonly events = new EventEmitter();
+  private readonly keys: PrefixKeys;
+  /** Reply channel of this client instance. */
+  private readonly replyChannel: string;
+  private readonly replies = new Map<string, PendingReply>();
+  private connection: OwnedConnection | undefined;
+  private connecting: Promise<TaskRedis> | undefined;
+  private producer: TaskProducer | undefined;
+  private subscriber: RedisConnection | undefined;
+  private subscribing: Promise<void> | undefined;
+
+  constructor(options?: RedisTaskClientOptions) {
+    super();
+    this.options = resolveClientOptions(options);
+    this.keys = new PrefixKeys(this.options.prefix);
+    this.replyChannel = this.keys.replyChannel(newTaskId());
+  }
+
+  /** Opens the connection once; later calls share the same promise (Nest calls it on every emit). */
+  connect(): Promise<TaskRedis> {
+    this.connecting ??= this.open().catch((error: unknown) => {
+      this.connecting = undefined;
+      throw error;
+    });
+    return this.connecting;
+  }
+
+  /**
+   * Enqueues many tasks for one pattern in a single round trip: all of them or, on error, none.
+   * Items may be payloads or `RedisTaskRecord`s. Resolves with the task ids, in order.
+   */
+  async emitBatch<TInput = unknown>(pattern: unknown, items: readonly (TInput | RedisTaskRecord<TInput>)[]): Promise<string[]> {
+    await this.connect();
+    return this.requireProducer().enqueue(
+      this.normalizePattern(pattern as string),
+      items.map((item) => this.toItem(item)),
+    );
+  }
+
+  async close(): Promise<void> {
+    for (const [id, pending] of this.replies) {
+      clearTimeout(pending.timer);
+      this.replies.delete(id);
+      pending.callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
+    }
+    const subscriber = this.subscriber;
+    const connection = this.connection;
+    this.subscriber = undefined;
+    this.subscribing = undefined;
+    this.connection = undefined;
+    this.connecting = undefined;
+    this.producer = undefined;
+    if (subscriber) {
+      await quit(subscriber);
+    }
+    await closeConnection(connection);
+    this._status$.next(RedisTaskStatus.DISCONNECTED);
+  }
+
+  onApplicationShutdown(): Promise<void> {
+    return this.close();
+  }
+
+  override on<EventKey extends keyof RedisTaskEvents>(event: EventKey, callback: RedisTaskEvents[EventKey]): void {
+    this.events.on(event, callback as (...args: unknown[]) => void);
+  }
+
+  unwrap<T = TaskRedis>(): T {
+    if (!this.connection) {
+      throw new Error('RedisTaskClient is not connected: call connect() (or emit) first');
+    }
+    return this.connection.redis as T;
+  }
+
+  protected async dispatchEvent<T = string>(packet: ReadPacket): Promise<T> {
+    const [id] = await this.requireProducer().enqueue(this.normalizePattern(packet.pattern), [this.toItem(packet.data)]);
+    return id as T;
+  }
+
+  protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
+    const queue = this.normalizePattern(packet.pattern);
+    const id = newTaskId();
+    const pending: PendingReply = { queue, callback };
+    this.replies.set(id, pending);
+    if (this.options.replyTimeoutMs > 0) {
+      pending.timer = setTimeout(() => {
+        if (this.replies.delete(id)) {
+          callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs), isDisposed: true });
+        }
+      }, this.options.replyTimeoutMs);
+    }
+    this.subscribeToReplies()
+      .then(() => this.requireProducer().enqueue(queue, [{ ...this.toItem(packet.data), id, replyTo: this.replyChannel }]))
+      .catch((error: unknown) => {
+        if (this.replies.delete(id)) {
+          clearTimeout(pending.timer);
+          callback({ err: error, isDisposed: true });
+        }
+      });
+    return () => {
+      clearTimeout(pending.timer);
+      this.replies.delete(id);
+    };
+  }
+
+  private async open(): Promise<TaskRedis> {
+    const connection = openConnection(this.options.connection, 'tasks:client');
+    this.connection = connection;
+    watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
+    this.producer = new TaskProducer(connection.redis, this.keys, { maxPayloadBytes: this.options.maxPayloadBytes });
+    await connection.redis.ping();
+    return connection.redis;
+  }
+
+  private requireProducer(): TaskProducer {
+    if (!this.producer) {
+      throw new ClosedError('RedisTaskClient');
+    }
+    return this.producer;
+  }
+
+  private toItem(data: unknown): EnqueueItem {
+    if (data instanceof RedisTaskRecord) {
+      const { clientId, maxAttempts, backoff } = data.options;
+      return { payload: data.data, clientId: clientId ?? this.options.clientId, maxAttempts, backoff };
+    }
+    return { payload: data, clientId: this.options.clientId };
+  }
+
+  private subscribeToReplies(): Promise<void> {
+    this.subscribing ??= (async () => {
+      const subscriber = openBlockingConnection(this.unwrap<RedisConnection>(), 'tasks:client:replies');
+      this.subscriber = subscriber;
+      subscriber.on('error', () => undefined); // reported once by the command connection's watcher
+      subscriber.on('message', (_channel: string, message: string) => this.onReply(message));
+      let subscribedOnce = false;
+      subscriber.on('ready', () => {
+        // Replies published while the subscriber was away are still stored under the result key.
+        if (subscribedOnce) {
+          void this.fetchMissedReplies();
+        }
+      });
+      await subscriber.subscribe(this.replyChannel);
+      subscribedOnce = true;
+    })().catch((error: unknown) => {
+      this.subscribing = undefined;
+      throw error;
+    });
+    return this.subscribing;
+  }
+
+  private onReply(message: string): void {
+    let reply: ReplyMessage;
+    try {
+      reply = JSON.parse(message) as ReplyMessage;
+    } catch {
+      this.log.warn('ignored a reply that is not valid JSON');
+      return;
+    }
+    const pending = this.replies.get(reply.id);
+    if (!pending) {
+      return; // timed out, unsubscribed, or already answered
+    }
+    this.replies.delete(reply.id);
+    clearTimeout(pending.timer);
+    pending.callback(
+      reply.err !== undefined ? { err: reply.err, isDisposed: true } : { response: reply.response, isDisposed: true },
+    );
+  }
+
+  private async fetchMissedReplies(): Promise<void> {
+    const redis = this.connection?.redis;
+    if (!redis) {
+      return;
+    }
+    for (const [id, pending] of [...this.replies]) {
+      const stored = await redis.get(this.keys.queue(pending.queue).result(id)).catch(() => null);
+      if (stored !== null) {
+        this.onReply(stored);
+      }
+    }
+  }
+
+  private publishStatus(status: RedisTaskStatus): void {
+    this._status$.next(status);
+    this.events.emit('status', status);
+  }
+}

@@ -1,0 +1,16 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import type { RedisTaskClientOptions } from '../core/options.js';
+
+/** Options of `RedisTaskModule.forRoot`: the client's, plus the reaper's schedule. */
+export interface RedisTaskModuleOptions extends RedisTaskClientOptions {
+  /** Interval of the module's `RedisTaskReaper` in ms, or false to only sweep on demand. Default 1,000. */
+  reaperIntervalMs?: number | false;
+}
+
+export const {
+  ConfigurableModuleClass: RedisTaskConfigurableModule,
+  MODULE_OPTIONS_TOKEN: REDIS_TASK_MODULE_OPTIONS,
+} = new ConfigurableModuleBuilder<RedisTaskModuleOptions>()
+  .setClassMethodName('forRoot')
+  .setExtras({ isGlobal: false }, (definition, extras) => ({ ...definition, global: extras.isGlobal }))
+  .build();

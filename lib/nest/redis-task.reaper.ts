@@ -1,0 +1,52 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { PrefixKeys } from '../core/keys.js';
+import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
+import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
+import { RedisTaskClient } from './redis-task.client.js';
+
+/**
+ * Recovers tasks of dead or hung workers (their lease expired) and promotes due retries, for every
+ * pattern under the prefix. Registered by `RedisTaskModule`; runs every `reaperIntervalMs` (default
+ * 1 s) and can be called directly with `sweep()`. Safe to run in many processes at once.
+ */
+@Injectable()
+export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy {
+  private readonly logger = new Logger(RedisTaskReaper.name);
+  private schedule: ReaperSchedule | undefined;
+  private reaper: TaskReaper | undefined;
+
+  constructor(
+    private readonly client: RedisTaskClient,
+    @Inject(REDIS_TASK_MODULE_OPTIONS) private readonly options: RedisTaskModuleOptions,
+  ) {}
+
+  /** One sweep over every pattern that has had a worker: what it recovered, promoted, dead-lettered. */
+  async sweep(): Promise<SweepResult> {
+    return (await this.core()).sweep();
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const interval = this.options.reaperIntervalMs ?? 1_000;
+    if (interval === false) {
+      return;
+    }
+    this.schedule = new ReaperSchedule(await this.core(), interval, () => undefined, this.logger);
+    this.schedule.start();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.schedule?.stop();
+    this.schedule = undefined;
+  }
+
+  private async core(): Promise<TaskReaper> {
+    const redis = await this.client.connect();
+    this.reaper ??= new TaskReaper(
+      redis,
+      new PrefixKeys(this.client.options.prefix),
+      { lockMs: 1_000, deadLetterCap: 10_000, resultTtlMs: 60_000 },
+      this.logger,
+    );
+    return this.reaper;
+  }
+}

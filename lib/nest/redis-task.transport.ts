@@ -1,0 +1,173 @@
+import { EventEmitter } from 'node:events';
+import { Logger } from '@nestjs/common';
+import { Server, type MessageHandler } from '@nestjs/microservices';
+import { lastValueFrom } from 'rxjs';
+import { closeConnection, openConnection, type OwnedConnection } from '../core/connection.js';
+import { InvalidOptionError } from '../core/errors.js';
+import { PrefixKeys } from '../core/keys.js';
+import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
+import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
+import { mergeRetry, validateRetry, type RetryPolicy } from '../core/retry-policy.js';
+import type { TaskRedis } from '../core/scripts.js';
+import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker.js';
+import { watchConnection } from './connection-events.js';
+import { REDIS_TASK_TRANSPORT } from './constants.js';
+import { capturedError, installErrorCapture } from './error-capture.js';
+import { RedisTaskContext } from './redis-task.context.js';
+import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
+
+/**
+ * A Nest microservice transport that consumes tasks from Redis: each `@EventPattern` /
+ * `@MessagePattern` is a queue; tasks are claimed atomically, acknowledged when the handler
+ * succeeds, and never lost when a worker stops.
+ *
+ * ```ts
+ * NestFactory.createMicroservice(WorkerModule, { strategy: new RedisTaskTransport({ concurrency: 16 }) });
+ * ```
+ */
+export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus> {
+  override readonly transportId = REDIS_TASK_TRANSPORT;
+  readonly options: ResolvedTransportOptions;
+  private readonly log = new Logger(RedisTaskTransport.name);
+  private readonly events = new EventEmitter();
+  private connection: OwnedConnection | undefined;
+  private worker: TaskWorker | undefined;
+  private reaper: TaskReaper | undefined;
+  private schedule: ReaperSchedule | undefined;
+  private policies = new Map<string, RetryPolicy>();
+
+  constructor(options?: RedisTaskTransportOptions) {
+    super();
+    this.options = resolveTransportOptions(options);
+    installErrorCapture();
+  }
+
+  async listen(callback: (error?: unknown) => void): Promise<void> {
+    try {
+      this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
+      const { redis } = this.connection;
+      watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
+      await redis.ping();
+      const queues = [...this.messageHandlers.keys()];
+      this.policies = this.retryPolicies();
+      const keys = new PrefixKeys(this.options.prefix);
+      const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
+      this.reaper = new TaskReaper(
+        redis,
+        keys,
+        { lockMs: Math.max(1_000, this.options.heartbeatIntervalMs), deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs },
+        this.log,
+      );
+      if (this.options.reaperIntervalMs !== false) {
+        this.schedule = new ReaperSchedule(this.reaper, this.options.reaperIntervalMs, () => queues, this.log);
+      }
+      this.worker = new TaskWorker(
+        redis,
+        keys,
+        {
+          ...this.options,
+          retryPolicy: (queue) => this.policies.get(queue) ?? base,
+          onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
+        },
+        (execution) => this.execute(execution),
+        this.log,
+      );
+      await this.worker.start(queues);
+      this.schedule?.start();
+      this.log.log(
+        `worker ${this.options.workerId} consuming ${queues.length} pattern(s) with concurrency ${this.options.concurrency}`,
+      );
+      callback();
+    } catch (error) {
+      callback(error);
+    }
+  }
+
+  /** Stops claiming, lets running handlers finish (up to `shutdownTimeoutMs`), requeues the rest. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    const connection = this.connection;
+    const schedule = this.schedule;
+    this.worker = undefined;
+    this.connection = undefined;
+    this.schedule = undefined;
+    this.reaper = undefined;
+    await schedule?.stop();
+    await worker?.close();
+    await closeConnection(connection);
+    this.publishStatus(RedisTaskStatus.DISCONNECTED);
+  }
+
+  /**
+   * Runs one reaper sweep over this worker's patterns now: recovers dead workers' tasks and promotes
+   * due retries. The transport also runs it every `reaperIntervalMs`.
+   */
+  async sweep(): Promise<SweepResult> {
+    if (!this.reaper) {
+      throw new Error('RedisTaskTransport is not listening: sweep() runs after the microservice has started');
+    }
+    return this.reaper.sweep([...this.messageHandlers.keys()]);
+  }
+
+  on<EventKey extends keyof RedisTaskEvents>(event: EventKey, callback: RedisTaskEvents[EventKey]): void {
+    this.events.on(event, callback as (...args: unknown[]) => void);
+  }
+
+  unwrap<T = TaskRedis>(): T {
+    if (!this.connection) {
+      throw new Error('RedisTaskTransport is not listening: call unwrap() after the microservice has started');
+    }
+    return this.connection.redis as T;
+  }
+
+  /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */
+  private retryPolicies(): Map<string, RetryPolicy> {
+    const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
+    const policies = new Map<string, RetryPolicy>();
+    for (const [pattern, handler] of this.messageHandlers) {
+      const extras = (handler.extras ?? {}) as Record<string, unknown>;
+      if (extras.maxAttempts === undefined && extras.backoff === undefined) {
+        continue;
+      }
+      const retry = validateRetry(
+        `extras of pattern "${pattern}"`,
+        { maxAttempts: extras.maxAttempts, backoff: extras.backoff },
+        (where, message) => new InvalidOptionError(where, message),
+      );
+      policies.set(pattern, mergeRetry(base, retry));
+    }
+    return policies;
+  }
+
+  private publishStatus(status: RedisTaskStatus): void {
+    this._status$.next(status);
+    this.events.emit('status', status);
+  }
+
+  private async execute(execution: TaskExecution): Promise<TaskOutcome> {
+    const handler: MessageHandler | null = this.getHandlerByPattern(execution.queue);
+    if (!handler) {
+      return { status: 'failed', error: new Error(`no handler for "${execution.queue}"`) };
+    }
+    const context = new RedisTaskContext([
+      {
+        id: execution.id,
+        pattern: execution.queue,
+        clientId: execution.clientId,
+        attempt: execution.attempt,
+        maxAttempts: execution.maxAttempts,
+        enqueuedAt: new Date(execution.enqueuedAt),
+        workerId: execution.workerId,
+        signal: execution.signal,
+      },
+    ]);
+    try {
+      // The head handler runs any further @EventPattern handlers of the pattern and joins them.
+      const result = await handler(execution.payload, context);
+      const response = await lastValueFrom(this.transformToObservable(result), { defaultValue: undefined });
+      return { status: 'succeeded', response: handler.isEventHandler ? undefined : response };
+    } catch (error) {
+      return { status: 'failed', error: capturedError(context) ?? error, replyError: error };
+    }
+  }
+}

@@ -1,0 +1,190 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller, type INestMicroservice } from '@nestjs/common';
+import { EventPattern, Payload } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { Redis } from 'ioredis';
+import { PrefixKeys, RedisTaskClient, RedisTaskModule, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import { startRedisServer } from '../../scripts/redis-server.mjs';
+import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { startWorkerProcess, type WorkerProcess } from './processes.js';
+
+const redis = openRedis();
+const processes: WorkerProcess[] = [];
+let prefix = '';
+
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((worker) => worker.kill('SIGKILL')));
+  await deleteKeys(redis, prefix);
+  await redis.del(`${prefix}:runs`, `${prefix}:queues`);
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+async function producer(connection: string, name = prefix) {
+  const module = await Test.createTestingModule({
+    imports: [RedisTaskModule.forRoot({ connection, prefix: name, reaperIntervalMs: false })],
+  }).compile();
+  module.useLogger(false);
+  await module.init();
+  return { client: module.get(RedisTaskClient), close: () => module.close() };
+}
+
+/** Keys that hold tasks: pending lists, the ring, processing hashes, the delayed set, dead letters. */
+async function taskKeys(): Promise<string[]> {
+  return (await keysUnder(redis, prefix)).filter((key) => /:(pending|processing):|:(ring|delayed|dead)$/.test(key));
+}
+
+describe('chaos: worker processes killed with SIGKILL', () => {
+  it('completes 20,000 tasks from 4 clients while a worker is killed and replaced every ~1 s', async () => {
+    prefix = testPrefix('kill9');
+    const total = 20_000;
+    const env = { PREFIX: prefix, CONCURRENCY: 8, PREFETCH: 4, LEASE_MS: 3_000, HEARTBEAT_MS: 250, REAPER_MS: 200 };
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    for (let start = 0; start < total; start += 2_000) {
+      await client.emitBatch(
+        'chaos.task',
+        Array.from({ length: 2_000 }, (_, i) =>
+          new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 10 }).setClientId(`client-${(start + i) % 4}`).build(),
+        ),
+      );
+    }
+    await close();
+    let next = 0;
+    const spawn = async () => {
+      const worker = await startWorkerProcess(`chaos-${next++}`, env);
+      processes.push(worker);
+      return worker;
+    };
+    await Promise.all([spawn(), spawn(), spawn(), spawn()]);
+
+    const queue = new PrefixKeys(prefix).queue('chaos.task');
+    const runsKey = `${prefix}:runs`;
+    let kills = 0;
+    let inFlightAtKills = 0;
+    const deadline = Date.now() + 240_000;
+    while ((await redis.hlen(runsKey)) < total || (await taskKeys()).length > 0) {
+      if (Date.now() > deadline) {
+        throw new Error(`not done: ${await redis.hlen(runsKey)} of ${total} tasks ran; task keys left: ${(await taskKeys()).join(', ')}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      if ((await redis.hlen(runsKey)) < total) {
+        const victim = processes.splice(Math.floor(Math.random() * processes.length), 1)[0];
+        await victim.kill('SIGKILL');
+        kills++;
+        // What it held at death is exactly what may run twice.
+        inFlightAtKills += await redis.hlen(queue.processing(victim.id));
+        await spawn();
+      }
+    }
+    const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
+    const repeats = runs.reduce((sum, count) => sum + count, 0) - total;
+    console.log(`kill -9 chaos: ${kills} workers killed holding ${inFlightAtKills} tasks; ${repeats} handler runs were repeats (at-least-once)`);
+    expect(kills).toBeGreaterThanOrEqual(3);
+    expect(runs).toHaveLength(total);
+    expect(runs.every((count) => count >= 1)).toBe(true);
+    expect(repeats).toBeLessThanOrEqual(inFlightAtKills);
+    expect(await taskKeys()).toEqual([]);
+  });
+});
+
+describe('chaos: a handler that hangs past its lease', () => {
+  it('is recovered and completed by another worker, and the hung worker\'s late ack is refused', async () => {
+    prefix = testPrefix('hang');
+    const env = { PREFIX: prefix, CONCURRENCY: 2, LEASE_MS: 1_000, HEARTBEAT_MS: 200, REAPER_MS: 100 };
+    processes.push(await startWorkerProcess('hang-a', env), await startWorkerProcess('hang-b', env));
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    await client.emitBatch('chaos.hang', [{ key: 'stuck', hangMs: 5_000 }]);
+    await close();
+
+    await waitFor(async () => Number(await redis.hget(`${prefix}:runs`, 'stuck')) === 2, 'the second run by the other worker', { timeoutMs: 20_000 });
+    const hung = processes.find((worker) => worker.output.includes('HANGING')) as WorkerProcess;
+    const other = processes.find((worker) => worker !== hung) as WorkerProcess;
+    expect(other.output).not.toContain('HANGING');
+    await hung.waitFor('is no longer held by this worker (lease lost)', 20_000);
+    expect(hung.output).toContain('UNBLOCKED');
+    await waitFor(async () => (await taskKeys()).length === 0, 'no task left in Redis');
+    expect(Number(await redis.hget(`${prefix}:runs`, 'stuck'))).toBe(2);
+  });
+});
+
+describe('chaos: graceful shutdown on SIGTERM', () => {
+  it('returns running tasks to the head of their list without counting an attempt, and leaves nothing held', async () => {
+    prefix = testPrefix('sigterm');
+    const worker = await startWorkerProcess('term-1', { PREFIX: prefix, CONCURRENCY: 2, SHUTDOWN_MS: 300 });
+    processes.push(worker);
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    await client.emitBatch('chaos.slow', [{ key: 'a' }, { key: 'b' }, { key: 'c' }]);
+    await close();
+    const queue = new PrefixKeys(prefix).queue('chaos.slow');
+    await waitFor(async () => (await redis.hlen(queue.processing('term-1'))) === 2, 'two tasks running');
+
+    await worker.kill('SIGTERM');
+    // Nest's shutdown hooks close the app, then re-raise the signal so the process ends by it.
+    expect(worker.child.exitCode === 0 || worker.child.signalCode === 'SIGTERM').toBe(true);
+    expect(worker.output).toContain('returned 2 unfinished task(s) of "chaos.slow" to their queue on shutdown');
+    expect(await redis.exists(queue.processing('term-1'))).toBe(0);
+    expect(await redis.zscore(queue.workers, 'term-1')).toBeNull();
+    const pending = await redis.lrange(queue.pending('default'), 0, -1);
+    expect(pending.map((entry) => JSON.parse(entry.slice(entry.indexOf('|') + 1)).payload.key)).toEqual(['a', 'b', 'c']);
+    expect(pending.every((entry) => entry.startsWith('0|'))).toBe(true);
+  });
+});
+
+@Controller()
+class Recorder {
+  static handled = new Set<string>();
+
+  @EventPattern('restart.task')
+  handle(@Payload() task: { key: string }): void {
+    Recorder.handled.add(task.key);
+  }
+}
+
+describe('chaos: Redis restarted', () => {
+  it('reconnects workers and clients by themselves; every task acknowledged before the restart completes', async () => {
+    prefix = testPrefix('restart');
+    const dir = mkdtempSync(join(tmpdir(), 'tasks-aof-'));
+    const args = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
+    let server = await startRedisServer(args);
+    let worker: INestMicroservice | undefined;
+    let closeProducer: (() => Promise<void>) | undefined;
+    const direct = new Redis(server.url, { maxRetriesPerRequest: null });
+    try {
+      const module = await Test.createTestingModule({ controllers: [Recorder] }).compile();
+      worker = module.createNestMicroservice({
+        strategy: new RedisTaskTransport({ connection: server.url, prefix, concurrency: 4, leaseMs: 10_000, heartbeatIntervalMs: 500 }),
+        logger: false,
+      });
+      await worker.listen();
+      const { client, close } = await producer(server.url);
+      closeProducer = close;
+      const acknowledged: string[] = [];
+      for (let batch = 0; batch < 10; batch++) {
+        const keys = Array.from({ length: 300 }, (_, i) => `before-${batch}-${i}`);
+        await client.emitBatch('restart.task', keys.map((key) => ({ key })));
+        acknowledged.push(...keys);
+      }
+      await server.kill(); // a crash: SIGKILL, AOF with appendfsync always keeps every acknowledged write
+      server = await startRedisServer(args, server.port);
+
+      const after = Array.from({ length: 300 }, (_, i) => `after-${i}`);
+      await client.emitBatch('restart.task', after.map((key) => ({ key })));
+      acknowledged.push(...after);
+      await waitFor(() => acknowledged.every((key) => Recorder.handled.has(key)), 'every acknowledged task to be handled', { timeoutMs: 60_000, intervalMs: 50 });
+      const queue = new PrefixKeys(prefix).queue('restart.task');
+      await waitFor(async () => (await direct.llen(queue.pending('default'))) === 0 && (await direct.llen(queue.ring)) === 0, 'the queue to drain');
+      expect(acknowledged).toHaveLength(3_300);
+    } finally {
+      await closeProducer?.();
+      await worker?.close();
+      direct.disconnect();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,72 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { PrefixKeys, RedisTaskContext, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { startProducer, startWorker } from '../support/nest.js';
+import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+const handled = new Map<string, number>();
+const byWorker = new Map<string, number>();
+let running = 0;
+let maxRunning = 0;
+
+@Controller()
+class Counter {
+  @EventPattern<string>('count.me')
+  async count(@Payload() payload: { key: string }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    running++;
+    maxRunning = Math.max(maxRunning, running);
+    handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
+    byWorker.set(ctx.getWorkerId(), (byWorker.get(ctx.getWorkerId()) ?? 0) + 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    running--;
+  }
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+});
+
+describe('exactly once without faults', () => {
+  it('handles 10,000 tasks from 3 clients exactly once with 4 concurrent handlers across 2 worker apps', async () => {
+    prefix = testPrefix('once');
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    for (const worker of ['w-a', 'w-b']) {
+      const app = await startWorker(prefix, [Counter], { workerId: worker, concurrency: 2 });
+      started.push(app.app);
+    }
+    const total = 10_000;
+    const clients = ['c1', 'c2', 'c3'];
+    for (let start = 0; start < total; start += 1_000) {
+      await client.emitBatch(
+        'count.me',
+        Array.from({ length: 1_000 }, (_, i) => {
+          const n = start + i;
+          return new RedisTaskRecordBuilder({ key: `k${n}` }).setClientId(clients[n % 3]).build();
+        }),
+      );
+    }
+    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, { timeoutMs: 60_000, intervalMs: 50 });
+    const queue = new PrefixKeys(prefix).queue('count.me');
+    await waitFor(async () => (await redis.hlen(queue.processing('w-a'))) + (await redis.hlen(queue.processing('w-b'))) === 0, 'all acks');
+
+    expect([...handled.values()].every((count) => count === 1)).toBe(true);
+    expect([...handled.values()].reduce((a, b) => a + b, 0)).toBe(total);
+    expect(maxRunning).toBeLessThanOrEqual(4);
+    expect(maxRunning).toBeGreaterThan(1);
+    expect(byWorker.get('w-a')).toBeGreaterThan(0);
+    expect(byWorker.get('w-b')).toBeGreaterThan(0);
+    // Nothing but the worker registry, the token sequence and dead letters (none) remain.
+    const left = (await keysUnder(redis, prefix)).map((key) => key.slice(queue.tag.length + 1)).sort();
+    expect(left).toEqual(['sequence', 'workers']);
+  });
+});
+
+afterAll(async () => {
+  await redis.quit();
+});

@@ -1,0 +1,341 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { firstValueFrom } from 'rxjs';
+import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
+import { requeueProcessing } from '../../lib/core/requeue.js';
+import {
+  InvalidOptionError,
+  NonRetryableTaskError,
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskClient,
+  RedisTaskContext,
+  RedisTaskModule,
+  RedisTaskReaper,
+  RedisTaskRecordBuilder,
+  RedisTaskTransport,
+} from '../../lib/index.js';
+import { startWorker, type Worker } from '../support/nest.js';
+import { deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const runs: { pattern: string; n: number; attempt: number; maxAttempts: number }[] = [];
+const aborted: string[] = [];
+let failUntil = 0;
+
+@Controller()
+class Flaky {
+  @EventPattern<string>('flaky')
+  flaky(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): void {
+    runs.push({ pattern: 'flaky', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    if (ctx.getAttempt() < failUntil) {
+      throw new Error(`flaky failure on attempt ${ctx.getAttempt()}`);
+    }
+  }
+
+  @EventPattern<string>('always.fails')
+  alwaysFails(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): void {
+    runs.push({ pattern: 'always.fails', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    if (!(p as { heal?: boolean }).heal && !healed) {
+      throw new RangeError(`cannot process ${p.n}`);
+    }
+  }
+
+  @EventPattern<string>('bad.input')
+  badInput(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): void {
+    runs.push({ pattern: 'bad.input', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    throw new NonRetryableTaskError('the avatar file is not an image');
+  }
+
+  @EventPattern<string>('twice', { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 10 } })
+  twice(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): void {
+    runs.push({ pattern: 'twice', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    throw new Error('never works');
+  }
+
+  @MessagePattern('quote')
+  quote(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): never {
+    runs.push({ pattern: 'quote', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    // RpcException: Nest passes its message to the caller (other errors reach it as "Internal server error").
+    throw new RpcException(`no quote for product ${p.n}`);
+  }
+
+  @EventPattern<string>('waits.for.abort')
+  async waitsForAbort(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    runs.push({ pattern: 'waits.for.abort', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    if (ctx.getAttempt() === 1) {
+      await new Promise<void>((resolve) => ctx.getSignal().addEventListener('abort', () => resolve(), { once: true }));
+      aborted.push(ctx.getTaskId());
+    }
+  }
+
+  @EventPattern<string>('noop')
+  noop(): void {}
+}
+
+let healed = false;
+let prefix = '';
+let keys: PrefixKeys;
+const started: { close(): Promise<unknown> }[] = [];
+
+const fastRetries = { backoff: { type: 'fixed' as const, delayMs: 20 }, reaperIntervalMs: 50 };
+
+async function worker(options = {}): Promise<Worker> {
+  const w = await startWorker(prefix, [Flaky], { ...fastRetries, ...options });
+  started.push(w.app);
+  return w;
+}
+
+async function module(options = {}) {
+  const m = await Test.createTestingModule({
+    imports: [RedisTaskModule.forRoot({ connection: redisUrl(), prefix, reaperIntervalMs: false, ...options })],
+  }).compile();
+  m.useLogger(false);
+  await m.init();
+  started.push(m);
+  return { client: m.get(RedisTaskClient), admin: m.get(RedisTaskAdmin), reaper: m.get(RedisTaskReaper) };
+}
+
+function fresh(name: string): void {
+  prefix = testPrefix(name);
+  keys = new PrefixKeys(prefix);
+}
+
+function runsOf(pattern: string) {
+  return runs.filter((run) => run.pattern === pattern);
+}
+
+async function deadLetters(pattern: string, count: number): Promise<DeadLetterRecord[]> {
+  return waitFor(async () => {
+    const list = await redis.lrange(keys.queue(pattern).deadLetters, 0, -1);
+    return list.length === count ? list.map((raw) => JSON.parse(raw) as DeadLetterRecord) : undefined;
+  }, `${count} dead letter(s) of ${pattern}`);
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  await redis.del(keys.queues);
+  runs.length = 0;
+  aborted.length = 0;
+  healed = false;
+  failUntil = 0;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+describe('retries', () => {
+  it('retries a throwing handler through the delayed set until it succeeds', async () => {
+    fresh('retry');
+    failUntil = 3;
+    const { client } = await module();
+    await worker({ maxAttempts: 5, backoff: { type: 'fixed', delayMs: 300 } });
+    await firstValueFrom(client.emit('flaky', { n: 1 }));
+    await waitFor(() => runsOf('flaky').length === 1, 'the first run');
+    // Between attempts the task waits in Redis (the delayed set), not in worker memory.
+    await waitFor(async () => (await redis.zcard(keys.queue('flaky').delayed)) === 1, 'the retry in the delayed set');
+    await waitFor(() => runsOf('flaky').length === 3, 'three runs');
+    expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
+    expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
+    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|sequence)$/.test(key)), 'nothing left but the registry');
+    expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
+  });
+
+  it('dead-letters a task that always throws after exactly maxAttempts, with its error; a requeued dead letter runs again', async () => {
+    fresh('exhaust');
+    const { client, admin } = await module();
+    await worker({ maxAttempts: 3 });
+    const id = await firstValueFrom(client.emit('always.fails', { n: 7 }));
+    const [record] = await deadLetters('always.fails', 1);
+    expect(runsOf('always.fails').map((run) => run.attempt)).toEqual([1, 2, 3]);
+    expect(record).toMatchObject({
+      id,
+      pattern: 'always.fails',
+      clientId: 'default',
+      reason: 'failed',
+      attempts: 3,
+      payload: { n: 7 },
+      error: { name: 'RangeError', message: 'cannot process 7' },
+    });
+    expect(record.error?.stack?.split('\n')[0]).toBe('RangeError: cannot process 7');
+    expect(record.deadAt).toBeGreaterThanOrEqual(record.enqueuedAt ?? Infinity);
+
+    healed = true;
+    runs.length = 0;
+    expect(await admin.requeueDeadLetters('always.fails', { ids: [id as string] })).toEqual({ requeued: 1, skipped: 0 });
+    await waitFor(() => runsOf('always.fails').length === 1, 'the requeued run');
+    expect(runsOf('always.fails')[0].attempt).toBe(1); // attempts reset
+    expect(await admin.countDeadLetters('always.fails')).toBe(0);
+  });
+
+  it('dead-letters a NonRetryableTaskError at once', async () => {
+    fresh('nonretry');
+    const { client } = await module();
+    await worker({ maxAttempts: 5 });
+    await firstValueFrom(client.emit('bad.input', { n: 1 }));
+    const [record] = await deadLetters('bad.input', 1);
+    expect(runsOf('bad.input')).toHaveLength(1);
+    expect(record).toMatchObject({ reason: 'failed', attempts: 1, detail: 'non-retryable error', error: { message: 'the avatar file is not an image' } });
+  });
+
+  it('takes attempts and backoff from the pattern\'s extras, and a record\'s own setting over both', async () => {
+    fresh('layers');
+    const { client } = await module();
+    await worker({ maxAttempts: 5 });
+    await firstValueFrom(client.emit('twice', { n: 1 }));
+    await deadLetters('twice', 1);
+    expect(runsOf('twice').map((run) => [run.attempt, run.maxAttempts])).toEqual([[1, 2], [2, 2]]);
+
+    runs.length = 0;
+    await firstValueFrom(client.emit('twice', new RedisTaskRecordBuilder({ n: 2 }).setMaxAttempts(4).setBackoff({ type: 'fixed', delayMs: 5 }).build()));
+    await deadLetters('twice', 2);
+    expect(runsOf('twice').map((run) => run.attempt)).toEqual([1, 2, 3, 4]);
+  });
+
+  it('gives a send() caller the final error once the attempts are used up (not a timeout)', async () => {
+    fresh('senderror');
+    const { client } = await module({ replyTimeoutMs: 30_000 });
+    await worker({ maxAttempts: 2 });
+    await expect(firstValueFrom(client.send('quote', { n: 1 }))).rejects.toMatchObject({ message: 'no quote for product 1' });
+    expect(runsOf('quote').map((run) => run.attempt)).toEqual([1, 2]);
+  });
+});
+
+describe('dead letters', () => {
+  it('are capped, oldest dropped first; can be listed and purged by id and all', async () => {
+    fresh('cap');
+    const { client, admin } = await module();
+    await worker({ deadLetterCap: 3 });
+    const ids = await client.emitBatch('bad.input', [1, 2, 3, 4, 5].map((n) => ({ n })));
+    await waitFor(() => runsOf('bad.input').length === 5, 'five runs');
+    const list = await waitFor(async () => {
+      const records = await admin.listDeadLetters('bad.input');
+      return records.length === 3 && runsOf('bad.input').length === 5 ? records : undefined;
+    }, 'three capped dead letters');
+    expect(list.map((record) => record.id).sort()).toEqual(expect.arrayContaining([]));
+    expect(new Set(list.map((record) => record.id)).size).toBe(3);
+    expect(list.every((record) => ids.includes(record.id as string))).toBe(true);
+    expect(await admin.purgeDeadLetters('bad.input', { ids: [list[0].id as string] })).toBe(1);
+    expect(await admin.countDeadLetters('bad.input')).toBe(2);
+    expect(await admin.purgeDeadLetters('bad.input', 'all')).toBe(2);
+    expect(await admin.countDeadLetters('bad.input')).toBe(0);
+    expect(await admin.queues()).toEqual(expect.arrayContaining(['bad.input', 'flaky']));
+  });
+});
+
+describe('leases and recovery', () => {
+  it('RedisTaskReaper.sweep() returns a dead worker\'s tasks to the head of their list, attempt counted', async () => {
+    fresh('reap');
+    const { client, reaper } = await module();
+    await client.emitBatch('noop', [{ n: 1 }, { n: 2 }, { n: 3 }]);
+    const queue = keys.queue('noop');
+    await redis.sadd(keys.queues, 'noop');
+    // A worker claimed two tasks and died: its lease expired long ago.
+    await redis.zadd(queue.workers, '1', 'dead-worker');
+    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('dead-worker'), queue.sequence, queue.workers, 'default', 2, 'dead-worker');
+    expect(claimed).toHaveLength(4);
+
+    const result = await reaper.sweep();
+    expect(result).toMatchObject({ recovered: 2, promoted: 0, deadLettered: 0, workersRemoved: 1 });
+    expect(await redis.exists(queue.processing('dead-worker'))).toBe(0);
+    expect(await redis.zscore(queue.workers, 'dead-worker')).toBeNull();
+    const pending = await redis.lrange(queue.pending('default'), 0, -1);
+    expect(pending.map((raw) => raw.split('|')[0])).toEqual(['1', '1', '0']);
+    expect(JSON.parse(pending[0].slice(2)).payload).toEqual({ n: 1 });
+    expect(await reaper.sweep()).toMatchObject({ recovered: 0, workersRemoved: 0 }); // nothing twice
+  });
+
+  it('a worker\'s built-in reaper recovers a dead worker\'s tasks with no other wiring', async () => {
+    fresh('builtin');
+    const { client } = await module();
+    await client.emitBatch('flaky', [{ n: 1 }, { n: 2 }]);
+    const queue = keys.queue('flaky');
+    await redis.zadd(queue.workers, '1', 'crashed');
+    await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('crashed'), queue.sequence, queue.workers, 'default', 2, 'crashed');
+    await worker();
+    await waitFor(() => runsOf('flaky').length === 2, 'both recovered tasks');
+    expect(runsOf('flaky').map((run) => run.attempt)).toEqual([2, 2]);
+  });
+
+  it('fires the AbortSignal of a handler whose lease was lost, refuses its late outcome, and runs the task again', async () => {
+    fresh('abort');
+    const { client, reaper } = await module();
+    const w = await worker({ heartbeatIntervalMs: 20, leaseMs: 60_000, reaperIntervalMs: false });
+    const workerId = w.transport.options.workerId;
+    const queue = keys.queue('waits.for.abort');
+    await firstValueFrom(client.emit('waits.for.abort', { n: 1 }));
+    await waitFor(() => runsOf('waits.for.abort').length === 1, 'the first run');
+    // What a reaper does once this worker's lease has expired (after a long pause, say): its task goes
+    // back to its list. The live worker must notice at its next heartbeat.
+    const recovered = await requeueProcessing(redis, queue, { workerId, deadLetterCap: 10, resultTtlMs: 1_000 }, { countAttempt: true });
+    expect(recovered).toEqual({ requeued: 1, malformed: 0 });
+    expect(reaper).toBeInstanceOf(RedisTaskReaper);
+    await waitFor(() => aborted.length === 1, 'the abort signal');
+    await waitFor(() => runsOf('waits.for.abort').length === 2, 'the second run');
+    expect(runsOf('waits.for.abort').map((run) => run.attempt)).toEqual([1, 2]);
+    await waitFor(async () => (await redis.hlen(queue.processing(w.transport.options.workerId))) === 0, 'the second run to be acknowledged');
+    expect(await redis.llen(queue.pending('default'))).toBe(0);
+  });
+
+  it('dead-letters, as "interrupted", a task whose every run was cut short', async () => {
+    fresh('interrupted');
+    const { client } = await module();
+    await client.emit('flaky', new RedisTaskRecordBuilder({ n: 1 }).setMaxAttempts(2).build()).toPromise();
+    const queue = keys.queue('flaky');
+    await redis.sadd(keys.queues, 'flaky');
+    for (const dead of ['crash-1', 'crash-2']) {
+      await redis.zadd(queue.workers, '1', dead);
+      await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing(dead), queue.sequence, queue.workers, 'default', 1, dead);
+      await (await module()).reaper.sweep();
+    }
+    await worker();
+    const [record] = await deadLetters('flaky', 1);
+    expect(record).toMatchObject({ reason: 'interrupted', attempts: 2, payload: { n: 1 } });
+    expect(runsOf('flaky')).toHaveLength(0);
+  });
+});
+
+describe('bounded memory', () => {
+  it('returns to the baseline key count after 10,000 tasks', async () => {
+    fresh('memory');
+    const { client } = await module();
+    await worker({ concurrency: 16 });
+    await firstValueFrom(client.emit('noop', { warmup: true }));
+    const queue = keys.queue('noop');
+    await waitFor(async () => (await redis.exists(queue.pending('default'))) === 0, 'the warm-up task');
+    const baseline = (await keysUnder(redis, prefix)).sort();
+    for (let i = 0; i < 10; i++) {
+      await client.emitBatch('noop', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build()));
+    }
+    await waitFor(async () => (await keysUnder(redis, prefix)).sort().join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
+    // What stays: each pattern's worker registry and the token sequence; nothing per task.
+    expect(baseline.every((key) => key.endsWith(':workers') || key === queue.sequence)).toBe(true);
+  }, 120_000);
+});
+
+describe('bad options', () => {
+  it('refuses a heartbeat that is not at most half the lease, naming heartbeatIntervalMs', () => {
+    expect(() => new RedisTaskTransport({ heartbeatIntervalMs: 6_000, leaseMs: 10_000 })).toThrow(/option "heartbeatIntervalMs"/);
+  });
+
+  it('refuses bad backoff and attempts, naming the option', () => {
+    expect(() => new RedisTaskTransport({ backoff: { type: 'linear' } as never })).toThrow(/option "backoff.type"/);
+    expect(() => new RedisTaskTransport({ maxAttempts: 0 })).toThrow(InvalidOptionError);
+    expect(() => new RedisTaskRecordBuilder({}).setMaxAttempts(-1)).toThrow(/setMaxAttempts\(\)/);
+    expect(() => new RedisTaskRecordBuilder({}).setBackoff({ type: 'fixed', delayMs: -5 })).toThrow(/delayMs/);
+  });
+
+  it('refuses bad retry extras on a pattern at start-up, naming the pattern', async () => {
+    fresh('extras');
+    @Controller()
+    class BadExtras {
+      @EventPattern<string>('oops', { maxAttempts: 'many' })
+      oops(): void {}
+    }
+    await expect(startWorker(prefix, [BadExtras])).rejects.toThrow(/extras of pattern "oops".maxAttempts/);
+  });
+});

@@ -1,0 +1,335 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, Injectable, Module } from '@nestjs/common';
+import { ClientsModule, Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { firstValueFrom } from 'rxjs';
+import { encodeEntry } from '../../lib/core/codec.js';
+import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
+import {
+  PrefixKeys,
+  RedisTaskClient,
+  RedisTaskContext,
+  RedisTaskModule,
+  RedisTaskRecordBuilder,
+  ReplyTimeoutError,
+  type RedisTaskInfo,
+} from '../../lib/index.js';
+import { startProducer, startWorker, type Worker } from '../support/nest.js';
+import { deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const seen: { pattern: string; payload: unknown; task: RedisTaskInfo }[] = [];
+let hold = gate();
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('avatar.resize')
+  resize(@Payload() payload: unknown, @Ctx() ctx: RedisTaskContext): void {
+    seen.push({ pattern: 'avatar.resize', payload, task: ctx.getTask() });
+  }
+
+  @MessagePattern('invoice.render')
+  render(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): { doubled: number; clientId: string } {
+    return { doubled: payload.n * 2, clientId: ctx.getClientId() };
+  }
+
+  @MessagePattern('invoice.fail')
+  fail(): never {
+    throw new RpcException('cannot render this invoice');
+  }
+
+  @EventPattern<string>('report.crash')
+  crash(): never {
+    throw new TypeError('report generator exploded');
+  }
+
+  @EventPattern<string>('slow.job')
+  async slow(@Payload() payload: unknown, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    seen.push({ pattern: 'slow.job', payload, task: ctx.getTask() });
+    await hold.promise;
+  }
+}
+
+let prefix: string;
+let keys: PrefixKeys;
+const started: { close(): Promise<unknown> }[] = [];
+
+async function worker(options = {}): Promise<Worker> {
+  const w = await startWorker(prefix, [Handlers], options);
+  started.push(w.app);
+  return w;
+}
+
+async function producer(options = {}): Promise<RedisTaskClient> {
+  const { client, module } = await startProducer(prefix, options);
+  started.push(module);
+  return client;
+}
+
+function seenFor(pattern: string): typeof seen {
+  return seen.filter((entry) => entry.pattern === pattern);
+}
+
+beforeAll(() => {
+  seen.length = 0;
+});
+
+afterEach(async () => {
+  hold.open();
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  seen.length = 0;
+  hold = gate();
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+function fresh(name: string): void {
+  prefix = testPrefix(name);
+  keys = new PrefixKeys(prefix);
+}
+
+describe('emit', () => {
+  it('completes with the task id once Redis holds the task, and the handler receives it with its context', async () => {
+    fresh('emit');
+    const client = await producer({ clientId: 'api' });
+    const id = await firstValueFrom(client.emit('avatar.resize', { userId: 7 }));
+    expect(typeof id).toBe('string');
+    expect(await redis.llen(keys.queue('avatar.resize').pending('api'))).toBe(1);
+
+    await worker();
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run');
+    const [{ payload, task }] = seenFor('avatar.resize');
+    expect(payload).toEqual({ userId: 7 });
+    expect(task).toMatchObject({ id, pattern: 'avatar.resize', clientId: 'api', attempt: 1 });
+    expect(task.enqueuedAt).toBeInstanceOf(Date);
+    expect(task.signal.aborted).toBe(false);
+    await waitFor(async () => (await redis.hlen(keys.queue('avatar.resize').processing(task.workerId))) === 0, 'the ack');
+  });
+
+  it('uses the client id of a record built with RedisTaskRecordBuilder', async () => {
+    fresh('record');
+    const client = await producer({ clientId: 'api' });
+    await worker();
+    await firstValueFrom(client.emit('avatar.resize', new RedisTaskRecordBuilder({ userId: 1 }).setClientId('tenant-42').build()));
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run');
+    expect(seenFor('avatar.resize')[0]).toMatchObject({ payload: { userId: 1 }, task: { clientId: 'tenant-42' } });
+  });
+
+  it('wakes a blocked idle worker by the push itself, long before its blocking wait would time out', async () => {
+    fresh('wake');
+    const client = await producer();
+    const { transport } = await worker({ blockTimeoutMs: 120_000 });
+    // The worker's claim loop is parked in BLMOVE on its own connection, not polling.
+    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blmove'), 'a worker blocked in BLMOVE');
+    const emittedAt = Date.now();
+    await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run', { timeoutMs: 10_000, intervalMs: 1 });
+    expect(Date.now() - emittedAt).toBeLessThan(10_000);
+    expect(transport.options.blockTimeoutMs).toBe(120_000);
+  });
+
+  it('keeps tasks for a pattern no worker handles, untouched, until one does', async () => {
+    fresh('nohandler');
+    const client = await producer({ clientId: 'api' });
+    await worker();
+    await firstValueFrom(client.emit('nobody.handles.this', { n: 1 }));
+    await firstValueFrom(client.emit('avatar.resize', { n: 2 }));
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handled pattern to run');
+    expect(await redis.llen(keys.queue('nobody.handles.this').pending('api'))).toBe(1);
+  });
+
+  it('refuses a payload over maxPayloadBytes and writes nothing', async () => {
+    fresh('oversize');
+    const client = await producer({ maxPayloadBytes: 100, clientId: 'api' });
+    await expect(firstValueFrom(client.emit('avatar.resize', { blob: 'x'.repeat(200) }))).rejects.toThrow(/maxPayloadBytes/);
+    expect(await redis.exists(keys.queue('avatar.resize').pending('api'))).toBe(0);
+  });
+});
+
+describe('send', () => {
+  it('returns the @MessagePattern handler result', async () => {
+    fresh('send');
+    const client = await producer({ clientId: 'billing' });
+    await worker();
+    await expect(firstValueFrom(client.send('invoice.render', { n: 21 }))).resolves.toEqual({ doubled: 42, clientId: 'billing' });
+  });
+
+  it('delivers the handler error to the caller, and the task goes to dead letters', async () => {
+    fresh('senderr');
+    const client = await producer();
+    await worker({ maxAttempts: 1 });
+    await expect(firstValueFrom(client.send('invoice.fail', { n: 1 }))).rejects.toMatchObject({
+      message: 'cannot render this invoice',
+    });
+    const [record] = (await redis.lrange(keys.queue('invoice.fail').deadLetters, 0, -1)).map(
+      (raw) => JSON.parse(raw) as DeadLetterRecord,
+    );
+    expect(record).toMatchObject({ reason: 'failed', pattern: 'invoice.fail', payload: { n: 1 }, attempts: 1 });
+  });
+
+  it('fails with ReplyTimeoutError when no worker answers within replyTimeoutMs', async () => {
+    fresh('timeout');
+    const client = await producer({ replyTimeoutMs: 200 });
+    await expect(firstValueFrom(client.send('invoice.render', { n: 1 }))).rejects.toBeInstanceOf(ReplyTimeoutError);
+  });
+
+  it('answers a caller whose task was enqueued before any worker started', async () => {
+    fresh('sendlate');
+    const client = await producer();
+    const reply = firstValueFrom(client.send('invoice.render', { n: 5 }));
+    await waitFor(async () => (await redis.llen(keys.queue('invoice.render').pending('default'))) === 1, 'the enqueue');
+    await worker();
+    await expect(reply).resolves.toEqual({ doubled: 10, clientId: 'default' });
+  });
+});
+
+describe('failures and bad input', () => {
+  it('records the handler\'s own error (not Nest\'s generic message) in dead letters', async () => {
+    fresh('crash');
+    const client = await producer();
+    await worker({ maxAttempts: 1 });
+    await firstValueFrom(client.emit('report.crash', { day: 1 }));
+    const deadLetters = keys.queue('report.crash').deadLetters;
+    const raw = await waitFor(async () => (await redis.lrange(deadLetters, 0, -1))[0], 'a dead letter');
+    expect(JSON.parse(raw)).toMatchObject({
+      reason: 'failed',
+      error: { name: 'TypeError', message: 'report generator exploded' },
+      payload: { day: 1 },
+    });
+    expect((JSON.parse(raw) as DeadLetterRecord).error?.stack).toContain('report generator exploded');
+  });
+
+  it('moves a malformed entry to dead letters with reason "malformed" and keeps working', async () => {
+    fresh('malformed');
+    const client = await producer({ clientId: 'api' });
+    const queue = keys.queue('avatar.resize');
+    await redis.rpush(queue.pending('api'), 'this is not a task', '0|{"id":"no-client","payload":1}');
+    await redis.rpush(queue.ring, 'api');
+    await firstValueFrom(client.emit('avatar.resize', { good: true }));
+    await worker();
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the good task to run');
+    const records = await waitFor(async () => {
+      const list = await redis.lrange(queue.deadLetters, 0, -1);
+      return list.length === 2 ? list.map((raw) => JSON.parse(raw) as DeadLetterRecord) : undefined;
+    }, 'two dead letters');
+    expect(records.map((record) => record.reason)).toEqual(['malformed', 'malformed']);
+    expect(records.map((record) => record.raw).sort()).toEqual(['0|{"id":"no-client","payload":1}', 'this is not a task']);
+    expect(records.every((record) => typeof record.detail === 'string' && record.detail.length > 0)).toBe(true);
+    expect(seenFor('avatar.resize')[0].payload).toEqual({ good: true });
+  });
+});
+
+describe('restarts lose nothing', () => {
+  it('processes tasks emitted while no worker ran', async () => {
+    fresh('offline');
+    const client = await producer();
+    await client.emitBatch('avatar.resize', Array.from({ length: 50 }, (_, n) => ({ n })));
+    await worker();
+    await waitFor(() => seenFor('avatar.resize').length === 50, 'all 50 tasks');
+    expect(new Set(seenFor('avatar.resize').map((entry) => (entry.payload as { n: number }).n)).size).toBe(50);
+  });
+
+  it('close() returns unfinished tasks without counting an attempt; a new app with the same id runs them', async () => {
+    fresh('restart');
+    const client = await producer();
+    const first = await worker({ workerId: 'stable-1', concurrency: 3, shutdownTimeoutMs: 50 });
+    await client.emitBatch('slow.job', [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]);
+    await waitFor(() => seenFor('slow.job').length === 3, 'three handlers running');
+    const queue = keys.queue('slow.job');
+    expect(await redis.hlen(queue.processing('stable-1'))).toBe(3);
+
+    await first.app.close(); // handlers still hang: their tasks go back to the head of the list
+    expect(await redis.hlen(queue.processing('stable-1'))).toBe(0);
+    expect(await redis.llen(queue.pending('default'))).toBe(4);
+    expect(await redis.zscore(queue.workers, 'stable-1')).toBeNull();
+
+    hold.open();
+    seen.length = 0;
+    await worker({ workerId: 'stable-1', concurrency: 3 });
+    await waitFor(() => seenFor('slow.job').length === 4, 'all four tasks after the restart');
+    expect(seenFor('slow.job').map((entry) => entry.task.attempt)).toEqual([1, 1, 1, 1]);
+    expect(seenFor('slow.job').map((entry) => (entry.payload as { n: number }).n).sort()).toEqual([1, 2, 3, 4]);
+  });
+
+  it('a worker restarted with the same id first resumes what its processing hash still holds (crash)', async () => {
+    fresh('resume');
+    const client = await producer();
+    await client.emitBatch('avatar.resize', [{ n: 1 }, { n: 2 }]);
+    const queue = keys.queue('avatar.resize');
+    // A previous run of "crashed-1" claimed both tasks and died without settling them.
+    await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), 'crashed-1', 30_000);
+    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('crashed-1'), queue.sequence, queue.workers, 'default', 2, 'crashed-1');
+    expect(claimed).toHaveLength(4);
+    expect(await redis.llen(queue.ring)).toBe(0);
+
+    await worker({ workerId: 'crashed-1' });
+    await waitFor(() => seenFor('avatar.resize').length === 2, 'both resumed tasks');
+    expect(seenFor('avatar.resize').map((entry) => entry.task.attempt)).toEqual([2, 2]);
+    expect(seenFor('avatar.resize').map((entry) => (entry.payload as { n: number }).n)).toEqual([1, 2]);
+  });
+});
+
+describe('module wiring', () => {
+  it('injects a client from RedisTaskModule.forRootAsync', async () => {
+    fresh('async');
+    @Injectable()
+    class Config {
+      readonly url = redisUrl();
+    }
+    @Module({ providers: [Config], exports: [Config] })
+    class ConfigModule {}
+    const module = await Test.createTestingModule({
+      imports: [
+        RedisTaskModule.forRootAsync({
+          imports: [ConfigModule],
+          inject: [Config],
+          useFactory: (config: Config) => ({ connection: config.url, prefix, clientId: 'from-factory' }),
+        }),
+      ],
+    }).compile();
+    await module.init();
+    started.push(module);
+    await worker();
+    const client = module.get(RedisTaskClient);
+    await expect(firstValueFrom(client.send('invoice.render', { n: 2 }))).resolves.toEqual({ doubled: 4, clientId: 'from-factory' });
+  });
+
+  it('works as a customClass of ClientsModule.register', async () => {
+    fresh('clients');
+    const module = await Test.createTestingModule({
+      imports: [ClientsModule.register([{ name: 'TASKS', customClass: RedisTaskClient, options: { connection: redisUrl(), prefix } }])],
+    }).compile();
+    await module.init();
+    started.push(module);
+    await worker();
+    const client = module.get<RedisTaskClient>('TASKS');
+    expect(client).toBeInstanceOf(RedisTaskClient);
+    await expect(firstValueFrom(client.send('invoice.render', { n: 3 }))).resolves.toEqual({ doubled: 6, clientId: 'default' });
+  });
+
+  it('leaves no key behind for an emitted task once it is handled', async () => {
+    fresh('clean');
+    const client = await producer();
+    const w = await worker();
+    await client.emitBatch('avatar.resize', Array.from({ length: 20 }, (_, n) => ({ n })));
+    await waitFor(() => seenFor('avatar.resize').length === 20, 'all tasks');
+    const queue = keys.queue('avatar.resize');
+    await waitFor(async () => (await redis.hlen(queue.processing(w.transport.options.workerId))) === 0, 'all acks');
+    expect(await redis.exists(queue.pending('default'), queue.ring, queue.processing(w.transport.options.workerId))).toBe(0);
+  });
+});
+
+describe('encoded entries written by hand are runnable', () => {
+  it('runs an entry written with the codec directly', async () => {
+    fresh('manual');
+    const queue = keys.queue('avatar.resize');
+    await redis.rpush(queue.pending('ops'), encodeEntry({ id: 'manual-1', clientId: 'ops', payload: { by: 'hand' }, enqueuedAt: Date.now() }));
+    await redis.rpush(queue.ring, 'ops');
+    await worker();
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the task');
+    expect(seenFor('avatar.resize')[0].task).toMatchObject({ id: 'manual-1', clientId: 'ops' });
+  });
+});

@@ -1,0 +1,271 @@
+import { afterAll, afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
+import { QueueKeys } from '../../lib/core/keys.js';
+import { deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
+
+const redis: TestRedis = openRedis();
+let prefix: string;
+let keys: QueueKeys;
+const worker = 'w1';
+
+function entry(id: string, clientId = 'a', attempts = 0): string {
+  // Entries are strings in Redis lists: equal content means equal member, so ids keep them apart.
+  return encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1 }, attempts);
+}
+
+async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<number> {
+  const pendingKeys = groups.map(([clientId]) => keys.pending(clientId));
+  const args = groups.flatMap(([clientId, ids]) => [clientId, ids.length, ...ids.map((id) => entry(id, clientId))]);
+  return redis.enqueueTasks(1 + pendingKeys.length, keys.ring, ...pendingKeys, ...args);
+}
+
+async function claim(clientId: string, count: number, workerId = worker): Promise<string[] | -1> {
+  return redis.claimTasks(
+    keys.ring,
+    keys.pending(clientId),
+    keys.processing(workerId),
+    keys.sequence,
+    keys.workers,
+    clientId,
+    count,
+    workerId,
+  );
+}
+
+function ids(reply: string[] | -1): string[] {
+  if (reply === -1) throw new Error('claim refused');
+  return reply.filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
+}
+
+beforeEach(async () => {
+  prefix = testPrefix('lua');
+  keys = new QueueKeys(prefix, 'resize');
+  await redis.heartbeatWorker(keys.workers, keys.processing(worker), worker, 30_000);
+});
+
+afterEach(async () => {
+  await deleteKeys(redis, prefix);
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+describe('enqueueTasks', () => {
+  it('appends to the client list and puts the client on the ring once', async () => {
+    expect(await enqueue(['a', ['1', '2']])).toBe(2);
+    expect(await enqueue(['a', ['3']])).toBe(1);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(await redis.llen(keys.pending('a'))).toBe(3);
+  });
+
+  it('handles several clients in one call, each joining the ring in order', async () => {
+    await enqueue(['a', ['1']], ['b', ['2', '3']]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b']);
+    expect(await redis.llen(keys.pending('b'))).toBe(2);
+  });
+
+  it('appends more entries than one unpack() can take', async () => {
+    const many = Array.from({ length: 2_500 }, (_, i) => String(i));
+    expect(await enqueue(['a', many])).toBe(2_500);
+    expect(await redis.llen(keys.pending('a'))).toBe(2_500);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+});
+
+describe('claimTasks', () => {
+  it('moves tasks from the head into the processing hash under increasing tokens', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const reply = await claim('a', 2);
+    expect(ids(reply)).toEqual(['1', '2']);
+    const tokens = (reply as string[]).filter((_, i) => i % 2 === 0);
+    expect(Number(tokens[1])).toBe(Number(tokens[0]) + 1);
+    expect(Object.keys(await redis.hgetall(keys.processing(worker))).sort()).toEqual([...tokens].sort());
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
+  it('removes the client from the ring when its list becomes empty', async () => {
+    await enqueue(['a', ['1', '2']], ['b', ['3']]);
+    expect(ids(await claim('a', 2))).toEqual(['1', '2']);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['b']);
+  });
+
+  it('removes a stale ring entry when the client has nothing left', async () => {
+    await redis.rpush(keys.ring, 'ghost');
+    expect(await claim('ghost', 1)).toEqual([]);
+    expect(await redis.llen(keys.ring)).toBe(0);
+  });
+
+  it('refuses a worker that is not registered', async () => {
+    await enqueue(['a', ['1']]);
+    expect(await claim('a', 1, 'unknown-worker')).toBe(-1);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+  });
+
+  it('never hands the same task to two claims', async () => {
+    await enqueue(['a', Array.from({ length: 100 }, (_, i) => String(i))]);
+    const replies = await Promise.all(Array.from({ length: 20 }, () => claim('a', 7)));
+    const claimed = replies.flatMap(ids);
+    expect(claimed).toHaveLength(100);
+    expect(new Set(claimed).size).toBe(100);
+  });
+});
+
+describe('BLMOVE rotation over the ring', () => {
+  it('hands out clients round-robin', async () => {
+    await enqueue(['a', ['1', '2']], ['b', ['3', '4']], ['c', ['5']]);
+    const order: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const client = (await redis.lmove(keys.ring, keys.ring, 'LEFT', 'RIGHT')) as string;
+      order.push(client);
+      await claim(client, 1);
+    }
+    expect(order).toEqual(['a', 'b', 'c', 'a', 'b']);
+    expect(await redis.llen(keys.ring)).toBe(0);
+  });
+});
+
+describe('ackTask', () => {
+  it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token)).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token)).toBe(0);
+    expect(await redis.exists(keys.processing(worker))).toBe(0);
+  });
+
+  it('stores the reply with a TTL for a send() task', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    const reply = JSON.stringify({ id: '1', response: 42 });
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token, `${prefix}:replies:x`, reply, 5_000)).toBe(1);
+    expect(await redis.get(keys.result('1'))).toBe(reply);
+    const ttl = await redis.pttl(keys.result('1'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(5_000);
+  });
+});
+
+describe('deadLetterTask', () => {
+  it('moves the task to dead letters, newest first, capped', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const reply = (await claim('a', 3)) as string[];
+    for (let i = 0; i < reply.length; i += 2) {
+      const record = JSON.stringify({ id: String(i / 2 + 1), reason: 'failed' });
+      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), reply[i], record, 2)).toBe(1);
+    }
+    const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
+    expect(dead).toEqual(['3', '2']);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), reply[0], '{}', 2)).toBe(0);
+  });
+});
+
+describe('requeueTasks', () => {
+  async function requeue(countAttempt: 0 | 1, triples: string[], pendingKeys: string[]): Promise<number> {
+    return redis.requeueTasks(2 + pendingKeys.length, keys.processing(worker), keys.ring, ...pendingKeys, countAttempt, ...triples);
+  }
+
+  it('returns tasks to the head of their lists in claim order and puts the client back on the ring', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const reply = (await claim('a', 2)) as string[];
+    const [t1, , t2] = reply;
+    expect(await requeue(0, [t2, '3', 'a', t1, '3', 'a'], [keys.pending('a')])).toBe(2);
+    const pending = (await redis.lrange(keys.pending('a'), 0, -1)).map((raw) => decodeEntry(raw));
+    expect(pending.map((d) => (d.ok ? d.entry.envelope.id : '?'))).toEqual(['1', '2', '3']);
+    expect(pending.map((d) => (d.ok ? d.entry.attempts : -1))).toEqual([0, 0, 0]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
+  it('counts an attempt when asked and adds an emptied client back to the ring', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    expect(await redis.llen(keys.ring)).toBe(0);
+    expect(await requeue(1, [token, '3', 'a'], [keys.pending('a')])).toBe(1);
+    const [raw] = await redis.lrange(keys.pending('a'), 0, -1);
+    expect(decodeEntry(raw)).toMatchObject({ ok: true, entry: { attempts: 1 } });
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
+  it('skips tokens no longer held, so two recoveries never requeue a task twice', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    const [first, second] = await Promise.all([
+      requeue(1, [token, '3', 'a'], [keys.pending('a')]),
+      requeue(1, [token, '3', 'a'], [keys.pending('a')]),
+    ]);
+    expect(first + second).toBe(1);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+  });
+});
+
+describe('heartbeatWorker', () => {
+  it('records the lease expiry on the Redis clock', async () => {
+    const [seconds] = await redis.time();
+    const [now] = await redis.heartbeatWorker(keys.workers, keys.processing('w2'), 'w2', 5_000);
+    expect(Math.abs(now - Number(seconds) * 1000)).toBeLessThan(2_000);
+    expect(Number(await redis.zscore(keys.workers, 'w2'))).toBe(now + 5_000);
+  });
+
+  it('reports running tokens the hash lost, and held tokens nobody runs', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const reply = (await claim('a', 3)) as string[];
+    const [t1, , t2, , t3] = reply;
+    await redis.hdel(keys.processing(worker), t1); // recovered by a reaper meanwhile
+    const [, lost, orphaned] = await redis.heartbeatWorker(keys.workers, keys.processing(worker), worker, 5_000, t1, t2);
+    expect(lost).toEqual([t1]);
+    expect(orphaned).toEqual([t3]);
+  });
+});
+
+describe('retryTask', () => {
+  it('moves the task to the delayed set, due after the delay, attempt counted; fenced', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    const [seconds] = await redis.time();
+    const due = await redis.retryTask(keys.processing(worker), keys.delayed, token, 2_000);
+    expect(due - Number(seconds) * 1000).toBeGreaterThanOrEqual(1_000);
+    const [entry, score] = await redis.zrange(keys.delayed, '0', '-1', 'WITHSCORES');
+    expect(Number(score)).toBe(due);
+    expect(decodeEntry(entry)).toMatchObject({ ok: true, entry: { attempts: 1 } });
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, token, 2_000)).toBe(0);
+  });
+});
+
+describe('promoteTasks', () => {
+  it('moves entries still delayed to the tail of their lists once, adding clients to the ring', async () => {
+    const e1 = entry('1', 'a', 1);
+    await redis.zadd(keys.delayed, 1, e1);
+    const promote = () => redis.promoteTasks(3, keys.delayed, keys.ring, keys.pending('a'), e1, 3, 'a');
+    const [first, second] = await Promise.all([promote(), promote()]);
+    expect(first + second).toBe(1);
+    expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([e1]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(await redis.zcard(keys.delayed)).toBe(0);
+  });
+});
+
+describe('forgetWorker', () => {
+  it('removes an expired worker with an empty hash, but not one that renewed its lease or holds tasks', async () => {
+    await redis.zadd(keys.workers, 100, 'dead', 100, 'busy', 10_000, 'renewed');
+    await redis.hset(keys.processing('busy'), '1', 'x');
+    expect(await redis.forgetWorker(keys.workers, keys.processing('dead'), 'dead', 500)).toBe(1);
+    expect(await redis.forgetWorker(keys.workers, keys.processing('busy'), 'busy', 500)).toBe(0);
+    expect(await redis.forgetWorker(keys.workers, keys.processing('renewed'), 'renewed', 500)).toBe(0);
+    expect(await redis.zrange(keys.workers, '0', '-1')).toEqual(['busy', 'renewed', worker]);
+  });
+});
+
+describe('requeueDeadLetters', () => {
+  it('moves a dead letter back to its list once, even when requeued twice at the same time', async () => {
+    const record = JSON.stringify({ id: '9', clientId: 'a', payload: 1, reason: 'failed' });
+    await redis.lpush(keys.deadLetters, record);
+    const fresh = entry('9', 'a');
+    const requeue = () => redis.requeueDeadLetters(3, keys.deadLetters, keys.ring, keys.pending('a'), record, 3, 'a', fresh);
+    const [first, second] = await Promise.all([requeue(), requeue()]);
+    expect(first + second).toBe(1);
+    expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([fresh]);
+    expect(await redis.llen(keys.deadLetters)).toBe(0);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+});

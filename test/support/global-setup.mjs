@@ -1,0 +1,18 @@
+// Finds (or starts) the Redis every test uses and hands its URL to the test workers via REDIS_URL.
+// A test run without Redis fails here: a suite that cannot reach Redis never skips silently.
+// It also compiles the worker process the chaos suite starts (real child processes need plain JS).
+import { execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { findRedis } from '../../scripts/redis-server.mjs';
+
+const require = createRequire(import.meta.url);
+
+export default async function globalSetup() {
+  const redis = await findRedis();
+  process.env.REDIS_URL = redis.url;
+  globalThis.__tasksRedis = redis;
+  console.log(`\ntests use Redis ${redis.version} at ${redis.url} (${redis.source})`);
+  execFileSync(process.execPath, ['scripts/clean.mjs', '.chaos-build'], { stdio: 'inherit' });
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.chaos.json'], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['scripts/copy-lua.mjs', '.chaos-build/lib'], { stdio: 'inherit' });
+}

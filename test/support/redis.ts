@@ -1,0 +1,70 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { defineScripts, type TaskCommands } from '../../lib/core/scripts.js';
+
+/** The Redis the global setup found or started (never a mock). */
+export function redisUrl(): string {
+  const url = process.env.REDIS_URL;
+  if (!url) {
+    throw new Error('REDIS_URL is not set: run the tests through `npm test` (its global setup finds Redis)');
+  }
+  return url;
+}
+
+/** A key prefix no other test (or other user of this Redis) shares. */
+export function testPrefix(name: string): string {
+  return `t-${name}-${randomBytes(4).toString('hex')}`;
+}
+
+export type TestRedis = Redis & TaskCommands;
+
+export function openRedis(): TestRedis {
+  return defineScripts(new Redis(redisUrl())) as TestRedis;
+}
+
+/** Every key under a test prefix (test support only: the library itself never scans). */
+export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', `{${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    found.push(...batch);
+  } while (cursor !== '0');
+  return found;
+}
+
+/** Deletes every key of a test prefix; never FLUSHALL/FLUSHDB (the server is shared). */
+export async function deleteKeys(redis: Redis, prefix: string): Promise<void> {
+  const keys = await keysUnder(redis, prefix);
+  for (let i = 0; i < keys.length; i += 500) {
+    await redis.del(...keys.slice(i, i + 500));
+  }
+}
+
+/** Polls until `check` returns a truthy value, or fails with `what` at the deadline. */
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  what: string,
+  { timeoutMs = 15_000, intervalMs = 10 }: { timeoutMs?: number; intervalMs?: number } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  while (Date.now() < deadline) {
+    last = await check();
+    if (last) {
+      return last as NonNullable<T>;
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last value: ${JSON.stringify(last)})`);
+}
+
+/** A promise with its resolve function, for handlers that should wait until the test lets them go. */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}

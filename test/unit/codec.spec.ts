@@ -1,0 +1,46 @@
+import { describe, expect, it } from '@jest/globals';
+import { decodeEntry, encodeEntry, encodeNewEntry } from '../../lib/core/codec.js';
+import { encodeQueueName, QueueKeys } from '../../lib/core/keys.js';
+
+describe('task entries', () => {
+  it('round-trips an envelope with its attempt count', () => {
+    const envelope = { id: 'x', clientId: 'c', payload: { a: [1, 2] }, enqueuedAt: 5, replyTo: 'ch' };
+    expect(decodeEntry(encodeEntry(envelope, 3))).toEqual({ ok: true, entry: { attempts: 3, envelope } });
+  });
+
+  it('encodes a fresh entry identically whether or not the payload was pre-serialized', () => {
+    const meta = { id: 'x', clientId: 'c', enqueuedAt: 5 };
+    const decoded = decodeEntry(encodeNewEntry(meta, JSON.stringify({ n: 1 })));
+    expect(decoded).toEqual({ ok: true, entry: { attempts: 0, envelope: { ...meta, payload: { n: 1 } } } });
+  });
+
+  it.each([
+    ['not json', 'no attempt count'],
+    ['0|{broken', 'not valid JSON'],
+    ['0|[1,2]', 'not a JSON object'],
+    ['0|{"clientId":"c","enqueuedAt":1,"payload":1}', '"id"'],
+    ['0|{"id":"x","enqueuedAt":1,"payload":1}', '"clientId"'],
+    ['0|{"id":"x","clientId":"c","payload":1}', '"enqueuedAt"'],
+    ['0|{"id":"x","clientId":"c","enqueuedAt":1}', '"payload"'],
+    ['0|{"id":"x","clientId":"c","enqueuedAt":1,"payload":1,"replyTo":7}', '"replyTo"'],
+  ])('reports %s as malformed (%s)', (raw, reason) => {
+    const decoded = decodeEntry(raw);
+    expect(decoded.ok).toBe(false);
+    expect(decoded.ok ? '' : decoded.reason).toContain(reason);
+  });
+});
+
+describe('queue keys', () => {
+  it('puts every key of a queue under one hash tag', () => {
+    const keys = new QueueKeys('tasks', 'avatar.resize');
+    const all = [keys.ring, keys.workers, keys.sequence, keys.deadLetters, keys.pending('c'), keys.processing('w'), keys.result('t')];
+    const tags = all.map((key) => /^\{([^}]*)\}/.exec(key)?.[1]);
+    expect(new Set(tags)).toEqual(new Set(['tasks:avatar.resize']));
+  });
+
+  it('encodes braces in patterns so they cannot move keys to another slot', () => {
+    expect(encodeQueueName('{"cmd":"sum"}')).toBe('%7B"cmd":"sum"%7D');
+    const keys = new QueueKeys('tasks', 'a}b');
+    expect(/^\{([^}]*)\}/.exec(keys.ring)?.[1]).toBe('tasks:a%7Db');
+  });
+});

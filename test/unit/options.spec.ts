@@ -1,0 +1,47 @@
+import { describe, expect, it } from '@jest/globals';
+import { InvalidOptionError, RedisTaskClient, RedisTaskTransport } from '../../lib/index.js';
+
+describe('options are validated at construction', () => {
+  it.each([
+    [{ concurrency: 0 }, 'concurrency'],
+    [{ concurrency: 1.5 }, 'concurrency'],
+    [{ concurrency: '4' }, 'concurrency'],
+    [{ prefetch: -1 }, 'prefetch'],
+    [{ prefix: '' }, 'prefix'],
+    [{ prefix: 'a{b}' }, 'prefix'],
+    [{ workerId: 'has space' }, 'workerId'],
+    [{ connection: 'http://localhost:6379' }, 'connection'],
+    [{ connection: 42 }, 'connection'],
+    [{ shutdownTimeoutMs: -5 }, 'shutdownTimeoutMs'],
+    [{ concurency: 4 }, 'concurency'],
+  ])('the transport rejects %j naming "%s"', (options, option) => {
+    const attempt = () => new RedisTaskTransport(options as never);
+    expect(attempt).toThrow(InvalidOptionError);
+    expect(attempt).toThrow(`option "${option}"`);
+  });
+
+  it.each([
+    [{ clientId: '' }, 'clientId'],
+    [{ clientId: 'tab\there' }, 'clientId'],
+    [{ maxPayloadBytes: 0 }, 'maxPayloadBytes'],
+    [{ replyTimeoutMs: 'soon' }, 'replyTimeoutMs'],
+    [{ connection: { nodes: 'x' } }, 'connection.nodes'],
+    [{ workerId: 'w1' }, 'workerId'],
+  ])('the client rejects %j naming "%s"', (options, option) => {
+    const attempt = () => new RedisTaskClient(options as never);
+    expect(attempt).toThrow(InvalidOptionError);
+    expect(attempt).toThrow(`option "${option}"`);
+  });
+
+  it('fills documented defaults', () => {
+    const transport = new RedisTaskTransport();
+    expect(transport.options).toMatchObject({
+      connection: 'redis://127.0.0.1:6379',
+      prefix: 'tasks',
+      concurrency: 10,
+      prefetch: 8,
+    });
+    expect(transport.options.workerId).toMatch(/:\d+:[0-9a-f]{8}$/);
+    expect(new RedisTaskClient().options).toMatchObject({ clientId: 'default', prefix: 'tasks' });
+  });
+});
