@@ -44,12 +44,13 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
 
   async listen(callback: (error?: unknown) => void): Promise<void> {
     try {
+      // Validate handler extras before touching Redis: a bad option fails start-up with nothing opened.
+      this.policies = this.retryPolicies();
+      const queues = [...this.messageHandlers.keys()];
       this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
       const { redis } = this.connection;
       watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
       await redis.ping();
-      const queues = [...this.messageHandlers.keys()];
-      this.policies = this.retryPolicies();
       const keys = new PrefixKeys(this.options.prefix);
       const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
       this.reaper = new TaskReaper(
@@ -79,6 +80,8 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       );
       callback();
     } catch (error) {
+      // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
+      await this.close().catch(() => undefined);
       callback(error);
     }
   }

@@ -117,7 +117,7 @@ async function deadLetters(pattern: string, count: number): Promise<DeadLetterRe
 afterEach(async () => {
   await Promise.all(started.splice(0).map((app) => app.close()));
   await deleteKeys(redis, prefix);
-  await redis.del(keys.queues);
+  if (keys) await redis.del(keys.queues);
   runs.length = 0;
   aborted.length = 0;
   healed = false;
