@@ -1,5 +1,5 @@
 export { RedisTaskTransport } from './nest/redis-task.transport.js';
-export { RedisTaskClient } from './nest/redis-task.client.js';
+export { RedisTaskClient, type RedisTaskReceipt } from './nest/redis-task.client.js';
 export { RedisTaskContext, type RedisTaskInfo } from './nest/redis-task.context.js';
 export {
   RedisTaskRecord,
@@ -24,6 +24,7 @@ export {
 } from './core/options.js';
 export {
   ClosedError,
+  DuplicateTaskError,
   InvalidOptionError,
   InvalidTaskError,
   NonRetryableTaskError,

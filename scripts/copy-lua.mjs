@@ -1,5 +1,5 @@
 // Copies the Lua scripts next to the compiled core: node scripts/copy-lua.mjs <dir holding core/>.
-import { cpSync, mkdirSync } from 'node:fs';
+import { cpSync, mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const target = process.argv[2];
@@ -11,5 +11,6 @@ const destination = join(target, 'core', 'scripts');
 mkdirSync(destination, { recursive: true });
 cpSync(new URL('../lib/core/scripts/', import.meta.url), destination, {
   recursive: true,
-  filter: (source) => !source.includes('.') || source.endsWith('.lua') || source.endsWith('scripts'),
+  // Folders (scripts/include holds helpers) and .lua files only.
+  filter: (source) => source.endsWith('.lua') || statSync(source).isDirectory(),
 });

@@ -1,6 +1,7 @@
 import { encodeEntry } from './codec.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys } from './keys.js';
+import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** Which dead letters an operation applies to: all of them, or those with the given task ids. */
@@ -48,30 +49,25 @@ export class TaskAdmin {
     let requeued = 0;
     let skipped = 0;
     for (let start = 0; start < selected.length; start += CHUNK) {
-      const pendingKeys: string[] = [];
-      const index = new Map<string, number>();
-      const quadruples: (string | number)[] = [];
+      const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence]);
+      const fields: (string | number)[] = [];
       for (const { raw, record } of selected.slice(start, start + CHUNK)) {
         if (record.reason === 'malformed' || !record.id || !record.clientId || !('payload' in record)) {
           skipped++;
           continue;
         }
-        let keyIndex = index.get(record.clientId);
-        if (keyIndex === undefined) {
-          pendingKeys.push(keys.pending(record.clientId));
-          keyIndex = pendingKeys.length + 2;
-          index.set(record.clientId, keyIndex);
-        }
+        // A fresh run: attempts reset; no expiry or deduplication key is carried over.
         const entry = encodeEntry({
           id: record.id,
           clientId: record.clientId,
           payload: record.payload,
           enqueuedAt: record.enqueuedAt ?? Date.now(),
+          ...(record.priority ? { priority: record.priority } : {}),
         });
-        quadruples.push(raw, keyIndex, record.clientId, entry);
+        fields.push(raw, ...scriptKeys.client(keys, record.clientId), record.clientId, entry, record.priority ?? 0);
       }
-      if (quadruples.length > 0) {
-        requeued += await this.redis.requeueDeadLetters(2 + pendingKeys.length, keys.deadLetters, keys.ring, ...pendingKeys, ...quadruples);
+      if (fields.length > 0) {
+        requeued += await this.redis.requeueDeadLetters(...(scriptKeys.args as [number]), ...fields);
       }
     }
     return { requeued, skipped };

@@ -99,6 +99,7 @@ export class ClaimLoop {
       reply = await this.redis.claimTasks(
         this.keys.ring,
         this.keys.pending(clientId),
+        this.keys.priority(clientId),
         this.keys.processing(this.options.workerId),
         this.keys.sequence,
         this.keys.workers,

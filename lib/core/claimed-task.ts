@@ -37,7 +37,14 @@ export class ClaimedTask {
   /** Success: the task leaves Redis; a `send()` caller gets `response`. */
   async acknowledge(envelope: TaskEnvelope, response?: unknown): Promise<boolean> {
     const reply = envelope.replyTo ? this.replyArgs(envelope, { id: envelope.id, response: response ?? null }) : [];
-    const settled = await this.redis.ackTask(this.processingKey, this.keys.result(envelope.id), this.token, ...reply);
+    const settled = await this.redis.ackTask(
+      this.processingKey,
+      this.keys.result(envelope.id),
+      this.dedupKey(envelope),
+      this.token,
+      envelope.dedupKey === undefined ? '' : envelope.id,
+      ...reply,
+    );
     return settled === 1;
   }
 
@@ -74,6 +81,7 @@ export class ClaimedTask {
       deadAt: Date.now(),
       workerId: this.options.workerId,
       ...(envelope ? { payload: envelope.payload } : { raw: this.raw }),
+      ...(envelope?.priority ? { priority: envelope.priority } : {}),
     };
     const reply =
       envelope?.replyTo !== undefined
@@ -83,12 +91,19 @@ export class ClaimedTask {
       this.processingKey,
       this.keys.deadLetters,
       this.keys.result(envelope?.id ?? 'unknown'),
+      this.dedupKey(envelope),
       this.token,
       JSON.stringify(record),
       this.options.deadLetterCap,
+      envelope?.dedupKey === undefined ? '' : envelope.id,
       ...reply,
     );
     return settled === 1;
+  }
+
+  /** The task's deduplication key, or a key of its queue the script leaves alone when it has none. */
+  private dedupKey(envelope: TaskEnvelope | undefined): string {
+    return envelope?.dedupKey === undefined ? this.keys.ring : this.keys.dedup(envelope.dedupKey);
   }
 
   private replyArgs(envelope: TaskEnvelope, message: ReplyMessage): (string | number)[] {

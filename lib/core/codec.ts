@@ -20,6 +20,12 @@ export interface TaskEnvelope {
   readonly maxAttempts?: number;
   /** Per-record override of the retry backoff. */
   readonly backoff?: BackoffOptions;
+  /** Higher runs first within its client (absent = 0). */
+  readonly priority?: number;
+  /** After this time (ms since the epoch) the task is not run: it goes to dead letters as `expired`. */
+  readonly expiresAt?: number;
+  /** The deduplication key this task holds while it is live. */
+  readonly dedupKey?: string;
 }
 
 export interface DecodedEntry {
@@ -39,7 +45,10 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
   const reply = meta.replyTo === undefined ? '' : `,"replyTo":${JSON.stringify(meta.replyTo)}`;
   const attempts = meta.maxAttempts === undefined ? '' : `,"maxAttempts":${meta.maxAttempts}`;
   const backoff = meta.backoff === undefined ? '' : `,"backoff":${JSON.stringify(meta.backoff)}`;
-  return `0|{"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff},"payload":${payloadJson}}`;
+  const priority = meta.priority ? `,"priority":${meta.priority}` : '';
+  const expires = meta.expiresAt === undefined ? '' : `,"expiresAt":${meta.expiresAt}`;
+  const dedup = meta.dedupKey === undefined ? '' : `,"dedupKey":${JSON.stringify(meta.dedupKey)}`;
+  return `0|{"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
@@ -73,6 +82,15 @@ export function decodeEntry(raw: string): DecodeResult {
   if (record.replyTo !== undefined && typeof record.replyTo !== 'string') {
     return { ok: false, reason: `the entry's "replyTo" is not a string` };
   }
+  if (record.priority !== undefined && !isNonNegativeInteger(record.priority)) {
+    return { ok: false, reason: `the entry's "priority" is not a non-negative integer` };
+  }
+  if (record.expiresAt !== undefined && (typeof record.expiresAt !== 'number' || !Number.isFinite(record.expiresAt))) {
+    return { ok: false, reason: `the entry's "expiresAt" is not a number` };
+  }
+  if (record.dedupKey !== undefined && (typeof record.dedupKey !== 'string' || record.dedupKey === '')) {
+    return { ok: false, reason: `the entry's "dedupKey" is not a non-empty string` };
+  }
   try {
     if (record.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', record.maxAttempts, fieldError);
     if (record.backoff !== undefined) validateBackoff('backoff', record.backoff, fieldError);
@@ -85,6 +103,10 @@ export function decodeEntry(raw: string): DecodeResult {
 /** Best-effort id of an undecodable entry, for logs and dead-letter records. */
 export function guessTaskId(raw: string): string | undefined {
   return /"id"\s*:\s*"([^"]{1,200})"/.exec(raw)?.[1];
+}
+
+function isNonNegativeInteger(value: unknown): boolean {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 function fieldError(field: string, message: string): Error {

@@ -1,9 +1,10 @@
 /**
  * Why a task ended in dead letters: `malformed` (not a task we can decode), `failed` (its handler
  * threw on the last allowed attempt, or threw a non-retryable error), `interrupted` (its allowed
- * attempts were used up by runs that never finished: the worker died or lost its lease each time).
+ * attempts were used up by runs that never finished: the worker died or lost its lease each time),
+ * `expired` (its expiry time passed before a worker could start it).
  */
-export type DeadLetterReason = 'malformed' | 'failed' | 'interrupted';
+export type DeadLetterReason = 'malformed' | 'failed' | 'interrupted' | 'expired';
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */
 export interface ErrorRecord {
@@ -28,6 +29,8 @@ export interface DeadLetterRecord {
   readonly deadAt: number;
   readonly workerId: string;
   readonly payload?: unknown;
+  /** The task's priority, kept when it is requeued. */
+  readonly priority?: number;
   /** The entry as found in Redis, kept only when it could not be decoded. */
   readonly raw?: string;
 }

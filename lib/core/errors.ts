@@ -25,7 +25,11 @@ export class InvalidOptionError extends RedisTaskError {
 
 /** A task (payload or record settings) cannot be enqueued as given. Nothing was written to Redis. */
 export class InvalidTaskError extends RedisTaskError {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    /** Position of the offending item in an `emitBatch` call. */
+    readonly index?: number,
+  ) {
     super('INVALID_TASK', `nestjs-redis-tasks: ${message}`);
   }
 }
@@ -35,10 +39,12 @@ export class PayloadTooLargeError extends RedisTaskError {
   constructor(
     readonly bytes: number,
     readonly limit: number,
+    /** Position of the offending item in an `emitBatch` call. */
+    readonly index?: number,
   ) {
     super(
       'PAYLOAD_TOO_LARGE',
-      `nestjs-redis-tasks: the task payload is ${bytes} bytes, over the maxPayloadBytes limit of ${limit}`,
+      `nestjs-redis-tasks: ${index === undefined ? 'the task payload' : `item ${index}'s payload`} is ${bytes} bytes, over the maxPayloadBytes limit of ${limit}${index === undefined ? '' : ' (nothing of the batch was enqueued)'}`,
     );
   }
 }
@@ -50,6 +56,20 @@ export class ReplyTimeoutError extends RedisTaskError {
     readonly timeoutMs: number,
   ) {
     super('REPLY_TIMEOUT', `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * `send()` of a task whose deduplication key a live task holds: the task was not enqueued, so no
+ * reply will come. (`emit` reports a duplicate in its receipt instead.)
+ */
+export class DuplicateTaskError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    /** The live task that holds the key. */
+    readonly holderId: string,
+  ) {
+    super('DUPLICATE', `nestjs-redis-tasks: a live task of "${pattern}" (${holderId}) holds this task's deduplication key; it was not enqueued`);
   }
 }
 

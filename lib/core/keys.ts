@@ -40,6 +40,24 @@ export class QueueKeys {
     return `${this.tag}:pending:${clientId}`;
   }
 
+  /**
+   * Pending tasks of one client that have a priority (sorted set: 15-digit sequence + encoded entry ->
+   * -priority; claims take these before the client's plain list).
+   */
+  priority(clientId: string): string {
+    return `${this.tag}:priority:${clientId}`;
+  }
+
+  /** Held by the live task with this deduplication key (string: task id, with a TTL). */
+  dedup(key: string): string {
+    return `${this.tag}:dedup:${key}`;
+  }
+
+  /** The pub/sub channel told the due time of a delayed task that became the queue's earliest. */
+  get dueChannel(): string {
+    return `${this.tag}:due`;
+  }
+
   /** Tasks one worker has claimed and not yet settled (hash: fencing token -> encoded entry). */
   processing(workerId: string): string {
     return `${this.tag}:processing:${workerId}`;

@@ -30,6 +30,13 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
   maxPayloadBytes?: number;
   /** How long `send()` waits for the handler's result before failing; 0 waits forever. Default 30 s. */
   replyTimeoutMs?: number;
+  /** Items per round trip in `emitBatch`; each chunk is all or nothing. Default 1,000. */
+  batchChunkSize?: number;
+  /**
+   * Longest time a deduplication key holds, in case its task never completes or dies (a key is freed
+   * as soon as its task is acknowledged or dead-lettered). Default 24 h.
+   */
+  deduplicationTtlMs?: number;
 }
 
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
@@ -86,6 +93,8 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   clientId: 'default',
   maxPayloadBytes: 1024 * 1024,
   replyTimeoutMs: 30_000,
+  batchChunkSize: 1_000,
+  deduplicationTtlMs: 86_400_000,
 };
 
 const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId'> = {
@@ -157,6 +166,8 @@ const CLIENT_CHECKS: Record<string, Check> = {
   clientId: name,
   maxPayloadBytes: integer(1, 512 * 1024 * 1024),
   replyTimeoutMs: integer(0),
+  batchChunkSize: integer(1, 10_000),
+  deduplicationTtlMs: integer(1),
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {

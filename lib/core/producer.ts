@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
 import { InvalidTaskError, PayloadTooLargeError } from './errors.js';
-import type { PrefixKeys } from './keys.js';
+import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { BackoffOptions } from './retry-policy.js';
+import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** One task to enqueue. */
@@ -15,19 +16,47 @@ export interface EnqueueItem {
   readonly id?: string;
   readonly maxAttempts?: number;
   readonly backoff?: BackoffOptions;
+  /** Higher runs first within its client; 0 (the default) is the plain FIFO list. */
+  readonly priority?: number;
+  /** Run no earlier than this many ms from now (Redis clock). */
+  readonly delayMs?: number;
+  /** Run no earlier than this time (ms since the epoch); turned into a delay at enqueue. */
+  readonly runAt?: number;
+  /** Not run after this time (ms since the epoch): dead letters with reason `expired`. */
+  readonly expiresAt?: number;
+  /** A second live task with this key is refused (reported as a duplicate). */
+  readonly dedupKey?: string;
+  /** How long the deduplication key holds at most, if the task never completes (ms). */
+  readonly dedupTtlMs?: number;
+}
+
+/** What `enqueue` reports per item. */
+export interface EnqueueReceipt {
+  /** The task id; for a duplicate, the id of the live task that holds the deduplication key. */
+  readonly id: string;
+  /** True when the item was refused because a live task holds its deduplication key. */
+  readonly duplicate: boolean;
 }
 
 export interface ProducerOptions {
   readonly maxPayloadBytes: number;
+  /** Items per script call: each chunk is one round trip, all or nothing. */
+  readonly batchChunkSize: number;
+  /** Default TTL of deduplication keys (ms). */
+  readonly dedupTtlMs: number;
 }
 
 export function newTaskId(): string {
   return randomUUID().replaceAll('-', '');
 }
 
+/** KEYS index the enqueue script reads as "no key" (see enqueueTasks-4+n.lua). */
+const NO_KEY = 4;
+
 /**
- * Enqueues tasks durably: the promise resolves only once Redis has appended them. All items of one
- * call go in one script call (one round trip, all or nothing).
+ * Enqueues tasks durably: the promise resolves only once Redis has written them. Every item is checked
+ * before anything is sent; each chunk of `batchChunkSize` items is one script call (one round trip,
+ * all or nothing).
  */
 export class TaskProducer {
   constructor(
@@ -36,37 +65,99 @@ export class TaskProducer {
     private readonly options: ProducerOptions,
   ) {}
 
-  async enqueue(queue: string, items: readonly EnqueueItem[]): Promise<string[]> {
+  async enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
     if (items.length === 0) {
       return [];
     }
     const queueKeys = this.keys.queue(queue);
-    const enqueuedAt = Date.now();
-    const ids: string[] = [];
-    // Group by client, keeping each client's order, so each client list gets one RPUSH.
-    const groups = new Map<string, string[]>();
-    items.forEach((item, index) => {
-      const id = item.id ?? newTaskId();
-      const entry = encodeNewEntry(
-        { id, clientId: item.clientId, enqueuedAt, replyTo: item.replyTo, maxAttempts: item.maxAttempts, backoff: item.backoff },
-        this.serializePayload(item.payload, items.length > 1 ? index : undefined),
-      );
-      ids.push(id);
-      const group = groups.get(item.clientId);
-      if (group) {
-        group.push(entry);
-      } else {
-        groups.set(item.clientId, [entry]);
-      }
-    });
-    const keys: string[] = [queueKeys.ring];
-    const args: (string | number)[] = [];
-    for (const [clientId, entries] of groups) {
-      keys.push(queueKeys.pending(clientId));
-      args.push(clientId, entries.length, ...entries);
+    const now = Date.now();
+    const batch = items.length > 1;
+    const prepared = items.map((item, index) => this.prepare(item, now, batch ? index : undefined));
+    const receipts: EnqueueReceipt[] = [];
+    for (let start = 0; start < prepared.length; start += this.options.batchChunkSize) {
+      const chunk = prepared.slice(start, start + this.options.batchChunkSize);
+      receipts.push(...(await this.enqueueChunk(queueKeys, chunk)));
     }
-    await this.redis.enqueueTasks(keys.length, ...keys, ...args);
-    return ids;
+    return receipts;
+  }
+
+  private async enqueueChunk(keys: QueueKeys, chunk: Prepared[]): Promise<EnqueueReceipt[]> {
+    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring]);
+    const args: (string | number)[] = [keys.dueChannel];
+    for (const task of chunk) {
+      args.push(
+        ...scriptKeys.client(keys, task.clientId),
+        task.clientId,
+        task.entry,
+        task.priority,
+        task.delayMs,
+        task.dedupKey === undefined ? NO_KEY : scriptKeys.indexOf(keys.dedup(task.dedupKey)),
+        task.dedupTtlMs,
+        task.id,
+      );
+    }
+    const results = await this.redis.enqueueTasks(...(scriptKeys.args as [number]), ...args);
+    return chunk.map((task, i) => {
+      const holder = results[i];
+      return holder === 0 || holder === undefined ? { id: task.id, duplicate: false } : { id: String(holder), duplicate: true };
+    });
+  }
+
+  private prepare(item: EnqueueItem, now: number, index: number | undefined): Prepared {
+    const fail = (message: string): never => {
+      throw new InvalidTaskError(index === undefined ? message : `item ${index}: ${message} (nothing of the batch was enqueued)`, index);
+    };
+    const id = item.id ?? newTaskId();
+    const priority = item.priority ?? 0;
+    if (!Number.isSafeInteger(priority) || priority < 0 || priority > 1_000_000) {
+      fail(`priority must be an integer from 0 to 1000000, got ${String(priority)}`);
+    }
+    let delayMs = item.delayMs ?? 0;
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
+      fail(`delay must be a non-negative number of milliseconds, got ${String(delayMs)}`);
+    }
+    if (item.runAt !== undefined) {
+      if (typeof item.runAt !== 'number' || !Number.isFinite(item.runAt)) {
+        fail(`runAt must be a time, got ${String(item.runAt)}`);
+      }
+      delayMs = Math.max(delayMs, item.runAt - now);
+    }
+    delayMs = Math.ceil(delayMs);
+    if (item.expiresAt !== undefined) {
+      if (typeof item.expiresAt !== 'number' || !Number.isFinite(item.expiresAt)) {
+        fail(`expiresAt must be a time, got ${String(item.expiresAt)}`);
+      }
+      if (item.expiresAt <= now) {
+        fail(`the task expired before it was enqueued (expiresAt ${new Date(item.expiresAt).toISOString()} is in the past)`);
+      }
+      if (item.expiresAt <= now + delayMs) {
+        fail('the task would expire before its delay ends');
+      }
+    }
+    const dedupTtlMs = item.dedupTtlMs ?? this.options.dedupTtlMs;
+    if (item.dedupKey !== undefined) {
+      if (typeof item.dedupKey !== 'string' || item.dedupKey.length === 0 || item.dedupKey.length > 512) {
+        fail(`the deduplication key must be a string of 1 to 512 characters, got ${JSON.stringify(item.dedupKey)}`);
+      }
+      if (!Number.isSafeInteger(dedupTtlMs) || dedupTtlMs < 1) {
+        fail(`the deduplication TTL must be a positive integer of milliseconds, got ${String(dedupTtlMs)}`);
+      }
+    }
+    const entry = encodeNewEntry(
+      {
+        id,
+        clientId: item.clientId,
+        enqueuedAt: now,
+        replyTo: item.replyTo,
+        maxAttempts: item.maxAttempts,
+        backoff: item.backoff,
+        priority,
+        expiresAt: item.expiresAt,
+        dedupKey: item.dedupKey,
+      },
+      this.serializePayload(item.payload, index),
+    );
+    return { id, clientId: item.clientId, entry, priority, delayMs, dedupKey: item.dedupKey, dedupTtlMs };
   }
 
   private serializePayload(payload: unknown, index: number | undefined): string {
@@ -75,15 +166,25 @@ export class TaskProducer {
     try {
       json = JSON.stringify(payload === undefined ? null : payload);
     } catch (error) {
-      throw new InvalidTaskError(`${where} cannot be serialized to JSON: ${(error as Error).message}`);
+      throw new InvalidTaskError(`${where} cannot be serialized to JSON: ${(error as Error).message}`, index);
     }
     if (json === undefined) {
-      throw new InvalidTaskError(`${where} cannot be serialized to JSON (got a ${typeof payload})`);
+      throw new InvalidTaskError(`${where} cannot be serialized to JSON (got a ${typeof payload})`, index);
     }
     const bytes = Buffer.byteLength(json);
     if (bytes > this.options.maxPayloadBytes) {
-      throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes);
+      throw new PayloadTooLargeError(bytes, this.options.maxPayloadBytes, index);
     }
     return json;
   }
+}
+
+interface Prepared {
+  readonly id: string;
+  readonly clientId: string;
+  readonly entry: string;
+  readonly priority: number;
+  readonly delayMs: number;
+  readonly dedupKey?: string;
+  readonly dedupTtlMs: number;
 }

@@ -5,6 +5,7 @@ import type { DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { TaskLogger } from './logger.js';
 import { requeueProcessing } from './requeue.js';
+import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** What one sweep did. */
@@ -37,6 +38,8 @@ const PROMOTE_BATCH = 500;
  */
 export class TaskReaper {
   private readonly owner = randomBytes(8).toString('hex');
+  /** Redis clock minus this process's clock, as last measured (due times are on the Redis clock). */
+  clockOffsetMs = 0;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -120,26 +123,19 @@ export class TaskReaper {
       if (due.length === 0) {
         break;
       }
-      const pendingKeys: string[] = [];
-      const index = new Map<string, number>();
-      const triples: (string | number)[] = [];
+      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence]);
+      const fields: (string | number)[] = [];
       for (const entry of due) {
         const decoded = decodeEntry(entry);
         if (!decoded.ok) {
           deadLettered += await this.deadLetterDelayed(keys, entry, decoded.reason);
           continue;
         }
-        const { clientId } = decoded.entry.envelope;
-        let keyIndex = index.get(clientId);
-        if (keyIndex === undefined) {
-          pendingKeys.push(keys.pending(clientId));
-          keyIndex = pendingKeys.length + 2;
-          index.set(clientId, keyIndex);
-        }
-        triples.push(entry, keyIndex, clientId);
+        const { clientId, priority } = decoded.entry.envelope;
+        fields.push(entry, ...scriptKeys.client(keys, clientId), clientId, priority ?? 0);
       }
-      if (triples.length > 0) {
-        promoted += await this.redis.promoteTasks(2 + pendingKeys.length, keys.delayed, keys.ring, ...pendingKeys, ...triples);
+      if (fields.length > 0) {
+        promoted += await this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
       }
       if (due.length < PROMOTE_BATCH) {
         break;
@@ -177,13 +173,17 @@ export class TaskReaper {
 
   private async now(): Promise<number> {
     const [seconds, micros] = await this.redis.time();
-    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    this.clockOffsetMs = now - Date.now();
+    return now;
   }
 }
 
 /**
- * Runs a reaper on an interval, and promotes retries at their due time in between (a timer set for
- * the earliest due time seen), so a retry does not wait for the next interval.
+ * Runs a reaper on an interval (unless `intervalMs` is false), and promotes delayed tasks at their due
+ * time in between: a timer is set for the earliest due time known (from each promotion, from this
+ * worker's own retries, and from producers announcing a new earliest delayed task), so a delayed task
+ * does not wait for the next interval.
  */
 export class ReaperSchedule {
   private interval: NodeJS.Timeout | undefined;
@@ -194,31 +194,36 @@ export class ReaperSchedule {
 
   constructor(
     private readonly reaper: TaskReaper,
-    private readonly intervalMs: number,
+    private readonly intervalMs: number | false,
     private readonly queues: () => readonly string[] | undefined,
     private readonly logger?: TaskLogger,
   ) {}
 
   start(): void {
+    if (this.intervalMs === false) {
+      void this.run(() => this.promote());
+      return;
+    }
     this.interval = setInterval(() => void this.run(() => this.reaper.sweep(this.queues())), this.intervalMs);
     this.interval.unref();
     void this.run(() => this.reaper.sweep(this.queues()));
   }
 
-  /** A retry is due at `dueAt` (Redis clock, ms): promote it then rather than at the next interval. */
-  wakeAt(dueAt: number, now = Date.now()): void {
-    if (this.stopped || (this.dueAt !== undefined && this.dueAt <= dueAt)) {
+  /** A delayed task is due at `dueAt` (Redis clock, ms): promote it then rather than at the next interval. */
+  wakeAt(dueAt: number): void {
+    if (this.stopped || !Number.isFinite(dueAt) || (this.dueAt !== undefined && this.dueAt <= dueAt)) {
       return;
     }
     clearTimeout(this.dueTimer);
     this.dueAt = dueAt;
+    const wait = dueAt - (Date.now() + this.reaper.clockOffsetMs);
     this.dueTimer = setTimeout(
       () => {
         this.dueAt = undefined;
-        const queues = this.queues();
-        void this.run(() => (queues ? this.reaper.promote(queues) : this.reaper.sweep()));
+        void this.run(() => this.promote());
       },
-      Math.max(0, dueAt - now),
+      // At least 1 ms: a clock offset measured a little off must not turn this into a busy loop.
+      Math.max(1, wait),
     );
     this.dueTimer.unref();
   }
@@ -228,6 +233,11 @@ export class ReaperSchedule {
     clearInterval(this.interval);
     clearTimeout(this.dueTimer);
     await this.running;
+  }
+
+  private promote(): Promise<SweepResult> {
+    const queues = this.queues();
+    return queues ? this.reaper.promote(queues) : this.reaper.sweep();
   }
 
   private async run(work: () => Promise<SweepResult>): Promise<void> {

@@ -3,6 +3,7 @@ import type { QueueKeys } from './keys.js';
 import type { TaskLogger } from './logger.js';
 import type { TaskRedis } from './scripts.js';
 import { ClaimedTask, type SettleOptions } from './claimed-task.js';
+import { ScriptKeys } from './script-keys.js';
 
 export interface RequeueResult {
   readonly requeued: number;
@@ -28,9 +29,8 @@ export async function requeueProcessing(
     .filter((token) => !wanted || wanted.has(token))
     // Newest first: each LPUSH puts an older task in front of a newer one, restoring claim order.
     .sort((a, b) => Number(b) - Number(a));
-  const pendingKeys: string[] = [];
-  const keyIndex = new Map<string, number>();
-  const triples: string[] = [];
+  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence]);
+  const fields: (string | number)[] = [];
   let malformed = 0;
   for (const token of tokens) {
     const decoded = decodeEntry(held[token]);
@@ -44,25 +44,12 @@ export async function requeueProcessing(
       }
       continue;
     }
-    const { clientId } = decoded.entry.envelope;
-    let index = keyIndex.get(clientId);
-    if (index === undefined) {
-      pendingKeys.push(keys.pending(clientId));
-      index = pendingKeys.length + 2; // KEYS[1] processing, KEYS[2] ring, then the pending lists (1-based)
-      keyIndex.set(clientId, index);
-    }
-    triples.push(token, String(index), clientId);
+    const { clientId, priority } = decoded.entry.envelope;
+    fields.push(token, ...scriptKeys.client(keys, clientId), clientId, priority ?? 0);
   }
-  if (triples.length === 0) {
+  if (fields.length === 0) {
     return { requeued: 0, malformed };
   }
-  const requeued = await redis.requeueTasks(
-    2 + pendingKeys.length,
-    processing,
-    keys.ring,
-    ...pendingKeys,
-    options.countAttempt ? 1 : 0,
-    ...triples,
-  );
+  const requeued = await redis.requeueTasks(...(scriptKeys.args as [number]), options.countAttempt ? 1 : 0, ...fields);
   return { requeued, malformed };
 }

@@ -10,11 +10,27 @@ export interface ScriptDefinition {
   readonly fixedKeys: number;
   /** Whether the script takes a variable number of KEYS after the fixed ones (`-F+n`). */
   readonly variableKeys: boolean;
+  /** The file as written (header included). */
   readonly lua: string;
+  /** What Redis runs: the helpers named on the header's `Includes:` line, then the file. */
+  readonly source: string;
 }
 
 const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
+const INCLUDES = /^-- Includes: (.+)$/m;
+
+/** Helpers shared by several scripts (`scripts/include/<name>.lua`), prepended where a header asks. */
+function withIncludes(fileName: string, lua: string): string {
+  const names = INCLUDES.exec(lua)?.[1].split(',').map((name) => name.trim()) ?? [];
+  const helpers = names.map((name) => {
+    if (!/^[a-zA-Z]+$/.test(name)) {
+      throw new Error(`${fileName} includes "${name}", which is not a helper name`);
+    }
+    return readFileSync(new URL(`include/${name}.lua`, SCRIPTS_DIR), 'utf8');
+  });
+  return [...helpers, lua].join('\n');
+}
 
 /** Reads every `scripts/*.lua` file; the name `verbNoun-N.lua` states its command and KEYS count. */
 export function readScriptDefinitions(): ScriptDefinition[] {
@@ -26,12 +42,14 @@ export function readScriptDefinitions(): ScriptDefinition[] {
       if (!match) {
         throw new Error(`Lua script file name "${fileName}" is not of the form verbNoun-N.lua or verbNoun-N+n.lua`);
       }
+      const lua = readFileSync(new URL(fileName, SCRIPTS_DIR), 'utf8');
       return {
         name: match[1],
         fileName,
         fixedKeys: Number(match[2]),
         variableKeys: match[3] !== undefined,
-        lua: readFileSync(new URL(fileName, SCRIPTS_DIR), 'utf8'),
+        lua,
+        source: withIncludes(fileName, lua),
       };
     });
 }
@@ -46,10 +64,11 @@ export function scriptDefinitions(): ScriptDefinition[] {
 
 /** The commands the scripts add to a connection (see each `.lua` header for the contract). */
 export interface TaskCommands {
-  enqueueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  enqueueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<(0 | string)[]>;
   claimTasks(
     ring: string,
     pending: string,
+    priority: string,
     processing: string,
     sequence: string,
     workers: string,
@@ -57,14 +76,23 @@ export interface TaskCommands {
     count: number,
     workerId: string,
   ): Promise<string[] | -1>;
-  ackTask(processing: string, result: string, token: string, ...reply: (string | number)[]): Promise<0 | 1>;
+  ackTask(
+    processing: string,
+    result: string,
+    dedup: string,
+    token: string,
+    dedupHolder: string,
+    ...reply: (string | number)[]
+  ): Promise<0 | 1>;
   deadLetterTask(
     processing: string,
     deadLetters: string,
     result: string,
+    dedup: string,
     token: string,
     record: string,
     cap: number,
+    dedupHolder: string,
     ...reply: (string | number)[]
   ): Promise<0 | 1>;
   requeueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
@@ -96,7 +124,7 @@ export function defineScripts(connection: RedisConnection): TaskRedis {
   if (!marked[DEFINED]) {
     for (const script of scriptDefinitions()) {
       connection.defineCommand(script.name, {
-        lua: script.lua,
+        lua: script.source,
         ...(script.variableKeys ? {} : { numberOfKeys: script.fixedKeys }),
       });
     }

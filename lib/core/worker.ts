@@ -286,6 +286,12 @@ export class TaskWorker {
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
     }
+    if (envelope.expiresAt !== undefined && envelope.expiresAt <= Date.now()) {
+      const detail = `expired at ${new Date(envelope.expiresAt).toISOString()} before a worker could start it`;
+      await this.settle(task, () => task.deadLetter({ reason: 'expired', attempts, envelope, detail }), envelope);
+      this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
+      return;
+    }
     const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort.signal);
     if (this.released || run.leaseLost) {
       // The task was returned to its queue (shutdown) or recovered elsewhere (lease lost): it is not

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/errors.js';
 import { validateBackoff, validateMaxAttempts, type BackoffOptions } from '../core/retry-policy.js';
 
@@ -9,6 +10,20 @@ export interface RedisTaskRecordOptions {
   readonly maxAttempts?: number;
   /** Retry backoff for this task (overrides the pattern's and the transport's). */
   readonly backoff?: BackoffOptions;
+  /** Higher runs first within its client (0, the default, after every higher one). */
+  readonly priority?: number;
+  /** Claimable no earlier than this many ms after the enqueue. */
+  readonly delayMs?: number;
+  /** Claimable no earlier than this time (ms since the epoch). */
+  readonly runAt?: number;
+  /** Not run after this time (ms since the epoch): dead letters, reason `expired`. */
+  readonly expiresAt?: number;
+  /** Relative expiry, turned into `expiresAt` at enqueue. */
+  readonly expiresInMs?: number;
+  /** A second live task with this key is refused as a duplicate. */
+  readonly deduplicationKey?: string;
+  /** Longest time the deduplication key holds (ms); default: the client's `deduplicationTtlMs`. */
+  readonly deduplicationTtlMs?: number;
 }
 
 /** A payload with per-task settings; pass it to `emit`, `send` or `emitBatch` in place of the payload. */
@@ -19,8 +34,11 @@ export class RedisTaskRecord<TData = unknown> {
   ) {}
 }
 
+const MAX_PRIORITY = 1_000_000;
+
 export class RedisTaskRecordBuilder<TData = unknown> {
   private options: RedisTaskRecordOptions = {};
+  private dedupFromPayload = false;
 
   constructor(private data?: TData) {}
 
@@ -41,27 +59,112 @@ export class RedisTaskRecordBuilder<TData = unknown> {
         `setClientId() needs a non-empty string of at most 200 characters without braces, spaces or control characters, got ${JSON.stringify(clientId)}`,
       );
     }
-    this.options = { ...this.options, clientId };
-    return this;
+    return this.set({ clientId });
   }
 
   /** Runs allowed in all (the first included): an integer from 1. */
   setMaxAttempts(maxAttempts: number): this {
     validateMaxAttempts('setMaxAttempts()', maxAttempts, taskError);
-    this.options = { ...this.options, maxAttempts };
-    return this;
+    return this.set({ maxAttempts });
   }
 
   /** Delay before each retry: `{ type: 'fixed' | 'exponential', delayMs, maxDelayMs?, jitter? }`. */
   setBackoff(backoff: BackoffOptions): this {
     validateBackoff('setBackoff()', backoff, taskError);
-    this.options = { ...this.options, backoff: { ...backoff } };
-    return this;
+    return this.set({ backoff: { ...backoff } });
+  }
+
+  /** Higher runs first within its client: an integer from 0 (the default) to 1,000,000. */
+  setPriority(priority: number): this {
+    if (typeof priority !== 'number' || !Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+      throw new InvalidTaskError(`setPriority() needs an integer from 0 to ${MAX_PRIORITY}, got ${describe(priority)}`);
+    }
+    return this.set({ priority });
+  }
+
+  /** The task becomes claimable `delayMs` after it is enqueued (kept in Redis meanwhile). */
+  setDelay(delayMs: number): this {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
+      throw new InvalidTaskError(`setDelay() needs a non-negative number of milliseconds, got ${describe(delayMs)}`);
+    }
+    return this.set({ delayMs, runAt: undefined });
+  }
+
+  /** The task becomes claimable at this time (a time already past makes it claimable at once). */
+  setRunAt(runAt: Date | number): this {
+    return this.set({ runAt: toTime('setRunAt()', runAt), delayMs: undefined });
+  }
+
+  /** The task is not run if no worker started it within `expiresInMs` of its enqueue. */
+  setExpiresIn(expiresInMs: number): this {
+    if (typeof expiresInMs !== 'number' || !Number.isFinite(expiresInMs) || expiresInMs <= 0) {
+      throw new InvalidTaskError(`setExpiresIn() needs a positive number of milliseconds, got ${describe(expiresInMs)}`);
+    }
+    return this.set({ expiresInMs, expiresAt: undefined });
+  }
+
+  /** The task is not run if no worker started it by this time; a time already past is refused. */
+  setExpiresAt(expiresAt: Date | number): this {
+    const time = toTime('setExpiresAt()', expiresAt);
+    if (time <= Date.now()) {
+      throw new InvalidTaskError(`setExpiresAt() got a time in the past (${new Date(time).toISOString()})`);
+    }
+    return this.set({ expiresAt: time, expiresInMs: undefined });
+  }
+
+  /**
+   * Refuses a second live task with the same key (`emit` reports it as a duplicate). Without a key,
+   * the key is a SHA-256 hash of the payload (its JSON with object keys sorted). The key is freed when
+   * the task is acknowledged or dead-lettered, or after `ttlMs` (default: the client's
+   * `deduplicationTtlMs`).
+   */
+  setDeduplicationKey(key?: string, options: { ttlMs?: number } = {}): this {
+    if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 512)) {
+      throw new InvalidTaskError(`setDeduplicationKey() needs a string of 1 to 512 characters, got ${describe(key)}`);
+    }
+    const { ttlMs } = options;
+    if (ttlMs !== undefined && (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 1)) {
+      throw new InvalidTaskError(`setDeduplicationKey() needs ttlMs to be a positive integer of milliseconds, got ${describe(ttlMs)}`);
+    }
+    this.dedupFromPayload = key === undefined;
+    return this.set({ deduplicationKey: key, deduplicationTtlMs: ttlMs });
   }
 
   build(): RedisTaskRecord<TData> {
-    return new RedisTaskRecord(this.data as TData, { ...this.options });
+    const options = { ...this.options };
+    if (this.dedupFromPayload) {
+      options.deduplicationKey = `sha256:${createHash('sha256').update(canonicalJson(this.data ?? null)).digest('hex')}`;
+    }
+    return new RedisTaskRecord(this.data as TData, options);
   }
+
+  private set(patch: Partial<Record<keyof RedisTaskRecordOptions, unknown>>): this {
+    this.options = { ...this.options, ...patch } as RedisTaskRecordOptions;
+    return this;
+  }
+}
+
+/** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) => {
+    if (inner && typeof inner === 'object' && !Array.isArray(inner)) {
+      const source = inner as Record<string, unknown>;
+      return Object.fromEntries(Object.keys(source).sort().map((key) => [key, source[key]]));
+    }
+    return inner;
+  }) ?? 'null';
+}
+
+function toTime(where: string, value: Date | number): number {
+  const time = value instanceof Date ? value.getTime() : value;
+  if (typeof time !== 'number' || !Number.isFinite(time)) {
+    throw new InvalidTaskError(`${where} needs a Date or a number of milliseconds since the epoch, got ${describe(value)}`);
+  }
+  return time;
+}
+
+function describe(value: unknown): string {
+  return typeof value === 'string' ? JSON.stringify(value) : `${String(value)} (${typeof value})`;
 }
 
 function taskError(where: string, message: string): Error {

@@ -3,10 +3,10 @@ import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import type { ReplyMessage } from '../core/claimed-task.js';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
-import { ClosedError, ReplyTimeoutError } from '../core/errors.js';
+import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/options.js';
-import { newTaskId, TaskProducer, type EnqueueItem } from '../core/producer.js';
+import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer.js';
 import type { RedisConnection, TaskRedis } from '../core/scripts.js';
 import { watchConnection } from './connection-events.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
@@ -18,8 +18,12 @@ interface PendingReply {
   timer?: NodeJS.Timeout;
 }
 
+/** What `emit` and `emitBatch` report per task: its id, and whether it was refused as a duplicate. */
+export type RedisTaskReceipt = EnqueueReceipt;
+
 /**
- * The producer side: `emit` enqueues a task and completes (with the task id) once Redis accepted it;
+ * The producer side: `emit` enqueues a task and completes (with a receipt: the task id, and whether it
+ * was refused as a duplicate of a live task with the same deduplication key) once Redis accepted it;
  * `send` enqueues and emits the `@MessagePattern` handler's result; `emitBatch` enqueues many tasks
  * in one round trip. Pass a `RedisTaskRecord` (see `RedisTaskRecordBuilder`) to set per-task options.
  */
@@ -54,14 +58,23 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   /**
-   * Enqueues many tasks for one pattern in a single round trip: all of them or, on error, none.
-   * Items may be payloads or `RedisTaskRecord`s. Resolves with the task ids, in order.
+   * Enqueues many tasks for one pattern: one round trip per `batchChunkSize` items, each chunk all or
+   * nothing. Every item is checked first: one invalid item rejects the whole batch (its index named)
+   * with nothing enqueued. Items may be payloads or `RedisTaskRecord`s. Resolves with the receipts, in
+   * order.
    */
-  async emitBatch<TInput = unknown>(pattern: unknown, items: readonly (TInput | RedisTaskRecord<TInput>)[]): Promise<string[]> {
+  async emitBatch<TInput = unknown>(
+    pattern: unknown,
+    items: readonly (TInput | RedisTaskRecord<TInput>)[],
+  ): Promise<RedisTaskReceipt[]> {
+    if (!Array.isArray(items)) {
+      throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
+    }
     await this.connect();
+    const now = Date.now();
     return this.requireProducer().enqueue(
       this.normalizePattern(pattern as string),
-      items.map((item) => this.toItem(item)),
+      items.map((item) => this.toItem(item, now)),
     );
   }
 
@@ -100,9 +113,9 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return this.connection.redis as T;
   }
 
-  protected async dispatchEvent<T = string>(packet: ReadPacket): Promise<T> {
-    const [id] = await this.requireProducer().enqueue(this.normalizePattern(packet.pattern), [this.toItem(packet.data)]);
-    return id as T;
+  protected async dispatchEvent<T = RedisTaskReceipt>(packet: ReadPacket): Promise<T> {
+    const [receipt] = await this.requireProducer().enqueue(this.normalizePattern(packet.pattern), [this.toItem(packet.data)]);
+    return receipt as T;
   }
 
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
@@ -119,6 +132,12 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     }
     this.subscribeToReplies()
       .then(() => this.requireProducer().enqueue(queue, [{ ...this.toItem(packet.data), id, replyTo: this.replyChannel }]))
+      .then(([receipt]) => {
+        // A refused duplicate never runs under this id: no reply would ever come.
+        if (receipt.duplicate) {
+          throw new DuplicateTaskError(queue, receipt.id);
+        }
+      })
       .catch((error: unknown) => {
         if (this.replies.delete(id)) {
           clearTimeout(pending.timer);
@@ -135,7 +154,11 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const connection = openConnection(this.options.connection, 'tasks:client');
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
-    this.producer = new TaskProducer(connection.redis, this.keys, { maxPayloadBytes: this.options.maxPayloadBytes });
+    this.producer = new TaskProducer(connection.redis, this.keys, {
+      maxPayloadBytes: this.options.maxPayloadBytes,
+      batchChunkSize: this.options.batchChunkSize,
+      dedupTtlMs: this.options.deduplicationTtlMs,
+    });
     await connection.redis.ping();
     return connection.redis;
   }
@@ -147,10 +170,21 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return this.producer;
   }
 
-  private toItem(data: unknown): EnqueueItem {
+  private toItem(data: unknown, now = Date.now()): EnqueueItem {
     if (data instanceof RedisTaskRecord) {
-      const { clientId, maxAttempts, backoff } = data.options;
-      return { payload: data.data, clientId: clientId ?? this.options.clientId, maxAttempts, backoff };
+      const options = data.options;
+      return {
+        payload: data.data,
+        clientId: options.clientId ?? this.options.clientId,
+        maxAttempts: options.maxAttempts,
+        backoff: options.backoff,
+        priority: options.priority,
+        delayMs: options.delayMs,
+        runAt: options.runAt,
+        expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
+        dedupKey: options.deduplicationKey,
+        dedupTtlMs: options.deduplicationTtlMs,
+      };
     }
     return { payload: data, clientId: this.options.clientId };
   }

@@ -2,13 +2,13 @@ import { EventEmitter } from 'node:events';
 import { Logger } from '@nestjs/common';
 import { Server, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
-import { closeConnection, openConnection, type OwnedConnection } from '../core/connection.js';
+import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
 import { InvalidOptionError } from '../core/errors.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
 import { mergeRetry, validateRetry, type RetryPolicy } from '../core/retry-policy.js';
-import type { TaskRedis } from '../core/scripts.js';
+import type { RedisConnection, TaskRedis } from '../core/scripts.js';
 import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker.js';
 import { watchConnection } from './connection-events.js';
 import { REDIS_TASK_TRANSPORT } from './constants.js';
@@ -34,6 +34,8 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   private worker: TaskWorker | undefined;
   private reaper: TaskReaper | undefined;
   private schedule: ReaperSchedule | undefined;
+  /** Hears producers announce a delayed task that became a queue's earliest (to promote it on time). */
+  private dueSubscriber: RedisConnection | undefined;
   private policies = new Map<string, RetryPolicy>();
 
   constructor(options?: RedisTaskTransportOptions) {
@@ -59,9 +61,10 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         { lockMs: Math.max(1_000, this.options.heartbeatIntervalMs), deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs },
         this.log,
       );
-      if (this.options.reaperIntervalMs !== false) {
-        this.schedule = new ReaperSchedule(this.reaper, this.options.reaperIntervalMs, () => queues, this.log);
-      }
+      // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
+      // worker still promotes delayed tasks of its own queues at their due time.
+      this.schedule = new ReaperSchedule(this.reaper, this.options.reaperIntervalMs, () => queues, this.log);
+      await this.listenForDueTimes(redis, keys, queues);
       this.worker = new TaskWorker(
         redis,
         keys,
@@ -91,11 +94,16 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     const worker = this.worker;
     const connection = this.connection;
     const schedule = this.schedule;
+    const dueSubscriber = this.dueSubscriber;
+    this.dueSubscriber = undefined;
     this.worker = undefined;
     this.connection = undefined;
     this.schedule = undefined;
     this.reaper = undefined;
     await schedule?.stop();
+    if (dueSubscriber) {
+      await quit(dueSubscriber);
+    }
     await worker?.close();
     await closeConnection(connection);
     this.publishStatus(RedisTaskStatus.DISCONNECTED);
@@ -121,6 +129,17 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       throw new Error('RedisTaskTransport is not listening: call unwrap() after the microservice has started');
     }
     return this.connection.redis as T;
+  }
+
+  private async listenForDueTimes(redis: TaskRedis, keys: PrefixKeys, queues: readonly string[]): Promise<void> {
+    if (queues.length === 0) {
+      return;
+    }
+    const subscriber = openBlockingConnection(redis, `tasks:worker:${this.options.workerId}:due`);
+    this.dueSubscriber = subscriber;
+    subscriber.on('error', () => undefined); // outages are reported once by the command connection
+    subscriber.on('message', (_channel: string, dueAt: string) => this.schedule?.wakeAt(Number(dueAt)));
+    await subscriber.subscribe(...queues.map((queue) => keys.queue(queue).dueChannel));
   }
 
   /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */

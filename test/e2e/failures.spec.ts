@@ -149,7 +149,7 @@ describe('retries', () => {
     fresh('exhaust');
     const { client, admin } = await module();
     await worker({ maxAttempts: 3 });
-    const id = await firstValueFrom(client.emit('always.fails', { n: 7 }));
+    const { id } = await firstValueFrom(client.emit('always.fails', { n: 7 }));
     const [record] = await deadLetters('always.fails', 1);
     expect(runsOf('always.fails').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(record).toMatchObject({
@@ -210,7 +210,7 @@ describe('dead letters', () => {
     fresh('cap');
     const { client, admin } = await module();
     await worker({ deadLetterCap: 3 });
-    const ids = await client.emitBatch('bad.input', [1, 2, 3, 4, 5].map((n) => ({ n })));
+    const ids = (await client.emitBatch('bad.input', [1, 2, 3, 4, 5].map((n) => ({ n })))).map((receipt) => receipt.id);
     await waitFor(() => runsOf('bad.input').length === 5, 'five runs');
     const list = await waitFor(async () => {
       const records = await admin.listDeadLetters('bad.input');
@@ -236,7 +236,7 @@ describe('leases and recovery', () => {
     await redis.sadd(keys.queues, 'noop');
     // A worker claimed two tasks and died: its lease expired long ago.
     await redis.zadd(queue.workers, '1', 'dead-worker');
-    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('dead-worker'), queue.sequence, queue.workers, 'default', 2, 'dead-worker');
+    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('dead-worker'), queue.sequence, queue.workers, 'default', 2, 'dead-worker');
     expect(claimed).toHaveLength(4);
 
     const result = await reaper.sweep();
@@ -255,7 +255,7 @@ describe('leases and recovery', () => {
     await client.emitBatch('flaky', [{ n: 1 }, { n: 2 }]);
     const queue = keys.queue('flaky');
     await redis.zadd(queue.workers, '1', 'crashed');
-    await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('crashed'), queue.sequence, queue.workers, 'default', 2, 'crashed');
+    await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('crashed'), queue.sequence, queue.workers, 'default', 2, 'crashed');
     await worker();
     await waitFor(() => runsOf('flaky').length === 2, 'both recovered tasks');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([2, 2]);
@@ -289,7 +289,7 @@ describe('leases and recovery', () => {
     await redis.sadd(keys.queues, 'flaky');
     for (const dead of ['crash-1', 'crash-2']) {
       await redis.zadd(queue.workers, '1', dead);
-      await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing(dead), queue.sequence, queue.workers, 'default', 1, dead);
+      await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing(dead), queue.sequence, queue.workers, 'default', 1, dead);
       await (await module()).reaper.sweep();
     }
     await worker();

@@ -95,7 +95,7 @@ describe('emit', () => {
   it('completes with the task id once Redis holds the task, and the handler receives it with its context', async () => {
     fresh('emit');
     const client = await producer({ clientId: 'api' });
-    const id = await firstValueFrom(client.emit('avatar.resize', { userId: 7 }));
+    const { id } = await firstValueFrom(client.emit('avatar.resize', { userId: 7 }));
     expect(typeof id).toBe('string');
     expect(await redis.llen(keys.queue('avatar.resize').pending('api'))).toBe(1);
 
@@ -261,7 +261,7 @@ describe('restarts lose nothing', () => {
     const queue = keys.queue('avatar.resize');
     // A previous run of "crashed-1" claimed both tasks and died without settling them.
     await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), 'crashed-1', 30_000);
-    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.processing('crashed-1'), queue.sequence, queue.workers, 'default', 2, 'crashed-1');
+    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('crashed-1'), queue.sequence, queue.workers, 'default', 2, 'crashed-1');
     expect(claimed).toHaveLength(4);
     expect(await redis.llen(queue.ring)).toBe(0);
 

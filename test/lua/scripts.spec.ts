@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
 import { QueueKeys } from '../../lib/core/keys.js';
+import { ScriptKeys } from '../../lib/core/script-keys.js';
 import { deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
@@ -13,16 +14,35 @@ function entry(id: string, clientId = 'a', attempts = 0): string {
   return encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1 }, attempts);
 }
 
+interface Options {
+  priority?: number;
+  delayMs?: number;
+  dedupKey?: string;
+}
+
+/** Calls enqueueTasks as the producer does; resolves with the script's per-task results. */
+async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
+  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring]);
+  const args: (string | number)[] = [keys.dueChannel];
+  for (const [clientId, id, options = {}] of tasks) {
+    const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
+    const dedup = options.dedupKey === undefined ? 4 : scriptKeys.indexOf(keys.dedup(options.dedupKey));
+    args.push(...scriptKeys.client(keys, clientId), clientId, raw, options.priority ?? 0, options.delayMs ?? 0, dedup, 60_000, id);
+  }
+  return redis.enqueueTasks(...(scriptKeys.args as [number]), ...args);
+}
+
+/** Enqueues plain tasks per client; resolves with how many were enqueued. */
 async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<number> {
-  const pendingKeys = groups.map(([clientId]) => keys.pending(clientId));
-  const args = groups.flatMap(([clientId, ids]) => [clientId, ids.length, ...ids.map((id) => entry(id, clientId))]);
-  return redis.enqueueTasks(1 + pendingKeys.length, keys.ring, ...pendingKeys, ...args);
+  const results = await enqueueWith(groups.flatMap(([clientId, ids]) => ids.map((id) => [clientId, id] as [string, string])));
+  return results.filter((result) => result === 0).length;
 }
 
 async function claim(clientId: string, count: number, workerId = worker): Promise<string[] | -1> {
   return redis.claimTasks(
     keys.ring,
     keys.pending(clientId),
+    keys.priority(clientId),
     keys.processing(workerId),
     keys.sequence,
     keys.workers,
@@ -65,7 +85,7 @@ describe('enqueueTasks', () => {
     expect(await redis.llen(keys.pending('b'))).toBe(2);
   });
 
-  it('appends more entries than one unpack() can take', async () => {
+  it('enqueues a batch of 2,500 in one call', async () => {
     const many = Array.from({ length: 2_500 }, (_, i) => String(i));
     expect(await enqueue(['a', many])).toBe(2_500);
     expect(await redis.llen(keys.pending('a'))).toBe(2_500);
@@ -130,8 +150,8 @@ describe('ackTask', () => {
   it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token)).toBe(1);
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token)).toBe(0);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '')).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '')).toBe(0);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
   });
 
@@ -139,7 +159,7 @@ describe('ackTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const reply = JSON.stringify({ id: '1', response: 42 });
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), token, `${prefix}:replies:x`, reply, 5_000)).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
     expect(await redis.get(keys.result('1'))).toBe(reply);
     const ttl = await redis.pttl(keys.result('1'));
     expect(ttl).toBeGreaterThan(0);
@@ -153,24 +173,26 @@ describe('deadLetterTask', () => {
     const reply = (await claim('a', 3)) as string[];
     for (let i = 0; i < reply.length; i += 2) {
       const record = JSON.stringify({ id: String(i / 2 + 1), reason: 'failed' });
-      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), reply[i], record, 2)).toBe(1);
+      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, reply[i], record, 2, '')).toBe(1);
     }
     const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
     expect(dead).toEqual(['3', '2']);
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), reply[0], '{}', 2)).toBe(0);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, reply[0], '{}', 2, '')).toBe(0);
   });
 });
 
 describe('requeueTasks', () => {
-  async function requeue(countAttempt: 0 | 1, triples: string[], pendingKeys: string[]): Promise<number> {
-    return redis.requeueTasks(2 + pendingKeys.length, keys.processing(worker), keys.ring, ...pendingKeys, countAttempt, ...triples);
+  async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence]);
+    const fields = tokens.flatMap((token) => [token, ...scriptKeys.client(keys, clientId), clientId, priority]);
+    return redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt, ...fields);
   }
 
   it('returns tasks to the head of their lists in claim order and puts the client back on the ring', async () => {
     await enqueue(['a', ['1', '2', '3']]);
     const reply = (await claim('a', 2)) as string[];
     const [t1, , t2] = reply;
-    expect(await requeue(0, [t2, '3', 'a', t1, '3', 'a'], [keys.pending('a')])).toBe(2);
+    expect(await requeue(0, [t2, t1])).toBe(2);
     const pending = (await redis.lrange(keys.pending('a'), 0, -1)).map((raw) => decodeEntry(raw));
     expect(pending.map((d) => (d.ok ? d.entry.envelope.id : '?'))).toEqual(['1', '2', '3']);
     expect(pending.map((d) => (d.ok ? d.entry.attempts : -1))).toEqual([0, 0, 0]);
@@ -181,7 +203,7 @@ describe('requeueTasks', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
-    expect(await requeue(1, [token, '3', 'a'], [keys.pending('a')])).toBe(1);
+    expect(await requeue(1, [token])).toBe(1);
     const [raw] = await redis.lrange(keys.pending('a'), 0, -1);
     expect(decodeEntry(raw)).toMatchObject({ ok: true, entry: { attempts: 1 } });
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
@@ -191,8 +213,8 @@ describe('requeueTasks', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const [first, second] = await Promise.all([
-      requeue(1, [token, '3', 'a'], [keys.pending('a')]),
-      requeue(1, [token, '3', 'a'], [keys.pending('a')]),
+      requeue(1, [token]),
+      requeue(1, [token]),
     ]);
     expect(first + second).toBe(1);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
@@ -236,7 +258,7 @@ describe('promoteTasks', () => {
   it('moves entries still delayed to the tail of their lists once, adding clients to the ring', async () => {
     const e1 = entry('1', 'a', 1);
     await redis.zadd(keys.delayed, 1, e1);
-    const promote = () => redis.promoteTasks(3, keys.delayed, keys.ring, keys.pending('a'), e1, 3, 'a');
+    const promote = () => redis.promoteTasks(5, keys.delayed, keys.ring, keys.sequence, keys.pending('a'), keys.priority('a'), e1, 4, 5, 'a', 0);
     const [first, second] = await Promise.all([promote(), promote()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([e1]);
@@ -261,11 +283,75 @@ describe('requeueDeadLetters', () => {
     const record = JSON.stringify({ id: '9', clientId: 'a', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);
     const fresh = entry('9', 'a');
-    const requeue = () => redis.requeueDeadLetters(3, keys.deadLetters, keys.ring, keys.pending('a'), record, 3, 'a', fresh);
+    const requeue = () => redis.requeueDeadLetters(5, keys.deadLetters, keys.ring, keys.sequence, keys.pending('a'), keys.priority('a'), record, 4, 5, 'a', fresh, 0);
     const [first, second] = await Promise.all([requeue(), requeue()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([fresh]);
     expect(await redis.llen(keys.deadLetters)).toBe(0);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+});
+
+describe('priorities', () => {
+  it('claims higher priorities first, equal priorities in enqueue order, plain tasks last', async () => {
+    await enqueueWith([
+      ['a', 'plain-1'],
+      ['a', 'low-1', { priority: 1 }],
+      ['a', 'high-1', { priority: 10 }],
+      ['a', 'low-2', { priority: 1 }],
+      ['a', 'high-2', { priority: 10 }],
+      ['a', 'plain-2'],
+    ]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(ids(await claim('a', 3))).toEqual(['high-1', 'high-2', 'low-1']);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(ids(await claim('a', 10))).toEqual(['low-2', 'plain-1', 'plain-2']);
+    expect(await redis.llen(keys.ring)).toBe(0);
+  });
+
+  it('puts a client with only prioritized tasks on the ring once, and a requeued one at the head of its priority', async () => {
+    await enqueueWith([['a', 'p-1', { priority: 5 }], ['a', 'p-2', { priority: 5 }]]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    const reply = (await claim('a', 2)) as string[];
+    expect(await redis.llen(keys.ring)).toBe(0);
+    await enqueueWith([['a', 'p-3', { priority: 5 }]]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence]);
+    const fields = [reply[2], reply[0]].flatMap((token) => [token, ...scriptKeys.client(keys, 'a'), 'a', 5]);
+    expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(2);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(ids(await claim('a', 3))).toEqual(['p-1', 'p-2', 'p-3']);
+  });
+});
+
+describe('delays', () => {
+  it('puts a delayed task in the delayed set due after its delay (Redis clock), not on the ring', async () => {
+    const [seconds] = await redis.time();
+    expect(await enqueueWith([['a', 'later', { delayMs: 5_000 }]])).toEqual([0]);
+    expect(await redis.llen(keys.ring)).toBe(0);
+    expect(await redis.llen(keys.pending('a'))).toBe(0);
+    const [raw, score] = await redis.zrange(keys.delayed, '0', '-1', 'WITHSCORES');
+    expect(decodeEntry(raw)).toMatchObject({ ok: true, entry: { envelope: { id: 'later' } } });
+    expect(Number(score) - Number(seconds) * 1000).toBeGreaterThanOrEqual(4_000);
+  });
+});
+
+describe('deduplication', () => {
+  it('refuses a second task with a live key (naming the holder), and frees the key when the holder is acknowledged', async () => {
+    expect(await enqueueWith([['a', 'first', { dedupKey: 'k' }], ['a', 'second', { dedupKey: 'k' }]])).toEqual([0, 'first']);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+    expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
+    const [token] = (await claim('a', 1)) as string[];
+    // Another task's id does not free the key; the holder's does.
+    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), token, 'first')).toBe(1);
+    expect(await redis.exists(keys.dedup('k'))).toBe(0);
+    expect(await enqueueWith([['a', 'third', { dedupKey: 'k' }]])).toEqual([0]);
+  });
+
+  it('frees the key when the holder is dead-lettered, but never a key another task holds', async () => {
+    await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
+    const [token] = (await claim('a', 1)) as string[];
+    await redis.set(keys.dedup('k'), 'someone-else');
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), token, '{}', 5, 'first')).toBe(1);
+    expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });

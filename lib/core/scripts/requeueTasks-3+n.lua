@@ -1,20 +1,24 @@
--- requeueTasks-2+n.lua
+-- requeueTasks-3+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
---   lists (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
+--   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
 --   task twice, and a task settled meanwhile is left alone.
+-- Includes: pushTask
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
--- KEYS[3..n+2]: pending lists the tasks return to (list of encoded entries)
+-- KEYS[3]: sequence (string counter; orders equal priorities)
+-- KEYS[4..n+3]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
--- ARGV[2..]: triples of fencing token, index into KEYS of its client's pending list, client id;
---   pass tokens newest first so that the LPUSHes restore the original order
+-- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
+--   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
+--   restore the original order
 -- Returns: integer, the number of tasks requeued
--- Side effects: HDEL from the processing hash, LPUSH onto pending lists, the entry's attempt prefix
---   incremented when counted; a client whose list was empty is pushed onto the ring's head.
+-- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets, the
+--   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
+--   the ring's head.
 local countAttempt = ARGV[1] == '1'
 local requeued = 0
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 5 do
   local token = ARGV[i]
   local entry = redis.call('HGET', KEYS[1], token)
   if entry then
@@ -25,9 +29,8 @@ for i = 2, #ARGV, 3 do
         entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
       end
     end
-    if redis.call('LPUSH', KEYS[tonumber(ARGV[i + 1])], entry) == 1 then
-      redis.call('LPUSH', KEYS[2], ARGV[i + 2])
-    end
+    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], ARGV[i + 3], entry,
+      tonumber(ARGV[i + 4]), true)
     requeued = requeued + 1
   end
 end

@@ -1,21 +1,28 @@
--- deadLetterTask-3.lua
+-- deadLetterTask-4.lua
 -- Purpose: move a claimed task to the queue's dead letters with a record of why (malformed entry,
---   failed handler, ...), if the claiming worker still holds it under this fencing token.
+--   failed handler, expired, ...), if the claiming worker still holds it under this fencing token, and
+--   free its deduplication key.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: dead letters (list of JSON records, newest first)
 -- KEYS[3]: result key of the task (string; written only for a send() task)
+-- KEYS[4]: deduplication key of the task (string: holder task id; touched only when ARGV[4] is set)
 -- ARGV[1]: fencing token; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
--- ARGV[4] (optional): reply channel; ARGV[5]: error reply (JSON); ARGV[6]: result TTL in milliseconds
+-- ARGV[4]: task id when the task holds a deduplication key, else ''
+-- ARGV[5] (optional): reply channel; ARGV[6]: error reply (JSON); ARGV[7]: result TTL in milliseconds
 -- Returns: 1 when dead-lettered; 0 when the token is no longer held (lease lost: nothing is changed)
 -- Side effects: HDEL from the processing hash, LPUSH + LTRIM on the dead letters (the oldest beyond
---   the cap are dropped); for a reply, SET with PX on the result key and PUBLISH.
+--   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
+--   PX on the result key and PUBLISH.
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-if ARGV[4] then
-  redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[6])
-  redis.call('PUBLISH', ARGV[4], ARGV[5])
+if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) == ARGV[4] then
+  redis.call('DEL', KEYS[4])
+end
+if ARGV[5] then
+  redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
 end
 return 1

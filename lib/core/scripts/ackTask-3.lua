@@ -1,0 +1,23 @@
+-- ackTask-3.lua
+-- Purpose: settle a task that succeeded: remove it from the worker's processing hash if the worker
+--   still holds it under this fencing token; free its deduplication key; for a send() task, store and
+--   publish the reply.
+-- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[2]: result key of the task (string; written only for a send() task)
+-- KEYS[3]: deduplication key of the task (string: holder task id; touched only when ARGV[2] is set)
+-- ARGV[1]: fencing token; ARGV[2]: task id when the task holds a deduplication key, else ''
+-- ARGV[3] (optional): reply channel; ARGV[4]: reply (JSON); ARGV[5]: result TTL in milliseconds
+-- Returns: 1 when acknowledged; 0 when the token is no longer held (lease lost: nothing is changed)
+-- Side effects: HDEL from the processing hash; DEL of the deduplication key if this task holds it;
+--   for a reply, SET with PX on the result key and PUBLISH.
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) == ARGV[2] then
+  redis.call('DEL', KEYS[3])
+end
+if ARGV[3] then
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
+end
+return 1
