@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { QueueKeys } from './keys.js';
 import { OutageReporter, sleep, type TaskLogger } from './logger.js';
 import type { RedisConnection, TaskRedis } from './scripts.js';
@@ -17,17 +18,28 @@ export interface ClaimLoopHooks {
 }
 
 const RETRY_DELAY_MS = 500;
+/** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
+const ACK_CHUNK = 1_000;
 
 /**
- * The claim loop of one queue. It blocks on its own connection with BLMOVE ring→ring (which both
- * waits for work and rotates the ring round-robin over clients with pending tasks), then claims up
- * to `prefetch` of that client's tasks atomically with `claimTasks`. It never polls: when no client
- * has work it stays blocked until an enqueue pushes a client onto the ring.
+ * The claim loop of one queue. Each round trip is one `claimTasks` call that acknowledges the tasks
+ * finished since the last call and claims up to `prefetch` more, round-robin over the clients with
+ * pending tasks. Completions that happen in the same turn of the event loop share a call, so under
+ * load a task costs less than one round trip. When nothing is pending the loop blocks with BLMOVE on
+ * its own connection (no polling) until an enqueue puts a client on the ring; acknowledgements made
+ * meanwhile go out on their own.
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
+  /** Tokens of succeeded tasks not yet acknowledged in Redis, with who waits for the outcome. */
+  private readonly acks = new Map<string, (held: boolean) => void>();
+  /** Tokens whose acknowledgement is on its way to Redis. */
+  private readonly sending = new Set<string>();
+  private blocked = false;
+  private flushing: Promise<void> | undefined;
+  private wakeLoop: (() => void) | undefined;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -45,14 +57,36 @@ export class ClaimLoop {
     this.done ??= this.run();
   }
 
-  /** Stops claiming; resolves when the loop has left its last Redis call. */
+  /**
+   * Queues the acknowledgement of a succeeded task (one without reply or deduplication key). Resolves
+   * true once Redis removed it, false when the worker no longer held it (lease lost).
+   */
+  acknowledge(token: string): Promise<boolean> {
+    return new Promise((resolve) => {
+      this.acks.set(token, resolve);
+      if (this.blocked || this.stopped) {
+        void this.flushAcks();
+      } else {
+        this.wakeLoop?.();
+      }
+    });
+  }
+
+  /** Tokens whose acknowledgement is queued: still held in Redis, so still this worker's. */
+  get unacknowledged(): string[] {
+    return [...this.acks.keys(), ...this.sending];
+  }
+
+  /** Stops claiming and sends the queued acknowledgements; resolves when the loop has left Redis. */
   async close(): Promise<void> {
     this.stop.abort();
     this.slots.wakeAll();
+    this.wakeLoop?.();
     // A connection blocked in BLMOVE can only be interrupted by closing it; BLMOVE ring→ring is
     // non-destructive, so cutting it mid-wait loses nothing.
     this.blocking.disconnect();
     await this.done;
+    await this.flushAcks();
   }
 
   private get stopped(): boolean {
@@ -60,68 +94,136 @@ export class ClaimLoop {
   }
 
   private async run(): Promise<void> {
-    const { ring } = this.keys;
-    const timeoutSeconds = this.options.blockTimeoutMs / 1000;
     while (!this.stopped) {
-      await this.slots.whenFree();
+      await this.work();
       if (this.stopped) {
         break;
       }
-      let clientId: string | null;
-      try {
-        clientId = await this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', timeoutSeconds);
-      } catch (error) {
-        if (!this.stopped) {
-          this.outage.failed(error);
-          await sleep(RETRY_DELAY_MS, this.stop.signal);
-        }
+      // Let handlers that finish in this same turn join the call.
+      await nextTurn();
+      const wanted = this.slots.take(this.options.prefetch);
+      const acks = this.takeAcks();
+      if (wanted === 0 && acks.length === 0) {
         continue;
       }
-      this.outage.succeeded();
-      if (clientId !== null && !this.stopped) {
-        await this.claim(clientId);
+      const claimed = await this.call(wanted, acks);
+      if (claimed <= 0 && wanted > 0 && !this.stopped) {
+        await this.waitForWork();
       }
     }
   }
 
-  private async claim(clientId: string): Promise<void> {
-    let taken = this.slots.take(this.options.prefetch);
-    while (taken === 0 && !this.stopped) {
-      await this.slots.whenFree();
-      taken = this.slots.take(this.options.prefetch);
+  /** Resolves when there is something to do: a free slot, or acknowledgements to send. */
+  private work(): Promise<void> {
+    if (this.acks.size > 0 || this.slots.free > 0) {
+      return Promise.resolve();
     }
-    if (this.stopped) {
-      this.slots.release(taken);
-      return;
+    return new Promise((resolve) => {
+      this.wakeLoop = () => {
+        this.wakeLoop = undefined;
+        resolve();
+      };
+      void this.slots.whenFree().then(() => this.wakeLoop?.());
+    });
+  }
+
+  /** Nothing pending: block until an enqueue puts a client on the ring (or the timeout passes). */
+  private async waitForWork(): Promise<void> {
+    this.blocked = true;
+    try {
+      if (this.acks.size > 0) {
+        void this.flushAcks();
+      }
+      const { ring } = this.keys;
+      await this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000);
+      this.outage.succeeded();
+    } catch (error) {
+      if (!this.stopped) {
+        this.outage.failed(error);
+        await sleep(RETRY_DELAY_MS, this.stop.signal);
+      }
+    } finally {
+      this.blocked = false;
     }
-    let reply: string[] | -1;
+  }
+
+  /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
+  private async call(wanted: number, acks: [string, (held: boolean) => void][]): Promise<number> {
+    let reply: [string[], string[] | -1];
+    for (const [token] of acks) this.sending.add(token);
     try {
       reply = await this.redis.claimTasks(
         this.keys.ring,
-        this.keys.pending(clientId),
-        this.keys.priority(clientId),
         this.keys.processing(this.options.workerId),
         this.keys.sequence,
         this.keys.workers,
-        clientId,
-        taken,
+        this.keys.prioritized,
+        wanted,
         this.options.workerId,
+        this.keys.pending(''),
+        this.keys.priority(''),
+        ...acks.map(([token]) => token),
       );
     } catch (error) {
-      this.slots.release(taken);
+      for (const [token] of acks) this.sending.delete(token);
+      this.slots.release(wanted);
+      this.requeueAcks(acks);
       this.outage.failed(error);
       await sleep(RETRY_DELAY_MS, this.stop.signal);
-      return;
+      return -1;
     }
-    if (reply === -1) {
-      this.slots.release(taken);
+    for (const [token] of acks) this.sending.delete(token);
+    this.outage.succeeded();
+    const [lost, claimed] = reply;
+    const lostTokens = new Set(lost);
+    for (const [token, resolve] of acks) {
+      resolve(!lostTokens.has(token));
+    }
+    if (claimed === -1) {
+      this.slots.release(wanted);
       await this.hooks.register().catch((error: unknown) => this.outage.failed(error));
-      return;
+      return 0;
     }
-    const claimed = reply.length / 2;
-    this.slots.release(taken - claimed);
-    for (let i = 0; i < reply.length; i += 2) {
-      this.hooks.onClaimed(reply[i], reply[i + 1]);
+    const count = claimed.length / 2;
+    this.slots.release(wanted - count);
+    for (let i = 0; i < claimed.length; i += 2) {
+      this.hooks.onClaimed(claimed[i], claimed[i + 1]);
+    }
+    return count;
+  }
+
+  /**
+   * Sends queued acknowledgements without claiming (the loop is blocked or stopped). Resolves when
+   * none is left, or, once stopped, when Redis cannot be reached: those tasks stay in the processing
+   * hash, so a restart or a reaper returns them (at-least-once), never loses them.
+   */
+  flushAcks(): Promise<void> {
+    this.flushing ??= (async () => {
+      await nextTurn();
+      while (this.acks.size > 0) {
+        if ((await this.call(0, this.takeAcks())) === -1 && this.stopped) {
+          return;
+        }
+      }
+    })().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private takeAcks(): [string, (held: boolean) => void][] {
+    const taken: [string, (held: boolean) => void][] = [];
+    for (const entry of this.acks) {
+      taken.push(entry);
+      this.acks.delete(entry[0]);
+      if (taken.length === ACK_CHUNK) break;
+    }
+    return taken;
+  }
+
+  private requeueAcks(acks: [string, (held: boolean) => void][]): void {
+    for (const [token, resolve] of acks) {
+      this.acks.set(token, resolve);
     }
   }
 }

@@ -19,6 +19,8 @@ export class QueueKeys {
   readonly deadLetters: string;
   /** Tasks waiting for a later time: retries after backoff (sorted set: entry -> due ms, Redis time). */
   readonly delayed: string;
+  /** How many pending tasks sit in priority sets (string counter; claims skip priority sets at 0). */
+  readonly prioritized: string;
   /** Held by the process recovering dead workers of this queue, so reapers do not stampede (string). */
   readonly reaperLock: string;
 
@@ -33,9 +35,13 @@ export class QueueKeys {
     this.deadLetters = `${this.tag}:dead`;
     this.delayed = `${this.tag}:delayed`;
     this.reaperLock = `${this.tag}:reaper-lock`;
+    this.prioritized = `${this.tag}:prioritized`;
   }
 
-  /** Pending tasks of one client, oldest first (list of encoded entries). */
+  /**
+   * Pending tasks of one client, oldest first (list of encoded entries). With an empty client id, the
+   * prefix the claim script completes with the client ids it takes from the ring (same hash tag).
+   */
   pending(clientId: string): string {
     return `${this.tag}:pending:${clientId}`;
   }

@@ -50,7 +50,7 @@ export function newTaskId(): string {
   return randomUUID().replaceAll('-', '');
 }
 
-/** KEYS index the enqueue script reads as "no key" (see enqueueTasks-4+n.lua). */
+/** KEYS index the enqueue script reads as "no key" (see enqueueTasks-5+n.lua). */
 const NO_KEY = 4;
 
 /**
@@ -82,7 +82,7 @@ export class TaskProducer {
   }
 
   private async enqueueChunk(keys: QueueKeys, chunk: Prepared[]): Promise<EnqueueReceipt[]> {
-    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring]);
+    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized]);
     const args: (string | number)[] = [keys.dueChannel];
     for (const task of chunk) {
       args.push(

@@ -123,7 +123,7 @@ export class TaskReaper {
       if (due.length === 0) {
         break;
       }
-      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence]);
+      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized]);
       const fields: (string | number)[] = [];
       for (const entry of due) {
         const decoded = decodeEntry(entry);

@@ -67,15 +67,16 @@ export interface TaskCommands {
   enqueueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<(0 | string)[]>;
   claimTasks(
     ring: string,
-    pending: string,
-    priority: string,
     processing: string,
     sequence: string,
     workers: string,
-    clientId: string,
-    count: number,
+    prioritized: string,
+    wanted: number,
     workerId: string,
-  ): Promise<string[] | -1>;
+    pendingPrefix: string,
+    priorityPrefix: string,
+    ...acks: string[]
+  ): Promise<[lost: string[], claimed: string[] | -1]>;
   ackTask(
     processing: string,
     result: string,

@@ -69,7 +69,7 @@ const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
  */
 export class TaskWorker {
   private readonly slots: Slots;
-  private readonly loops: ClaimLoop[] = [];
+  private readonly loops = new Map<QueueKeys, ClaimLoop>();
   private readonly blocking: RedisConnection[] = [];
   private readonly inFlight = new Map<string, InFlight>();
   private readonly heartbeatOutage: OutageReporter;
@@ -150,7 +150,7 @@ export class TaskWorker {
         },
         this.logger,
       );
-      this.loops.push(loop);
+      this.loops.set(keys, loop);
       loop.start();
     }
   }
@@ -166,8 +166,10 @@ export class TaskWorker {
 
   private async shutdown(): Promise<void> {
     clearInterval(this.heartbeat);
-    await Promise.all(this.loops.map((loop) => loop.close()));
+    await Promise.all([...this.loops.values()].map((loop) => loop.close()));
     await this.waitForRunning(this.options.shutdownTimeoutMs);
+    // Succeeded tasks must be acknowledged before what is left is returned to the queue.
+    await Promise.all([...this.loops.values()].map((loop) => loop.flushAcks()));
     await this.beating;
     this.released = true;
     for (const running of this.inFlight.values()) {
@@ -217,7 +219,9 @@ export class TaskWorker {
   private async beat(): Promise<void> {
     try {
       for (const keys of this.queues) {
+        // Tokens whose acknowledgement is queued are still held in Redis: they count as running.
         const running = [...this.inFlight.values()].filter((run) => run.keys === keys).map((run) => run.token);
+        running.push(...(this.loops.get(keys)?.unacknowledged ?? []));
         const [, lost, orphaned] = await this.renew(keys, running);
         for (const token of lost) {
           const run = this.inFlight.get(inFlightId(keys, token));
@@ -300,6 +304,14 @@ export class TaskWorker {
       return;
     }
     if (outcome.status === 'succeeded') {
+      const loop = this.loops.get(task.keys);
+      if (envelope.replyTo === undefined && envelope.dedupKey === undefined && loop && !this.released) {
+        // The common case rides on the claim loop's next call (acknowledged in batches).
+        void loop.acknowledge(task.token).then((held) => {
+          if (!held) this.logger.warn(`task ${envelope.id} of "${queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
+        });
+        return;
+      }
       await this.settle(task, () => task.acknowledge(envelope, outcome.response), envelope);
       return;
     }

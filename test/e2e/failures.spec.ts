@@ -18,7 +18,7 @@ import {
   RedisTaskTransport,
 } from '../../lib/index.js';
 import { startWorker, type Worker } from '../support/nest.js';
-import { deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 const runs: { pattern: string; n: number; attempt: number; maxAttempts: number }[] = [];
@@ -236,7 +236,7 @@ describe('leases and recovery', () => {
     await redis.sadd(keys.queues, 'noop');
     // A worker claimed two tasks and died: its lease expired long ago.
     await redis.zadd(queue.workers, '1', 'dead-worker');
-    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('dead-worker'), queue.sequence, queue.workers, 'default', 2, 'dead-worker');
+    const claimed = await claimAs(redis, queue, 'dead-worker', 2);
     expect(claimed).toHaveLength(4);
 
     const result = await reaper.sweep();
@@ -255,7 +255,7 @@ describe('leases and recovery', () => {
     await client.emitBatch('flaky', [{ n: 1 }, { n: 2 }]);
     const queue = keys.queue('flaky');
     await redis.zadd(queue.workers, '1', 'crashed');
-    await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('crashed'), queue.sequence, queue.workers, 'default', 2, 'crashed');
+    await claimAs(redis, queue, 'crashed', 2);
     await worker();
     await waitFor(() => runsOf('flaky').length === 2, 'both recovered tasks');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([2, 2]);
@@ -289,7 +289,7 @@ describe('leases and recovery', () => {
     await redis.sadd(keys.queues, 'flaky');
     for (const dead of ['crash-1', 'crash-2']) {
       await redis.zadd(queue.workers, '1', dead);
-      await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing(dead), queue.sequence, queue.workers, 'default', 1, dead);
+      await claimAs(redis, queue, dead, 1);
       await (await module()).reaper.sweep();
     }
     await worker();

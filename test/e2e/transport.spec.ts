@@ -15,7 +15,7 @@ import {
   type RedisTaskInfo,
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
-import { deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 const seen: { pattern: string; payload: unknown; task: RedisTaskInfo }[] = [];
@@ -261,7 +261,7 @@ describe('restarts lose nothing', () => {
     const queue = keys.queue('avatar.resize');
     // A previous run of "crashed-1" claimed both tasks and died without settling them.
     await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), 'crashed-1', 30_000);
-    const claimed = await redis.claimTasks(queue.ring, queue.pending('default'), queue.priority('default'), queue.processing('crashed-1'), queue.sequence, queue.workers, 'default', 2, 'crashed-1');
+    const claimed = await claimAs(redis, queue, 'crashed-1', 2);
     expect(claimed).toHaveLength(4);
     expect(await redis.llen(queue.ring)).toBe(0);
 

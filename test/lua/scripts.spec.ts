@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from '@jest/glo
 import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
 import { QueueKeys } from '../../lib/core/keys.js';
 import { ScriptKeys } from '../../lib/core/script-keys.js';
-import { deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
+import { claimAs, deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
 let prefix: string;
@@ -22,7 +22,7 @@ interface Options {
 
 /** Calls enqueueTasks as the producer does; resolves with the script's per-task results. */
 async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
-  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring]);
+  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized]);
   const args: (string | number)[] = [keys.dueChannel];
   for (const [clientId, id, options = {}] of tasks) {
     const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
@@ -38,18 +38,9 @@ async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<
   return results.filter((result) => result === 0).length;
 }
 
-async function claim(clientId: string, count: number, workerId = worker): Promise<string[] | -1> {
-  return redis.claimTasks(
-    keys.ring,
-    keys.pending(clientId),
-    keys.priority(clientId),
-    keys.processing(workerId),
-    keys.sequence,
-    keys.workers,
-    clientId,
-    count,
-    workerId,
-  );
+/** Claims up to `count` tasks round-robin over the ring (the client id is what the ring says). */
+async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | -1> {
+  return claimAs(redis, keys, workerId, count);
 }
 
 function ids(reply: string[] | -1): string[] {
@@ -105,10 +96,28 @@ describe('claimTasks', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
   });
 
-  it('removes the client from the ring when its list becomes empty', async () => {
+  it('takes one task per client per visit, round-robin over the ring, whatever the number asked', async () => {
+    await enqueue(['a', ['1', '2', '3']], ['b', ['4']], ['c', ['5', '6']]);
+    expect(ids(await claim('a', 10))).toEqual(['1', '4', '5', '2', '6', '3']);
+    expect(await redis.llen(keys.ring)).toBe(0);
+  });
+
+  it('removes the client from the ring when it has nothing left, and keeps rotating the others', async () => {
     await enqueue(['a', ['1', '2']], ['b', ['3']]);
-    expect(ids(await claim('a', 2))).toEqual(['1', '2']);
-    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['b']);
+    expect(ids(await claim('a', 2))).toEqual(['1', '3']);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
+  it('acknowledges the given tokens first, reporting those no longer held as lost', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const [t1, , t2] = (await claim('a', 2)) as string[];
+    await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
+    const [lost, claimed] = await redis.claimTasks(
+      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, 1, worker, keys.pending(''), keys.priority(''), t1, t2,
+    );
+    expect(lost).toEqual([t2]);
+    expect(ids(claimed)).toEqual(['3']);
+    expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([(claimed as string[])[0]]);
   });
 
   it('removes a stale ring entry when the client has nothing left', async () => {
@@ -132,16 +141,14 @@ describe('claimTasks', () => {
   });
 });
 
-describe('BLMOVE rotation over the ring', () => {
-  it('hands out clients round-robin', async () => {
+describe('rotation over the ring', () => {
+  it('hands successive one-task claims to the clients round-robin', async () => {
     await enqueue(['a', ['1', '2']], ['b', ['3', '4']], ['c', ['5']]);
     const order: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const client = (await redis.lmove(keys.ring, keys.ring, 'LEFT', 'RIGHT')) as string;
-      order.push(client);
-      await claim(client, 1);
+      order.push(...ids(await claim('', 1)));
     }
-    expect(order).toEqual(['a', 'b', 'c', 'a', 'b']);
+    expect(order).toEqual(['1', '3', '5', '2', '4']);
     expect(await redis.llen(keys.ring)).toBe(0);
   });
 });
@@ -183,7 +190,7 @@ describe('deadLetterTask', () => {
 
 describe('requeueTasks', () => {
   async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized]);
     const fields = tokens.flatMap((token) => [token, ...scriptKeys.client(keys, clientId), clientId, priority]);
     return redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt, ...fields);
   }
@@ -258,7 +265,7 @@ describe('promoteTasks', () => {
   it('moves entries still delayed to the tail of their lists once, adding clients to the ring', async () => {
     const e1 = entry('1', 'a', 1);
     await redis.zadd(keys.delayed, 1, e1);
-    const promote = () => redis.promoteTasks(5, keys.delayed, keys.ring, keys.sequence, keys.pending('a'), keys.priority('a'), e1, 4, 5, 'a', 0);
+    const promote = () => redis.promoteTasks(6, keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.pending('a'), keys.priority('a'), e1, 5, 6, 'a', 0);
     const [first, second] = await Promise.all([promote(), promote()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([e1]);
@@ -283,7 +290,7 @@ describe('requeueDeadLetters', () => {
     const record = JSON.stringify({ id: '9', clientId: 'a', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);
     const fresh = entry('9', 'a');
-    const requeue = () => redis.requeueDeadLetters(5, keys.deadLetters, keys.ring, keys.sequence, keys.pending('a'), keys.priority('a'), record, 4, 5, 'a', fresh, 0);
+    const requeue = () => redis.requeueDeadLetters(6, keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.pending('a'), keys.priority('a'), record, 5, 6, 'a', fresh, 0);
     const [first, second] = await Promise.all([requeue(), requeue()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([fresh]);
@@ -315,7 +322,7 @@ describe('priorities', () => {
     const reply = (await claim('a', 2)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
     await enqueueWith([['a', 'p-3', { priority: 5 }]]);
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized]);
     const fields = [reply[2], reply[0]].flatMap((token) => [token, ...scriptKeys.client(keys, 'a'), 'a', 5]);
     expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(2);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);

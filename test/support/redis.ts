@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { QueueKeys } from '../../lib/core/keys.js';
 import { defineScripts, type TaskCommands } from '../../lib/core/scripts.js';
 
 /** The Redis the global setup found or started (never a mock). */
@@ -70,4 +71,24 @@ export function gate(): { promise: Promise<void>; open: () => void } {
     open = resolve;
   });
   return { promise, open };
+}
+
+/**
+ * Claims up to `count` tasks as `workerId` would (round-robin over the ring), acknowledging `acks`
+ * first. Resolves with the flat token/entry array, or -1 when the worker is not registered.
+ */
+export async function claimAs(redis: TestRedis, queue: QueueKeys, workerId: string, count: number, acks: string[] = []): Promise<string[] | -1> {
+  const [, claimed] = await redis.claimTasks(
+    queue.ring,
+    queue.processing(workerId),
+    queue.sequence,
+    queue.workers,
+    queue.prioritized,
+    count,
+    workerId,
+    queue.pending(''),
+    queue.priority(''),
+    ...acks,
+  );
+  return claimed;
 }

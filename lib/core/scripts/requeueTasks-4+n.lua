@@ -1,4 +1,4 @@
--- requeueTasks-3+n.lua
+-- requeueTasks-4+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
@@ -7,13 +7,15 @@
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
--- KEYS[4..n+3]: pending lists and priority sets the tasks return to
+-- KEYS[4]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[5..n+4]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
 --   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
 --   restore the original order
 -- Returns: integer, the number of tasks requeued
--- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets, the
+-- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
+--   of prioritized), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
 --   the ring's head.
 local countAttempt = ARGV[1] == '1'
@@ -29,7 +31,7 @@ for i = 2, #ARGV, 5 do
         entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
       end
     end
-    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], ARGV[i + 3], entry,
+    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], entry,
       tonumber(ARGV[i + 4]), true)
     requeued = requeued + 1
   end

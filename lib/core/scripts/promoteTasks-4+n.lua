@@ -1,20 +1,22 @@
--- promoteTasks-3+n.lua
+-- promoteTasks-4+n.lua
 -- Purpose: move due tasks from the delayed set to their clients' pending tasks. Only entries still in
 --   the delayed set move, so concurrent promoters never enqueue a task twice.
 -- Includes: pushTask
 -- KEYS[1]: delayed (sorted set: encoded entry -> due time)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
--- KEYS[4..n+3]: pending lists and priority sets the tasks go to
+-- KEYS[4]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[5..n+4]: pending lists and priority sets the tasks go to
 -- ARGV: per task, 5 fields: encoded entry, index into KEYS of its client's pending list, index of its
 --   client's priority set, client id, priority
 -- Returns: integer, the number of tasks promoted
--- Side effects: ZREM from the delayed set, RPUSH onto pending lists or ZADD onto priority sets; a client
+-- Side effects: ZREM from the delayed set, RPUSH onto pending lists or ZADD onto priority sets (INCR of
+--   prioritized); a client
 --   with no other pending task is pushed onto the ring's tail (waking a blocked worker).
 local promoted = 0
 for i = 1, #ARGV, 5 do
   if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], ARGV[i + 3], ARGV[i],
+    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i],
       tonumber(ARGV[i + 4]), false)
     promoted = promoted + 1
   end

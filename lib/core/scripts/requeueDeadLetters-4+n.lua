@@ -1,4 +1,4 @@
--- requeueDeadLetters-3+n.lua
+-- requeueDeadLetters-4+n.lua
 -- Purpose: give dead letters a fresh run: remove each record from the dead letters and append its
 --   task (attempts reset) to its client's pending tasks, atomically per record, so a record requeued
 --   by two callers at once runs once.
@@ -6,17 +6,19 @@
 -- KEYS[1]: dead letters (list of JSON records)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
--- KEYS[4..n+3]: pending lists and priority sets the tasks go to
+-- KEYS[4]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[5..n+4]: pending lists and priority sets the tasks go to
 -- ARGV: per record, 6 fields: the dead-letter record (exactly as stored), index into KEYS of its
 --   client's pending list, index of its client's priority set, client id, the fresh encoded entry,
 --   priority
 -- Returns: integer, the number of dead letters requeued
--- Side effects: LREM from the dead letters, RPUSH onto pending lists or ZADD onto priority sets; a
+-- Side effects: LREM from the dead letters, RPUSH onto pending lists or ZADD onto priority sets (INCR of
+--   prioritized); a
 --   client with no other pending task is pushed onto the ring's tail.
 local requeued = 0
 for i = 1, #ARGV, 6 do
   if redis.call('LREM', KEYS[1], 1, ARGV[i]) == 1 then
-    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], ARGV[i + 3], ARGV[i + 4],
+    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i + 4],
       tonumber(ARGV[i + 5]), false)
     requeued = requeued + 1
   end

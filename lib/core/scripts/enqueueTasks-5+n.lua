@@ -1,4 +1,4 @@
--- enqueueTasks-4+n.lua
+-- enqueueTasks-5+n.lua
 -- Purpose: enqueue tasks, all of one call or none: each goes to its client's pending tasks (list, or
 --   priority set when it has a priority), or to the delayed set when it has a delay; a task with a
 --   deduplication key is refused while another live task holds that key.
@@ -7,7 +7,8 @@
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
 -- KEYS[4]: placeholder for "no key" (any key of the queue; never touched)
--- KEYS[5..n+4]: pending lists, priority sets and deduplication keys the tasks use
+-- KEYS[5]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[6..n+5]: pending lists, priority sets and deduplication keys the tasks use
 -- ARGV[1]: channel told the due time of a delayed task that became the earliest
 -- ARGV[2..]: per task, 8 fields: index into KEYS of its client's pending list, index of its client's
 --   priority set, client id, encoded entry, priority (0 = none), delay in ms (0 = none), index of its
@@ -15,7 +16,7 @@
 -- Returns: array with one element per task: 0 when enqueued, or the id of the live task that holds its
 --   deduplication key (the task was refused as a duplicate)
 -- Side effects: RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
---   deduplication keys, RPUSH of a client id onto the ring when it had no pending task (waking blocked
+--   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time.
 local results = {}
 local earliest = nil
@@ -46,7 +47,7 @@ for a = 2, #ARGV, 9 do
         earliest = due
       end
     else
-      pushTask(KEYS[tonumber(ARGV[a])], KEYS[tonumber(ARGV[a + 1])], KEYS[1], KEYS[3], ARGV[a + 2], ARGV[a + 3],
+      pushTask(KEYS[tonumber(ARGV[a])], KEYS[tonumber(ARGV[a + 1])], KEYS[1], KEYS[3], KEYS[5], ARGV[a + 2], ARGV[a + 3],
         tonumber(ARGV[a + 4]), false)
     end
   end

@@ -1,0 +1,174 @@
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { Controller, Module, type INestMicroservice } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { EventPattern, Payload } from '@nestjs/microservices';
+import { Queue, Worker } from 'bullmq';
+import { firstValueFrom } from 'rxjs';
+import { RedisTaskClient, RedisTaskRecordBuilder, RedisTaskTransport } from '../lib/index.js';
+
+/** What the benchmark does to a queue library; both drivers run in this one process. */
+export interface Driver {
+  readonly name: string;
+  /** Starts a fresh, empty queue for the next phase. */
+  begin(phase: string): Promise<void>;
+  /** One awaited enqueue. */
+  enqueue(data: BenchTask, clientId?: string): Promise<void>;
+  /** One batch call (emitBatch / addBulk). */
+  enqueueBatch(items: BenchTask[], clientId?: string | ((index: number) => string)): Promise<void>;
+  startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void>;
+  stopWorker(): Promise<void>;
+  /** Key pattern of the current phase's keys (for memory figures and clean-up). */
+  readonly keyPattern: string;
+  close(): Promise<void>;
+}
+
+export interface BenchTask {
+  readonly i: number;
+  /** performance.now() at enqueue (same process). */
+  readonly t: number;
+}
+
+let onTask: (data: BenchTask) => void = () => undefined;
+
+@Controller()
+class BenchHandler {
+  @EventPattern<string>('bench.task')
+  handle(@Payload() data: BenchTask): void {
+    onTask(data);
+  }
+}
+
+@Module({ controllers: [BenchHandler] })
+class BenchWorkerModule {}
+
+/** nestjs-redis-tasks through the Nest transport (worker) and RedisTaskClient (producer). */
+export class OursDriver implements Driver {
+  readonly name = 'nestjs-redis-tasks';
+  private prefix = '';
+  private client: RedisTaskClient | undefined;
+  private app: INestMicroservice | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly workerOptions: { prefetch?: (concurrency: number) => number } = {},
+  ) {}
+
+  get keyPattern(): string {
+    return `{${this.prefix}:*`;
+  }
+
+  async begin(phase: string): Promise<void> {
+    await this.client?.close();
+    this.prefix = `bench-ours-${phase}-${randomBytes(3).toString('hex')}`;
+    this.client = new RedisTaskClient({ connection: this.url, prefix: this.prefix });
+    await this.client.connect();
+  }
+
+  async enqueue(data: BenchTask, clientId?: string): Promise<void> {
+    const payload = clientId ? new RedisTaskRecordBuilder(data).setClientId(clientId).build() : data;
+    await firstValueFrom(this.requireClient().emit('bench.task', payload));
+  }
+
+  async enqueueBatch(items: BenchTask[], clientId?: string | ((index: number) => string)): Promise<void> {
+    const records =
+      clientId === undefined
+        ? items
+        : items.map((item, index) =>
+            new RedisTaskRecordBuilder(item).setClientId(typeof clientId === 'string' ? clientId : clientId(index)).build(),
+          );
+    await this.requireClient().emitBatch('bench.task', records);
+  }
+
+  async startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
+    onTask = handler;
+    this.app = await NestFactory.createMicroservice(BenchWorkerModule, {
+      strategy: new RedisTaskTransport({
+        connection: this.url,
+        prefix: this.prefix,
+        concurrency,
+        ...(this.workerOptions.prefetch ? { prefetch: this.workerOptions.prefetch(concurrency) } : {}),
+      }),
+      logger: ['error'],
+    });
+    await this.app.listen();
+  }
+
+  async stopWorker(): Promise<void> {
+    await this.app?.close();
+    this.app = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.stopWorker();
+    await this.client?.close();
+  }
+
+  private requireClient(): RedisTaskClient {
+    if (!this.client) throw new Error('begin() first');
+    return this.client;
+  }
+}
+
+/** BullMQ: Queue.add / addBulk and a Worker, completed jobs removed (removeOnComplete). */
+export class BullMqDriver implements Driver {
+  readonly name = 'BullMQ';
+  private readonly prefix = `bench-bull-${randomBytes(3).toString('hex')}`;
+  private queueName = '';
+  private queue: Queue | undefined;
+  private worker: Worker | undefined;
+
+  constructor(private readonly url: string) {}
+
+  private get connection() {
+    const url = new URL(this.url);
+    return { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
+  }
+
+  get keyPattern(): string {
+    return `${this.prefix}:${this.queueName}:*`;
+  }
+
+  async begin(phase: string): Promise<void> {
+    await this.queue?.close();
+    this.queueName = `${phase}-${randomBytes(3).toString('hex')}`;
+    this.queue = new Queue(this.queueName, { connection: this.connection, prefix: this.prefix });
+    await this.queue.waitUntilReady();
+  }
+
+  async enqueue(data: BenchTask): Promise<void> {
+    await this.requireQueue().add('bench.task', data, { removeOnComplete: true, removeOnFail: true });
+  }
+
+  async enqueueBatch(items: BenchTask[]): Promise<void> {
+    await this.requireQueue().addBulk(
+      items.map((data) => ({ name: 'bench.task', data, opts: { removeOnComplete: true, removeOnFail: true } })),
+    );
+  }
+
+  async startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
+    this.worker = new Worker(
+      this.queueName,
+      async (job) => {
+        handler(job.data as BenchTask);
+      },
+      { connection: this.connection, prefix: this.prefix, concurrency, removeOnComplete: { count: 0 } },
+    );
+    await this.worker.waitUntilReady();
+  }
+
+  async stopWorker(): Promise<void> {
+    await this.worker?.close();
+    this.worker = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.stopWorker();
+    await this.queue?.close();
+  }
+
+  private requireQueue(): Queue {
+    if (!this.queue) throw new Error('begin() first');
+    return this.queue;
+  }
+}

@@ -1,0 +1,258 @@
+import 'reflect-metadata';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, type } from 'node:os';
+import { Redis } from 'ioredis';
+import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
+import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
+
+const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const DRAIN_TASKS = Number(process.env.BENCH_DRAIN_TASKS ?? 20_000);
+const SINGLE_TASKS = Number(process.env.BENCH_SINGLE_TASKS ?? 5_000);
+const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 10_000);
+const FLOOD_TASKS = Number(process.env.BENCH_FLOOD_TASKS ?? 100_000);
+const BATCH = 1_000;
+
+interface Figures {
+  enqueueSingle: number;
+  enqueueBatch: number;
+  drain: Record<number, number>;
+  latencyP50: number;
+  latencyP99: number;
+  cost: Cost;
+  bytesPerPending: number;
+  keysLeftAfterDrain: number;
+  bytesLeftAfterDrain: number;
+  fairnessDelayMs: number;
+}
+
+const redis = new Redis(url);
+const done = new Completion();
+const tasks = (n: number, from = 0): BenchTask[] => Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
+const log = (line: string) => console.log(line);
+
+async function fill(driver: Driver, n: number, clientId?: string | ((index: number) => string)): Promise<void> {
+  for (let start = 0; start < n; start += BATCH) {
+    const size = Math.min(BATCH, n - start);
+    const offset = start;
+    await driver.enqueueBatch(tasks(size, start), typeof clientId === 'function' ? (i) => clientId(offset + i) : clientId);
+  }
+}
+
+async function enqueueSingle(driver: Driver): Promise<number> {
+  await driver.begin('single');
+  for (const task of tasks(500)) await driver.enqueue(task); // warm-up, not timed
+  const start = performance.now();
+  for (const task of tasks(SINGLE_TASKS)) await driver.enqueue(task);
+  const rate = SINGLE_TASKS / ((performance.now() - start) / 1000);
+  await deleteMatching(redis, driver.keyPattern);
+  return rate;
+}
+
+async function enqueueBatch(driver: Driver): Promise<number> {
+  await driver.begin('batch');
+  const start = performance.now();
+  await fill(driver, DRAIN_TASKS);
+  const rate = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  await deleteMatching(redis, driver.keyPattern);
+  return rate;
+}
+
+/** Pre-fills the queue, then times the worker draining it. */
+async function drain(driver: Driver, concurrency: number, memory?: (pending: { bytes: number }) => void, clients?: (index: number) => string): Promise<number> {
+  await driver.begin(`drain${concurrency}`);
+  await fill(driver, DRAIN_TASKS, clients);
+  if (memory) memory(await bytesMatching(redis, driver.keyPattern));
+  done.reset();
+  const start = performance.now();
+  await driver.startWorker(concurrency, () => done.hit());
+  await done.until(DRAIN_TASKS);
+  const rate = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  await driver.stopWorker();
+  return rate;
+}
+
+/** Worker at concurrency 16 running; single enqueues, 64 in flight; everything a task costs end to end. */
+async function endToEnd(driver: Driver): Promise<Cost> {
+  await driver.begin('e2e');
+  done.reset();
+  await driver.startWorker(16, () => done.hit());
+  const cost = await measure(redis, DRAIN_TASKS, async () => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 64 }, async () => {
+        while (next < DRAIN_TASKS) {
+          const i = next++;
+          await driver.enqueue({ i, t: performance.now() });
+        }
+      }),
+    );
+    await done.until(DRAIN_TASKS);
+  });
+  await driver.stopWorker();
+  await deleteMatching(redis, driver.keyPattern);
+  return cost;
+}
+
+/** Enqueue -> handler start at a steady rate (2,000 tasks/s), worker at concurrency 16. */
+async function latency(driver: Driver): Promise<{ p50: number; p99: number }> {
+  await driver.begin('latency');
+  const samples: number[] = [];
+  done.reset();
+  await driver.startWorker(16, (task) => {
+    samples.push(performance.now() - task.t);
+    done.hit();
+  });
+  const warmup = 500;
+  const total = warmup + LATENCY_TASKS;
+  const start = performance.now();
+  const inFlight: Promise<void>[] = [];
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.floor((performance.now() - start) * 2); // 2 tasks per ms
+    while (sent < Math.min(due, total)) {
+      inFlight.push(driver.enqueue({ i: sent, t: performance.now() }));
+      sent++;
+    }
+    await sleep(1);
+  }
+  await Promise.all(inFlight);
+  await done.until(total);
+  await driver.stopWorker();
+  await deleteMatching(redis, driver.keyPattern);
+  const sorted = samples.slice(warmup).sort((a, b) => a - b);
+  return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+/** One client has FLOOD_TASKS pending; how long until another client's single task starts? */
+async function fairness(driver: Driver): Promise<number> {
+  await driver.begin('fairness');
+  await fill(driver, FLOOD_TASKS, 'flood');
+  let vipStarted: (at: number) => void = () => undefined;
+  const vip = new Promise<number>((resolve) => (vipStarted = resolve));
+  done.reset();
+  await driver.startWorker(16, (task) => {
+    if (task.i === -1) vipStarted(performance.now());
+    done.hit();
+  });
+  await done.until(1_000);
+  const sentAt = performance.now();
+  await driver.enqueue({ i: -1, t: sentAt }, 'vip');
+  const startedAt = await Promise.race([vip, sleep(120_000).then(() => Number.POSITIVE_INFINITY)]);
+  await driver.stopWorker();
+  await deleteMatching(redis, driver.keyPattern);
+  return startedAt - sentAt;
+}
+
+async function run(driver: Driver): Promise<Figures> {
+  log(`\n== ${driver.name}`);
+  const figures = {} as Figures;
+  figures.enqueueSingle = await enqueueSingle(driver);
+  log(`enqueue, single awaited: ${figures.enqueueSingle.toFixed(0)} tasks/s`);
+  figures.enqueueBatch = await enqueueBatch(driver);
+  log(`enqueue, batches of ${BATCH}: ${figures.enqueueBatch.toFixed(0)} tasks/s`);
+  figures.drain = {};
+  for (const concurrency of [1, 16, 64]) {
+    figures.drain[concurrency] = await drain(driver, concurrency, concurrency === 16 ? (m) => (figures.bytesPerPending = m.bytes / DRAIN_TASKS) : undefined);
+    log(`drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${figures.drain[concurrency].toFixed(0)} tasks/s`);
+    const left = await bytesMatching(redis, driver.keyPattern);
+    if (concurrency === 16) {
+      figures.keysLeftAfterDrain = left.keys;
+      figures.bytesLeftAfterDrain = left.bytes;
+      log(`memory: ${figures.bytesPerPending.toFixed(0)} bytes per pending task; after the drain ${left.keys} keys (${left.bytes} bytes) left`);
+    }
+    await deleteMatching(redis, driver.keyPattern);
+  }
+  const { p50, p99 } = await latency(driver);
+  figures.latencyP50 = p50;
+  figures.latencyP99 = p99;
+  log(`enqueue -> handler start at 2,000 tasks/s: p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms`);
+  figures.cost = await endToEnd(driver);
+  const c = figures.cost;
+  log(
+    `end to end (c=16): ${(c.tasks / c.seconds).toFixed(0)} tasks/s; per task ${c.redisCommandsPerTask.toFixed(2)} Redis commands (Lua included), ` +
+      `${c.clientCommandsPerTask.toFixed(2)} client commands, Redis CPU ${c.redisCpuMicrosPerTask.toFixed(1)} µs, Node CPU ${c.nodeCpuMicrosPerTask.toFixed(1)} µs`,
+  );
+  figures.fairnessDelayMs = await fairness(driver);
+  log(`fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`);
+  return figures;
+}
+
+async function scale(driver: OursDriver): Promise<[number, number]> {
+  const few = await drain(driver, 16, undefined, (i) => `client-${i % 10}`);
+  await deleteMatching(redis, driver.keyPattern);
+  const many = await drain(driver, 16, undefined, (i) => `client-${i % 10_000}`);
+  await deleteMatching(redis, driver.keyPattern);
+  return [few, many];
+}
+
+function formatMs(ms: number): string {
+  return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '> 120 s (not started)';
+}
+
+async function main(): Promise<void> {
+  const serverInfo = await redis.info('server');
+  const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1];
+  const ours = new OursDriver(url);
+  const bull = new BullMqDriver(url);
+  const a = await run(ours);
+  const b = await run(bull);
+  log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
+  const [few, many] = await scale(ours);
+  log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
+  await ours.close();
+  await bull.close();
+
+  const ratio = (x: number, y: number) => `${(x / y).toFixed(2)}×`;
+  const rows: [string, string, string, string][] = [
+    ['enqueue, single awaited emit / add (tasks/s)', a.enqueueSingle.toFixed(0), b.enqueueSingle.toFixed(0), ratio(a.enqueueSingle, b.enqueueSingle)],
+    [`enqueue, emitBatch / addBulk of ${BATCH} (tasks/s)`, a.enqueueBatch.toFixed(0), b.enqueueBatch.toFixed(0), ratio(a.enqueueBatch, b.enqueueBatch)],
+    ...[1, 16, 64].map((c): [string, string, string, string] => [
+      `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`,
+      a.drain[c].toFixed(0),
+      b.drain[c].toFixed(0),
+      ratio(a.drain[c], b.drain[c]),
+    ]),
+    ['enqueue → handler start p50 at 2,000/s (ms)', a.latencyP50.toFixed(2), b.latencyP50.toFixed(2), ratio(b.latencyP50, a.latencyP50) + ' lower'],
+    ['enqueue → handler start p99 at 2,000/s (ms)', a.latencyP99.toFixed(2), b.latencyP99.toFixed(2), ratio(b.latencyP99, a.latencyP99) + ' lower'],
+    ['Redis commands per task, end to end (Lua included)', a.cost.redisCommandsPerTask.toFixed(2), b.cost.redisCommandsPerTask.toFixed(2), ratio(b.cost.redisCommandsPerTask, a.cost.redisCommandsPerTask) + ' fewer'],
+    ['client commands per task (≥ round trips), c=16', a.cost.clientCommandsPerTask.toFixed(2), b.cost.clientCommandsPerTask.toFixed(2), ratio(b.cost.clientCommandsPerTask, a.cost.clientCommandsPerTask) + ' fewer'],
+    ['Redis CPU per task (µs)', a.cost.redisCpuMicrosPerTask.toFixed(1), b.cost.redisCpuMicrosPerTask.toFixed(1), ratio(b.cost.redisCpuMicrosPerTask, a.cost.redisCpuMicrosPerTask) + ' less'],
+    ['Node CPU per task, producer + worker (µs)', a.cost.nodeCpuMicrosPerTask.toFixed(1), b.cost.nodeCpuMicrosPerTask.toFixed(1), ratio(b.cost.nodeCpuMicrosPerTask, a.cost.nodeCpuMicrosPerTask) + ' less'],
+    ['bytes in Redis per pending task', a.bytesPerPending.toFixed(0), b.bytesPerPending.toFixed(0), ratio(b.bytesPerPending, a.bytesPerPending) + ' less'],
+    ['keys (bytes) left after the drain', `${a.keysLeftAfterDrain} (${a.bytesLeftAfterDrain})`, `${b.keysLeftAfterDrain} (${b.bytesLeftAfterDrain})`, ''],
+    [`fairness: other client's task start, ${FLOOD_TASKS} pending of one client`, formatMs(a.fairnessDelayMs), formatMs(b.fairnessDelayMs), ''],
+    ['scale: drain rate, 10 vs 10,000 active clients (tasks/s)', `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`, 'n/a (no per-client lists)', ''],
+  ];
+  const table = [
+    '| measure | nestjs-redis-tasks | BullMQ | ratio |',
+    '|---|---:|---:|---:|',
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+  ].join('\n');
+  // Read from node_modules: not every package exports its package.json.
+  const version = (name: string) =>
+    (JSON.parse(readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), 'utf8')) as { version: string }).version;
+  const versions = { node: process.version, redis: redisVersion, bullmq: version('bullmq'), ioredis: version('ioredis'), nest: version('@nestjs/microservices') };
+  const machine = `${type()}, ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
+  const header = [
+    '# Benchmark results',
+    '',
+    `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; both libraries in the same run, on the same Redis,`,
+    'producer and worker in one process, no-op handler; BullMQ jobs with `removeOnComplete`.',
+    '',
+    `- Machine: ${machine}`,
+    `- Versions: Node ${versions.node}, Redis ${versions.redis}, BullMQ ${versions.bullmq}, ioredis ${versions.ioredis}, @nestjs/microservices ${versions.nest}`,
+    `- Redis: ${process.env.BENCH_REDIS_SOURCE ?? url}`,
+    '',
+  ].join('\n');
+  log(`\n${table}`);
+  if (process.env.BENCH_WRITE !== '0') {
+    writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n`);
+    log('\nwritten to bench/RESULTS.md');
+  }
+  await redis.quit();
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

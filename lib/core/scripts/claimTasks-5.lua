@@ -1,0 +1,91 @@
+-- claimTasks-5.lua
+-- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
+--   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
+--   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
+--   does not depend on how many clients exist. Each task moves atomically into the worker's processing
+--   hash under a fresh fencing token.
+-- KEYS[1]: ring (list of client ids with pending tasks)
+-- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[3]: sequence (string counter of fencing tokens)
+-- KEYS[4]: workers (sorted set: worker id -> lease expiry)
+-- KEYS[5]: prioritized (string counter of prioritized pending tasks)
+-- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
+-- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
+--   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
+--   in the same Cluster slot as KEYS)
+-- ARGV[5..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- Returns: array { lost, claimed }: lost lists the tokens to acknowledge that the worker no longer held
+--   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
+--   or -1 when the worker is not registered (it must register, then claim again)
+-- Side effects: HDEL of acknowledged tokens; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
+--   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
+--   task left leaves the ring.
+local lost = {}
+if #ARGV >= 5 then
+  local acks = {}
+  for i = 5, #ARGV do
+    acks[#acks + 1] = ARGV[i]
+  end
+  local held = redis.call('HMGET', KEYS[2], unpack(acks))
+  for i = 1, #acks do
+    if not held[i] then
+      lost[#lost + 1] = acks[i]
+    end
+  end
+  redis.call('HDEL', KEYS[2], unpack(acks))
+end
+local wanted = tonumber(ARGV[1])
+if wanted == 0 then
+  return { lost, {} }
+end
+if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+  return { lost, -1 }
+end
+local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
+local entries = {}
+local count = 0
+while count < wanted do
+  local client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+  if not client then
+    break
+  end
+  local list = ARGV[3] .. client
+  local entry = nil
+  local prioritizedLeft = 0
+  if prioritized then
+    local priority = ARGV[4] .. client
+    local popped = redis.call('ZPOPMIN', priority)
+    if popped[1] then
+      entry = string.sub(popped[1], 16)
+      redis.call('DECR', KEYS[5])
+    end
+    prioritizedLeft = redis.call('ZCARD', priority)
+  end
+  if not entry then
+    entry = redis.call('LPOP', list)
+  end
+  if entry then
+    count = count + 1
+    entries[count] = entry
+  end
+  -- The client was rotated to the tail: it leaves the ring when it has nothing left (this also drops
+  -- a stale entry, so the loop always ends).
+  if prioritizedLeft == 0 and redis.call('LLEN', list) == 0 then
+    redis.call('LREM', KEYS[1], -1, client)
+  end
+end
+if count == 0 then
+  return { lost, {} }
+end
+local last = redis.call('INCRBY', KEYS[3], count)
+local claimed = {}
+local fields = {}
+for i = 1, count do
+  local token = tostring(last - count + i)
+  claimed[2 * i - 1] = token
+  claimed[2 * i] = entries[i]
+  fields[2 * i - 1] = token
+  fields[2 * i] = entries[i]
+end
+redis.call('HSET', KEYS[2], unpack(fields))
+return { lost, claimed }
