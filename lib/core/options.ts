@@ -42,7 +42,10 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   /** Handlers running at once in this worker, across all its patterns. Default 10. */
   concurrency?: number;
-  /** Most tasks claimed in one round trip (never more than the free handler slots). Default 8. */
+  /**
+   * Most tasks claimed in one round trip (never more than the free handler slots). Default: the
+   * concurrency, so a worker refills every free slot in one call. 1 claims one task at a time.
+   */
   prefetch?: number;
   /**
    * Stable worker id: a worker restarted with the same id first resumes what its own processing
@@ -97,10 +100,9 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   deduplicationTtlMs: 86_400_000,
 };
 
-const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId'> = {
+const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'> = {
   ...COMMON_DEFAULTS,
   concurrency: 10,
-  prefetch: 8,
   heartbeatIntervalMs: 5_000,
   leaseMs: 30_000,
   maxAttempts: DEFAULT_RETRY_POLICY.maxAttempts,
@@ -215,6 +217,7 @@ export function resolveClientOptions(options: unknown): ResolvedClientOptions {
 export function resolveTransportOptions(options: unknown): ResolvedTransportOptions {
   const given = validate(options, TRANSPORT_CHECKS, 'RedisTaskTransport');
   const resolved = { ...TRANSPORT_DEFAULTS, workerId: defaultWorkerId(), ...given } as ResolvedTransportOptions;
+  resolved.prefetch ??= Math.min(resolved.concurrency, 1_000);
   if (given.backoff) {
     const backoff = given.backoff as BackoffOptions;
     resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff };

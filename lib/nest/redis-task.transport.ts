@@ -37,6 +37,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   /** Hears producers announce a delayed task that became a queue's earliest (to promote it on time). */
   private dueSubscriber: RedisConnection | undefined;
   private policies = new Map<string, RetryPolicy>();
+  private readonly handlers = new Map<string, MessageHandler | null>();
 
   constructor(options?: RedisTaskTransportOptions) {
     super();
@@ -167,7 +168,12 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   }
 
   private async execute(execution: TaskExecution): Promise<TaskOutcome> {
-    const handler: MessageHandler | null = this.getHandlerByPattern(execution.queue);
+    // Nest's lookup parses the pattern on every call; the handlers are fixed once listening.
+    let handler = this.handlers.get(execution.queue);
+    if (handler === undefined) {
+      handler = this.getHandlerByPattern(execution.queue);
+      this.handlers.set(execution.queue, handler);
+    }
     if (!handler) {
       return { status: 'failed', error: new Error(`no handler for "${execution.queue}"`) };
     }
