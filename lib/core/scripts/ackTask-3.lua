@@ -2,6 +2,7 @@
 -- Purpose: settle a task that succeeded: remove it from the worker's processing hash if the worker
 --   still holds it under this fencing token; free its deduplication key; for a send() task, store and
 --   publish the reply.
+-- Includes: finishTask
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: result key of the task (string; written only for a send() task)
 -- KEYS[3]: deduplication key of the task (string: holder task id; touched only when ARGV[2] is set)
@@ -13,11 +14,5 @@
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) == ARGV[2] then
-  redis.call('DEL', KEYS[3])
-end
-if ARGV[3] then
-  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
-  redis.call('PUBLISH', ARGV[3], ARGV[4])
-end
+finishTask(KEYS[3], ARGV[2], KEYS[2], ARGV[3], ARGV[4], ARGV[5])
 return 1

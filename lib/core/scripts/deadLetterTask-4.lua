@@ -2,6 +2,7 @@
 -- Purpose: move a claimed task to the queue's dead letters with a record of why (malformed entry,
 --   failed handler, expired, ...), if the claiming worker still holds it under this fencing token, and
 --   free its deduplication key.
+-- Includes: finishTask
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: dead letters (list of JSON records, newest first)
 -- KEYS[3]: result key of the task (string; written only for a send() task)
@@ -18,11 +19,5 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
 end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-if ARGV[4] ~= '' and redis.call('GET', KEYS[4]) == ARGV[4] then
-  redis.call('DEL', KEYS[4])
-end
-if ARGV[5] then
-  redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
-end
+finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
 return 1
