@@ -8,6 +8,8 @@ export interface ClaimLoopOptions {
   readonly workerId: string;
   readonly prefetch: number;
   readonly blockTimeoutMs: number;
+  /** Most tasks of one client in flight at once across all workers of the queue (0: no cap). */
+  readonly clientConcurrency: number;
 }
 
 export interface ClaimLoopHooks {
@@ -158,10 +160,14 @@ export class ClaimLoop {
         this.keys.sequence,
         this.keys.workers,
         this.keys.prioritized,
+        this.keys.counted,
+        this.keys.inflight,
+        this.keys.parked,
         wanted,
         this.options.workerId,
         this.keys.pending(''),
         this.keys.priority(''),
+        this.options.clientConcurrency,
         ...acks.map(([token]) => token),
       );
     } catch (error) {

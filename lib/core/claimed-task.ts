@@ -41,6 +41,7 @@ export class ClaimedTask {
       this.processingKey,
       this.keys.result(envelope.id),
       this.dedupKey(envelope),
+      ...this.capKeys,
       this.token,
       envelope.dedupKey === undefined ? '' : envelope.id,
       ...reply,
@@ -53,7 +54,7 @@ export class ClaimedTask {
    * with the due time, or `undefined` when the task is no longer held.
    */
   async retry(delayMs: number): Promise<number | undefined> {
-    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, this.token, delayMs);
+    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, ...this.capKeys, this.token, delayMs);
     return due === 0 ? undefined : due;
   }
 
@@ -92,6 +93,7 @@ export class ClaimedTask {
       this.keys.deadLetters,
       this.keys.result(envelope?.id ?? 'unknown'),
       this.dedupKey(envelope),
+      ...this.capKeys,
       this.token,
       JSON.stringify(record),
       this.options.deadLetterCap,
@@ -99,6 +101,11 @@ export class ClaimedTask {
       ...reply,
     );
     return settled === 1;
+  }
+
+  /** The keys a settle script needs to release the task's per-client cap slot. */
+  private get capKeys(): [counted: string, inflight: string, parked: string, ring: string] {
+    return [this.keys.counted, this.keys.inflight, this.keys.parked, this.keys.ring];
   }
 
   /** The task's deduplication key, or a key of its queue the script leaves alone when it has none. */

@@ -21,6 +21,12 @@ export class QueueKeys {
   readonly delayed: string;
   /** How many pending tasks sit in priority sets (string counter; claims skip priority sets at 0). */
   readonly prioritized: string;
+  /** Tasks claimed under a per-client cap (hash: fencing token -> client id). */
+  readonly counted: string;
+  /** Tasks of each client in flight under a per-client cap (hash: client id -> count). */
+  readonly inflight: string;
+  /** Clients taken off the ring at their cap, until one of their tasks leaves a worker (set). */
+  readonly parked: string;
   /** Held by the process recovering dead workers of this queue, so reapers do not stampede (string). */
   readonly reaperLock: string;
 
@@ -36,6 +42,9 @@ export class QueueKeys {
     this.delayed = `${this.tag}:delayed`;
     this.reaperLock = `${this.tag}:reaper-lock`;
     this.prioritized = `${this.tag}:prioritized`;
+    this.counted = `${this.tag}:counted`;
+    this.inflight = `${this.tag}:inflight`;
+    this.parked = `${this.tag}:parked`;
   }
 
   /**

@@ -77,6 +77,13 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   resultTtlMs?: number;
   /** Longest single blocking wait for work before the loop re-checks its state. Default 5 s. */
   blockTimeoutMs?: number;
+  /**
+   * Most tasks of one client in flight at once, across all workers of a pattern; 0 for no cap. 1 runs
+   * each client's tasks one at a time, in order, while other clients proceed. Overridable per pattern
+   * with handler extras (`@EventPattern('p', { clientConcurrency: 1 })`). All workers of a pattern must
+   * agree on it. Default 0.
+   */
+  clientConcurrency?: number;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection'>> & {
@@ -112,6 +119,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   deadLetterCap: 10_000,
   resultTtlMs: 60_000,
   blockTimeoutMs: 5_000,
+  clientConcurrency: 0,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -188,6 +196,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   deadLetterCap: integer(1),
   resultTtlMs: integer(1),
   blockTimeoutMs: integer(10, 300_000),
+  clientConcurrency: integer(0, 1_000_000),
 };
 
 function validate(options: unknown, checks: Record<string, Check>, what: string): Record<string, unknown> {

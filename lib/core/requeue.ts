@@ -29,7 +29,7 @@ export async function requeueProcessing(
     .filter((token) => !wanted || wanted.has(token))
     // Newest first: each LPUSH puts an older task in front of a newer one, restoring claim order.
     .sort((a, b) => Number(b) - Number(a));
-  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence, keys.prioritized]);
+  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
   const fields: (string | number)[] = [];
   let malformed = 0;
   for (const token of tokens) {

@@ -71,16 +71,24 @@ export interface TaskCommands {
     sequence: string,
     workers: string,
     prioritized: string,
+    counted: string,
+    inflight: string,
+    parked: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,
     priorityPrefix: string,
+    clientCap: number,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1]>;
   ackTask(
     processing: string,
     result: string,
     dedup: string,
+    counted: string,
+    inflight: string,
+    parked: string,
+    ring: string,
     token: string,
     dedupHolder: string,
     ...reply: (string | number)[]
@@ -90,6 +98,10 @@ export interface TaskCommands {
     deadLetters: string,
     result: string,
     dedup: string,
+    counted: string,
+    inflight: string,
+    parked: string,
+    ring: string,
     token: string,
     record: string,
     cap: number,
@@ -104,7 +116,16 @@ export interface TaskCommands {
     leaseMs: number,
     ...runningTokens: string[]
   ): Promise<[now: number, lost: string[], orphaned: string[]]>;
-  retryTask(processing: string, delayed: string, token: string, delayMs: number): Promise<number>;
+  retryTask(
+    processing: string,
+    delayed: string,
+    counted: string,
+    inflight: string,
+    parked: string,
+    ring: string,
+    token: string,
+    delayMs: number,
+  ): Promise<number>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   forgetWorker(workers: string, processing: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;

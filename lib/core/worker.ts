@@ -48,6 +48,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly blockTimeoutMs: number;
   /** Attempts and backoff of a queue (transport defaults merged with the pattern's own). */
   readonly retryPolicy: (queue: string) => RetryPolicy;
+  /** Per-client cap on tasks in flight of a queue (0: none). */
+  readonly clientCap: (queue: string) => number;
   /** Called with the due time of every retry this worker schedules (to promote it on time). */
   readonly onDelayed?: (queue: string, dueAt: number) => void;
 }
@@ -143,7 +145,7 @@ export class TaskWorker {
         blocking,
         keys,
         this.slots,
-        this.options,
+        { ...this.options, clientConcurrency: this.options.clientCap(keys.queue) },
         {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.redis, keys, token, entry, this.options)),
           register: () => this.renew(keys).then(() => undefined),

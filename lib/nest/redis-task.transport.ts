@@ -38,6 +38,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   private dueSubscriber: RedisConnection | undefined;
   private policies = new Map<string, RetryPolicy>();
   private readonly handlers = new Map<string, MessageHandler | null>();
+  private clientCaps = new Map<string, number>();
 
   constructor(options?: RedisTaskTransportOptions) {
     super();
@@ -49,6 +50,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     try {
       // Validate handler extras before touching Redis: a bad option fails start-up with nothing opened.
       this.policies = this.retryPolicies();
+      this.clientCaps = this.patternClientCaps();
       const queues = [...this.messageHandlers.keys()];
       this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
       const { redis } = this.connection;
@@ -72,6 +74,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         {
           ...this.options,
           retryPolicy: (queue) => this.policies.get(queue) ?? base,
+          clientCap: (queue) => this.clientCaps.get(queue) ?? this.options.clientConcurrency,
           onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
         },
         (execution) => this.execute(execution),
@@ -144,6 +147,22 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   }
 
   /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */
+  /** Per-pattern `clientConcurrency` from handler extras: `@EventPattern('p', { clientConcurrency: 1 })`. */
+  private patternClientCaps(): Map<string, number> {
+    const caps = new Map<string, number>();
+    for (const [pattern, handler] of this.messageHandlers) {
+      const cap = (handler.extras as Record<string, unknown> | undefined)?.clientConcurrency;
+      if (cap === undefined) {
+        continue;
+      }
+      if (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 0 || cap > 1_000_000) {
+        throw new InvalidOptionError(`extras of pattern "${pattern}".clientConcurrency`, `must be an integer from 0 to 1000000, got ${String(cap)}`);
+      }
+      caps.set(pattern, cap);
+    }
+    return caps;
+  }
+
   private retryPolicies(): Map<string, RetryPolicy> {
     const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
     const policies = new Map<string, RetryPolicy>();

@@ -11,18 +11,33 @@ import {
   RedisTaskClient,
   RedisTaskContext,
   RedisTaskRecordBuilder,
+  RedisTaskTransport,
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 const runs: { pattern: string; payload: { n: number }; startedAt: number; clientId: string }[] = [];
+const inFlight = new Map<string, number>();
+const peak = { perClient: 0, overall: 0 };
 
 @Controller()
 class Handlers {
   @EventPattern<string>('ordered')
   ordered(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): void {
     runs.push({ pattern: 'ordered', payload, startedAt: Date.now(), clientId: ctx.getClientId() });
+  }
+
+  @EventPattern<string>('per.client', { clientConcurrency: 1 })
+  async perClient(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    const clientId = ctx.getClientId();
+    const running = (inFlight.get(clientId) ?? 0) + 1;
+    inFlight.set(clientId, running);
+    peak.perClient = Math.max(peak.perClient, running);
+    peak.overall = Math.max(peak.overall, [...inFlight.values()].reduce((a, b) => a + b, 0));
+    runs.push({ pattern: 'per.client', payload, startedAt: Date.now(), clientId });
+    await new Promise((resolve) => setTimeout(resolve, 5)); // work that keeps the task in flight
+    inFlight.set(clientId, running - 1);
   }
 
   @MessagePattern('priced')
@@ -66,6 +81,9 @@ afterEach(async () => {
   await deleteKeys(redis, prefix);
   if (keys) await redis.del(keys.queues);
   runs.length = 0;
+  inFlight.clear();
+  peak.perClient = 0;
+  peak.overall = 0;
 });
 
 afterAll(async () => {
@@ -288,6 +306,35 @@ describe('emitBatch', () => {
     const client = await producer({ maxPayloadBytes: 64 });
     await expect(firstValueFrom(client.emit('ordered', { blob: 'x'.repeat(100) }))).rejects.toThrow(/over the maxPayloadBytes limit of 64/);
     expect(await keysUnder(redis, prefix)).toEqual([]);
+  });
+});
+
+describe('per-client concurrency cap', () => {
+  it('with clientConcurrency 1 runs each client\'s tasks one at a time in enqueue order, while other clients proceed', async () => {
+    fresh('client-cap');
+    const client = await producer();
+    const clients = ['acme', 'globex', 'initech'];
+    await client.emitBatch(
+      'per.client',
+      Array.from({ length: 30 }, (_, n) => record(n).setClientId(clients[n % 3]).build()),
+    );
+    // Two workers, so the cap must hold across processes' worth of slots, not just within one worker.
+    await worker({ concurrency: 4 });
+    await worker({ concurrency: 4 });
+    await waitFor(() => runsOf('per.client').length === 30, 'thirty runs');
+    expect(peak.perClient).toBe(1);
+    expect(peak.overall).toBeGreaterThan(1);
+    for (const id of clients) {
+      const order = runsOf('per.client').filter((run) => run.clientId === id).map((run) => run.payload.n);
+      expect(order).toEqual([...order].sort((a, b) => a - b));
+      expect(order).toHaveLength(10);
+    }
+    const queue = keys.queue('per.client');
+    await waitFor(async () => (await redis.exists(queue.inflight, queue.counted, queue.parked)) === 0, 'the cap bookkeeping to empty');
+  });
+
+  it('refuses a bad clientConcurrency, naming the option', () => {
+    expect(() => new RedisTaskTransport({ clientConcurrency: -1 })).toThrow(/option "clientConcurrency"/);
   });
 });
 

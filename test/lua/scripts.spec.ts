@@ -43,6 +43,11 @@ async function claim(_clientId: string, count: number, workerId = worker): Promi
   return claimAs(redis, keys, workerId, count);
 }
 
+/** counted, inflight, parked, ring: what settle scripts need to release a per-client cap slot. */
+function capKeys(): [string, string, string, string] {
+  return [keys.counted, keys.inflight, keys.parked, keys.ring];
+}
+
 function ids(reply: string[] | -1): string[] {
   if (reply === -1) throw new Error('claim refused');
   return reply.filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
@@ -113,7 +118,8 @@ describe('claimTasks', () => {
     const [t1, , t2] = (await claim('a', 2)) as string[];
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, 1, worker, keys.pending(''), keys.priority(''), t1, t2,
+      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
@@ -157,8 +163,8 @@ describe('ackTask', () => {
   it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '')).toBe(1);
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '')).toBe(0);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '')).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '')).toBe(0);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
   });
 
@@ -166,7 +172,7 @@ describe('ackTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const reply = JSON.stringify({ id: '1', response: 42 });
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
     expect(await redis.get(keys.result('1'))).toBe(reply);
     const ttl = await redis.pttl(keys.result('1'));
     expect(ttl).toBeGreaterThan(0);
@@ -180,17 +186,17 @@ describe('deadLetterTask', () => {
     const reply = (await claim('a', 3)) as string[];
     for (let i = 0; i < reply.length; i += 2) {
       const record = JSON.stringify({ id: String(i / 2 + 1), reason: 'failed' });
-      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, reply[i], record, 2, '')).toBe(1);
+      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), reply[i], record, 2, '')).toBe(1);
     }
     const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
     expect(dead).toEqual(['3', '2']);
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, reply[0], '{}', 2, '')).toBe(0);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), reply[0], '{}', 2, '')).toBe(0);
   });
 });
 
 describe('requeueTasks', () => {
   async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
     const fields = tokens.flatMap((token) => [token, ...scriptKeys.client(keys, clientId), clientId, priority]);
     return redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt, ...fields);
   }
@@ -252,12 +258,12 @@ describe('retryTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const [seconds] = await redis.time();
-    const due = await redis.retryTask(keys.processing(worker), keys.delayed, token, 2_000);
+    const due = await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), token, 2_000);
     expect(due - Number(seconds) * 1000).toBeGreaterThanOrEqual(1_000);
     const [entry, score] = await redis.zrange(keys.delayed, '0', '-1', 'WITHSCORES');
     expect(Number(score)).toBe(due);
     expect(decodeEntry(entry)).toMatchObject({ ok: true, entry: { attempts: 1 } });
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, token, 2_000)).toBe(0);
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), token, 2_000)).toBe(0);
   });
 });
 
@@ -322,7 +328,7 @@ describe('priorities', () => {
     const reply = (await claim('a', 2)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
     await enqueueWith([['a', 'p-3', { priority: 5 }]]);
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
     const fields = [reply[2], reply[0]].flatMap((token) => [token, ...scriptKeys.client(keys, 'a'), 'a', 5]);
     expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(2);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
@@ -349,7 +355,7 @@ describe('deduplication', () => {
     expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
     const [token] = (await claim('a', 1)) as string[];
     // Another task's id does not free the key; the holder's does.
-    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), token, 'first')).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), ...capKeys(), token, 'first')).toBe(1);
     expect(await redis.exists(keys.dedup('k'))).toBe(0);
     expect(await enqueueWith([['a', 'third', { dedupKey: 'k' }]])).toEqual([0]);
   });
@@ -358,7 +364,40 @@ describe('deduplication', () => {
     await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.dedup('k'), 'someone-else');
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), token, '{}', 5, 'first')).toBe(1);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), ...capKeys(), token, '{}', 5, 'first')).toBe(1);
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
+  });
+});
+
+describe('per-client concurrency cap', () => {
+  it('parks a client at its cap (others go on), and puts it back on the ring when one of its tasks is acknowledged', async () => {
+    await enqueue(['a', ['a1', 'a2', 'a3']], ['b', ['b1', 'b2']]);
+    const first = await claimAs(redis, keys, worker, 10, [], 1);
+    expect(ids(first)).toEqual(['a1', 'b1']);
+    expect(await redis.llen(keys.ring)).toBe(0);
+    expect((await redis.smembers(keys.parked)).sort()).toEqual(['a', 'b']);
+    expect(await redis.hgetall(keys.inflight)).toEqual({ a: '1', b: '1' });
+    const tokenA1 = (first as string[])[0];
+    expect(ids(await claimAs(redis, keys, worker, 10, [tokenA1], 1))).toEqual(['a2']);
+    expect(await redis.hgetall(keys.inflight)).toEqual({ a: '1', b: '1' });
+    expect(await redis.smembers(keys.parked)).toEqual(expect.arrayContaining(['a', 'b']));
+  });
+
+  it('releases the slot on retry, dead letter and requeue too, and forgets a client with nothing left', async () => {
+    await enqueue(['a', ['a1', 'a2', 'a3', 'a4']]);
+    const [t1] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), t1, 60_000)).toBeGreaterThan(0);
+    const [t2] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), t2, '{}', 5, '')).toBe(1);
+    const [t3] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
+    const fields = [t3, ...scriptKeys.client(keys, 'a'), 'a', 0];
+    expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(1);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(await redis.exists(keys.inflight, keys.counted, keys.parked)).toBe(0);
+    const claimed = (await claimAs(redis, keys, worker, 5, [], 2)) as string[];
+    expect(ids(claimed)).toEqual(['a3', 'a4']);
+    expect(await redis.llen(keys.ring)).toBe(0);
+    expect(await redis.smembers(keys.parked)).toEqual([]);
   });
 });

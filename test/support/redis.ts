@@ -77,17 +77,28 @@ export function gate(): { promise: Promise<void>; open: () => void } {
  * Claims up to `count` tasks as `workerId` would (round-robin over the ring), acknowledging `acks`
  * first. Resolves with the flat token/entry array, or -1 when the worker is not registered.
  */
-export async function claimAs(redis: TestRedis, queue: QueueKeys, workerId: string, count: number, acks: string[] = []): Promise<string[] | -1> {
+export async function claimAs(
+  redis: TestRedis,
+  queue: QueueKeys,
+  workerId: string,
+  count: number,
+  acks: string[] = [],
+  clientCap = 0,
+): Promise<string[] | -1> {
   const [, claimed] = await redis.claimTasks(
     queue.ring,
     queue.processing(workerId),
     queue.sequence,
     queue.workers,
     queue.prioritized,
+    queue.counted,
+    queue.inflight,
+    queue.parked,
     count,
     workerId,
     queue.pending(''),
     queue.priority(''),
+    clientCap,
     ...acks,
   );
   return claimed;

@@ -1,14 +1,17 @@
--- requeueTasks-4+n.lua
+-- requeueTasks-7+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
 --   task twice, and a task settled meanwhile is left alone.
--- Includes: pushTask
+-- Includes: pushTask, releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
 -- KEYS[4]: prioritized (string counter of prioritized pending tasks)
--- KEYS[5..n+4]: pending lists and priority sets the tasks return to
+-- KEYS[5]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
+-- KEYS[6]: inflight (hash: client id -> tasks of it in flight under the cap)
+-- KEYS[7]: parked (set of clients taken off the ring at their cap)
+-- KEYS[8..n+7]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
 --   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
@@ -17,7 +20,7 @@
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
 --   of prioritized), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
---   the ring's head.
+--   the ring's head; the client's cap slot released (releaseClientSlot).
 local countAttempt = ARGV[1] == '1'
 local requeued = 0
 for i = 2, #ARGV, 5 do
@@ -25,6 +28,7 @@ for i = 2, #ARGV, 5 do
   local entry = redis.call('HGET', KEYS[1], token)
   if entry then
     redis.call('HDEL', KEYS[1], token)
+    releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
     if countAttempt then
       local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
       if attempts then

@@ -1,18 +1,25 @@
--- retryTask-2.lua
+-- retryTask-6.lua
 -- Purpose: schedule a failed task's next attempt: move it from the worker's processing hash into the
 --   queue's delayed set, due after a backoff measured on the Redis clock, with its attempt counted.
+--   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
+-- Includes: releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
+-- KEYS[3]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
+-- KEYS[4]: inflight (hash: client id -> tasks of it in flight under the cap)
+-- KEYS[5]: parked (set of clients taken off the ring at their cap)
+-- KEYS[6]: ring (list of client ids with pending tasks)
 -- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
 --   nothing is changed)
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
---   prefix incremented.
+--   prefix incremented; the client's cap slot released (releaseClientSlot).
 local entry = redis.call('HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
 if attempts then
   entry = tostring(tonumber(attempts) + 1) .. '|' .. rest

@@ -1,17 +1,21 @@
--- deadLetterTask-4.lua
+-- deadLetterTask-8.lua
 -- Purpose: move a claimed task to the queue's dead letters with a record of why (malformed entry,
 --   failed handler, expired, ...), if the claiming worker still holds it under this fencing token, and
 --   free its deduplication key.
--- Includes: finishTask
+-- Includes: finishTask, releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: dead letters (list of JSON records, newest first)
 -- KEYS[3]: result key of the task (string; written only for a send() task)
 -- KEYS[4]: deduplication key of the task (string: holder task id; touched only when ARGV[4] is set)
+-- KEYS[5]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
+-- KEYS[6]: inflight (hash: client id -> tasks of it in flight under the cap)
+-- KEYS[7]: parked (set of clients taken off the ring at their cap)
+-- KEYS[8]: ring (list of client ids with pending tasks)
 -- ARGV[1]: fencing token; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
 -- ARGV[4]: task id when the task holds a deduplication key, else ''
 -- ARGV[5] (optional): reply channel; ARGV[6]: error reply (JSON); ARGV[7]: result TTL in milliseconds
 -- Returns: 1 when dead-lettered; 0 when the token is no longer held (lease lost: nothing is changed)
--- Side effects: HDEL from the processing hash, LPUSH + LTRIM on the dead letters (the oldest beyond
+-- Side effects: HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
 --   PX on the result key and PUBLISH.
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
@@ -19,5 +23,6 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
 end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
+releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
 finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
 return 1

@@ -1,29 +1,37 @@
--- claimTasks-5.lua
+-- claimTasks-8.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
 --   does not depend on how many clients exist. Each task moves atomically into the worker's processing
---   hash under a fresh fencing token.
+--   hash under a fresh fencing token. Under a per-client cap, a client with `cap` tasks in flight is
+--   taken off the ring (parked) until one of them leaves the worker.
+-- Includes: releaseClientSlot
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[3]: sequence (string counter of fencing tokens)
 -- KEYS[4]: workers (sorted set: worker id -> lease expiry)
 -- KEYS[5]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[6]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
+-- KEYS[7]: inflight (hash: client id -> tasks of it in flight under the cap)
+-- KEYS[8]: parked (set of clients taken off the ring at their cap)
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
 --   in the same Cluster slot as KEYS)
--- ARGV[5..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- ARGV[5]: per-client cap on tasks in flight (0: none)
+-- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed }: lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered (it must register, then claim again)
 -- Side effects: HDEL of acknowledged tokens; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
 --   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
---   task left leaves the ring.
+--   task left leaves the ring. Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
+--   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
 local lost = {}
-if #ARGV >= 5 then
+local cap = tonumber(ARGV[5])
+if #ARGV >= 6 then
   local acks = {}
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     acks[#acks + 1] = ARGV[i]
   end
   local held = redis.call('HMGET', KEYS[2], unpack(acks))
@@ -33,6 +41,13 @@ if #ARGV >= 5 then
     end
   end
   redis.call('HDEL', KEYS[2], unpack(acks))
+  if cap > 0 then
+    for i = 1, #acks do
+      if held[i] then
+        releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
+      end
+    end
+  end
 end
 local wanted = tonumber(ARGV[1])
 if wanted == 0 then
@@ -43,6 +58,7 @@ if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
 end
 local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
 local entries = {}
+local owners = {}
 local count = 0
 while count < wanted do
   local client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
@@ -50,28 +66,43 @@ while count < wanted do
     break
   end
   local list = ARGV[3] .. client
+  local priority = ARGV[4] .. client
+  local inFlight = 0
+  if cap > 0 then
+    inFlight = tonumber(redis.call('HGET', KEYS[7], client) or '0')
+  end
   local entry = nil
-  local prioritizedLeft = 0
-  if prioritized then
-    local priority = ARGV[4] .. client
-    local popped = redis.call('ZPOPMIN', priority)
-    if popped[1] then
-      entry = string.sub(popped[1], 16)
-      redis.call('DECR', KEYS[5])
+  if cap == 0 or inFlight < cap then
+    if prioritized then
+      local popped = redis.call('ZPOPMIN', priority)
+      if popped[1] then
+        entry = string.sub(popped[1], 16)
+        redis.call('DECR', KEYS[5])
+      end
     end
-    prioritizedLeft = redis.call('ZCARD', priority)
+    if not entry then
+      entry = redis.call('LPOP', list)
+    end
+    if entry then
+      count = count + 1
+      entries[count] = entry
+      if cap > 0 then
+        owners[count] = client
+        inFlight = redis.call('HINCRBY', KEYS[7], client, 1)
+      end
+    end
   end
-  if not entry then
-    entry = redis.call('LPOP', list)
+  -- The client was rotated to the tail. It leaves the ring when it has nothing left (this also drops
+  -- a stale entry, so the loop always ends), and is parked when it has tasks left but is at its cap.
+  local left = redis.call('LLEN', list)
+  if prioritized and left == 0 then
+    left = redis.call('ZCARD', priority)
   end
-  if entry then
-    count = count + 1
-    entries[count] = entry
-  end
-  -- The client was rotated to the tail: it leaves the ring when it has nothing left (this also drops
-  -- a stale entry, so the loop always ends).
-  if prioritizedLeft == 0 and redis.call('LLEN', list) == 0 then
+  if left == 0 then
     redis.call('LREM', KEYS[1], -1, client)
+  elseif cap > 0 and inFlight >= cap then
+    redis.call('LREM', KEYS[1], -1, client)
+    redis.call('SADD', KEYS[8], client)
   end
 end
 if count == 0 then
@@ -88,4 +119,12 @@ for i = 1, count do
   fields[2 * i] = entries[i]
 end
 redis.call('HSET', KEYS[2], unpack(fields))
+if cap > 0 then
+  local counted = {}
+  for i = 1, count do
+    counted[2 * i - 1] = claimed[2 * i - 1]
+    counted[2 * i] = owners[i]
+  end
+  redis.call('HSET', KEYS[6], unpack(counted))
+end
 return { lost, claimed }

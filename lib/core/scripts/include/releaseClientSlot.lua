@@ -1,0 +1,23 @@
+-- include/releaseClientSlot.lua — shared by the scripts whose header says "Includes: releaseClientSlot".
+-- releaseClientSlot(counted, inflight, parked, ring, token, atHead)
+--   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
+--   lettered or returned): its client's in-flight count drops by one and, if the client had been taken
+--   off the ring at its cap ("parked"), it goes back on the ring (at its head when atHead). A token
+--   claimed without a cap is not in `counted`, and nothing happens.
+local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
+  local client = redis.call('HGET', counted, token)
+  if not client then
+    return
+  end
+  redis.call('HDEL', counted, token)
+  if redis.call('HINCRBY', inflight, client, -1) <= 0 then
+    redis.call('HDEL', inflight, client)
+  end
+  if redis.call('SREM', parked, client) == 1 then
+    if atHead then
+      redis.call('LPUSH', ring, client)
+    else
+      redis.call('RPUSH', ring, client)
+    end
+  end
+end
