@@ -43,11 +43,20 @@ describe('chaos: worker processes killed with SIGKILL', () => {
   // Prefetch claims several tasks per round trip, each under its own fencing token: killing a worker
   // that holds a prefetched batch must lose none of them and repeat only those it held.
   it.each([
-    { total: 20_000, concurrency: 8, prefetch: 1 },
-    { total: 20_000, concurrency: 16, prefetch: 16 },
-  ])('completes $total tasks from 4 clients (a fifth of them prioritized) with prefetch $prefetch while a worker is killed and replaced every ~0.5 s', async ({ total, concurrency, prefetch }) => {
-    prefix = testPrefix(`kill9-p${prefetch}`);
-    const env = { PREFIX: prefix, CONCURRENCY: concurrency, PREFETCH: prefetch, LEASE_MS: 3_000, HEARTBEAT_MS: 250, REAPER_MS: 200 };
+    { total: 20_000, concurrency: 8, prefetch: 1, clientCap: 0 },
+    { total: 20_000, concurrency: 16, prefetch: 16, clientCap: 0 },
+    { total: 10_000, concurrency: 16, prefetch: 16, clientCap: 2 },
+  ])('completes $total tasks from 4 clients (a fifth of them prioritized) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s', async ({ total, concurrency, prefetch, clientCap }) => {
+    prefix = testPrefix(`kill9-p${prefetch}-c${clientCap}`);
+    const env = {
+      PREFIX: prefix,
+      CONCURRENCY: concurrency,
+      PREFETCH: prefetch,
+      CLIENT_CONCURRENCY: clientCap,
+      LEASE_MS: 3_000,
+      HEARTBEAT_MS: 250,
+      REAPER_MS: 200,
+    };
     const { client, close } = await producer(process.env.REDIS_URL as string);
     for (let start = 0; start < total; start += 2_000) {
       await client.emitBatch(
@@ -90,12 +99,14 @@ describe('chaos: worker processes killed with SIGKILL', () => {
     }
     const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
     const repeats = runs.reduce((sum, count) => sum + count, 0) - total;
-    console.log(`kill -9 chaos, prefetch ${prefetch}: ${kills} workers killed holding ${inFlightAtKills} tasks; ${repeats} handler runs were repeats (at-least-once)`);
+    console.log(`kill -9 chaos, prefetch ${prefetch}, client cap ${clientCap}: ${kills} workers killed holding ${inFlightAtKills} tasks; ${repeats} handler runs were repeats (at-least-once)`);
     expect(kills).toBeGreaterThanOrEqual(3);
     expect(runs).toHaveLength(total);
     expect(runs.every((count) => count >= 1)).toBe(true);
     expect(repeats).toBeLessThanOrEqual(inFlightAtKills);
     expect(await taskKeys()).toEqual([]);
+    // The cap's bookkeeping (in-flight counts, counted tokens, parked clients) is empty again.
+    expect(await redis.exists(queue.inflight, queue.counted, queue.parked)).toBe(0);
   });
 });
 
