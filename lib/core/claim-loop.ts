@@ -22,6 +22,8 @@ export interface ClaimLoopHooks {
 const RETRY_DELAY_MS = 500;
 /** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
 const ACK_CHUNK = 1_000;
+/** Claim calls of one loop under way at once. */
+const MAX_CALLS_IN_FLIGHT = 2;
 
 /**
  * The claim loop of one queue. Each round trip is one `claimTasks` call that acknowledges the tasks
@@ -96,7 +98,20 @@ export class ClaimLoop {
   }
 
   private async run(): Promise<void> {
+    const calls = new Set<Promise<number>>();
+    let empty = false;
     while (!this.stopped) {
+      if (empty) {
+        // The queue looked empty: let the calls under way land, then block until an enqueue.
+        await Promise.all(calls);
+        empty = false;
+        if (!this.stopped) await this.waitForWork();
+        continue;
+      }
+      if (calls.size >= MAX_CALLS_IN_FLIGHT) {
+        await Promise.race(calls);
+        continue;
+      }
       await this.work();
       if (this.stopped) {
         break;
@@ -108,11 +123,16 @@ export class ClaimLoop {
       if (wanted === 0 && acks.length === 0) {
         continue;
       }
-      const claimed = await this.call(wanted, acks);
-      if (claimed <= 0 && wanted > 0 && !this.stopped) {
-        await this.waitForWork();
-      }
+      // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
+      const call: Promise<number> = this.call(wanted, acks).then((claimed) => {
+        calls.delete(call);
+        if (claimed <= 0 && wanted > 0) empty = true;
+        this.wakeLoop?.();
+        return claimed;
+      });
+      calls.add(call);
     }
+    await Promise.all(calls);
   }
 
   /** Resolves when there is something to do: a free slot, or acknowledgements to send. */

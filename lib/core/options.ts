@@ -43,8 +43,8 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   /** Handlers running at once in this worker, across all its patterns. Default 10. */
   concurrency?: number;
   /**
-   * Most tasks claimed in one round trip (never more than the free handler slots). Default: the
-   * concurrency, so a worker refills every free slot in one call. 1 claims one task at a time.
+   * Most tasks claimed in one round trip (never more than the free handler slots). Default: half the
+   * concurrency, so two overlapping calls keep every slot busy. 1 claims one task at a time.
    */
   prefetch?: number;
   /**
@@ -226,7 +226,8 @@ export function resolveClientOptions(options: unknown): ResolvedClientOptions {
 export function resolveTransportOptions(options: unknown): ResolvedTransportOptions {
   const given = validate(options, TRANSPORT_CHECKS, 'RedisTaskTransport');
   const resolved = { ...TRANSPORT_DEFAULTS, workerId: defaultWorkerId(), ...given } as ResolvedTransportOptions;
-  resolved.prefetch ??= Math.min(resolved.concurrency, 1_000);
+  // Half the slots per call: two calls overlap, one refilling slots while the other's reply travels.
+  resolved.prefetch ??= Math.min(Math.ceil(resolved.concurrency / 2), 1_000);
   if (given.backoff) {
     const backoff = given.backoff as BackoffOptions;
     resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff };

@@ -9,6 +9,7 @@ import { errorMessage, OutageReporter, sleep, type TaskLogger } from './logger.j
 import { requeueProcessing } from './requeue.js';
 import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
 import type { RedisConnection, TaskRedis } from './scripts.js';
+import { LazyAbort } from './lazy-abort.js';
 import { Slots } from './slots.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
@@ -57,7 +58,7 @@ export interface WorkerOptions extends SettleOptions {
 interface InFlight {
   readonly keys: QueueKeys;
   readonly token: string;
-  readonly abort: AbortController;
+  readonly abort: LazyAbort;
   done?: Promise<void>;
   leaseLost?: boolean;
 }
@@ -257,7 +258,7 @@ export class TaskWorker {
 
   private dispatch(task: ClaimedTask): void {
     const id = inFlightId(task.keys, task.token);
-    const run: InFlight = { keys: task.keys, token: task.token, abort: new AbortController() };
+    const run: InFlight = { keys: task.keys, token: task.token, abort: new LazyAbort() };
     this.inFlight.set(id, run);
     run.done = this.run(task, run).finally(() => {
       this.inFlight.delete(id);
@@ -298,7 +299,7 @@ export class TaskWorker {
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
     }
-    const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort.signal);
+    const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort);
     if (this.released || run.leaseLost) {
       // The task was returned to its queue (shutdown) or recovered elsewhere (lease lost): it is not
       // ours to settle any more, and the fenced scripts would refuse it anyway.
@@ -376,7 +377,7 @@ export class TaskWorker {
     queue: string,
     attempt: number,
     maxAttempts: number,
-    signal: AbortSignal,
+    abort: LazyAbort,
   ): Promise<TaskOutcome> {
     try {
       return await this.executor({
@@ -389,7 +390,9 @@ export class TaskWorker {
         payload: envelope.payload,
         workerId: this.workerId,
         expectsReply: envelope.replyTo !== undefined,
-        signal,
+        get signal() {
+          return abort.signal;
+        },
       });
     } catch (error) {
       return { status: 'failed', error };

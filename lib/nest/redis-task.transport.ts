@@ -205,7 +205,9 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         maxAttempts: execution.maxAttempts,
         enqueuedAt: new Date(execution.enqueuedAt),
         workerId: execution.workerId,
-        signal: execution.signal,
+        get signal() {
+          return execution.signal; // made on first use
+        },
       },
     ]);
     try {

@@ -39,9 +39,9 @@ describe('options are validated at construction', () => {
       connection: 'redis://127.0.0.1:6379',
       prefix: 'tasks',
       concurrency: 10,
-      prefetch: 10,
+      prefetch: 5,
     });
-    expect(new RedisTaskTransport({ concurrency: 64 }).options.prefetch).toBe(64);
+    expect(new RedisTaskTransport({ concurrency: 64 }).options.prefetch).toBe(32);
     expect(new RedisTaskTransport({ concurrency: 64, prefetch: 4 }).options.prefetch).toBe(4);
     expect(transport.options.workerId).toMatch(/:\d+:[0-9a-f]{8}$/);
     expect(new RedisTaskClient().options).toMatchObject({ clientId: 'default', prefix: 'tasks' });
