@@ -34,3 +34,4 @@ export {
 } from './core/errors.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
 export { PrefixKeys, QueueKeys } from './core/keys.js';
+export { UnsafeRedisError, type EvictionPolicyCheck } from './core/guardrails.js';

@@ -16,6 +16,8 @@ export async function probe(url, timeoutMs = 1000) {
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
     enableOfflineQueue: false,
+    // A probe of a port nobody answers yet must not keep the process alive (default: a 2 s timer).
+    disconnectTimeout: 10,
   });
   redis.on('error', () => undefined);
   try {

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidOptionError } from './errors.js';
+import type { EvictionPolicyCheck } from './guardrails.js';
 import { describe } from './options-describe.js';
 import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
 
@@ -21,6 +22,11 @@ export interface RedisTaskCommonOptions {
   connection?: RedisTaskConnection;
   /** Key prefix shared by the producers and workers of one application. Default `tasks`. */
   prefix?: string;
+  /**
+   * What to do at start-up when Redis's `maxmemory-policy` is not `noeviction` (an evicting Redis can
+   * drop queued tasks): `warn` (default), `refuse` to start, or `off`.
+   */
+  evictionPolicy?: EvictionPolicyCheck;
 }
 
 export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
@@ -96,7 +102,7 @@ export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 
 
 export const DEFAULT_CONNECTION = 'redis://127.0.0.1:6379';
 
-const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks' };
+const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck };
 
 const CLIENT_DEFAULTS: ResolvedClientOptions = {
   ...COMMON_DEFAULTS,
@@ -169,7 +175,13 @@ const connection: Check = (option, value) => {
   }
 };
 
-const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name };
+const evictionPolicy: Check = (option, value) => {
+  if (value !== 'warn' && value !== 'refuse' && value !== 'off') {
+    throw new InvalidOptionError(option, `must be "warn", "refuse" or "off", got ${describe(value)}`);
+  }
+};
+
+const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy };
 
 const CLIENT_CHECKS: Record<string, Check> = {
   ...COMMON_CHECKS,

@@ -4,6 +4,7 @@ import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microser
 import type { ReplyMessage } from '../core/claimed-task.js';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
 import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
+import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer.js';
@@ -159,7 +160,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       batchChunkSize: this.options.batchChunkSize,
       dedupTtlMs: this.options.deduplicationTtlMs,
     });
-    await connection.redis.ping();
+    try {
+      await connection.redis.ping();
+      await checkServer(connection.redis, this.options.evictionPolicy, this.log);
+    } catch (error) {
+      // A refused start leaves nothing open behind it.
+      this.connection = undefined;
+      this.producer = undefined;
+      await closeConnection(connection);
+      throw error;
+    }
     return connection.redis;
   }
 

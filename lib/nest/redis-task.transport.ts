@@ -4,6 +4,7 @@ import { Server, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
 import { InvalidOptionError } from '../core/errors.js';
+import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
@@ -56,6 +57,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       const { redis } = this.connection;
       watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
       await redis.ping();
+      await checkServer(redis, this.options.evictionPolicy, this.log);
       const keys = new PrefixKeys(this.options.prefix);
       const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
       this.reaper = new TaskReaper(

@@ -1,0 +1,59 @@
+import type { Redis } from 'ioredis';
+import { RedisTaskError } from './errors.js';
+import type { TaskLogger } from './logger.js';
+import type { RedisConnection } from './scripts.js';
+
+/** What to do when Redis may evict keys (`maxmemory-policy` other than `noeviction`). */
+export type EvictionPolicyCheck = 'warn' | 'refuse' | 'off';
+
+/** The Redis server cannot hold tasks safely (too old, or allowed to evict them). Thrown at start-up. */
+export class UnsafeRedisError extends RedisTaskError {
+  constructor(code: 'REDIS_TOO_OLD' | 'UNSAFE_EVICTION_POLICY', message: string) {
+    super(code, `nestjs-redis-tasks: ${message}`);
+  }
+}
+
+export const MINIMUM_REDIS_VERSION = '6.2.0';
+
+/** True when `version` (e.g. "7.0.15") is at least `minimum`. */
+export function versionAtLeast(version: string, minimum: string): boolean {
+  const parse = (v: string) => v.split('.').map((part) => Number.parseInt(part, 10) || 0);
+  const [a, b] = [parse(version), parse(minimum)];
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) > (b[i] ?? 0);
+  }
+  return true;
+}
+
+/**
+ * Start-up checks: Redis ≥ 6.2 (BLMOVE, LPOP with a count), and a `maxmemory-policy` that never
+ * evicts keys (an evicting Redis can drop queued tasks). A server that hides CONFIG (a managed Redis,
+ * an ACL) is trusted on the policy, and that is logged.
+ */
+export async function checkServer(connection: RedisConnection, evictionPolicy: EvictionPolicyCheck, logger: TaskLogger): Promise<void> {
+  const redis = connection as Redis;
+  const info = await redis.info('server');
+  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '0';
+  if (!versionAtLeast(version, MINIMUM_REDIS_VERSION)) {
+    throw new UnsafeRedisError('REDIS_TOO_OLD', `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`);
+  }
+  if (evictionPolicy === 'off') {
+    return;
+  }
+  let policy: string | undefined;
+  try {
+    const reply = (await redis.config('GET', 'maxmemory-policy')) as unknown;
+    policy = Array.isArray(reply) ? String(reply[1]) : (reply as Record<string, string>)['maxmemory-policy'];
+  } catch {
+    logger.warn('could not read maxmemory-policy (CONFIG is not allowed here): make sure it is noeviction');
+    return;
+  }
+  if (policy === undefined || policy === 'noeviction') {
+    return;
+  }
+  const message = `Redis maxmemory-policy is "${policy}": under memory pressure Redis may evict queued tasks; set maxmemory-policy noeviction`;
+  if (evictionPolicy === 'refuse') {
+    throw new UnsafeRedisError('UNSAFE_EVICTION_POLICY', `${message} (refused because evictionPolicy is "refuse")`);
+  }
+  logger.warn(message);
+}
