@@ -311,7 +311,7 @@ export class TaskWorker {
       if (envelope.replyTo === undefined && envelope.dedupKey === undefined && loop && !this.released) {
         // The common case rides on the claim loop's next call (acknowledged in batches).
         void loop.acknowledge(task.token).then((held) => {
-          if (!held) this.logger.warn(`task ${envelope.id} of "${queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
+          if (!held) this.warnLeaseLost(task, envelope);
         });
         return;
       }
@@ -354,9 +354,7 @@ export class TaskWorker {
       try {
         const settled = await write();
         if (!settled) {
-          this.logger.warn(
-            `task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`,
-          );
+          this.warnLeaseLost(task, envelope);
         }
         return settled;
       } catch (error) {
@@ -370,6 +368,12 @@ export class TaskWorker {
         await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
       }
     }
+  }
+
+  private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope): void {
+    this.logger.warn(
+      `task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`,
+    );
   }
 
   private async execute(
