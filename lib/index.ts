@@ -19,6 +19,7 @@ export {
   DEFAULT_CONNECTION,
   type RedisTaskClientOptions,
   type RedisTaskCommonOptions,
+  type DurabilityOptions,
   type RedisTaskConnection,
   type RedisTaskTransportOptions,
 } from './core/options.js';
@@ -30,8 +31,10 @@ export {
   NonRetryableTaskError,
   PayloadTooLargeError,
   RedisTaskError,
+  ReplicationTimeoutError,
   ReplyTimeoutError,
+  ShardCountMismatchError,
 } from './core/errors.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
-export { PrefixKeys, QueueKeys } from './core/keys.js';
+export { MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/guardrails.js';

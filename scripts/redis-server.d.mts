@@ -17,5 +17,5 @@ export interface FoundRedis {
 export function probe(url: string, timeoutMs?: number): Promise<string | undefined>;
 export function freePort(): Promise<number>;
 export function hasRedisServer(): boolean;
-export function startRedisServer(extraArgs?: string[], port?: number): Promise<RedisServer>;
+export function startRedisServer(extraArgs?: string[], port?: number, configFile?: string): Promise<RedisServer>;
 export function findRedis(): Promise<FoundRedis>;

@@ -50,13 +50,22 @@ export function hasRedisServer() {
 
 /**
  * Starts redis-server on a loopback port (a free one unless given) with the given extra arguments;
- * returns { url, port, pid, stop, kill } (kill: SIGKILL, as a crash).
+ * returns { url, port, pid, stop, kill } (kill: SIGKILL, as a crash). With `configFile` (which
+ * redis-server wants first), it is started from that file, e.g. as a Sentinel with `--sentinel`.
  */
-export async function startRedisServer(extraArgs = [], port = undefined) {
+export async function startRedisServer(extraArgs = [], port = undefined, configFile = undefined) {
   port ??= await freePort();
   const child = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
+    [
+      ...(configFile ? [configFile] : []),
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      ...(extraArgs.includes('--sentinel') ? [] : ['--save', '', '--appendonly', 'no']),
+      ...extraArgs,
+    ],
     { stdio: 'ignore', detached: false },
   );
   const url = `redis://127.0.0.1:${port}`;

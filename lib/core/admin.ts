@@ -1,6 +1,7 @@
 import { encodeEntry } from './codec.js';
 import type { DeadLetterRecord } from './dead-letter.js';
-import type { PrefixKeys } from './keys.js';
+import type { PrefixKeys, QueueKeys } from './keys.js';
+import type { ShardCounts } from './shard-counts.js';
 import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
@@ -16,12 +17,20 @@ export interface RequeueDeadLettersResult {
 
 const CHUNK = 500;
 
-/** Dead-letter operations on a queue (Nest-agnostic; `RedisTaskAdmin` exposes them in Nest). */
+/**
+ * Dead-letter operations on a queue (Nest-agnostic; `RedisTaskAdmin` exposes them in Nest). A sharded
+ * queue's shards are read in shard order, as one list; the shard count is the one on record in Redis.
+ */
 export class TaskAdmin {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
+    private readonly layouts: ShardCounts,
   ) {}
+
+  private async shards(queue: string): Promise<readonly QueueKeys[]> {
+    return (await this.layouts.layout(queue)).shards;
+  }
 
   /** Queues that have had a worker under this prefix. */
   async queues(): Promise<string[]> {
@@ -30,12 +39,24 @@ export class TaskAdmin {
 
   /** Dead letters of a queue, newest first. */
   async listDeadLetters(queue: string, { offset = 0, limit = 100 } = {}): Promise<DeadLetterRecord[]> {
-    const raw = await this.redis.lrange(this.keys.queue(queue).deadLetters, offset, offset + limit - 1);
-    return raw.map((record) => parseRecord(record));
+    const records: DeadLetterRecord[] = [];
+    let skip = offset;
+    for (const keys of await this.shards(queue)) {
+      if (records.length >= limit) break;
+      const raw = await this.redis.lrange(keys.deadLetters, skip, skip + limit - records.length - 1);
+      records.push(...raw.map((record) => parseRecord(record)));
+      // Records of this shard that the offset skipped; the rest of the offset applies to the next shard.
+      skip = raw.length > 0 ? 0 : Math.max(0, skip - (await this.redis.llen(keys.deadLetters)));
+    }
+    return records;
   }
 
   async countDeadLetters(queue: string): Promise<number> {
-    return this.redis.llen(this.keys.queue(queue).deadLetters);
+    let count = 0;
+    for (const keys of await this.shards(queue)) {
+      count += await this.redis.llen(keys.deadLetters);
+    }
+    return count;
   }
 
   /**
@@ -44,8 +65,19 @@ export class TaskAdmin {
    * operators requeue it at the same time).
    */
   async requeueDeadLetters(queue: string, selection: DeadLetterSelection): Promise<RequeueDeadLettersResult> {
-    const keys = this.keys.queue(queue);
-    const selected = await this.select(queue, selection);
+    let requeued = 0;
+    let skipped = 0;
+    // A dead letter goes back to the shard it died in, which is its client's shard.
+    for (const keys of await this.shards(queue)) {
+      const result = await this.requeueShard(keys, selection);
+      requeued += result.requeued;
+      skipped += result.skipped;
+    }
+    return { requeued, skipped };
+  }
+
+  private async requeueShard(keys: QueueKeys, selection: DeadLetterSelection): Promise<RequeueDeadLettersResult> {
+    const selected = await this.select(keys, selection);
     let requeued = 0;
     let skipped = 0;
     for (let start = 0; start < selected.length; start += CHUNK) {
@@ -75,22 +107,23 @@ export class TaskAdmin {
 
   /** Deletes selected dead letters; resolves with how many were removed. */
   async purgeDeadLetters(queue: string, selection: DeadLetterSelection): Promise<number> {
-    const key = this.keys.queue(queue).deadLetters;
-    if (selection === 'all') {
-      const count = await this.redis.llen(key);
-      await this.redis.del(key);
-      return count;
-    }
-    const selected = await this.select(queue, selection);
     let removed = 0;
-    for (const { raw } of selected) {
-      removed += await this.redis.lrem(key, 1, raw);
+    for (const keys of await this.shards(queue)) {
+      const key = keys.deadLetters;
+      if (selection === 'all') {
+        removed += await this.redis.llen(key);
+        await this.redis.del(key);
+        continue;
+      }
+      for (const { raw } of await this.select(keys, selection)) {
+        removed += await this.redis.lrem(key, 1, raw);
+      }
     }
     return removed;
   }
 
-  private async select(queue: string, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
-    const all = await this.redis.lrange(this.keys.queue(queue).deadLetters, 0, -1);
+  private async select(keys: QueueKeys, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
+    const all = await this.redis.lrange(keys.deadLetters, 0, -1);
     const wanted = selection === 'all' ? undefined : new Set(selection.ids);
     return all
       .map((raw) => ({ raw, record: parseRecord(raw) }))

@@ -94,3 +94,48 @@ export class NonRetryableTaskError extends RedisTaskError {
 export function isNonRetryable(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'NON_RETRYABLE';
 }
+
+/**
+ * A producer or worker is configured with a `shards` count other than the one the queue was first used
+ * with. Refused, because a different count would look for tasks in other shards and leave some unseen.
+ */
+export class ShardCountMismatchError extends RedisTaskError {
+  constructor(
+    readonly queue: string,
+    /** The count on record in Redis. */
+    readonly recorded: number,
+    /** The count this process is configured with. */
+    readonly configured: number,
+    /** The key holding the record (delete it only once every shard of the queue is empty). */
+    readonly recordKey: string,
+  ) {
+    super(
+      'SHARD_COUNT_MISMATCH',
+      `nestjs-redis-tasks: queue "${queue}" is spread over ${recorded} shard(s), but this process is configured with shards: ${configured}. ` +
+        `Another count would leave tasks in shards it does not look at. Use shards: ${recorded}, or drain the queue, stop its producers and workers, ` +
+        `delete the key "${recordKey}" and start again with the new count.`,
+    );
+  }
+}
+
+/**
+ * `emit`/`emitBatch` with `durability` set: Redis accepted the tasks, but fewer replicas than asked
+ * confirmed them within the timeout. The tasks are enqueued (and may run), but a failover before the
+ * replicas catch up could lose them: retry (with a deduplication key to stay idempotent) or alert.
+ */
+export class ReplicationTimeoutError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    /** Replicas that confirmed. */
+    readonly acknowledged: number,
+    readonly required: number,
+    readonly timeoutMs: number,
+    /** Ids of the tasks written to the primary. */
+    readonly taskIds: readonly string[],
+  ) {
+    super(
+      'REPLICATION_TIMEOUT',
+      `nestjs-redis-tasks: ${taskIds.length} task(s) of "${pattern}" were written to the primary, but only ${acknowledged} of ${required} replica(s) confirmed them within ${timeoutMs} ms`,
+    );
+  }
+}

@@ -1,5 +1,6 @@
-import type { Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { RedisTaskError } from './errors.js';
+import type { QueueLayout } from './keys.js';
 import type { TaskLogger } from './logger.js';
 import type { RedisConnection } from './scripts.js';
 
@@ -8,7 +9,7 @@ export type EvictionPolicyCheck = 'warn' | 'refuse' | 'off';
 
 /** The Redis server cannot hold tasks safely (too old, or allowed to evict them). Thrown at start-up. */
 export class UnsafeRedisError extends RedisTaskError {
-  constructor(code: 'REDIS_TOO_OLD' | 'UNSAFE_EVICTION_POLICY', message: string) {
+  constructor(code: 'REDIS_TOO_OLD' | 'UNSAFE_EVICTION_POLICY' | 'CLUSTER_KEY_LAYOUT', message: string) {
     super(code, `nestjs-redis-tasks: ${message}`);
   }
 }
@@ -28,10 +29,16 @@ export function versionAtLeast(version: string, minimum: string): boolean {
 /**
  * Start-up checks: Redis ≥ 6.2 (BLMOVE, LPOP with a count), and a `maxmemory-policy` that never
  * evicts keys (an evicting Redis can drop queued tasks). A server that hides CONFIG (a managed Redis,
- * an ACL) is trusted on the policy, and that is logged.
+ * an ACL) is trusted on the policy, and that is logged. On a Cluster every primary is checked.
  */
 export async function checkServer(connection: RedisConnection, evictionPolicy: EvictionPolicyCheck, logger: TaskLogger): Promise<void> {
-  const redis = connection as Redis;
+  const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
+  for (const node of nodes) {
+    await checkNode(node, evictionPolicy, logger);
+  }
+}
+
+async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logger: TaskLogger): Promise<void> {
   const info = await redis.info('server');
   const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '0';
   if (!versionAtLeast(version, MINIMUM_REDIS_VERSION)) {
@@ -56,4 +63,39 @@ export async function checkServer(connection: RedisConnection, evictionPolicy: E
     throw new UnsafeRedisError('UNSAFE_EVICTION_POLICY', `${message} (refused because evictionPolicy is "refuse")`);
   }
   logger.warn(message);
+}
+
+/**
+ * On a Cluster: asks the cluster which slot each kind of key of every shard maps to, and refuses to
+ * start unless all of a shard's keys share one slot (every script must touch one slot). Logs which
+ * primaries a sharded queue's shards live on, and warns when they share fewer primaries than they could.
+ */
+export async function checkClusterLayout(connection: RedisConnection, layout: QueueLayout, logger: TaskLogger): Promise<void> {
+  if (!(connection instanceof Cluster)) {
+    return;
+  }
+  const owners = new Set<string>();
+  for (const shard of layout.shards) {
+    const samples = [shard.ring, shard.pending('client'), shard.priority('client'), shard.processing('worker'), shard.dedup('key'), shard.result('id')];
+    for (const key of samples) {
+      const slot = Number(await connection.call('CLUSTER', 'KEYSLOT', key));
+      if (slot !== shard.slot) {
+        throw new UnsafeRedisError(
+          'CLUSTER_KEY_LAYOUT',
+          `key "${key}" of queue "${layout.queue}" maps to cluster slot ${slot}, not ${shard.slot} like the rest of its shard: scripts would fail with CROSSSLOT`,
+        );
+      }
+    }
+    const owner = connection.slots[shard.slot]?.[0];
+    if (owner) owners.add(owner);
+  }
+  if (layout.shardCount > 1) {
+    const primaries = connection.nodes('master').length;
+    const message = `queue "${layout.queue}": ${layout.shardCount} shard(s) on ${owners.size} of ${primaries} primaries (${[...owners].sort().join(', ')})`;
+    if (owners.size < Math.min(layout.shardCount, primaries)) {
+      logger.warn(`${message}; the cluster's slots are not split evenly, so some primaries carry more shards`);
+    } else {
+      logger.log(message);
+    }
+  }
 }

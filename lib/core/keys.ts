@@ -1,14 +1,24 @@
+import { fnv1a, hashSlot, SLOT_COUNT } from './hash-slot.js';
+
+/** Most shards one queue may be spread over. */
+export const MAX_SHARDS = 256;
+
 /**
  * The one place that spells Redis key names.
  *
- * Every key of a queue starts with the hash tag `{prefix:queue}`, so all of a queue's keys live in one
- * Redis Cluster slot and every Lua script touches one slot. Different queues hash to different slots.
- * The queue name is a Nest pattern; the characters that would end or open a hash tag early are
- * percent-encoded so a pattern can never move its keys to another slot.
+ * Every key of a queue (of one shard of a queue, when it is sharded) starts with one hash tag, so all
+ * of them live in one Redis Cluster slot and every Lua script touches one slot. An unsharded queue's
+ * tag is `{prefix:queue}`; shard k of N has `{prefix:queue%sk.j}`, where j is the first number that
+ * puts the tag's slot in the k-th of N equal ranges of the slot space, so N shards land on N different
+ * primaries of a cluster whose slots are split evenly (as `redis-cli --cluster create` does). The queue
+ * name is a Nest pattern; `%`, `{` and `}` in it are percent-encoded, so a pattern can never move its
+ * keys to another slot, and `%s` never occurs in an encoded name.
  */
 export class QueueKeys {
-  /** The `{prefix:queue}` hash tag shared by every key of this queue. */
+  /** The hash tag shared by every key of this queue (shard). */
   readonly tag: string;
+  /** The Redis Cluster slot of every key of this queue (shard). */
+  readonly slot: number;
   /** Clients that have pending tasks, rotated round-robin by claims (list of client ids). */
   readonly ring: string;
   /** Workers consuming this queue, scored by their lease expiry (sorted set, Redis time in ms). */
@@ -33,8 +43,13 @@ export class QueueKeys {
   constructor(
     readonly prefix: string,
     readonly queue: string,
+    /** This shard's index (0 for an unsharded queue). */
+    readonly shard = 0,
+    /** How many shards the queue is spread over. */
+    readonly shardCount = 1,
   ) {
-    this.tag = `{${prefix}:${encodeQueueName(queue)}}`;
+    this.tag = shardTag(prefix, queue, shard, shardCount);
+    this.slot = hashSlot(this.tag);
     this.ring = `${this.tag}:ring`;
     this.workers = `${this.tag}:workers`;
     this.sequence = `${this.tag}:sequence`;
@@ -84,13 +99,47 @@ export class QueueKeys {
   }
 }
 
+/** The shards of one queue, and which shard each client lives in. */
+export class QueueLayout {
+  readonly shards: readonly QueueKeys[];
+
+  constructor(prefix: string, readonly queue: string, readonly shardCount: number) {
+    this.shards = Array.from({ length: shardCount }, (_, shard) => new QueueKeys(prefix, queue, shard, shardCount));
+  }
+
+  /** The shard of a client: all its tasks live there, so its FIFO order and cap hold as unsharded. */
+  shardOf(clientId: string): QueueKeys {
+    return this.shardCount === 1 ? this.shards[0] : this.shards[fnv1a(clientId) % this.shardCount];
+  }
+}
+
 /** Keys that do not belong to one queue. */
 export class PrefixKeys {
   /** Names of the queues that have had a worker (set), so reapers and admin tools can find them. */
   readonly queues: string;
+  private readonly layouts = new Map<string, QueueLayout>();
 
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
+  }
+
+  /**
+   * The shard count a queue was first used with (string, in the unsharded tag): producers and workers
+   * configured with another count are refused, so changing it can never hide tasks in other shards.
+   */
+  shardCount(queue: string): string {
+    return `{${this.prefix}:${encodeQueueName(queue)}}:shards`;
+  }
+
+  /** The keys of a queue spread over `shardCount` shards (cached: building them hashes tags). */
+  layout(queue: string, shardCount: number): QueueLayout {
+    const id = `${shardCount}:${queue}`;
+    let layout = this.layouts.get(id);
+    if (!layout) {
+      layout = new QueueLayout(this.prefix, queue, shardCount);
+      this.layouts.set(id, layout);
+    }
+    return layout;
   }
 
   /** The pub/sub channel on which a client instance receives `send()` results. */
@@ -98,8 +147,26 @@ export class PrefixKeys {
     return `${this.prefix}:replies:${clientInstanceId}`;
   }
 
+  /** The keys of an unsharded queue (also where a sharded queue records its shard count). */
   queue(queue: string): QueueKeys {
-    return new QueueKeys(this.prefix, queue);
+    return this.layout(queue, 1).shards[0];
+  }
+}
+
+/** The hash tag of shard `shard` of `shardCount` (see QueueKeys). */
+export function shardTag(prefix: string, queue: string, shard: number, shardCount: number): string {
+  const base = `${prefix}:${encodeQueueName(queue)}`;
+  if (shardCount === 1) {
+    return `{${base}}`;
+  }
+  const low = Math.floor((shard * SLOT_COUNT) / shardCount);
+  const high = Math.floor(((shard + 1) * SLOT_COUNT) / shardCount);
+  for (let j = 0; ; j++) {
+    const tag = `{${base}%s${shard}.${j}}`;
+    const slot = hashSlot(tag);
+    if (slot >= low && slot < high) {
+      return tag;
+    }
   }
 }
 

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { InvalidOptionError } from './errors.js';
+import { MAX_SHARDS } from './keys.js';
 import type { EvictionPolicyCheck } from './guardrails.js';
 import { describe } from './options-describe.js';
 import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
@@ -27,6 +28,20 @@ export interface RedisTaskCommonOptions {
    * drop queued tasks): `warn` (default), `refuse` to start, or `off`.
    */
   evictionPolicy?: EvictionPolicyCheck;
+  /**
+   * Spread each queue over this many hash tags (shards), so the nodes of a Redis Cluster share one
+   * queue's load; a client's tasks all live in one shard. Producers and workers of a queue must agree:
+   * a process configured with another count than the queue was first used with is refused. Default 1.
+   */
+  shards?: number;
+}
+
+/** Wait for replicas to confirm each enqueue (Redis `WAIT`). */
+export interface DurabilityOptions {
+  /** Replicas that must confirm the write. */
+  replicas: number;
+  /** How long to wait for them before failing with `ReplicationTimeoutError`. */
+  timeoutMs: number;
 }
 
 export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
@@ -43,6 +58,12 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
    * as soon as its task is acknowledged or dead-lettered). Default 24 h.
    */
   deduplicationTtlMs?: number;
+  /**
+   * When set, `emit`/`emitBatch` resolve only once this many replicas confirmed the tasks (`WAIT`, in
+   * the same round trip as the enqueue), and fail with `ReplicationTimeoutError` otherwise. Default: off
+   * (resolve once the primary accepted them).
+   */
+  durability?: DurabilityOptions;
 }
 
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
@@ -92,8 +113,9 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   clientConcurrency?: number;
 }
 
-export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection'>> & {
+export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
   connection: RedisTaskConnection;
+  durability?: DurabilityOptions;
 };
 export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 'connection' | 'backoff'>> & {
   connection: RedisTaskConnection;
@@ -102,7 +124,7 @@ export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 
 
 export const DEFAULT_CONNECTION = 'redis://127.0.0.1:6379';
 
-const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck };
+const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck, shards: 1 };
 
 const CLIENT_DEFAULTS: ResolvedClientOptions = {
   ...COMMON_DEFAULTS,
@@ -181,7 +203,21 @@ const evictionPolicy: Check = (option, value) => {
   }
 };
 
-const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy };
+const durability: Check = (option, value) => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidOptionError(option, `must be { replicas, timeoutMs }, got ${describe(value)}`);
+  }
+  const given = value as Record<string, unknown>;
+  for (const key of Object.keys(given)) {
+    if (key !== 'replicas' && key !== 'timeoutMs') {
+      throw new InvalidOptionError(`${option}.${key}`, 'is not a known durability option (known: replicas, timeoutMs)');
+    }
+  }
+  integer(1, 1_000)(`${option}.replicas`, given.replicas);
+  integer(1, 3_600_000)(`${option}.timeoutMs`, given.timeoutMs);
+};
+
+const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy, shards: integer(1, MAX_SHARDS) };
 
 const CLIENT_CHECKS: Record<string, Check> = {
   ...COMMON_CHECKS,
@@ -190,6 +226,7 @@ const CLIENT_CHECKS: Record<string, Check> = {
   replyTimeoutMs: integer(0),
   batchChunkSize: integer(1, 10_000),
   deduplicationTtlMs: integer(1),
+  durability,
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
-import { InvalidTaskError, PayloadTooLargeError } from './errors.js';
-import type { PrefixKeys, QueueKeys } from './keys.js';
+import { InvalidTaskError, PayloadTooLargeError, ReplicationTimeoutError } from './errors.js';
+import type { QueueKeys, QueueLayout } from './keys.js';
+import type { DurabilityOptions } from './options.js';
+import type { ShardCounts } from './shard-counts.js';
 import type { BackoffOptions } from './retry-policy.js';
 import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
@@ -44,6 +46,8 @@ export interface ProducerOptions {
   readonly batchChunkSize: number;
   /** Default TTL of deduplication keys (ms). */
   readonly dedupTtlMs: number;
+  /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
+  readonly durability?: DurabilityOptions;
 }
 
 export function newTaskId(): string {
@@ -54,14 +58,14 @@ export function newTaskId(): string {
 const NO_KEY = 4;
 
 /**
- * Enqueues tasks durably: the promise resolves only once Redis has written them. Every item is checked
- * before anything is sent; each chunk of `batchChunkSize` items is one script call (one round trip,
- * all or nothing).
+ * Enqueues tasks durably: the promise resolves only once Redis has written them (and, with
+ * `durability`, once enough replicas confirmed). Every item is checked before anything is sent; each
+ * chunk of `batchChunkSize` items of one shard is one script call (one round trip, all or nothing).
  */
 export class TaskProducer {
   constructor(
     private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
+    private readonly layouts: ShardCounts,
     private readonly options: ProducerOptions,
   ) {}
 
@@ -69,14 +73,43 @@ export class TaskProducer {
     if (items.length === 0) {
       return [];
     }
-    const queueKeys = this.keys.queue(queue);
     const now = Date.now();
     const batch = items.length > 1;
     const prepared = items.map((item, index) => this.prepare(item, now, batch ? index : undefined));
+    const layout = await this.layouts.layout(queue);
+    if (layout.shardCount === 1) {
+      return this.enqueueShard(layout.shards[0], prepared);
+    }
+    // Each shard is its own slot (possibly its own node): one call per shard, receipts in item order.
+    const byShard = new Map<QueueKeys, number[]>();
+    prepared.forEach((task, index) => {
+      const shard = layout.shardOf(task.clientId);
+      const indexes = byShard.get(shard);
+      if (indexes) indexes.push(index);
+      else byShard.set(shard, [index]);
+    });
+    const receipts: EnqueueReceipt[] = new Array<EnqueueReceipt>(prepared.length);
+    await Promise.all(
+      [...byShard].map(async ([shard, indexes]) => {
+        const shardReceipts = await this.enqueueShard(shard, indexes.map((index) => prepared[index]));
+        indexes.forEach((index, i) => (receipts[index] = shardReceipts[i]));
+      }),
+    );
+    return receipts;
+  }
+
+  /** The layout this producer enqueues a queue's tasks with (checked against Redis on first use). */
+  layout(queue: string): QueueLayout | Promise<QueueLayout> {
+    return this.layouts.layout(queue);
+  }
+
+  private async enqueueShard(keys: QueueKeys, prepared: Prepared[]): Promise<EnqueueReceipt[]> {
+    if (prepared.length <= this.options.batchChunkSize) {
+      return this.enqueueChunk(keys, prepared);
+    }
     const receipts: EnqueueReceipt[] = [];
     for (let start = 0; start < prepared.length; start += this.options.batchChunkSize) {
-      const chunk = prepared.slice(start, start + this.options.batchChunkSize);
-      receipts.push(...(await this.enqueueChunk(queueKeys, chunk)));
+      receipts.push(...(await this.enqueueChunk(keys, prepared.slice(start, start + this.options.batchChunkSize))));
     }
     return receipts;
   }
@@ -96,11 +129,46 @@ export class TaskProducer {
         task.id,
       );
     }
-    const results = await this.redis.enqueueTasks(...(scriptKeys.args as [number]), ...args);
+    const results = this.options.durability
+      ? await this.enqueueReplicated(keys, chunk, scriptKeys, args, this.options.durability)
+      : await this.redis.enqueueTasks(...(scriptKeys.args as [number]), ...args);
     return chunk.map((task, i) => {
       const holder = results[i];
       return holder === 0 || holder === undefined ? { id: task.id, duplicate: false } : { id: String(holder), duplicate: true };
     });
+  }
+
+  /**
+   * The enqueue and a WAIT in one pipeline (one round trip): both go to the node holding the shard's
+   * slot, and WAIT covers the writes made on that connection before it.
+   */
+  private async enqueueReplicated(
+    keys: QueueKeys,
+    chunk: Prepared[],
+    scriptKeys: ScriptKeys,
+    args: (string | number)[],
+    { replicas, timeoutMs }: DurabilityOptions,
+  ): Promise<(0 | string)[]> {
+    const pipeline = this.redis.pipeline() as unknown as {
+      enqueueTasks(...args: (string | number)[]): unknown;
+      wait(replicas: number, timeout: number): unknown;
+      exec(): Promise<[Error | null, unknown][] | null>;
+    };
+    pipeline.enqueueTasks(...scriptKeys.args, ...args);
+    pipeline.wait(replicas, timeoutMs);
+    const replies = await pipeline.exec();
+    const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
+    if (enqueueError) {
+      throw enqueueError;
+    }
+    const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
+    if (waitError) {
+      throw waitError;
+    }
+    if (Number(acknowledged) < replicas) {
+      throw new ReplicationTimeoutError(keys.queue, Number(acknowledged), replicas, timeoutMs, chunk.map((task) => task.id));
+    }
+    return results as (0 | string)[];
   }
 
   private prepare(item: EnqueueItem, now: number, index: number | undefined): Prepared {

@@ -5,6 +5,7 @@ import type { DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { TaskLogger } from './logger.js';
 import { requeueProcessing } from './requeue.js';
+import type { ShardCounts } from './shard-counts.js';
 import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
@@ -44,16 +45,17 @@ export class TaskReaper {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
+    private readonly layouts: ShardCounts,
     private readonly options: ReaperOptions,
     private readonly logger?: TaskLogger,
   ) {}
 
-  /** Sweeps the given queues, or every queue a worker ever registered under this prefix. */
+  /** Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix. */
   async sweep(queues?: readonly string[]): Promise<SweepResult> {
     const names = queues ?? (await this.redis.smembers(this.keys.queues));
     const total: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
-    for (const queue of names) {
-      const result = await this.sweepQueue(this.keys.queue(queue));
+    for (const keys of await this.shards(names)) {
+      const result = await this.sweepQueue(keys);
       total.recovered += result.recovered;
       total.promoted += result.promoted;
       total.deadLettered += result.deadLettered;
@@ -68,8 +70,7 @@ export class TaskReaper {
   /** Only promotes due delayed tasks of the given queues (cheap; used on the retry timer). */
   async promote(queues: readonly string[]): Promise<SweepResult> {
     const total: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
-    for (const queue of queues) {
-      const keys = this.keys.queue(queue);
+    for (const keys of await this.shards(queues)) {
       const { promoted, deadLettered, nextDueAt } = await this.promoteDue(keys, await this.now());
       total.promoted += promoted;
       total.deadLettered += deadLettered;
@@ -78,6 +79,11 @@ export class TaskReaper {
       }
     }
     return total;
+  }
+
+  private async shards(queues: readonly string[]): Promise<QueueKeys[]> {
+    const layouts = await this.layouts.layouts(queues);
+    return layouts.flatMap((layout) => layout.shards);
   }
 
   private async sweepQueue(keys: QueueKeys): Promise<SweepResult> {

@@ -130,6 +130,7 @@ export interface TaskCommands {
   forgetWorker(workers: string, processing: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
 }
 
 export type RedisConnection = Redis | Cluster;

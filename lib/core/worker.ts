@@ -10,6 +10,7 @@ import { requeueProcessing } from './requeue.js';
 import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
 import type { RedisConnection, TaskRedis } from './scripts.js';
 import { LazyAbort } from './lazy-abort.js';
+import type { ShardCounts } from './shard-counts.js';
 import { Slots } from './slots.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
@@ -66,8 +67,8 @@ interface InFlight {
 const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
 
 /**
- * A worker: holds a lease in every queue it consumes (renewed by its heartbeat), runs one claim loop
- * per queue over shared handler slots, and settles each task through fenced scripts: acknowledge,
+ * A worker: holds a lease in every queue (shard) it consumes (renewed by its heartbeat), runs one claim
+ * loop per queue shard over shared handler slots, and settles each task through fenced scripts: acknowledge,
  * retry with backoff, or dead letters.
  */
 export class TaskWorker {
@@ -76,7 +77,7 @@ export class TaskWorker {
   private readonly blocking: RedisConnection[] = [];
   private readonly inFlight = new Map<string, InFlight>();
   private readonly heartbeatOutage: OutageReporter;
-  /** Tokens seen in a processing hash without a running task at the previous heartbeat, per queue. */
+  /** Tokens seen in a processing hash without a running task at the previous heartbeat, per shard. */
   private readonly orphanSuspects = new Map<string, Set<string>>();
   private queues: QueueKeys[] = [];
   private heartbeat: NodeJS.Timeout | undefined;
@@ -88,6 +89,7 @@ export class TaskWorker {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
+    private readonly layouts: ShardCounts,
     private readonly options: WorkerOptions,
     private readonly executor: TaskExecutor,
     private readonly logger: TaskLogger,
@@ -115,7 +117,9 @@ export class TaskWorker {
    * same id was interrupted), then starts claiming.
    */
   async start(queues: readonly string[]): Promise<void> {
-    this.queues = queues.map((queue) => this.keys.queue(queue));
+    // Every shard of every queue: the count is checked against the one on record first.
+    const layouts = await this.layouts.layouts(queues);
+    this.queues = layouts.flatMap((layout) => layout.shards);
     if (queues.length > 0) {
       await this.redis.sadd(this.keys.queues, ...queues);
     }
@@ -243,9 +247,9 @@ export class TaskWorker {
   }
 
   private async requeueOrphans(keys: QueueKeys, orphaned: string[]): Promise<void> {
-    const previous = this.orphanSuspects.get(keys.queue) ?? new Set<string>();
+    const previous = this.orphanSuspects.get(keys.tag) ?? new Set<string>();
     const confirmed = orphaned.filter((token) => previous.has(token));
-    this.orphanSuspects.set(keys.queue, new Set(orphaned.filter((token) => !previous.has(token))));
+    this.orphanSuspects.set(keys.tag, new Set(orphaned.filter((token) => !previous.has(token))));
     if (confirmed.length > 0) {
       const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
         countAttempt: false,
@@ -405,7 +409,8 @@ export class TaskWorker {
 }
 
 function inFlightId(keys: QueueKeys, token: string): string {
-  return `${keys.queue}\u0000${token}`;
+  // Tokens are unique per shard (each has its own sequence), so the shard's tag is part of the id.
+  return `${keys.tag}\u0000${token}`;
 }
 
 export type { ErrorRecord };

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type RequeueDeadLettersResult } from '../core/admin.js';
 import type { DeadLetterRecord } from '../core/dead-letter.js';
 import { PrefixKeys } from '../core/keys.js';
+import { ShardCounts } from '../core/shard-counts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
@@ -35,6 +36,7 @@ export class RedisTaskAdmin {
 
   private async core(): Promise<TaskAdmin> {
     const redis = await this.client.connect();
-    return new TaskAdmin(redis, new PrefixKeys(this.client.options.prefix));
+    const keys = new PrefixKeys(this.client.options.prefix);
+    return new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'));
   }
 }

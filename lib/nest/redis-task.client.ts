@@ -6,6 +6,7 @@ import { closeConnection, openBlockingConnection, openConnection, quit, type Own
 import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
 import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
+import { ShardCounts } from '../core/shard-counts.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer.js';
 import type { RedisConnection, TaskRedis } from '../core/scripts.js';
@@ -15,6 +16,7 @@ import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 interface PendingReply {
   readonly queue: string;
+  readonly clientId: string;
   readonly callback: (packet: WritePacket) => void;
   timer?: NodeJS.Timeout;
 }
@@ -122,7 +124,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
-    const pending: PendingReply = { queue, callback };
+    const item = this.toItem(packet.data);
+    const pending: PendingReply = { queue, clientId: item.clientId, callback };
     this.replies.set(id, pending);
     if (this.options.replyTimeoutMs > 0) {
       pending.timer = setTimeout(() => {
@@ -132,7 +135,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       }, this.options.replyTimeoutMs);
     }
     this.subscribeToReplies()
-      .then(() => this.requireProducer().enqueue(queue, [{ ...this.toItem(packet.data), id, replyTo: this.replyChannel }]))
+      .then(() => this.requireProducer().enqueue(queue, [{ ...item, id, replyTo: this.replyChannel }]))
       .then(([receipt]) => {
         // A refused duplicate never runs under this id: no reply would ever come.
         if (receipt.duplicate) {
@@ -155,10 +158,11 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const connection = openConnection(this.options.connection, 'tasks:client');
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
-    this.producer = new TaskProducer(connection.redis, this.keys, {
+    this.producer = new TaskProducer(connection.redis, new ShardCounts(connection.redis, this.keys, this.options.shards, this.log), {
       maxPayloadBytes: this.options.maxPayloadBytes,
       batchChunkSize: this.options.batchChunkSize,
       dedupTtlMs: this.options.deduplicationTtlMs,
+      durability: this.options.durability,
     });
     try {
       await connection.redis.ping();
@@ -242,11 +246,14 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
 
   private async fetchMissedReplies(): Promise<void> {
     const redis = this.connection?.redis;
-    if (!redis) {
+    const producer = this.producer;
+    if (!redis || !producer) {
       return;
     }
     for (const [id, pending] of [...this.replies]) {
-      const stored = await redis.get(this.keys.queue(pending.queue).result(id)).catch(() => null);
+      const stored = await Promise.resolve(producer.layout(pending.queue))
+        .then((layout) => redis.get(layout.shardOf(pending.clientId).result(id)))
+        .catch(() => null);
       if (stored !== null) {
         this.onReply(stored);
       }

@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { PrefixKeys } from '../core/keys.js';
+import { ShardCounts } from '../core/shard-counts.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
@@ -41,9 +42,12 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
 
   private async core(): Promise<TaskReaper> {
     const redis = await this.client.connect();
+    const keys = new PrefixKeys(this.client.options.prefix);
+    // Follows each queue's shard count on record, so one reaper serves sharded and unsharded queues.
     this.reaper ??= new TaskReaper(
       redis,
-      new PrefixKeys(this.client.options.prefix),
+      keys,
+      new ShardCounts(redis, keys, 'recorded'),
       { lockMs: 1_000, deadLetterCap: 10_000, resultTtlMs: 60_000 },
       this.logger,
     );

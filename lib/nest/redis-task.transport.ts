@@ -8,6 +8,7 @@ import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
+import { ShardCounts } from '../core/shard-counts.js';
 import { mergeRetry, validateRetry, type RetryPolicy } from '../core/retry-policy.js';
 import type { RedisConnection, TaskRedis } from '../core/scripts.js';
 import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker.js';
@@ -59,20 +60,23 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       await redis.ping();
       await checkServer(redis, this.options.evictionPolicy, this.log);
       const keys = new PrefixKeys(this.options.prefix);
+      const layouts = new ShardCounts(redis, keys, this.options.shards, this.log);
       const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
       this.reaper = new TaskReaper(
         redis,
         keys,
+        layouts,
         { lockMs: Math.max(1_000, this.options.heartbeatIntervalMs), deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs },
         this.log,
       );
       // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
       // worker still promotes delayed tasks of its own queues at their due time.
       this.schedule = new ReaperSchedule(this.reaper, this.options.reaperIntervalMs, () => queues, this.log);
-      await this.listenForDueTimes(redis, keys, queues);
+      await this.listenForDueTimes(redis, layouts, queues);
       this.worker = new TaskWorker(
         redis,
         keys,
+        layouts,
         {
           ...this.options,
           retryPolicy: (queue) => this.policies.get(queue) ?? base,
@@ -137,15 +141,17 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     return this.connection.redis as T;
   }
 
-  private async listenForDueTimes(redis: TaskRedis, keys: PrefixKeys, queues: readonly string[]): Promise<void> {
+  private async listenForDueTimes(redis: TaskRedis, layouts: ShardCounts, queues: readonly string[]): Promise<void> {
     if (queues.length === 0) {
       return;
     }
+    // Checks each queue's shard count against the one on record before anything else uses it.
+    const shards = (await layouts.layouts(queues)).flatMap((layout) => layout.shards);
     const subscriber = openBlockingConnection(redis, `tasks:worker:${this.options.workerId}:due`);
     this.dueSubscriber = subscriber;
     subscriber.on('error', () => undefined); // outages are reported once by the command connection
     subscriber.on('message', (_channel: string, dueAt: string) => this.schedule?.wakeAt(Number(dueAt)));
-    await subscriber.subscribe(...queues.map((queue) => keys.queue(queue).dueChannel));
+    await subscriber.subscribe(...shards.map((keys) => keys.dueChannel));
   }
 
   /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */

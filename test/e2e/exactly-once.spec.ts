@@ -61,9 +61,9 @@ describe('exactly once without faults', () => {
     expect(maxRunning).toBeGreaterThan(1);
     expect(byWorker.get('w-a')).toBeGreaterThan(0);
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
-    // Nothing but the worker registry, the token sequence and dead letters (none) remain.
+    // Nothing but the worker registry, the shard count, the token sequence and dead letters (none) remain.
     const left = (await keysUnder(redis, prefix)).map((key) => key.slice(queue.tag.length + 1)).sort();
-    expect(left).toEqual(['sequence', 'workers']);
+    expect(left).toEqual(['sequence', 'shards', 'workers']);
   });
 });
 

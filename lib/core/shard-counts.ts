@@ -1,0 +1,81 @@
+import { ShardCountMismatchError } from './errors.js';
+import { checkClusterLayout } from './guardrails.js';
+import type { TaskLogger } from './logger.js';
+import type { PrefixKeys, QueueLayout } from './keys.js';
+import type { TaskRedis } from './scripts.js';
+
+/**
+ * The shard layout of each queue. A producer or worker (`configured` count) records its count the
+ * first time a queue is used and is refused when Redis holds another; a reaper or admin tool
+ * (`'recorded'`) follows whatever count Redis holds. On a Cluster, the first check of a queue also
+ * checks its key layout against the cluster (see `checkClusterLayout`).
+ */
+export class ShardCounts {
+  private readonly verified = new Map<string, QueueLayout>();
+  private readonly checking = new Map<string, Promise<QueueLayout>>();
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly keys: PrefixKeys,
+    private readonly configured: number | 'recorded',
+    /** Where the Cluster layout check (made with the first check of each queue) logs. */
+    private readonly logger?: TaskLogger,
+  ) {}
+
+  /** The layout of a queue; a configured count is checked against Redis once per process and queue. */
+  layout(queue: string): QueueLayout | Promise<QueueLayout> {
+    const known = this.verified.get(queue);
+    if (known) {
+      return known;
+    }
+    if (this.configured === 'recorded') {
+      return this.recorded(queue);
+    }
+    let checking = this.checking.get(queue);
+    if (!checking) {
+      checking = this.verify(queue, this.configured).finally(() => this.checking.delete(queue));
+      this.checking.set(queue, checking);
+    }
+    return checking;
+  }
+
+  /**
+   * The layouts of several queues (a worker's patterns). Every count on record is read first, so a
+   * process refused for one queue records nothing for the others.
+   */
+  async layouts(queues: readonly string[]): Promise<QueueLayout[]> {
+    if (this.configured !== 'recorded') {
+      for (const queue of queues.filter((name) => !this.verified.has(name))) {
+        const recorded = await this.redis.get(this.keys.shardCount(queue));
+        if (recorded !== null && Number(recorded) !== this.configured) {
+          throw new ShardCountMismatchError(queue, Number(recorded), this.configured, this.keys.shardCount(queue));
+        }
+      }
+    }
+    return Promise.all(queues.map((queue) => this.layout(queue)));
+  }
+
+  private async verify(queue: string, configured: number): Promise<QueueLayout> {
+    const recorded = await this.record(queue, configured);
+    if (recorded !== configured) {
+      throw new ShardCountMismatchError(queue, recorded, configured, this.keys.shardCount(queue));
+    }
+    const layout = this.keys.layout(queue, configured);
+    if (this.logger) {
+      await checkClusterLayout(this.redis, layout, this.logger);
+    }
+    this.verified.set(queue, layout);
+    return layout;
+  }
+
+  private async recorded(queue: string): Promise<QueueLayout> {
+    const recorded = await this.redis.get(this.keys.shardCount(queue));
+    const count = Number(recorded ?? 1);
+    return this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1);
+  }
+
+  private record(queue: string, count: number): Promise<number> {
+    const unsharded = this.keys.queue(queue);
+    return this.redis.recordShardCount(this.keys.shardCount(queue), unsharded.ring, unsharded.delayed, unsharded.workers, count);
+  }
+}

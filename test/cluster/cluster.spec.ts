@@ -1,0 +1,213 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { Cluster } from 'ioredis';
+import { firstValueFrom } from 'rxjs';
+import { checkClusterLayout } from '../../lib/core/guardrails.js';
+import { hashSlot } from '../../lib/core/hash-slot.js';
+import {
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskClient,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  ShardCountMismatchError,
+  type RedisTaskClientOptions,
+  type RedisTaskTransportOptions,
+} from '../../lib/index.js';
+import { startProducer, startWorker } from '../support/nest.js';
+import { testPrefix, waitFor } from '../support/redis.js';
+import { startCluster } from '../support/topology.js';
+
+let cluster: Awaited<ReturnType<typeof startCluster>>;
+let redis: Cluster;
+const started: { close(): Promise<unknown> }[] = [];
+const handled = new Map<string, number>();
+const clientsSeen = new Set<string>();
+let failures = 0;
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('cluster.work')
+  work(@Payload() payload: { key: string }, @Ctx() ctx: RedisTaskContext): void {
+    handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
+    clientsSeen.add(ctx.getClientId());
+  }
+
+  @MessagePattern<string>('cluster.add')
+  add(@Payload() payload: { a: number; b: number }): number {
+    return payload.a + payload.b;
+  }
+
+  @EventPattern<string>('cluster.fail', { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 50 } })
+  fail(): void {
+    failures++;
+    throw new Error('always fails');
+  }
+}
+
+function connection(): { nodes: { host: string; port: number }[] } {
+  return { nodes: cluster.nodes };
+}
+
+async function worker(prefix: string, options: RedisTaskTransportOptions = {}) {
+  const app = await startWorker(prefix, [Handlers], { connection: connection(), ...options });
+  started.push(app.app);
+  return app;
+}
+
+async function producer(prefix: string, options: RedisTaskClientOptions = {}): Promise<RedisTaskClient> {
+  const { client, module } = await startProducer(prefix, { connection: connection(), ...options });
+  started.push(module);
+  return client;
+}
+
+beforeAll(async () => {
+  cluster = await startCluster(3);
+  redis = new Cluster(cluster.nodes);
+  await redis.ping();
+}, 60_000);
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  handled.clear();
+  clientsSeen.clear();
+  failures = 0;
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await cluster?.stop();
+});
+
+/** How many keys each primary holds (the servers are this suite's own). */
+async function keysPerPrimary(): Promise<number[]> {
+  return Promise.all(redis.nodes('master').map((node) => node.dbsize()));
+}
+
+describe('Redis Cluster (3 primaries)', () => {
+  it('maps every key of a queue shard to the slot its hash tag names, as the cluster computes it', async () => {
+    const keys = new PrefixKeys(testPrefix('slots'));
+    for (const layout of [keys.layout('a.b', 1), keys.layout('we{ird}%', 3)]) {
+      for (const shard of layout.shards) {
+        for (const key of [shard.ring, shard.pending('c1'), shard.processing('w1'), shard.delayed, shard.deadLetters, shard.result('x')]) {
+          expect(Number(await redis.call('CLUSTER', 'KEYSLOT', key))).toBe(shard.slot);
+        }
+        expect(hashSlot(shard.ring)).toBe(shard.slot);
+      }
+    }
+    // The shard count record lives in the unsharded tag.
+    expect(Number(await redis.call('CLUSTER', 'KEYSLOT', keys.shardCount('a.b')))).toBe(keys.queue('a.b').slot);
+  });
+
+  it('runs events, send() replies, retries into dead letters and admin requeue on a cluster connection', async () => {
+    const prefix = testPrefix('core');
+    await worker(prefix, { concurrency: 4 });
+    const client = await producer(prefix);
+    await firstValueFrom(client.emit('cluster.work', { key: 'one' }));
+    await waitFor(() => handled.get('one') === 1, 'the event to be handled');
+    expect(await firstValueFrom(client.send('cluster.add', { a: 2, b: 3 }))).toBe(5);
+    await firstValueFrom(client.emit('cluster.fail', {}));
+    const admin = new RedisTaskAdmin(client);
+    await waitFor(async () => (await admin.countDeadLetters('cluster.fail')) === 1, 'the failing task in dead letters');
+    expect(failures).toBe(2);
+    const [record] = await admin.listDeadLetters('cluster.fail');
+    expect(record).toMatchObject({ reason: 'failed', attempts: 2 });
+    expect(await admin.requeueDeadLetters('cluster.fail', 'all')).toEqual({ requeued: 1, skipped: 0 });
+    await waitFor(() => failures === 4, 'the requeued task to run twice more');
+  });
+
+  it('spreads a queue with shards: 3 over the 3 primaries and handles 20,000 tasks from 30 clients exactly once', async () => {
+    const prefix = testPrefix('shards');
+    const client = await producer(prefix, { shards: 3 });
+    const before = await keysPerPrimary();
+    const total = 20_000;
+    for (let start = 0; start < total; start += 2_000) {
+      await client.emitBatch(
+        'cluster.work',
+        Array.from({ length: 2_000 }, (_, i) => {
+          const n = start + i;
+          return new RedisTaskRecordBuilder({ key: `k${n}` }).setClientId(`client-${n % 30}`).build();
+        }),
+      );
+    }
+    // Before any worker runs, every primary holds pending lists of the queue.
+    const after = await keysPerPrimary();
+    expect(after.every((count, i) => count - before[i] >= 5)).toBe(true);
+    const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
+    expect(new Set(layout.shards.map((shard) => redis.slots[shard.slot]?.[0])).size).toBe(3);
+
+    await worker(prefix, { shards: 3, concurrency: 16, workerId: 'shard-a' });
+    await worker(prefix, { shards: 3, concurrency: 16, workerId: 'shard-b' });
+    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, { timeoutMs: 90_000, intervalMs: 50 });
+    for (const shard of layout.shards) {
+      await waitFor(
+        async () => (await redis.hlen(shard.processing('shard-a'))) + (await redis.hlen(shard.processing('shard-b'))) === 0,
+        'every claim acknowledged',
+      );
+      expect(await redis.exists(shard.ring)).toBe(0);
+    }
+    expect([...handled.values()].every((count) => count === 1)).toBe(true);
+    expect(clientsSeen.size).toBe(30);
+  }, 120_000);
+
+  it('wakes a blocked worker within moments of an enqueue on any shard', async () => {
+    const prefix = testPrefix('wake');
+    await worker(prefix, { shards: 3, blockTimeoutMs: 60_000 });
+    const client = await producer(prefix, { shards: 3 });
+    const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
+    // One client id per shard, so each enqueue lands on another shard (and primary).
+    const perShard = layout.shards.map((shard) => {
+      for (let n = 0; ; n++) if (layout.shardOf(`c${n}`) === shard) return `c${n}`;
+    });
+    for (const clientId of perShard) {
+      const key = `wake-${clientId}`;
+      const sent = Date.now();
+      await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key }).setClientId(clientId).build()));
+      await waitFor(() => handled.has(key), `the task on the shard of ${clientId}`, { timeoutMs: 5_000, intervalMs: 2 });
+      // Far below the 60 s block timeout: the BLMOVE of that shard's loop woke it.
+      expect(Date.now() - sent).toBeLessThan(2_000);
+    }
+  });
+
+  it('keeps claiming from every shard while one shard holds a flood of 5,000 tasks', async () => {
+    const prefix = testPrefix('starve');
+    const client = await producer(prefix, { shards: 3 });
+    const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
+    const flooder = 'flooder';
+    const other = Array.from({ length: 100 }, (_, n) => `other-${n}`).find((id) => layout.shardOf(id) !== layout.shardOf(flooder))!;
+    await client.emitBatch('cluster.work', Array.from({ length: 5_000 }, (_, n) => new RedisTaskRecordBuilder({ key: `flood-${n}` }).setClientId(flooder).build()));
+    await worker(prefix, { shards: 3, concurrency: 2, prefetch: 1 });
+    await waitFor(() => handled.size >= 50, 'the flood to be under way');
+    await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key: 'other' }).setClientId(other).build()));
+    await waitFor(() => handled.has('other'), "the other shard's task");
+    // It ran long before the flood drained: the shard loops share the worker's slots.
+    expect(handled.size).toBeLessThan(4_000);
+  });
+
+  it('refuses to start when a shard key would map to another slot than its shard (CROSSSLOT guard)', async () => {
+    const layout = new PrefixKeys(testPrefix('layout')).layout('cluster.work', 2);
+    await expect(checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined })).resolves.toBeUndefined();
+    Object.defineProperty(layout.shards[1], 'ring', { value: 'not-tagged:ring' });
+    await expect(checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined })).rejects.toThrow(
+      /key "not-tagged:ring" of queue "cluster.work" maps to cluster slot \d+, not \d+ like the rest of its shard/,
+    );
+  });
+
+  it('refuses a producer or worker configured with another shard count than the queue has, naming both', async () => {
+    const prefix = testPrefix('mismatch');
+    const client = await producer(prefix, { shards: 3 });
+    await firstValueFrom(client.emit('cluster.work', { key: 'first' }));
+    const other = await producer(prefix, { shards: 2 });
+    const refused = firstValueFrom(other.emit('cluster.work', { key: 'second' }));
+    await expect(refused).rejects.toBeInstanceOf(ShardCountMismatchError);
+    await expect(firstValueFrom(other.emit('cluster.work', { key: 'second' }))).rejects.toThrow(
+      /spread over 3 shard\(s\), but this process is configured with shards: 2/,
+    );
+    await expect(startWorker(prefix, [Handlers], { connection: connection(), shards: 1 })).rejects.toBeInstanceOf(ShardCountMismatchError);
+    // The right count still works, and nothing was lost.
+    await worker(prefix, { shards: 3 });
+    await waitFor(() => handled.get('first') === 1, 'the first task');
+    expect(handled.has('second')).toBe(false);
+  });
+});

@@ -1,0 +1,116 @@
+/**
+ * Real multi-process Redis topologies for the cluster and high-availability tests: a Redis Cluster of
+ * N primaries, a primary with a replica, and a Sentinel watching them. Every server runs on a free
+ * loopback port from `redis-server` on PATH, in its own temporary directory, and is stopped by pid.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
+import { waitFor } from './redis.js';
+
+export interface Topology {
+  readonly servers: RedisServer[];
+  stop(): Promise<void>;
+}
+
+async function infoField(port: number, section: string, field: string, command = 'info'): Promise<string | undefined> {
+  const redis = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    const text = command === 'cluster info' ? ((await redis.call('CLUSTER', 'INFO')) as string) : await redis.info(section);
+    return new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1];
+  } catch {
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function stopAll(servers: RedisServer[], dir: string): () => Promise<void> {
+  return async () => {
+    await Promise.all(servers.map((server) => server.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+}
+
+/** A Redis Cluster of `primaries` primaries (no replicas), slots split evenly by `redis-cli --cluster create`. */
+export async function startCluster(primaries = 3): Promise<Topology & { nodes: { host: string; port: number }[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'nrt-cluster-'));
+  const servers: RedisServer[] = [];
+  const stop = stopAll(servers, dir);
+  try {
+    for (let i = 0; i < primaries; i++) {
+      servers.push(
+        await startRedisServer(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--dir', dir, '--cluster-node-timeout', '2000']),
+      );
+    }
+    const created = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...servers.map((server) => `127.0.0.1:${server.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (created.status !== 0) {
+      throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+    }
+    for (const server of servers) {
+      await waitFor(async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok', `cluster node ${server.port} to report state ok`, { timeoutMs: 30_000, intervalMs: 100 });
+    }
+    return { servers, stop, nodes: servers.map((server) => ({ host: '127.0.0.1', port: server.port })) };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A primary with `replicas` replicas, returned once every replica's link is up. */
+export async function startReplicated(replicas = 1, primaryArgs: string[] = []): Promise<Topology & { primary: RedisServer; replicas: RedisServer[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'nrt-replicated-'));
+  const servers: RedisServer[] = [];
+  const stop = stopAll(servers, dir);
+  try {
+    const primary = await startRedisServer(['--dir', dir, ...primaryArgs]);
+    servers.push(primary);
+    const copies: RedisServer[] = [];
+    for (let i = 0; i < replicas; i++) {
+      const replica = await startRedisServer(['--dir', dir, '--dbfilename', `replica-${i}.rdb`, '--replicaof', '127.0.0.1', String(primary.port)]);
+      servers.push(replica);
+      copies.push(replica);
+      await waitFor(async () => (await infoField(replica.port, 'replication', 'master_link_status')) === 'up', `replica ${replica.port} to sync`, { timeoutMs: 20_000, intervalMs: 50 });
+    }
+    return { servers, stop, primary, replicas: copies };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A Sentinel (quorum 1) watching `primaryPort` under the name `master`; it rewrites its own config file. */
+export async function startSentinel(primaryPort: number, name = 'master'): Promise<Topology & { sentinel: RedisServer }> {
+  const dir = mkdtempSync(join(tmpdir(), 'nrt-sentinel-'));
+  const config = join(dir, 'sentinel.conf');
+  writeFileSync(
+    config,
+    [
+      `sentinel monitor ${name} 127.0.0.1 ${primaryPort} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      `sentinel failover-timeout ${name} 10000`,
+      `sentinel parallel-syncs ${name} 1`,
+      `dir ${dir}`,
+      '',
+    ].join('\n'),
+  );
+  const servers: RedisServer[] = [];
+  const stop = stopAll(servers, dir);
+  try {
+    const sentinel = await startRedisServer(['--sentinel'], undefined, config);
+    servers.push(sentinel);
+    return { servers, stop, sentinel };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
