@@ -34,10 +34,13 @@ export function openConnection(option: RedisTaskConnection, connectionName: stri
  * Commands on it wait through reconnections instead of failing after a retry count.
  */
 export function openBlockingConnection(base: RedisConnection, connectionName: string): RedisConnection {
-  if (base instanceof Cluster) {
-    return base.duplicate(undefined, { redisOptions: { ...base.options.redisOptions, maxRetriesPerRequest: null } });
-  }
-  return base.duplicate({ connectionName, maxRetriesPerRequest: null });
+  const connection =
+    base instanceof Cluster
+      ? base.duplicate(undefined, { redisOptions: { ...base.options.redisOptions, connectionName, maxRetriesPerRequest: null } })
+      : base.duplicate({ connectionName, maxRetriesPerRequest: null });
+  // Its outages surface as failed commands, which their loop reports once; no unhandled 'error' events.
+  connection.on('error', () => undefined);
+  return connection;
 }
 
 /** Closes a connection this library opened; leaves a user's instance alone. */

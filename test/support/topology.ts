@@ -72,7 +72,7 @@ export async function startReplicated(replicas = 1, primaryArgs: string[] = []):
   const servers: RedisServer[] = [];
   const stop = stopAll(servers, dir);
   try {
-    const primary = await startRedisServer(['--dir', dir, ...primaryArgs]);
+    const primary = await startRedisServer(['--dir', dir, '--repl-diskless-sync-delay', '0', ...primaryArgs]);
     servers.push(primary);
     const copies: RedisServer[] = [];
     for (let i = 0; i < replicas; i++) {
