@@ -19,6 +19,16 @@ export interface ClaimLoopHooks {
   register(): Promise<void>;
 }
 
+/** Which connection an operation waits on. */
+export type LoopConnection = 'blocking' | 'command';
+
+/** An operation of the loop that Redis has not answered for longer than it should take. */
+export interface Overdue {
+  readonly connection: LoopConnection;
+  /** How long past its allowance (ms). */
+  readonly overdueMs: number;
+}
+
 const RETRY_DELAY_MS = 500;
 /** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
 const ACK_CHUNK = 1_000;
@@ -44,6 +54,10 @@ export class ClaimLoop {
   private blocked = false;
   private flushing: Promise<void> | undefined;
   private wakeLoop: (() => void) | undefined;
+  /** Redis operations under way: when each started, and how long it may take (a blocking read: its timeout). */
+  private readonly outstanding = new Map<symbol, { since: number; allowanceMs: number; connection: LoopConnection }>();
+  /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
+  private failure: { error: unknown } | undefined;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -58,7 +72,47 @@ export class ClaimLoop {
   }
 
   start(): void {
-    this.done ??= this.run();
+    this.done ??= this.run().then(
+      () => {
+        if (!this.stopped) this.failure = { error: new Error('the claim loop returned without being closed') };
+      },
+      (error: unknown) => {
+        this.failure = { error };
+      },
+    );
+  }
+
+  /** The error that ended the loop while it should still run, if that happened. */
+  get died(): { error: unknown } | undefined {
+    return this.failure;
+  }
+
+  /** Starts a loop that died again (its queued acknowledgements are kept). */
+  restart(): void {
+    if (this.stopped) return;
+    this.failure = undefined;
+    this.done = undefined;
+    this.start();
+  }
+
+  /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
+  overdue(now = Date.now()): Overdue | undefined {
+    let worst: Overdue | undefined;
+    for (const { since, allowanceMs, connection } of this.outstanding.values()) {
+      const overdueMs = now - since - allowanceMs;
+      if (overdueMs > 0 && (!worst || overdueMs > worst.overdueMs)) worst = { connection, overdueMs };
+    }
+    return worst;
+  }
+
+  private async track<T>(connection: LoopConnection, allowanceMs: number, operation: Promise<T>): Promise<T> {
+    const id = Symbol();
+    this.outstanding.set(id, { since: Date.now(), allowanceMs, connection });
+    try {
+      return await operation;
+    } finally {
+      this.outstanding.delete(id);
+    }
   }
 
   /**
@@ -157,7 +211,7 @@ export class ClaimLoop {
         void this.flushAcks();
       }
       const { ring } = this.keys;
-      await this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000);
+      await this.track('blocking', this.options.blockTimeoutMs, this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000));
       this.outage.succeeded();
     } catch (error) {
       if (!this.stopped) {
@@ -174,7 +228,7 @@ export class ClaimLoop {
     let reply: [string[], string[] | -1];
     for (const [token] of acks) this.sending.add(token);
     try {
-      reply = await this.redis.claimTasks(
+      reply = await this.track('command', 0, this.redis.claimTasks(
         this.keys.ring,
         this.keys.processing(this.options.workerId),
         this.keys.sequence,
@@ -189,7 +243,7 @@ export class ClaimLoop {
         this.keys.priority(''),
         this.options.clientConcurrency,
         ...acks.map(([token]) => token),
-      );
+      ));
     } catch (error) {
       for (const [token] of acks) this.sending.delete(token);
       this.slots.release(wanted);

@@ -51,14 +51,50 @@ export async function closeConnection(connection: OwnedConnection | undefined): 
   await quit(connection.redis);
 }
 
+/** How long a polite QUIT may take before the connection is cut (a dead peer never answers). */
+const QUIT_TIMEOUT_MS = 1_000;
+
 export async function quit(redis: RedisConnection): Promise<void> {
   if (redis.status === 'end') {
     return;
   }
-  try {
-    await redis.quit();
-  } catch {
+  let timer: NodeJS.Timeout | undefined;
+  const answered = await Promise.race([
+    redis.quit().then(
+      () => true,
+      () => false,
+    ),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), QUIT_TIMEOUT_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!answered) {
     // A connection that cannot say goodbye politely is cut instead; either way it is closed.
     redis.disconnect();
+    forceClose(redis);
+  }
+}
+
+/**
+ * Cuts a connection's sockets at once (not a polite FIN that a dead peer never answers) so ioredis
+ * reconnects and sends the commands that were waiting for a reply again.
+ */
+export function forceReconnect(connection: RedisConnection): void {
+  const nodes = connection instanceof Cluster ? connection.nodes() : [connection];
+  for (const node of nodes) {
+    if (node.stream && !node.stream.destroyed) {
+      node.stream.destroy();
+    } else {
+      node.disconnect(true);
+    }
+  }
+}
+
+/** Destroys the sockets of a connection that is closing, so a silent peer cannot hold it open. */
+function forceClose(connection: RedisConnection): void {
+  const nodes = connection instanceof Cluster ? connection.nodes() : [connection];
+  for (const node of nodes) {
+    if (node.stream && !node.stream.destroyed) node.stream.destroy();
   }
 }

@@ -111,6 +111,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * agree on it. Default 0.
    */
   clientConcurrency?: number;
+  /**
+   * The watchdog: when Redis leaves a claim or heartbeat command unanswered this long past its due
+   * time (a half-open connection, a failover that left a socket hanging), the worker cuts that
+   * connection and reconnects; a claim loop that stopped is restarted. Default 15 s.
+   */
+  watchdogTimeoutMs?: number;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -148,6 +154,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   resultTtlMs: 60_000,
   blockTimeoutMs: 5_000,
   clientConcurrency: 0,
+  watchdogTimeoutMs: 15_000,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -246,6 +253,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   resultTtlMs: integer(1),
   blockTimeoutMs: integer(10, 300_000),
   clientConcurrency: integer(0, 1_000_000),
+  watchdogTimeoutMs: integer(100, 3_600_000),
 };
 
 function validate(options: unknown, checks: Record<string, Check>, what: string): Record<string, unknown> {

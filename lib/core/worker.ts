@@ -1,7 +1,7 @@
 import { ClaimLoop } from './claim-loop.js';
 import { ClaimedTask, type SettleOptions } from './claimed-task.js';
 import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
-import { openBlockingConnection, quit } from './connection.js';
+import { forceReconnect, openBlockingConnection, quit } from './connection.js';
 import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
 import { isNonRetryable } from './errors.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
@@ -54,6 +54,10 @@ export interface WorkerOptions extends SettleOptions {
   readonly clientCap: (queue: string) => number;
   /** Called with the due time of every retry this worker schedules (to promote it on time). */
   readonly onDelayed?: (queue: string, dueAt: number) => void;
+  /** How long past its due time a Redis command may go unanswered before the watchdog reconnects. */
+  readonly watchdogTimeoutMs: number;
+  /** Told when the watchdog finds Redis stopped answering (true) and when it answers again (false). */
+  readonly onStall?: (stalled: boolean) => void;
 }
 
 interface InFlight {
@@ -74,7 +78,13 @@ const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
 export class TaskWorker {
   private readonly slots: Slots;
   private readonly loops = new Map<QueueKeys, ClaimLoop>();
-  private readonly blocking: RedisConnection[] = [];
+  private readonly blocking = new Map<ClaimLoop, RedisConnection>();
+  private watchdog: NodeJS.Timeout | undefined;
+  /** Reported once when the watchdog finds a loop Redis stopped answering, and once when it answers again. */
+  private readonly stall: OutageReporter;
+  private stalled = false;
+  private readonly reconnectedAt = new Map<RedisConnection, number>();
+  private beatingSince = 0;
   private readonly inFlight = new Map<string, InFlight>();
   private readonly heartbeatOutage: OutageReporter;
   /** Tokens seen in a processing hash without a running task at the previous heartbeat, per shard. */
@@ -96,6 +106,7 @@ export class TaskWorker {
   ) {
     this.slots = new Slots(options.concurrency);
     this.heartbeatOutage = new OutageReporter(logger, 'worker heartbeat');
+    this.stall = new OutageReporter(logger, `Redis, as the watchdog of worker ${options.workerId} sees it,`);
   }
 
   get workerId(): string {
@@ -137,14 +148,15 @@ export class TaskWorker {
       await this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), this.workerId, this.leaseWithGrace);
     }
     this.heartbeat = setInterval(() => {
-      this.beating ??= this.beat().finally(() => {
+      if (this.beating) return;
+      this.beatingSince = Date.now();
+      this.beating = this.beat().finally(() => {
         this.beating = undefined;
       });
     }, this.options.heartbeatIntervalMs);
     this.heartbeat.unref();
     for (const keys of this.queues) {
       const blocking = openBlockingConnection(this.redis, `tasks:worker:${this.workerId}`);
-      this.blocking.push(blocking);
       const loop = new ClaimLoop(
         this.redis,
         blocking,
@@ -158,8 +170,54 @@ export class TaskWorker {
         this.logger,
       );
       this.loops.set(keys, loop);
+      this.blocking.set(loop, blocking);
       loop.start();
     }
+    this.watchdog = setInterval(() => this.inspect(), Math.min(1_000, Math.max(25, this.options.watchdogTimeoutMs / 4)));
+    this.watchdog.unref();
+  }
+
+  /**
+   * The watchdog: restarts a claim loop that ended unexpectedly, and when Redis has not answered a
+   * loop's (or the heartbeat's) command for `watchdogTimeoutMs` past what it may take, cuts that
+   * connection so ioredis reconnects and sends the command again (a half-open TCP connection, a
+   * failover that left a socket hanging). Nothing else notices those: no error is ever raised.
+   */
+  private inspect(): void {
+    const now = Date.now();
+    let stalled = false;
+    for (const [keys, loop] of this.loops) {
+      const died = loop.died;
+      if (died) {
+        this.logger.error(`watchdog: the claim loop of "${keys.queue}" stopped unexpectedly (${errorMessage(died.error)}); restarting it`);
+        loop.restart();
+      }
+      const overdue = loop.overdue(now);
+      if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
+        stalled = true;
+        const connection = overdue.connection === 'blocking' ? this.blocking.get(loop) : this.redis;
+        this.stall.failed(new Error(`claiming from "${keys.queue}" got no reply for ${overdue.overdueMs} ms past its due time on the ${overdue.connection} connection; reconnecting it`));
+        if (connection) this.reconnect(connection, now);
+      }
+    }
+    if (this.beating && now - this.beatingSince > this.options.heartbeatIntervalMs + this.options.watchdogTimeoutMs) {
+      stalled = true;
+      this.stall.failed(new Error(`the heartbeat got no reply for ${now - this.beatingSince} ms; reconnecting`));
+      this.reconnect(this.redis, now);
+    }
+    if (stalled !== this.stalled) {
+      this.stalled = stalled;
+      if (!stalled) this.stall.succeeded();
+      this.options.onStall?.(stalled);
+    }
+  }
+
+  private reconnect(connection: RedisConnection, now: number): void {
+    if (now - (this.reconnectedAt.get(connection) ?? 0) < this.options.watchdogTimeoutMs) {
+      return; // give the last reconnection time to work
+    }
+    this.reconnectedAt.set(connection, now);
+    forceReconnect(connection);
   }
 
   /**
@@ -173,6 +231,7 @@ export class TaskWorker {
 
   private async shutdown(): Promise<void> {
     clearInterval(this.heartbeat);
+    clearInterval(this.watchdog);
     await Promise.all([...this.loops.values()].map((loop) => loop.close()));
     await this.waitForRunning(this.options.shutdownTimeoutMs);
     // Succeeded tasks must be acknowledged before what is left is returned to the queue.
@@ -198,7 +257,7 @@ export class TaskWorker {
         this.logger.error(`could not return unfinished tasks of "${keys.queue}" on shutdown: ${errorMessage(error)}`);
       }
     }
-    await Promise.all(this.blocking.map((connection) => quit(connection)));
+    await Promise.all([...this.blocking.values()].map((connection) => quit(connection)));
   }
 
   private async waitForRunning(timeoutMs: number): Promise<void> {

@@ -19,7 +19,11 @@ export function watchConnection(
     outage.succeeded();
     publishStatus(RedisTaskStatus.CONNECTED);
   });
-  redis.on('reconnecting', () => publishStatus(RedisTaskStatus.RECONNECTING));
+  redis.on('reconnecting', () => {
+    // A connection cut without an error (CLIENT KILL, a failover) is an outage too.
+    outage.failed(new Error('the connection closed'));
+    publishStatus(RedisTaskStatus.RECONNECTING);
+  });
   redis.on('end', () => publishStatus(RedisTaskStatus.DISCONNECTED));
   redis.on('error', (error: Error) => {
     outage.failed(error);

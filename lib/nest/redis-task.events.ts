@@ -3,6 +3,8 @@ export enum RedisTaskStatus {
   CONNECTED = 'connected',
   RECONNECTING = 'reconnecting',
   DISCONNECTED = 'disconnected',
+  /** The worker's watchdog found Redis not answering a claim loop and is reconnecting (transport only). */
+  STALLED = 'stalled',
 }
 
 /** Events the transport and the client report through `on()`. */

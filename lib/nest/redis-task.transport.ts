@@ -82,6 +82,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           retryPolicy: (queue) => this.policies.get(queue) ?? base,
           clientCap: (queue) => this.clientCaps.get(queue) ?? this.options.clientConcurrency,
           onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
+          onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
         },
         (execution) => this.execute(execution),
         this.log,

@@ -1,0 +1,138 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, type LoggerService } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import { Redis } from 'ioredis';
+import { firstValueFrom } from 'rxjs';
+import { RedisTaskContext, RedisTaskRecordBuilder, RedisTaskStatus, RedisTaskTransport, type RedisTaskTransportOptions } from '../../lib/index.js';
+import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
+import { startProducer } from '../support/nest.js';
+import { testPrefix, waitFor } from '../support/redis.js';
+import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+const handled = new Map<string, number>();
+const workers = new Set<string>();
+const started: { close(): Promise<unknown> }[] = [];
+let server: RedisServer;
+let admin: Redis;
+let proxy: TcpProxy | undefined;
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('heal')
+  async heal(@Payload() payload: { key: string }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
+    workers.add(ctx.getWorkerId());
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** Keeps what the transport logs, to check an outage is logged once with its length. */
+class Captured implements LoggerService {
+  readonly lines: string[] = [];
+  log(message: string) { this.lines.push(`log ${message}`); }
+  warn(message: string) { this.lines.push(`warn ${message}`); }
+  error(message: string) { this.lines.push(`error ${message}`); }
+  debug() {}
+  verbose() {}
+}
+
+async function worker(url: string, prefix: string, options: RedisTaskTransportOptions) {
+  const module = await Test.createTestingModule({ controllers: [Handlers] }).compile();
+  const transport = new RedisTaskTransport({ connection: url, prefix, ...options });
+  const statuses: RedisTaskStatus[] = [];
+  transport.on('status', (status) => statuses.push(status));
+  const logger = new Captured();
+  const app = module.createNestMicroservice({ strategy: transport, logger });
+  await app.listen();
+  started.push(app);
+  return { transport, statuses, logger };
+}
+
+async function killWorkerConnections(workerId: string): Promise<number> {
+  const list = (await admin.client('LIST')) as string;
+  const ids = list
+    .split('\n')
+    .filter((line) => line.includes(` name=tasks:worker:${workerId}`))
+    .map((line) => /^id=(\d+)/.exec(line)?.[1])
+    .filter((id): id is string => id !== undefined);
+  for (const id of ids) {
+    await admin.client('KILL', 'ID', id);
+  }
+  return ids.length;
+}
+
+beforeAll(async () => {
+  server = await startRedisServer(); // its own server: CLIENT PAUSE stops every client of it
+  admin = new Redis(server.url);
+});
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await proxy?.close();
+  proxy = undefined;
+  handled.clear();
+  workers.clear();
+});
+
+afterAll(async () => {
+  admin?.disconnect();
+  await server?.stop();
+});
+
+describe('self-healing worker', () => {
+  it('completes every task through a CLIENT KILL of all its connections and a 2 s CLIENT PAUSE, without a restart', async () => {
+    const prefix = testPrefix('heal');
+    // The producer first: its testing module turns Nest's global logger off, the worker's turns it to ours.
+    const { client, module } = await startProducer(prefix, { connection: server.url });
+    started.push(module);
+    const { statuses, logger } = await worker(server.url, prefix, { workerId: 'healer', concurrency: 8, heartbeatIntervalMs: 200, leaseMs: 10_000 });
+    const total = 6_000;
+    for (let start = 0; start < total; start += 1_000) {
+      await client.emitBatch(
+        'heal',
+        Array.from({ length: 1_000 }, (_, i) => new RedisTaskRecordBuilder({ key: `k${start + i}` }).setClientId(`c${i % 4}`).build()),
+      );
+    }
+    await waitFor(() => handled.size >= 1_000, 'the run to be under way', { timeoutMs: 30_000 });
+    const killed = await killWorkerConnections('healer');
+    expect(killed).toBeGreaterThanOrEqual(3); // commands, the blocking read and the due-time subscriber
+    await waitFor(() => handled.size >= 3_000, 'claiming to resume after CLIENT KILL', { timeoutMs: 30_000 });
+    await admin.client('PAUSE', 2_000, 'ALL');
+    await waitFor(() => handled.size === total, 'every task handled', { timeoutMs: 60_000, intervalMs: 50 });
+    expect(workers).toEqual(new Set(['healer']));
+    // At least once: a claim whose reply the kill cut is returned and run again, never lost.
+    expect([...handled.values()].every((count) => count >= 1)).toBe(true);
+    expect(statuses).toContain(RedisTaskStatus.RECONNECTING);
+    expect(statuses.at(-1)).toBe(RedisTaskStatus.CONNECTED);
+    const outages = logger.lines.filter((line) => line.startsWith('error Redis connection failed'));
+    const recoveries = logger.lines.filter((line) => /^log Redis connection recovered after \d+ ms$/.test(line));
+    expect(outages.length).toBe(1);
+    expect(recoveries.length).toBe(1);
+  }, 120_000);
+
+  it('has the watchdog reconnect a worker whose connections went silent (half-open), so waiting tasks still run', async () => {
+    proxy = await startProxy(server.port);
+    const prefix = testPrefix('watchdog');
+    const { client, module } = await startProducer(prefix, { connection: server.url });
+    started.push(module);
+    const { statuses, logger } = await worker(proxy.url, prefix, {
+      workerId: 'silent',
+      blockTimeoutMs: 500,
+      watchdogTimeoutMs: 500,
+      heartbeatIntervalMs: 200,
+      leaseMs: 30_000,
+    });
+    await firstValueFrom(client.emit('heal', { key: 'before' }));
+    await waitFor(() => handled.has('before'), 'the first task');
+    proxy.freeze(); // every connection of the worker now goes nowhere, and nothing tells it
+    await firstValueFrom(client.emit('heal', { key: 'after' }));
+    await waitFor(() => handled.has('after'), 'the task emitted after the freeze', { timeoutMs: 20_000 });
+    const recovered = /^log Redis, as the watchdog of worker silent sees it, recovered after \d+ ms$/;
+    await waitFor(() => logger.lines.some((line) => recovered.test(line)), 'the watchdog to log the end of the stall with its length');
+    expect(logger.lines.filter((line) => line.startsWith('error Redis, as the watchdog of worker silent sees it, failed')).length).toBe(1);
+    const stalled = statuses.indexOf(RedisTaskStatus.STALLED);
+    expect(stalled).toBeGreaterThan(0);
+    expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
+  }, 60_000);
+});
