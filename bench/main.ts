@@ -3,6 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type } from 'node:os';
 import { Redis } from 'ioredis';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
+import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -209,7 +210,43 @@ function formatMs(ms: number): string {
   return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '> 120 s (not started)';
 }
 
+/** Single and batch enqueue rates under each durability setting, as a Markdown table. */
+async function durability(): Promise<string> {
+  log('\n== durability settings (nestjs-redis-tasks enqueue)');
+  const settings = durabilitySettings(url);
+  await measureDurability(settings[0]); // warm-up (JIT), not reported
+  // Rounds interleave the settings so drift on a noisy machine hits all alike; medians are reported.
+  const rounds: DurabilityFigures[][] = [];
+  for (let round = 0; round < REPEATS; round++) {
+    const results: DurabilityFigures[] = [];
+    for (const setting of settings) results.push(await measureDurability(setting));
+    rounds.push(results);
+  }
+  const mid = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const figures = settings.map((setting, i): DurabilityFigures => ({
+    name: setting.name,
+    single: mid(rounds.map((round) => round[i].single)),
+    batch: mid(rounds.map((round) => round[i].batch)),
+  }));
+  for (const result of figures) {
+    log(`${result.name}: single awaited emit ${result.single.toFixed(0)} tasks/s, emitBatch of 1,000 ${result.batch.toFixed(0)} tasks/s`);
+  }
+  const base = figures[0];
+  return [
+    '| setting | single awaited emit (tasks/s) | vs. none | emitBatch of 1,000 (tasks/s) | vs. none |',
+    '|---|---:|---:|---:|---:|',
+    ...figures.map(
+      (f) => `| ${f.name} | ${f.single.toFixed(0)} | ${((f.single / base.single) * 100).toFixed(0)}% | ${f.batch.toFixed(0)} | ${((f.batch / base.batch) * 100).toFixed(0)}% |`,
+    ),
+  ].join('\n');
+}
+
 async function main(): Promise<void> {
+  if (process.env.BENCH_ONLY === 'durability') {
+    log(`\n${await durability()}`);
+    await redis.quit();
+    return;
+  }
   const serverInfo = await redis.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1];
   const ours = new OursDriver(url);
@@ -221,6 +258,7 @@ async function main(): Promise<void> {
   log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
   await ours.close();
   await bull.close();
+  const durabilityTable = await durability();
 
   const ratio = (x: number, y: number) => `${(x / y).toFixed(2)}×`;
   const rows: [string, string, string, string][] = [
@@ -266,9 +304,17 @@ async function main(): Promise<void> {
     `- Redis: ${process.env.BENCH_REDIS_SOURCE ?? url}`,
     '',
   ].join('\n');
-  log(`\n${table}`);
+  const durabilitySection = [
+    '## What durability costs',
+    '',
+    'Enqueue rates of nestjs-redis-tasks alone under each setting, each on its own redis-server on this machine',
+    "(AOF files on the project's ext4 disk, not a tmpfs; replicas on loopback). See the README's \"Scaling out\".",
+    '',
+    durabilityTable,
+  ].join('\n');
+  log(`\n${table}\n\n${durabilityTable}`);
   if (process.env.BENCH_WRITE !== '0') {
-    writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n`);
+    writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n\n${durabilitySection}\n`);
     log('\nwritten to bench/RESULTS.md');
   }
   await redis.quit();
