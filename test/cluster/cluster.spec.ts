@@ -5,6 +5,7 @@ import { Cluster } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
 import { checkClusterLayout } from '../../lib/core/guardrails.js';
 import { hashSlot } from '../../lib/core/hash-slot.js';
+import { defineScripts } from '../../lib/core/scripts.js';
 import {
   PrefixKeys,
   RedisTaskAdmin,
@@ -16,7 +17,7 @@ import {
   type RedisTaskTransportOptions,
 } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
 import { startCluster } from '../support/topology.js';
 
 let cluster: Awaited<ReturnType<typeof startCluster>>;
@@ -168,6 +169,27 @@ describe('Redis Cluster (3 primaries)', () => {
       // Far below the 60 s block timeout: the BLMOVE of that shard's loop woke it.
       expect(Date.now() - sent).toBeLessThan(2_000);
     }
+  });
+
+  it("has a reaper on the cluster recover a dead worker's claimed tasks from every shard", async () => {
+    const prefix = testPrefix('reap');
+    const client = await producer(prefix, { shards: 3 });
+    const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
+    const ids = layout.shards.map((shard) => Array.from({ length: 100 }, (_, n) => `c${n}`).find((id) => layout.shardOf(id) === shard)!);
+    for (const clientId of ids) {
+      await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key: `ghost-${clientId}` }).setClientId(clientId).build()));
+    }
+    // A worker that claims one task on each shard, then dies: its lease (50 ms) runs out.
+    const scripts = defineScripts(redis) as unknown as TestRedis;
+    for (const shard of layout.shards) {
+      await scripts.heartbeatWorker(shard.workers, shard.processing('ghost'), 'ghost', 50);
+      expect(await claimAs(scripts, shard, 'ghost', 1)).toHaveLength(2);
+    }
+    const { transport } = await worker(prefix, { shards: 3, reaperIntervalMs: false });
+    let recovered = 0;
+    await waitFor(async () => (recovered += (await transport.sweep()).recovered) >= 3, "the ghost's lease to expire and its tasks to be recovered");
+    expect(recovered).toBe(3);
+    await waitFor(() => ids.every((clientId) => handled.get(`ghost-${clientId}`) === 1), 'the recovered tasks to run');
   });
 
   it('keeps claiming from every shard while one shard holds a flood of 5,000 tasks', async () => {
