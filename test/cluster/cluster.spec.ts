@@ -26,6 +26,9 @@ const started: { close(): Promise<unknown> }[] = [];
 const handled = new Map<string, number>();
 const clientsSeen = new Set<string>();
 let failures = 0;
+const order = new Map<string, number[]>();
+const running = new Map<string, number>();
+let maxRunning = 0;
 
 @Controller()
 class Handlers {
@@ -33,6 +36,18 @@ class Handlers {
   work(@Payload() payload: { key: string }, @Ctx() ctx: RedisTaskContext): void {
     handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
     clientsSeen.add(ctx.getClientId());
+  }
+
+  @EventPattern<string>('cluster.ordered', { clientConcurrency: 1 })
+  async ordered(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    const client = ctx.getClientId();
+    const seen = order.get(client) ?? [];
+    seen.push(payload.n);
+    order.set(client, seen);
+    running.set(client, (running.get(client) ?? 0) + 1);
+    maxRunning = Math.max(maxRunning, running.get(client)!);
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    running.set(client, running.get(client)! - 1);
   }
 
   @MessagePattern<string>('cluster.add')
@@ -190,6 +205,25 @@ describe('Redis Cluster (3 primaries)', () => {
     await waitFor(async () => (recovered += (await transport.sweep()).recovered) >= 3, "the ghost's lease to expire and its tasks to be recovered");
     expect(recovered).toBe(3);
     await waitFor(() => ids.every((clientId) => handled.get(`ghost-${clientId}`) === 1), 'the recovered tasks to run');
+  });
+
+  it('keeps per-client FIFO order and the per-client cap of 1 in a sharded queue, across two workers', async () => {
+    const prefix = testPrefix('fifo');
+    const client = await producer(prefix, { shards: 3 });
+    const clients = ['a', 'b', 'c', 'd', 'e', 'f'];
+    await client.emitBatch(
+      'cluster.ordered',
+      Array.from({ length: 300 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(clients[n % clients.length]).build()),
+    );
+    await worker(prefix, { shards: 3, concurrency: 8 });
+    await worker(prefix, { shards: 3, concurrency: 8 });
+    await waitFor(() => [...order.values()].reduce((sum, seen) => sum + seen.length, 0) === 300, 'all 300 tasks');
+    for (const [index, id] of clients.entries()) {
+      const expected = Array.from({ length: 50 }, (_, k) => index + k * clients.length);
+      expect(order.get(id)).toEqual(expected);
+    }
+    expect(maxRunning).toBe(1);
+    expect(new Set(clients.map((id) => new PrefixKeys(prefix).layout('cluster.ordered', 3).shardOf(id).shard)).size).toBeGreaterThan(1);
   });
 
   it('keeps claiming from every shard while one shard holds a flood of 5,000 tasks', async () => {

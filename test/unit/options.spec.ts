@@ -14,6 +14,9 @@ describe('options are validated at construction', () => {
     [{ connection: 42 }, 'connection'],
     [{ shutdownTimeoutMs: -5 }, 'shutdownTimeoutMs'],
     [{ concurency: 4 }, 'concurency'],
+    [{ shards: 0 }, 'shards'],
+    [{ shards: 257 }, 'shards'],
+    [{ watchdogTimeoutMs: 10 }, 'watchdogTimeoutMs'],
   ])('the transport rejects %j naming "%s"', (options, option) => {
     const attempt = () => new RedisTaskTransport(options as never);
     expect(attempt).toThrow(InvalidOptionError);
@@ -27,6 +30,11 @@ describe('options are validated at construction', () => {
     [{ replyTimeoutMs: 'soon' }, 'replyTimeoutMs'],
     [{ connection: { nodes: 'x' } }, 'connection.nodes'],
     [{ workerId: 'w1' }, 'workerId'],
+    [{ shards: 2.5 }, 'shards'],
+    [{ durability: true }, 'durability'],
+    [{ durability: { replicas: 0, timeoutMs: 100 } }, 'durability.replicas'],
+    [{ durability: { replicas: 1 } }, 'durability.timeoutMs'],
+    [{ durability: { replicas: 1, timeoutMs: 100, fsync: true } }, 'durability.fsync'],
   ])('the client rejects %j naming "%s"', (options, option) => {
     const attempt = () => new RedisTaskClient(options as never);
     expect(attempt).toThrow(InvalidOptionError);
