@@ -58,6 +58,7 @@ export class ClaimLoop {
   private readonly outstanding = new Map<symbol, { since: number; allowanceMs: number; connection: LoopConnection }>();
   /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
   private failure: { error: unknown } | undefined;
+  private pauseWake: (() => void) | undefined;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -93,6 +94,26 @@ export class ClaimLoop {
     this.failure = undefined;
     this.done = undefined;
     this.start();
+  }
+
+  /** The queue was resumed (announced by pub/sub): a loop waiting out a pause claims again at once. */
+  resume(): void {
+    this.pauseWake?.();
+  }
+
+  /** Paused: wait for a resume, re-checking after a block timeout in case its announcement was missed. */
+  private async waitWhilePaused(): Promise<void> {
+    this.blocked = true; // acknowledgements go out on their own meanwhile
+    try {
+      if (this.acks.size > 0) void this.flushAcks();
+      await new Promise<void>((resolve) => {
+        this.pauseWake = resolve;
+        void sleep(this.options.blockTimeoutMs, this.stop.signal).then(resolve);
+      });
+    } finally {
+      this.pauseWake = undefined;
+      this.blocked = false;
+    }
   }
 
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
@@ -225,7 +246,7 @@ export class ClaimLoop {
 
   /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
   private async call(wanted: number, acks: [string, (held: boolean) => void][]): Promise<number> {
-    let reply: [string[], string[] | -1];
+    let reply: [string[], string[] | -1 | -2];
     for (const [token] of acks) this.sending.add(token);
     try {
       reply = await this.track('command', 0, this.redis.claimTasks(
@@ -237,6 +258,8 @@ export class ClaimLoop {
         this.keys.counted,
         this.keys.inflight,
         this.keys.parked,
+        this.keys.paused,
+        this.keys.counters,
         wanted,
         this.options.workerId,
         this.keys.pending(''),
@@ -262,6 +285,12 @@ export class ClaimLoop {
     if (claimed === -1) {
       this.slots.release(wanted);
       await this.hooks.register().catch((error: unknown) => this.outage.failed(error));
+      return 0;
+    }
+    if (claimed === -2) {
+      // Paused: claim nothing until a resume is announced (or, missing that, for a block timeout).
+      this.slots.release(wanted);
+      await this.waitWhilePaused();
       return 0;
     }
     const count = claimed.length / 2;

@@ -103,9 +103,9 @@ export class ClaimedTask {
     return settled === 1;
   }
 
-  /** The keys a settle script needs to release the task's per-client cap slot. */
-  private get capKeys(): [counted: string, inflight: string, parked: string, ring: string] {
-    return [this.keys.counted, this.keys.inflight, this.keys.parked, this.keys.ring];
+  /** The keys every settle script ends with: those releasing the task's per-client cap slot, and the outcome counters. */
+  private get capKeys(): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
+    return [this.keys.counted, this.keys.inflight, this.keys.parked, this.keys.ring, this.keys.counters];
   }
 
   /** The task's deduplication key, or a key of its queue the script leaves alone when it has none. */

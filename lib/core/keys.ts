@@ -39,6 +39,10 @@ export class QueueKeys {
   readonly parked: string;
   /** Held by the process recovering dead workers of this queue, so reapers do not stampede (string). */
   readonly reaperLock: string;
+  /** While it exists, workers claim nothing from this queue; producers still enqueue (string). */
+  readonly paused: string;
+  /** Outcomes so far: completed, failed, retried, deadLettered (hash: outcome -> count). */
+  readonly counters: string;
 
   constructor(
     readonly prefix: string,
@@ -60,6 +64,8 @@ export class QueueKeys {
     this.counted = `${this.tag}:counted`;
     this.inflight = `${this.tag}:inflight`;
     this.parked = `${this.tag}:parked`;
+    this.paused = `${this.tag}:paused`;
+    this.counters = `${this.tag}:counters`;
   }
 
   /**

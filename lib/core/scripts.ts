@@ -74,13 +74,15 @@ export interface TaskCommands {
     counted: string,
     inflight: string,
     parked: string,
+    paused: string,
+    counters: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,
     priorityPrefix: string,
     clientCap: number,
     ...acks: string[]
-  ): Promise<[lost: string[], claimed: string[] | -1]>;
+  ): Promise<[lost: string[], claimed: string[] | -1 | -2]>;
   ackTask(
     processing: string,
     result: string,
@@ -89,6 +91,7 @@ export interface TaskCommands {
     inflight: string,
     parked: string,
     ring: string,
+    counters: string,
     token: string,
     dedupHolder: string,
     ...reply: (string | number)[]
@@ -102,6 +105,7 @@ export interface TaskCommands {
     inflight: string,
     parked: string,
     ring: string,
+    counters: string,
     token: string,
     record: string,
     cap: number,
@@ -123,6 +127,7 @@ export interface TaskCommands {
     inflight: string,
     parked: string,
     ring: string,
+    counters: string,
     token: string,
     delayMs: number,
   ): Promise<number>;

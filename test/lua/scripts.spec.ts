@@ -39,17 +39,17 @@ async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<
 }
 
 /** Claims up to `count` tasks round-robin over the ring (the client id is what the ring says). */
-async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | -1> {
+async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | -1 | -2> {
   return claimAs(redis, keys, workerId, count);
 }
 
 /** counted, inflight, parked, ring: what settle scripts need to release a per-client cap slot. */
-function capKeys(): [string, string, string, string] {
-  return [keys.counted, keys.inflight, keys.parked, keys.ring];
+function capKeys(): [string, string, string, string, string] {
+  return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
 }
 
-function ids(reply: string[] | -1): string[] {
-  if (reply === -1) throw new Error('claim refused');
+function ids(reply: string[] | -1 | -2): string[] {
+  if (reply === -1 || reply === -2) throw new Error(`claim refused (${reply})`);
   return reply.filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
 }
 
@@ -119,11 +119,26 @@ describe('claimTasks', () => {
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
+      keys.paused, keys.counters, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
     expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([(claimed as string[])[0]]);
+  });
+
+  it('claims nothing from a paused queue but still acknowledges, and claims again once resumed', async () => {
+    await enqueue(['a', ['1', '2']]);
+    const [t1] = (await claim('a', 1)) as string[];
+    await redis.set(keys.paused, '1');
+    const [lost, claimed] = await redis.claimTasks(
+      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
+    );
+    expect([lost, claimed]).toEqual([[], -2]);
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('1');
+    await redis.del(keys.paused);
+    expect(ids(await claim('a', 5))).toEqual(['2']);
   });
 
   it('removes a stale ring entry when the client has nothing left', async () => {
@@ -191,6 +206,15 @@ describe('deadLetterTask', () => {
     const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
     expect(dead).toEqual(['3', '2']);
     expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), reply[0], '{}', 2, '')).toBe(0);
+    expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '3', failed: '3' });
+  });
+
+  it('counts a dead letter as failed only when its reason is "failed", whatever its payload says', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    const record = JSON.stringify({ id: '1', reason: 'expired', payload: { reason: 'failed' } });
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), token, record, 5, '')).toBe(1);
+    expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
   });
 });
 
@@ -264,6 +288,8 @@ describe('retryTask', () => {
     expect(Number(score)).toBe(due);
     expect(decodeEntry(entry)).toMatchObject({ ok: true, entry: { attempts: 1 } });
     expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), token, 2_000)).toBe(0);
+    // Counted once: the refused second call changed nothing.
+    expect(await redis.hgetall(keys.counters)).toEqual({ failed: '1', retried: '1' });
   });
 });
 

@@ -75,7 +75,8 @@ export function gate(): { promise: Promise<void>; open: () => void } {
 
 /**
  * Claims up to `count` tasks as `workerId` would (round-robin over the ring), acknowledging `acks`
- * first. Resolves with the flat token/entry array, or -1 when the worker is not registered.
+ * first. Resolves with the flat token/entry array, -1 when the worker is not registered, -2 when the
+ * queue is paused.
  */
 export async function claimAs(
   redis: TestRedis,
@@ -84,7 +85,7 @@ export async function claimAs(
   count: number,
   acks: string[] = [],
   clientCap = 0,
-): Promise<string[] | -1> {
+): Promise<string[] | -1 | -2> {
   const [, claimed] = await redis.claimTasks(
     queue.ring,
     queue.processing(workerId),
@@ -94,6 +95,8 @@ export async function claimAs(
     queue.counted,
     queue.inflight,
     queue.parked,
+    queue.paused,
+    queue.counters,
     count,
     workerId,
     queue.pending(''),

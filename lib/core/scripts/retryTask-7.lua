@@ -1,4 +1,4 @@
--- retryTask-6.lua
+-- retryTask-7.lua
 -- Purpose: schedule a failed task's next attempt: move it from the worker's processing hash into the
 --   queue's delayed set, due after a backoff measured on the Redis clock, with its attempt counted.
 --   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
@@ -9,17 +9,21 @@
 -- KEYS[4]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[5]: parked (set of clients taken off the ring at their cap)
 -- KEYS[6]: ring (list of client ids with pending tasks)
+-- KEYS[7]: counters (hash: outcome -> count, for the admin API and metrics)
 -- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
 --   nothing is changed)
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
---   prefix incremented; the client's cap slot released (releaseClientSlot).
+--   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
+--   and retried.
 local entry = redis.call('HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
+redis.call('HINCRBY', KEYS[7], 'failed', 1)
+redis.call('HINCRBY', KEYS[7], 'retried', 1)
 local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
 if attempts then
   entry = tostring(tonumber(attempts) + 1) .. '|' .. rest

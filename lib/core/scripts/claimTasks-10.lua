@@ -1,4 +1,4 @@
--- claimTasks-8.lua
+-- claimTasks-10.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
@@ -14,6 +14,8 @@
 -- KEYS[6]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
 -- KEYS[7]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[8]: parked (set of clients taken off the ring at their cap)
+-- KEYS[9]: paused (string; while it exists, nothing is claimed: acknowledgements still go through)
+-- KEYS[10]: counters (hash: outcome -> count, for the admin API and metrics)
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
@@ -22,8 +24,9 @@
 -- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed }: lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
---   or -1 when the worker is not registered (it must register, then claim again)
--- Side effects: HDEL of acknowledged tokens; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
+--   or -1 when the worker is not registered (it must register, then claim again), or -2 when the
+--   queue is paused
+-- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
 --   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
 --   task left leaves the ring. Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
@@ -40,7 +43,10 @@ if #ARGV >= 6 then
       lost[#lost + 1] = acks[i]
     end
   end
-  redis.call('HDEL', KEYS[2], unpack(acks))
+  local acknowledged = redis.call('HDEL', KEYS[2], unpack(acks))
+  if acknowledged > 0 then
+    redis.call('HINCRBY', KEYS[10], 'completed', acknowledged)
+  end
   if cap > 0 then
     for i = 1, #acks do
       if held[i] then
@@ -55,6 +61,9 @@ if wanted == 0 then
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
   return { lost, -1 }
+end
+if redis.call('EXISTS', KEYS[9]) == 1 then
+  return { lost, -2 }
 end
 local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
 local entries = {}

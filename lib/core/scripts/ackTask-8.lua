@@ -1,4 +1,4 @@
--- ackTask-7.lua
+-- ackTask-8.lua
 -- Purpose: settle a task that succeeded: remove it from the worker's processing hash if the worker
 --   still holds it under this fencing token; free its deduplication key; for a send() task, store and
 --   publish the reply.
@@ -10,14 +10,16 @@
 -- KEYS[5]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[6]: parked (set of clients taken off the ring at their cap)
 -- KEYS[7]: ring (list of client ids with pending tasks)
+-- KEYS[8]: counters (hash: outcome -> count, for the admin API and metrics)
 -- ARGV[1]: fencing token; ARGV[2]: task id when the task holds a deduplication key, else ''
 -- ARGV[3] (optional): reply channel; ARGV[4]: reply (JSON); ARGV[5]: result TTL in milliseconds
 -- Returns: 1 when acknowledged; 0 when the token is no longer held (lease lost: nothing is changed)
--- Side effects: HDEL from the processing hash; the client's cap slot released (releaseClientSlot); DEL of the deduplication key if this task holds it;
+-- Side effects: HDEL from the processing hash; HINCRBY counters completed; the client's cap slot released (releaseClientSlot); DEL of the deduplication key if this task holds it;
 --   for a reply, SET with PX on the result key and PUBLISH.
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 releaseClientSlot(KEYS[4], KEYS[5], KEYS[6], KEYS[7], ARGV[1], false)
+redis.call('HINCRBY', KEYS[8], 'completed', 1)
 finishTask(KEYS[3], ARGV[2], KEYS[2], ARGV[3], ARGV[4], ARGV[5])
 return 1

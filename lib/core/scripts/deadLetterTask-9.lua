@@ -1,4 +1,4 @@
--- deadLetterTask-8.lua
+-- deadLetterTask-9.lua
 -- Purpose: move a claimed task to the queue's dead letters with a record of why (malformed entry,
 --   failed handler, expired, ...), if the claiming worker still holds it under this fencing token, and
 --   free its deduplication key.
@@ -11,11 +11,12 @@
 -- KEYS[6]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[7]: parked (set of clients taken off the ring at their cap)
 -- KEYS[8]: ring (list of client ids with pending tasks)
+-- KEYS[9]: counters (hash: outcome -> count, for the admin API and metrics)
 -- ARGV[1]: fencing token; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
 -- ARGV[4]: task id when the task holds a deduplication key, else ''
 -- ARGV[5] (optional): reply channel; ARGV[6]: error reply (JSON); ARGV[7]: result TTL in milliseconds
 -- Returns: 1 when dead-lettered; 0 when the token is no longer held (lease lost: nothing is changed)
--- Side effects: HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
+-- Side effects: HINCRBY counters deadLettered (and failed, for a record with reason "failed"); HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
 --   PX on the result key and PUBLISH.
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
@@ -24,5 +25,10 @@ end
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
 releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
+redis.call('HINCRBY', KEYS[9], 'deadLettered', 1)
+local decoded, record = pcall(cjson.decode, ARGV[2])
+if decoded and type(record) == 'table' and record.reason == 'failed' then
+  redis.call('HINCRBY', KEYS[9], 'failed', 1)
+end
 finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
 return 1
