@@ -10,7 +10,14 @@ export { RedisTaskModule } from './nest/redis-task.module.js';
 export { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './nest/redis-task.module-definition.js';
 export { RedisTaskReaper } from './nest/redis-task.reaper.js';
 export { RedisTaskAdmin } from './nest/redis-task.admin.js';
-export { TaskAdmin, type DeadLetterSelection, type RequeueDeadLettersResult } from './core/admin.js';
+export {
+  TaskAdmin,
+  type DeadLetterSelection,
+  type QueueCounters,
+  type QueueStats,
+  type RequeueDeadLettersResult,
+  type WorkerInfo,
+} from './core/admin.js';
 export type { SweepResult } from './core/reaper.js';
 export type { BackoffOptions, RetryOptions } from './core/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';

@@ -1,4 +1,5 @@
-import { encodeEntry } from './codec.js';
+import type { Redis } from 'ioredis';
+import { decodeEntry, encodeEntry } from './codec.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -17,6 +18,46 @@ export interface RequeueDeadLettersResult {
 
 const CHUNK = 500;
 
+/** Task outcomes counted since the queue was first used. */
+export interface QueueCounters {
+  /** Handler succeeded, task acknowledged. */
+  readonly completed: number;
+  /** Handler runs that failed (each retry and each final failure). */
+  readonly failed: number;
+  /** Failed runs given another attempt. */
+  readonly retried: number;
+  /** Tasks moved to dead letters, for any reason. */
+  readonly deadLettered: number;
+}
+
+/** A snapshot of one queue (all its shards). */
+export interface QueueStats {
+  readonly queue: string;
+  readonly shards: number;
+  readonly paused: boolean;
+  /** Pending tasks (ready to claim) in all, and per client, most first. */
+  readonly pending: { readonly total: number; readonly byClient: Readonly<Record<string, number>> };
+  /** Tasks claimed and not settled, in all and per worker. */
+  readonly inFlight: { readonly total: number; readonly byWorker: Readonly<Record<string, number>> };
+  /** Tasks waiting for a due time (delays and retry backoffs). */
+  readonly delayed: number;
+  readonly deadLetters: number;
+  /** Age of the oldest pending task (ms, by the enqueuing process's clock), or null when none is pending. */
+  readonly oldestPendingAgeMs: number | null;
+  readonly counters: QueueCounters;
+}
+
+/** A worker registered in a queue. */
+export interface WorkerInfo {
+  readonly workerId: string;
+  readonly queue: string;
+  /** When its lease runs out unless renewed (ms since the epoch, Redis clock); each heartbeat pushes it on. */
+  readonly leaseExpiresAt: number;
+  /** False once the lease ran out: the worker died or hung, and a reaper will recover its tasks. */
+  readonly alive: boolean;
+  readonly inFlight: number;
+}
+
 /**
  * Dead-letter operations on a queue (Nest-agnostic; `RedisTaskAdmin` exposes them in Nest). A sharded
  * queue's shards are read in shard order, as one list; the shard count is the one on record in Redis.
@@ -30,6 +71,115 @@ export class TaskAdmin {
 
   private async shards(queue: string): Promise<readonly QueueKeys[]> {
     return (await this.layouts.layout(queue)).shards;
+  }
+
+  /** Depth, in-flight work, delays, dead letters, oldest task age and outcome counters of a queue. */
+  async stats(queue: string): Promise<QueueStats> {
+    const shards = await this.shards(queue);
+    const byClient = new Map<string, number>();
+    const byWorker = new Map<string, number>();
+    const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0 };
+    let delayed = 0;
+    let deadLetters = 0;
+    let oldest: number | undefined;
+    let paused = false;
+    for (const keys of shards) {
+      const [ring, parked, workers, delayedCount, deadCount, pausedFlag, counted] = await Promise.all([
+        this.redis.lrange(keys.ring, 0, -1),
+        this.redis.smembers(keys.parked),
+        this.redis.zrange(keys.workers, '0', '-1'),
+        this.redis.zcard(keys.delayed),
+        this.redis.llen(keys.deadLetters),
+        this.redis.exists(keys.paused),
+        this.redis.hgetall(keys.counters) as Promise<Record<string, string>>,
+      ]);
+      delayed += delayedCount;
+      deadLetters += deadCount;
+      paused ||= pausedFlag === 1;
+      for (const name of Object.keys(counters) as (keyof QueueCounters)[]) {
+        counters[name] += Number(counted[name] ?? 0);
+      }
+      for (const clientId of new Set([...ring, ...parked])) {
+        const [listed, prioritized, head, priorityHead] = await Promise.all([
+          this.redis.llen(keys.pending(clientId)),
+          this.redis.zcard(keys.priority(clientId)),
+          this.redis.lindex(keys.pending(clientId), 0),
+          this.redis.zrange(keys.priority(clientId), '0', '0'),
+        ]);
+        if (listed + prioritized > 0) byClient.set(clientId, (byClient.get(clientId) ?? 0) + listed + prioritized);
+        // Sequence-prefixed members of a priority set: the encoded entry starts after 15 digits.
+        for (const raw of [head, priorityHead[0]?.slice(15)]) {
+          const decoded = raw ? decodeEntry(raw) : undefined;
+          if (decoded?.ok) oldest = Math.min(oldest ?? Infinity, decoded.entry.envelope.enqueuedAt);
+        }
+      }
+      for (const workerId of workers) {
+        const held = await this.redis.hlen(keys.processing(workerId));
+        if (held > 0) byWorker.set(workerId, (byWorker.get(workerId) ?? 0) + held);
+      }
+    }
+    const sorted = [...byClient].sort((a, b) => b[1] - a[1]);
+    return {
+      queue,
+      shards: shards.length,
+      paused,
+      pending: { total: sorted.reduce((sum, [, n]) => sum + n, 0), byClient: Object.fromEntries(sorted) },
+      inFlight: { total: [...byWorker.values()].reduce((sum, n) => sum + n, 0), byWorker: Object.fromEntries(byWorker) },
+      delayed,
+      deadLetters,
+      oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, Date.now() - oldest),
+      counters,
+    };
+  }
+
+  /** Workers registered in the queues (all queues under the prefix when none is given), with their leases. */
+  async workers(queue?: string): Promise<WorkerInfo[]> {
+    const [seconds, micros] = await this.redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const found: WorkerInfo[] = [];
+    for (const name of queue === undefined ? await this.queues() : [queue]) {
+      const byWorker = new Map<string, { leaseExpiresAt: number; inFlight: number }>();
+      for (const keys of await this.shards(name)) {
+        // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
+        const scored = await (this.redis as Redis).zrange(keys.workers, '0', '-1', 'WITHSCORES');
+        for (let i = 0; i < scored.length; i += 2) {
+          const workerId = scored[i];
+          const known = byWorker.get(workerId) ?? { leaseExpiresAt: 0, inFlight: 0 };
+          known.leaseExpiresAt = Math.max(known.leaseExpiresAt, Number(scored[i + 1]));
+          known.inFlight += await this.redis.hlen(keys.processing(workerId));
+          byWorker.set(workerId, known);
+        }
+      }
+      for (const [workerId, { leaseExpiresAt, inFlight }] of byWorker) {
+        found.push({ workerId, queue: name, leaseExpiresAt, alive: leaseExpiresAt > now, inFlight });
+      }
+    }
+    return found.sort((a, b) => a.queue.localeCompare(b.queue) || a.workerId.localeCompare(b.workerId));
+  }
+
+  /** Workers stop claiming from the queue (tasks running finish; producers still enqueue). */
+  async pause(queue: string): Promise<void> {
+    for (const keys of await this.shards(queue)) {
+      await this.redis.set(keys.paused, String(Date.now()));
+    }
+  }
+
+  /** Workers claim from the queue again; blocked loops are told at once. */
+  async resume(queue: string): Promise<void> {
+    for (const keys of await this.shards(queue)) {
+      await this.redis.del(keys.paused);
+      await this.redis.publish(keys.controlChannel, 'resume');
+    }
+  }
+
+  /** True when the queue has pending, delayed, in-flight or dead-lettered tasks, a worker, or a shard count on record. */
+  async exists(queue: string): Promise<boolean> {
+    if ((await this.redis.sismember(this.keys.queues, queue)) === 1) return true;
+    if ((await this.redis.exists(this.keys.shardCount(queue))) === 1) return true;
+    for (const keys of await this.shards(queue)) {
+      if ((await this.redis.exists(keys.ring, keys.delayed, keys.deadLetters, keys.workers, keys.parked)) > 0) return true;
+    }
+    return false;
   }
 
   /** Queues that have had a worker under this prefix. */

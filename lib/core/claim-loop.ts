@@ -59,6 +59,7 @@ export class ClaimLoop {
   /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
   private failure: { error: unknown } | undefined;
   private pauseWake: (() => void) | undefined;
+  private pausedWait: Promise<void> | undefined;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -101,19 +102,26 @@ export class ClaimLoop {
     this.pauseWake?.();
   }
 
-  /** Paused: wait for a resume, re-checking after a block timeout in case its announcement was missed. */
-  private async waitWhilePaused(): Promise<void> {
-    this.blocked = true; // acknowledgements go out on their own meanwhile
-    try {
-      if (this.acks.size > 0) void this.flushAcks();
-      await new Promise<void>((resolve) => {
-        this.pauseWake = resolve;
-        void sleep(this.options.blockTimeoutMs, this.stop.signal).then(resolve);
-      });
-    } finally {
-      this.pauseWake = undefined;
-      this.blocked = false;
-    }
+  /**
+   * Paused: wait for a resume, re-checking after a block timeout in case its announcement was missed.
+   * Both calls of the loop may find the queue paused; they share one wait.
+   */
+  private waitWhilePaused(): Promise<void> {
+    this.pausedWait ??= (async () => {
+      this.blocked = true; // acknowledgements go out on their own meanwhile
+      try {
+        if (this.acks.size > 0) void this.flushAcks();
+        await new Promise<void>((resolve) => {
+          this.pauseWake = resolve;
+          void sleep(this.options.blockTimeoutMs, this.stop.signal).then(resolve);
+        });
+      } finally {
+        this.pauseWake = undefined;
+        this.pausedWait = undefined;
+        this.blocked = false;
+      }
+    })();
+    return this.pausedWait;
   }
 
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */

@@ -94,6 +94,11 @@ export class QueueKeys {
     return `${this.tag}:due`;
   }
 
+  /** The pub/sub channel on which workers hear that the queue was resumed. */
+  get controlChannel(): string {
+    return `${this.tag}:control`;
+  }
+
   /** Tasks one worker has claimed and not yet settled (hash: fencing token -> encoded entry). */
   processing(workerId: string): string {
     return `${this.tag}:processing:${workerId}`;

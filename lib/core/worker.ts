@@ -220,6 +220,13 @@ export class TaskWorker {
     forceReconnect(connection);
   }
 
+  /** A resume was announced on a queue shard's control channel: its loop claims again at once. */
+  resume(controlChannel: string): void {
+    for (const [keys, loop] of this.loops) {
+      if (keys.controlChannel === controlChannel) loop.resume();
+    }
+  }
+
   /**
    * Stops claiming, waits up to `shutdownTimeoutMs` for running handlers, then returns what is still
    * unfinished to the heads of its clients' lists without counting an attempt, and deregisters.

@@ -1,12 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { TaskAdmin, type DeadLetterSelection, type RequeueDeadLettersResult } from '../core/admin.js';
+import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin.js';
 import type { DeadLetterRecord } from '../core/dead-letter.js';
 import { PrefixKeys } from '../core/keys.js';
 import { ShardCounts } from '../core/shard-counts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
- * Operations on queues: dead letters (list, requeue with attempts reset, purge). Injectable from
+ * Operations on queues: stats, workers, pause / resume, dead letters (list, requeue with attempts reset,
+ * purge). Injectable from
  * `RedisTaskModule`; without Nest, `new RedisTaskAdmin(new RedisTaskClient(options))`.
  */
 @Injectable()
@@ -15,6 +16,25 @@ export class RedisTaskAdmin {
 
   async queues(): Promise<string[]> {
     return (await this.core()).queues();
+  }
+
+  /** Pending per client, in flight per worker, delayed, dead letters, oldest pending age, outcome counters. */
+  async stats(pattern: string): Promise<QueueStats> {
+    return (await this.core()).stats(pattern);
+  }
+
+  /** Workers of one pattern, or of every pattern, with their leases and tasks in flight. */
+  async workers(pattern?: string): Promise<WorkerInfo[]> {
+    return (await this.core()).workers(pattern);
+  }
+
+  /** Workers stop claiming from the pattern; running handlers finish; producers still enqueue. */
+  async pause(pattern: string): Promise<void> {
+    return (await this.core()).pause(pattern);
+  }
+
+  async resume(pattern: string): Promise<void> {
+    return (await this.core()).resume(pattern);
   }
 
   async listDeadLetters(pattern: string, page?: { offset?: number; limit?: number }): Promise<DeadLetterRecord[]> {

@@ -151,8 +151,16 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     const subscriber = openBlockingConnection(redis, `tasks:worker:${this.options.workerId}:due`);
     this.dueSubscriber = subscriber;
     subscriber.on('error', () => undefined); // outages are reported once by the command connection
-    subscriber.on('message', (_channel: string, dueAt: string) => this.schedule?.wakeAt(Number(dueAt)));
-    await subscriber.subscribe(...shards.map((keys) => keys.dueChannel));
+    const control = new Set(shards.map((keys) => keys.controlChannel));
+    subscriber.on('message', (channel: string, message: string) => {
+      if (control.has(channel)) {
+        this.worker?.resume(channel);
+      } else {
+        this.schedule?.wakeAt(Number(message));
+      }
+    });
+    // Due times of delayed tasks, and resumes of paused queues.
+    await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel]));
   }
 
   /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */
