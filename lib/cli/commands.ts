@@ -1,0 +1,173 @@
+import type { TaskAdmin } from '../core/admin.js';
+import type { DeadLetterRecord } from '../core/dead-letter.js';
+import { duration, table } from './format.js';
+
+export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
+
+/** A failure the CLI reports in one line with its own exit code. */
+export class CliError extends Error {
+  constructor(
+    readonly exitCode: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const USAGE = `Usage: nestjs-redis-tasks <command> [options]
+
+Commands:
+  stats [pattern]                     every pattern's depth, or one pattern in detail
+  workers [pattern]                   registered workers, their leases and tasks in flight
+  dead list <pattern>                 dead letters, newest first (--limit, default 20; --offset)
+  dead show <pattern> <id>            one dead letter in full
+  dead requeue <pattern> <id>...|--all  run dead letters again (attempts reset)
+  dead purge <pattern> <id>...|--all  delete dead letters
+  pause <pattern>                     workers stop claiming (producers still enqueue)
+  resume <pattern>                    workers claim again
+
+Options:
+  --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
+  --prefix <prefix>     key prefix of the application (default: tasks)
+  --json                machine-readable output
+  -h, --help            this text
+
+Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter.`;
+
+export interface CliOptions {
+  readonly json: boolean;
+  readonly all: boolean;
+  readonly limit?: string;
+  readonly offset?: string;
+}
+
+function usage(message: string): CliError {
+  return new CliError(EXIT.usage, `${message} (see --help)`);
+}
+
+function count(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value)) throw usage(`--${name} must be a non-negative integer, got "${value}"`);
+  return Number(value);
+}
+
+async function knownQueue(admin: TaskAdmin, pattern: string | undefined): Promise<string> {
+  if (!pattern) throw usage('a pattern is needed');
+  if (!(await admin.exists(pattern))) {
+    const known = await admin.queues();
+    throw new CliError(EXIT.unknownQueue, `unknown pattern "${pattern}" (known: ${known.length > 0 ? known.join(', ') : 'none'}; is --prefix right?)`);
+  }
+  return pattern;
+}
+
+function ids(rest: readonly string[], options: CliOptions, verb: string): 'all' | { ids: string[] } {
+  if (options.all && rest.length > 0) throw usage(`dead ${verb} takes ids or --all, not both`);
+  if (options.all) return 'all';
+  if (rest.length === 0) throw usage(`dead ${verb} needs task ids, or --all`);
+  return { ids: [...rest] };
+}
+
+/** Runs one command; resolves with what to print. */
+export async function run(admin: TaskAdmin, positionals: readonly string[], options: CliOptions): Promise<string> {
+  const [command, ...rest] = positionals;
+  const json = (value: unknown) => JSON.stringify(value, null, 2);
+  switch (command) {
+    case 'stats': {
+      if (rest.length > 1) throw usage('stats takes at most one pattern');
+      if (rest[0]) {
+        const stats = await admin.stats(await knownQueue(admin, rest[0]));
+        if (options.json) return json(stats);
+        const clients = Object.entries(stats.pending.byClient);
+        return [
+          `pattern ${stats.queue}${stats.paused ? ' (PAUSED)' : ''}, ${stats.shards} shard(s)`,
+          table(
+            ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
+            [[stats.pending.total, stats.inFlight.total, stats.delayed, stats.deadLetters, duration(stats.oldestPendingAgeMs), stats.counters.completed, stats.counters.failed, stats.counters.retried, stats.counters.deadLettered]],
+          ),
+          '',
+          clients.length > 0 ? table(['client', 'pending'], clients.slice(0, 20)) + (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '') : 'no pending tasks',
+          '',
+          Object.keys(stats.inFlight.byWorker).length > 0 ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker)) : 'nothing in flight',
+        ].join('\n');
+      }
+      const all = await Promise.all((await admin.queues()).map((queue) => admin.stats(queue)));
+      if (options.json) return json(all);
+      if (all.length === 0) return 'no patterns under this prefix have had a worker yet';
+      return table(
+        ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
+        all.map((s) => [s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length, s.paused ? 'paused' : 'running']),
+      );
+    }
+    case 'workers': {
+      if (rest.length > 1) throw usage('workers takes at most one pattern');
+      const workers = await admin.workers(rest[0] ? await knownQueue(admin, rest[0]) : undefined);
+      if (options.json) return json(workers);
+      if (workers.length === 0) return 'no workers registered';
+      const now = Date.now();
+      return table(
+        ['pattern', 'worker', 'state', 'lease', 'in flight'],
+        workers.map((w) => [w.queue, w.workerId, w.alive ? 'alive' : 'LEASE EXPIRED', w.alive ? `expires in ${duration(w.leaseExpiresAt - now)}` : `expired ${duration(now - w.leaseExpiresAt)} ago`, w.inFlight]),
+      );
+    }
+    case 'dead':
+      return dead(admin, rest, options, json);
+    case 'pause':
+    case 'resume': {
+      if (rest.length !== 1) throw usage(`${command} takes one pattern`);
+      const pattern = await knownQueue(admin, rest[0]);
+      await (command === 'pause' ? admin.pause(pattern) : admin.resume(pattern));
+      return options.json ? json({ pattern, paused: command === 'pause' }) : `${pattern}: ${command === 'pause' ? 'paused' : 'resumed'}`;
+    }
+    default:
+      throw usage(`unknown command "${command}"`);
+  }
+}
+
+async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptions, json: (value: unknown) => string): Promise<string> {
+  const [verb, pattern, ...rest] = args;
+  if (!verb || !['list', 'show', 'requeue', 'purge'].includes(verb)) {
+    throw usage(verb ? `unknown dead-letter command "${verb}" (list, show, requeue, purge)` : 'dead needs list, show, requeue or purge');
+  }
+  const queue = await knownQueue(admin, pattern);
+  switch (verb) {
+    case 'list': {
+      if (rest.length > 0) throw usage('dead list takes one pattern');
+      const records = await admin.listDeadLetters(queue, { offset: count('offset', options.offset, 0), limit: count('limit', options.limit, 20) });
+      if (options.json) return json(records);
+      const total = await admin.countDeadLetters(queue);
+      if (records.length === 0) return `no dead letters in ${queue} (${total} in all)`;
+      return `${total} dead letter(s) in ${queue}, newest first\n` + table(
+        ['id', 'client', 'reason', 'attempts', 'died', 'error'],
+        records.map((r) => [r.id ?? '?', r.clientId ?? '?', r.reason, r.attempts, new Date(r.deadAt).toISOString(), oneLine(r)]),
+      );
+    }
+    case 'show': {
+      if (rest.length !== 1) throw usage('dead show takes one task id');
+      const record = (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).find((r) => r.id === rest[0]);
+      if (!record) throw new CliError(EXIT.notFound, `no dead letter with id "${rest[0]}" in ${queue}`);
+      return json(record);
+    }
+    case 'requeue': {
+      const selection = ids(rest, options, 'requeue');
+      const result = await admin.requeueDeadLetters(queue, selection);
+      if (selection !== 'all' && result.requeued + result.skipped === 0) {
+        throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
+      }
+      if (options.json) return json(result);
+      return `requeued ${result.requeued} dead letter(s) of ${queue}${result.skipped > 0 ? `; skipped ${result.skipped} that cannot run (malformed)` : ''}`;
+    }
+    default: {
+      const selection = ids(rest, options, 'purge');
+      const removed = await admin.purgeDeadLetters(queue, selection);
+      if (selection !== 'all' && removed === 0) {
+        throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
+      }
+      return options.json ? json({ purged: removed }) : `purged ${removed} dead letter(s) of ${queue}`;
+    }
+  }
+}
+
+function oneLine(record: DeadLetterRecord): string {
+  const text = record.error ? `${record.error.name}: ${record.error.message}` : (record.detail ?? '');
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+}

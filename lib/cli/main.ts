@@ -1,0 +1,76 @@
+#!/usr/bin/env node
+/**
+ * `npx nestjs-redis-tasks <command>`: what is queued, running, stuck or dead, and the means to replay it.
+ * Exit codes: 0 done, 1 Redis could not be reached or failed, 2 bad usage, 3 unknown queue, 4 no such
+ * dead letter.
+ */
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { TaskAdmin } from '../core/admin.js';
+import { PrefixKeys } from '../core/keys.js';
+import { defineScripts } from '../core/scripts.js';
+import { ShardCounts } from '../core/shard-counts.js';
+import { CliError, EXIT, run, USAGE } from './commands.js';
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        url: { type: 'string' },
+        prefix: { type: 'string', default: 'tasks' },
+        json: { type: 'boolean', default: false },
+        all: { type: 'boolean', default: false },
+        limit: { type: 'string' },
+        offset: { type: 'string' },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+    });
+  } catch (error) {
+    return fail(new CliError(EXIT.usage, `${(error as Error).message.split('\n')[0]} (see --help)`));
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    process.stdout.write(`${USAGE}\n`);
+    return positionals.length === 0 && !values.help ? EXIT.usage : EXIT.ok;
+  }
+  const url = values.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  if (!/^rediss?:\/\/[^\s]+$/.test(url) || !URL.canParse(url)) {
+    return fail(new CliError(EXIT.usage, `--url must be a redis:// or rediss:// URL, got "${url}"`));
+  }
+  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000, enableOfflineQueue: false });
+  redis.on('error', () => undefined); // reported once below
+  try {
+    try {
+      await redis.connect();
+    } catch (error) {
+      throw new CliError(EXIT.redis, `cannot reach Redis at ${url}: ${(error as Error).message || 'connection refused'}`);
+    }
+    const keys = new PrefixKeys(values.prefix);
+    const scripted = defineScripts(redis);
+    const admin = new TaskAdmin(scripted, keys, new ShardCounts(scripted, keys, 'recorded'));
+    const output = await run(admin, positionals, values);
+    process.stdout.write(`${output}\n`);
+    return EXIT.ok;
+  } catch (error) {
+    return fail(error);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+function fail(error: unknown): number {
+  if (error instanceof CliError) {
+    process.stderr.write(`nestjs-redis-tasks: ${error.message}\n`);
+    return error.exitCode;
+  }
+  // One line, no stack: what Redis said, or what went wrong.
+  process.stderr.write(`nestjs-redis-tasks: ${error instanceof Error ? error.message : String(error)}\n`);
+  return EXIT.redis;
+}
+
+void main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+});

@@ -1,0 +1,141 @@
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { EventPattern, Payload } from '@nestjs/microservices';
+import { firstValueFrom } from 'rxjs';
+import { NonRetryableTaskError, RedisTaskRecordBuilder, type QueueStats } from '../../lib/index.js';
+import { freePort } from '../../scripts/redis-server.mjs';
+import { startProducer, startWorker } from '../support/nest.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+
+// The CLI as the build emits it (the global setup compiles lib/ with tsc, as `npm run build` does).
+const CLI = '.chaos-build/lib/cli/main.js';
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+const handled: string[] = [];
+let failing = true;
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('cli.work')
+  work(@Payload() payload: { key: string }): void {
+    if (failing && payload.key.startsWith('bad')) throw new NonRetryableTaskError(`cannot handle ${payload.key}`);
+    handled.push(payload.key);
+  }
+}
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(args: string[], env: Record<string, string | undefined> = { REDIS_URL: redisUrl() }): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, ...env } }, (error, stdout, stderr) => {
+      resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  handled.length = 0;
+  failing = true;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+async function setup() {
+  prefix = testPrefix('cli');
+  const { client, module } = await startProducer(prefix);
+  started.push(module);
+  started.push((await startWorker(prefix, [Handlers])).app);
+  return client;
+}
+
+describe('npx nestjs-redis-tasks', () => {
+  it('is the package bin, built from lib/cli/main.ts', () => {
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { bin: Record<string, string> };
+    expect(pkg.bin['nestjs-redis-tasks']).toBe('./dist/cli/main.js');
+    expect(existsSync(CLI)).toBe(true);
+    expect(readFileSync('lib/cli/main.ts', 'utf8').startsWith('#!/usr/bin/env node\n')).toBe(true);
+  });
+
+  it('reports the stats of a known state, as a table and as JSON', async () => {
+    const client = await setup();
+    await client.emitBatch('cli.work', [
+      new RedisTaskRecordBuilder({ key: 'later-1' }).setClientId('acme').setDelay(60_000).build(),
+      new RedisTaskRecordBuilder({ key: 'bad-1' }).setClientId('acme').build(),
+    ]);
+    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 1, 'the dead letter');
+    const human = await cli(['stats', '--prefix', prefix]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^pattern\s+pending\s+in flight\s+delayed\s+dead/m);
+    expect(human.stdout).toMatch(/^cli\.work\s+0\s+0\s+1\s+1\s/m);
+    const detail = await cli(['stats', 'cli.work', '--prefix', prefix, '--json']);
+    expect(detail.code).toBe(0);
+    const stats = JSON.parse(detail.stdout) as QueueStats;
+    expect(stats).toMatchObject({ queue: 'cli.work', delayed: 1, deadLetters: 1, pending: { total: 0 }, counters: { deadLettered: 1, failed: 1 } });
+    const workers = JSON.parse((await cli(['workers', 'cli.work', '--prefix', prefix, '--json'])).stdout) as { alive: boolean }[];
+    expect(workers).toHaveLength(1);
+    expect(workers[0].alive).toBe(true);
+  });
+
+  it('lists a dead letter, shows it, and requeues it by id so that it completes', async () => {
+    const client = await setup();
+    const { id } = await firstValueFrom(client.emit('cli.work', { key: 'bad-2' }));
+    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 1, 'the dead letter');
+    const list = await cli(['dead', 'list', 'cli.work', '--prefix', prefix, '--json']);
+    expect(JSON.parse(list.stdout)).toMatchObject([{ id, reason: 'failed', error: { message: 'cannot handle bad-2' } }]);
+    const table = await cli(['dead', 'list', 'cli.work', '--prefix', prefix]);
+    expect(table.stdout).toContain(`${id}  default  failed`);
+    const shown = await cli(['dead', 'show', 'cli.work', id, '--prefix', prefix]);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id, payload: { key: 'bad-2' } });
+    failing = false;
+    const requeued = await cli(['dead', 'requeue', 'cli.work', id, '--prefix', prefix]);
+    expect(requeued).toMatchObject({ code: 0, stdout: 'requeued 1 dead letter(s) of cli.work\n' });
+    await waitFor(() => handled.includes('bad-2'), 'the requeued task to complete');
+    expect(await redis.llen(`{${prefix}:cli.work}:dead`)).toBe(0);
+  });
+
+  it('pauses and resumes a pattern', async () => {
+    const client = await setup();
+    expect((await cli(['pause', 'cli.work', '--prefix', prefix])).stdout).toBe('cli.work: paused\n');
+    await firstValueFrom(client.emit('cli.work', { key: 'while-paused' }));
+    expect(JSON.parse((await cli(['stats', 'cli.work', '--prefix', prefix, '--json'])).stdout)).toMatchObject({ paused: true, pending: { total: 1 } });
+    expect((await cli(['resume', 'cli.work', '--prefix', prefix])).code).toBe(0);
+    await waitFor(() => handled.includes('while-paused'), 'the task after resume');
+  });
+
+  it.each([
+    [['frobnicate'], 2, /^nestjs-redis-tasks: unknown command "frobnicate" \(see --help\)\n$/],
+    [['stats', '--bogus'], 2, /^nestjs-redis-tasks: Unknown option '--bogus'.*\(see --help\)\n$/],
+    [['stats', 'no.such.pattern', '--prefix', 'cli-none'], 3, /^nestjs-redis-tasks: unknown pattern "no\.such\.pattern" \(known: none; is --prefix right\?\)\n$/],
+    [['stats', '--url', 'http://example.com'], 2, /^nestjs-redis-tasks: --url must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/example\.com"\n$/],
+    [['dead', 'requeue', 'cli.work'], 3, /unknown pattern/],
+  ])('fails %j with exit code %i and one line, no stack', async (args, code, message) => {
+    const run = await cli(args);
+    expect(run.code).toBe(code);
+    expect(run.stderr).toMatch(message);
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('fails with exit code 1 and one line when Redis cannot be reached', async () => {
+    const port = await freePort();
+    const run = await cli(['stats', '--url', `redis://127.0.0.1:${port}`]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`^nestjs-redis-tasks: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}: .+\\n$`));
+  });
+
+  it('exits 4 for a dead letter id that does not exist', async () => {
+    await setup();
+    const run = await cli(['dead', 'show', 'cli.work', 'nope', '--prefix', prefix]);
+    expect(run).toMatchObject({ code: 4, stderr: 'nestjs-redis-tasks: no dead letter with id "nope" in cli.work\n' });
+  });
+});
