@@ -19,6 +19,7 @@ export {
   type WorkerInfo,
 } from './core/admin.js';
 export type { SweepResult } from './core/reaper.js';
+export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/outcomes.js';
 export type { BackoffOptions, RetryOptions } from './core/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';

@@ -10,6 +10,7 @@ import { requeueProcessing } from './requeue.js';
 import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
 import type { RedisConnection, TaskRedis } from './scripts.js';
 import { LazyAbort } from './lazy-abort.js';
+import type { TaskOutcomeEvent } from './outcomes.js';
 import type { ShardCounts } from './shard-counts.js';
 import { Slots } from './slots.js';
 
@@ -58,6 +59,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly watchdogTimeoutMs: number;
   /** Told when the watchdog finds Redis stopped answering (true) and when it answers again (false). */
   readonly onStall?: (stalled: boolean) => void;
+  /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
+  readonly onOutcome?: (event: TaskOutcomeEvent) => void;
 }
 
 interface InFlight {
@@ -341,17 +344,20 @@ export class TaskWorker {
     const decoded = decodeEntry(task.raw);
     if (!decoded.ok) {
       // Not a task we can run, and retrying cannot fix it: set it aside with the reason.
-      await this.settle(task, () => task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason }));
+      if (await this.settle(task, () => task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason }))) {
+        this.report({ outcome: 'dead-lettered', queue, id: guessTaskId(task.raw), attempt: 0, durationMs: 0, reason: 'malformed' });
+      }
       this.logger.warn(`moved malformed task ${guessTaskId(task.raw) ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
       return;
     }
     const { envelope, attempts } = decoded.entry;
     const policy = mergeRetry(this.options.retryPolicy(queue), envelope);
     const attempt = attempts + 1;
+    const about = { queue, id: envelope.id, clientId: envelope.clientId };
     if (attempt > policy.maxAttempts) {
       // Earlier runs never finished (worker died or lost its lease each time): do not start another.
       const detail = `${attempts} run(s) were interrupted before finishing; maxAttempts is ${policy.maxAttempts}`;
-      await this.settle(task, () =>
+      const settled = await this.settle(task, () =>
         task.deadLetter({
           reason: 'interrupted',
           attempts,
@@ -360,16 +366,24 @@ export class TaskWorker {
           error: { name: 'InterruptedError', message: detail },
         }),
       );
+      if (settled) this.report({ ...about, outcome: 'dead-lettered', attempt: 0, durationMs: 0, reason: 'interrupted' });
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
     }
     if (envelope.expiresAt !== undefined && envelope.expiresAt <= Date.now()) {
       const detail = `expired at ${new Date(envelope.expiresAt).toISOString()} before a worker could start it`;
-      await this.settle(task, () => task.deadLetter({ reason: 'expired', attempts, envelope, detail }), envelope);
+      if (await this.settle(task, () => task.deadLetter({ reason: 'expired', attempts, envelope, detail }), envelope)) {
+        this.report({ ...about, outcome: 'dead-lettered', attempt: 0, durationMs: 0, reason: 'expired' });
+      }
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
     }
+    const startedAt = performance.now();
     const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort);
+    const ran = { ...about, attempt, durationMs: performance.now() - startedAt };
+    if (run.leaseLost) {
+      this.report({ ...ran, outcome: 'lease-lost' });
+    }
     if (this.released || run.leaseLost) {
       // The task was returned to its queue (shutdown) or recovered elsewhere (lease lost): it is not
       // ours to settle any more, and the fenced scripts would refuse it anyway.
@@ -381,11 +395,14 @@ export class TaskWorker {
       if (envelope.replyTo === undefined && envelope.dedupKey === undefined && loop && !this.released) {
         // The common case rides on the claim loop's next call (acknowledged in batches).
         void loop.acknowledge(task.token).then((held) => {
-          if (!held) this.warnLeaseLost(task, envelope);
+          if (held) this.report({ ...ran, outcome: 'completed' });
+          else this.warnLeaseLost(task, envelope, ran);
         });
         return;
       }
-      await this.settle(task, () => task.acknowledge(envelope, outcome.response), envelope);
+      if (await this.settle(task, () => task.acknowledge(envelope, outcome.response), envelope, ran)) {
+        this.report({ ...ran, outcome: 'completed' });
+      }
       return;
     }
     const error = toErrorRecord(outcome.error);
@@ -396,8 +413,10 @@ export class TaskWorker {
         task,
         () => task.deadLetter({ reason: 'failed', attempts: attempt, envelope, detail, error, replyError: outcome.replyError }),
         envelope,
+        ran,
       );
       if (settled) {
+        this.report({ ...ran, outcome: 'dead-lettered', reason: 'failed', error });
         this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
       }
       return;
@@ -407,8 +426,9 @@ export class TaskWorker {
     await this.settle(task, async () => {
       dueAt = await task.retry(delay);
       return dueAt !== undefined;
-    }, envelope);
+    }, envelope, ran);
     if (dueAt !== undefined) {
+      this.report({ ...ran, outcome: 'retried', error, retryInMs: delay });
       this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
       this.options.onDelayed?.(queue, dueAt);
     }
@@ -419,12 +439,17 @@ export class TaskWorker {
    * outcome cannot be written stays in this worker's processing hash, neither acknowledged nor lost.
    * Resolves false when the worker no longer holds the task (logged once).
    */
-  private async settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope): Promise<boolean> {
+  private async settle(
+    task: ClaimedTask,
+    write: () => Promise<boolean>,
+    envelope?: TaskEnvelope,
+    ran?: Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>,
+  ): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
       try {
         const settled = await write();
         if (!settled) {
-          this.warnLeaseLost(task, envelope);
+          this.warnLeaseLost(task, envelope, ran);
         }
         return settled;
       } catch (error) {
@@ -440,10 +465,21 @@ export class TaskWorker {
     }
   }
 
-  private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope): void {
+  private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope, ran?: Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>): void {
+    this.report({ queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0, ...ran, outcome: 'lease-lost' });
     this.logger.warn(
       `task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`,
     );
+  }
+
+  /** Tells the outcome listener; a listener that throws is logged, never allowed to affect the task. */
+  private report(event: Omit<TaskOutcomeEvent, 'workerId'>): void {
+    if (!this.options.onOutcome) return;
+    try {
+      this.options.onOutcome({ ...event, workerId: this.workerId });
+    } catch (error) {
+      this.logger.error(`a task outcome listener threw: ${errorMessage(error)}`);
+    }
   }
 
   private async execute(

@@ -1,3 +1,5 @@
+import type { TaskOutcomeEvent } from '../core/outcomes.js';
+
 /** Connection states reported on `RedisTaskTransport.status` and `RedisTaskClient.status`. */
 export enum RedisTaskStatus {
   CONNECTED = 'connected',
@@ -11,4 +13,6 @@ export enum RedisTaskStatus {
 export type RedisTaskEvents = {
   error: (error: Error) => void;
   status: (status: RedisTaskStatus) => void;
+  /** Transport only: how each run of a task ended (completed, retried, dead-lettered, lease-lost). No payload. */
+  task: (event: TaskOutcomeEvent) => void;
 };

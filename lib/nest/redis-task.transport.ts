@@ -83,6 +83,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           clientCap: (queue) => this.clientCaps.get(queue) ?? this.options.clientConcurrency,
           onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
           onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
+          onOutcome: (event) => this.events.emit('task', event),
         },
         (execution) => this.execute(execution),
         this.log,

@@ -2,7 +2,7 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { NonRetryableTaskError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { NonRetryableTaskError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, type TaskOutcomeEvent } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, gate, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -89,6 +89,31 @@ describe('RedisTaskAdmin', () => {
     // run and poison are dead-lettered: 4 failed runs in all.
     const expected = { completed: 3, failed: 4, retried: 2, deadLettered: 2 };
     await waitFor(async () => JSON.stringify((await admin.stats('admin.outcomes')).counters) === JSON.stringify(expected), 'the outcome counters');
+  });
+
+  it("reports each run's outcome on the transport's 'task' event, without the payload", async () => {
+    const { client } = await setup();
+    const { transport } = await startWorker(prefix, [Handlers], { workerId: 'events-w' });
+    started.push(transport);
+    const events: TaskOutcomeEvent[] = [];
+    transport.on('task', (event) => events.push(event));
+    const ids: Record<string, string> = {};
+    for (const kind of ['ok', 'flaky', 'poison']) {
+      ids[kind] = (await firstValueFrom(client.emit('admin.outcomes', { kind, secret: 'do-not-log' }))).id;
+    }
+    await waitFor(() => events.length === 4, 'four outcomes');
+    const of = (kind: string) => events.filter((event) => event.id === ids[kind]).map((event) => event.outcome);
+    expect(of('ok')).toEqual(['completed']);
+    expect(of('flaky')).toEqual(['retried', 'completed']);
+    expect(of('poison')).toEqual(['dead-lettered']);
+    const retried = events.find((event) => event.outcome === 'retried')!;
+    expect(retried).toMatchObject({ queue: 'admin.outcomes', clientId: 'default', attempt: 1, workerId: 'events-w', error: { message: 'failed' } });
+    // A fixed 10 ms backoff with the default jitter of 0.5.
+    expect(retried.retryInMs).toBeGreaterThanOrEqual(5);
+    expect(retried.retryInMs).toBeLessThanOrEqual(10);
+    expect(events.find((event) => event.outcome === 'dead-lettered')).toMatchObject({ reason: 'failed', error: { name: 'NonRetryableTaskError' } });
+    expect(events.every((event) => event.durationMs >= 0)).toBe(true);
+    expect(JSON.stringify(events)).not.toContain('do-not-log');
   });
 
   it('lists workers with their lease and tasks in flight, per pattern', async () => {
