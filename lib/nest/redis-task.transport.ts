@@ -41,6 +41,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   private policies = new Map<string, RetryPolicy>();
   private readonly handlers = new Map<string, MessageHandler | null>();
   private clientCaps = new Map<string, number>();
+  private lastStatus = RedisTaskStatus.DISCONNECTED;
 
   constructor(options?: RedisTaskTransportOptions) {
     super();
@@ -199,7 +200,18 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     return policies;
   }
 
+  /** The last status reported: `connected` while listening and Redis answers the worker. */
+  get currentStatus(): RedisTaskStatus {
+    return this.lastStatus;
+  }
+
+  /** True while listening with a worker that claims (not stalled, not cut off from Redis). */
+  get consuming(): boolean {
+    return this.worker !== undefined && this.lastStatus === RedisTaskStatus.CONNECTED;
+  }
+
   private publishStatus(status: RedisTaskStatus): void {
+    this.lastStatus = status;
     this._status$.next(status);
     this.events.emit('status', status);
   }

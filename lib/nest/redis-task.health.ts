@@ -1,0 +1,81 @@
+import { Injectable } from '@nestjs/common';
+import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import { RedisTaskAdmin } from './redis-task.admin.js';
+import { RedisTaskClient } from './redis-task.client.js';
+import type { RedisTaskTransport } from './redis-task.transport.js';
+
+export interface RedisTaskHealthOptions {
+  /** A worker to check: down unless it is listening and claiming (not stalled, not reconnecting). */
+  readonly transport?: Pick<RedisTaskTransport, 'consuming' | 'currentStatus'>;
+  /** Down when more tasks than this went to dead letters since the previous check. Default: not checked. */
+  readonly maxDeadLetterGrowth?: number;
+  /** Patterns whose dead letters are watched. Default: every pattern under the prefix. */
+  readonly patterns?: readonly string[];
+  /** Longest wait for Redis to answer. Default 1,000 ms. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * A `@nestjs/terminus` health indicator (optional peer: import from `nestjs-redis-tasks/terminus`):
+ * the Redis connection, a worker's consume loop, and dead-letter growth between checks.
+ *
+ * ```ts
+ * @Get('health') @HealthCheck()
+ * check() { return this.health.check([() => this.tasks.isHealthy('tasks', { transport, maxDeadLetterGrowth: 100 })]); }
+ * ```
+ */
+@Injectable()
+export class RedisTaskHealthIndicator {
+  /** Dead letters counted per indicator key at the previous check. */
+  private readonly previous = new Map<string, number>();
+
+  constructor(
+    private readonly health: HealthIndicatorService,
+    private readonly client: RedisTaskClient,
+    private readonly admin: RedisTaskAdmin,
+  ) {}
+
+  async isHealthy<Key extends string>(key: Key, options: RedisTaskHealthOptions = {}): Promise<HealthIndicatorResult<Key>> {
+    const session = this.health.check(key);
+    const timeoutMs = options.timeoutMs ?? 1_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      const latency = await Promise.race([this.ping(), timeout]);
+      const data: Record<string, unknown> = { redis: 'up', pingMs: latency };
+      let healthy = true;
+      if (options.transport) {
+        data.worker = options.transport.currentStatus;
+        healthy &&= options.transport.consuming;
+      }
+      if (options.maxDeadLetterGrowth !== undefined) {
+        const patterns = options.patterns ?? (await Promise.race([this.admin.queues(), timeout]));
+        let deadLettered = 0;
+        for (const pattern of patterns) {
+          deadLettered += (await Promise.race([this.admin.stats(pattern), timeout])).counters.deadLettered;
+        }
+        const growth = deadLettered - (this.previous.get(key) ?? deadLettered);
+        this.previous.set(key, deadLettered);
+        data.deadLetterGrowth = growth;
+        if (growth > options.maxDeadLetterGrowth) {
+          healthy = false;
+          data.message = `${growth} task(s) went to dead letters since the last check (more than ${options.maxDeadLetterGrowth})`;
+        }
+      }
+      return healthy ? session.up(data) : session.down(data);
+    } catch (error) {
+      return session.down({ redis: 'down', message: (error as Error).message });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async ping(): Promise<number> {
+    const started = performance.now();
+    const redis = await this.client.connect();
+    await redis.ping();
+    return Math.round((performance.now() - started) * 100) / 100;
+  }
+}

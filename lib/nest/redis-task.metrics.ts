@@ -1,0 +1,120 @@
+import { Inject, Injectable, Optional } from '@nestjs/common';
+import { Counter, Gauge, Histogram, register as defaultRegistry, type Registry } from 'prom-client';
+import type { QueueStats } from '../core/admin.js';
+import type { TaskOutcomeEvent } from '../core/outcomes.js';
+import { RedisTaskAdmin } from './redis-task.admin.js';
+import type { RedisTaskTransport } from './redis-task.transport.js';
+
+export const REDIS_TASK_METRICS_OPTIONS = Symbol('REDIS_TASK_METRICS_OPTIONS');
+
+export interface RedisTaskMetricsOptions {
+  /** Where the metrics are registered. Default: prom-client's global registry. */
+  readonly registry?: Registry;
+  /** Prefix of every metric name. Default `redis_tasks_`. */
+  readonly namePrefix?: string;
+  /** Patterns whose depth is reported. Default: every pattern that has had a worker under the prefix. */
+  readonly patterns?: readonly string[];
+  /** How long one read of the queue stats from Redis serves the gauges (of one scrape). Default 1,000 ms. */
+  readonly statsTtlMs?: number;
+}
+
+/**
+ * Prometheus metrics (prom-client, an optional peer: import from `nestjs-redis-tasks/metrics`).
+ * Queue gauges are read from Redis when scraped: depth, in flight, delayed, dead letters, oldest pending
+ * age, paused. Handler durations and outcomes come from the transports passed to `observe()`.
+ *
+ * ```ts
+ * @Module({ imports: [RedisTaskModule.forRoot({})], providers: [RedisTaskMetrics] })
+ * // main.ts: app.get(RedisTaskMetrics).observe(transport)
+ * ```
+ */
+@Injectable()
+export class RedisTaskMetrics {
+  readonly registry: Registry;
+  private readonly duration: Histogram<'queue' | 'outcome'>;
+  private readonly outcomes: Counter<'queue' | 'outcome'>;
+  private stats: { at: number; value: Promise<QueueStats[]> } | undefined;
+
+  constructor(
+    private readonly admin: RedisTaskAdmin,
+    @Optional() @Inject(REDIS_TASK_METRICS_OPTIONS) private readonly options: RedisTaskMetricsOptions = {},
+  ) {
+    this.registry = options.registry ?? defaultRegistry;
+    const name = (suffix: string) => `${options.namePrefix ?? 'redis_tasks_'}${suffix}`;
+    const gauge = (suffix: string, help: string, read: (stats: QueueStats) => number) =>
+      this.metric(
+        name(suffix),
+        () =>
+          new Gauge({
+            name: name(suffix),
+            help,
+            labelNames: ['queue'],
+            registers: [this.registry],
+            collect: async function collect(this: Gauge<'queue'>) {
+              this.reset();
+              for (const stats of await metrics.queueStats()) this.set({ queue: stats.queue }, read(stats));
+            },
+          }),
+      );
+    // The collect callbacks run with the gauge as `this`; they reach this instance through a closure.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const metrics = this;
+    gauge('queue_depth', 'Tasks pending (ready to claim) per pattern', (s) => s.pending.total);
+    gauge('in_flight', 'Tasks claimed by workers and not yet settled, per pattern', (s) => s.inFlight.total);
+    gauge('delayed', 'Tasks waiting for a due time (delays and retry backoffs), per pattern', (s) => s.delayed);
+    gauge('dead_letters', 'Tasks in dead letters, per pattern', (s) => s.deadLetters);
+    gauge('oldest_pending_age_seconds', 'Age of the oldest pending task, per pattern (0 when none)', (s) => (s.oldestPendingAgeMs ?? 0) / 1000);
+    gauge('paused', '1 while the pattern is paused', (s) => (s.paused ? 1 : 0));
+    this.duration = this.metric(
+      name('handler_duration_seconds'),
+      () =>
+        new Histogram({
+          name: name('handler_duration_seconds'),
+          help: 'How long handlers ran, per pattern and outcome',
+          labelNames: ['queue', 'outcome'],
+          buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+          registers: [this.registry],
+        }),
+    );
+    this.outcomes = this.metric(
+      name('outcomes_total'),
+      () =>
+        new Counter({
+          name: name('outcomes_total'),
+          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost), per pattern',
+          labelNames: ['queue', 'outcome'],
+          registers: [this.registry],
+        }),
+    );
+  }
+
+  /** Counts the outcomes and handler durations of a transport's tasks. */
+  observe(transport: Pick<RedisTaskTransport, 'on'>): void {
+    transport.on('task', (event) => this.record(event));
+  }
+
+  /** Records one outcome (what `observe()` does for each task event). */
+  record(event: TaskOutcomeEvent): void {
+    this.outcomes.inc({ queue: event.queue, outcome: event.outcome });
+    if (event.durationMs > 0) {
+      this.duration.observe({ queue: event.queue, outcome: event.outcome }, event.durationMs / 1000);
+    }
+  }
+
+  private queueStats(): Promise<QueueStats[]> {
+    if (!this.stats || Date.now() - this.stats.at > (this.options.statsTtlMs ?? 1_000)) {
+      const value = (async () => {
+        const patterns = this.options.patterns ?? (await this.admin.queues());
+        return Promise.all(patterns.map((pattern) => this.admin.stats(pattern)));
+      })();
+      this.stats = { at: Date.now(), value };
+      value.catch(() => (this.stats = undefined));
+    }
+    return this.stats.value;
+  }
+
+  /** A metric of this name already in the registry (a second instance, a hot reload), or a new one. */
+  private metric<T>(name: string, create: () => T): T {
+    return (this.registry.getSingleMetric(name) as T | undefined) ?? create();
+  }
+}

@@ -1,0 +1,123 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { EventPattern, Payload } from '@nestjs/microservices';
+import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { Registry } from 'prom-client';
+import { firstValueFrom } from 'rxjs';
+import { NonRetryableTaskError, RedisTaskClient, RedisTaskModule, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
+import { startWorker } from '../support/nest.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+let handled = 0;
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('obs.work')
+  async work(@Payload() payload: { fail?: boolean }): Promise<void> {
+    if (payload.fail) throw new NonRetryableTaskError('no');
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    handled++;
+  }
+}
+
+async function app(): Promise<TestingModule> {
+  prefix = testPrefix('obs');
+  const module = await Test.createTestingModule({
+    imports: [RedisTaskModule.forRoot({ connection: redisUrl(), prefix, reaperIntervalMs: false }), TerminusModule],
+    providers: [RedisTaskMetrics, RedisTaskHealthIndicator, { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } }],
+  }).compile();
+  module.useLogger(false);
+  await module.init();
+  started.push(module);
+  return module;
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((closable) => closable.close()));
+  await deleteKeys(redis, prefix);
+  handled = 0;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+function sample(text: string, metric: string, labels: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${metric}{${labels}}`));
+  return line === undefined ? undefined : Number(line.split(' ').at(-1));
+}
+
+describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
+  it('reports queue gauges read at scrape time, and outcomes and handler durations of an observed transport', async () => {
+    const module = await app();
+    const metrics = module.get(RedisTaskMetrics);
+    const client = module.get(RedisTaskClient);
+    await client.emitBatch('obs.work', Array.from({ length: 12 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`c${n % 3}`).build()));
+    await client.emitBatch('obs.work', [new RedisTaskRecordBuilder({}).setDelay(60_000).build()]);
+    const { transport } = await startWorker(prefix, [Handlers], { concurrency: 1, prefetch: 1 });
+    started.push(transport);
+    metrics.observe(transport);
+    await firstValueFrom(client.emit('obs.work', { fail: true }));
+    await waitFor(() => handled === 12, 'the twelve tasks');
+    await waitFor(async () => sample(await metrics.registry.metrics(), 'redis_tasks_outcomes_total', 'queue="obs.work",outcome="dead-lettered"') === 1, 'the dead-letter outcome');
+    const text = await metrics.registry.metrics();
+    expect(sample(text, 'redis_tasks_queue_depth', 'queue="obs.work"')).toBe(0);
+    expect(sample(text, 'redis_tasks_delayed', 'queue="obs.work"')).toBe(1);
+    expect(sample(text, 'redis_tasks_dead_letters', 'queue="obs.work"')).toBe(1);
+    expect(sample(text, 'redis_tasks_paused', 'queue="obs.work"')).toBe(0);
+    expect(sample(text, 'redis_tasks_outcomes_total', 'queue="obs.work",outcome="completed"')).toBe(12);
+    expect(sample(text, 'redis_tasks_handler_duration_seconds_count', 'queue="obs.work",outcome="completed"')).toBe(12);
+    expect(sample(text, 'redis_tasks_handler_duration_seconds_bucket', 'le="0.001",queue="obs.work",outcome="completed"')).toBe(0);
+  });
+
+  it('leaves the main entry point loadable without prom-client or @nestjs/terminus installed', async () => {
+    // A child process whose module resolution refuses both packages, as if they were not installed.
+    const refuse = `data:text/javascript,export async function resolve(specifier, context, next) {
+      if (specifier === 'prom-client' || specifier.startsWith('@nestjs/terminus')) {
+        throw Object.assign(new Error('Cannot find package ' + specifier), { code: 'ERR_MODULE_NOT_FOUND' });
+      }
+      return next(specifier, context);
+    }`;
+    const entry = resolve('.chaos-build/lib/index.js');
+    const metricsEntry = resolve('.chaos-build/lib/metrics.js');
+    const script = `
+      import { register } from 'node:module';
+      register(${JSON.stringify(refuse)});
+      const main = await import(${JSON.stringify(entry)});
+      console.log(typeof main.RedisTaskTransport, typeof main.RedisTaskClient);
+      await import(${JSON.stringify(metricsEntry)}).then(() => console.log('metrics loaded'), (e) => console.log('metrics: ' + e.code));
+    `;
+    const output = await new Promise<string>((done, fail) =>
+      execFile(process.execPath, ['--input-type=module', '-e', script], (error, stdout, stderr) => (error ? fail(new Error(stderr)) : done(stdout))),
+    );
+    expect(output).toBe('function function\nmetrics: ERR_MODULE_NOT_FOUND\n');
+  });
+});
+
+describe('health indicator (nestjs-redis-tasks/terminus)', () => {
+  it('is up with a listening worker, down when the worker is gone or dead letters grow too fast', async () => {
+    const module = await app();
+    const health = module.get(HealthCheckService);
+    const indicator = module.get(RedisTaskHealthIndicator);
+    const client = module.get(RedisTaskClient);
+    const { transport } = await startWorker(prefix, [Handlers]);
+    const check = () => health.check([() => indicator.isHealthy('tasks', { transport, maxDeadLetterGrowth: 1 })]);
+    const first = await check();
+    expect(first).toMatchObject({ status: 'ok', info: { tasks: { status: 'up', redis: 'up', worker: 'connected', deadLetterGrowth: 0 } } });
+    await client.emitBatch('obs.work', [{ fail: true }, { fail: true }]);
+    await waitFor(async () => (await redis.llen(`{${prefix}:obs.work}:dead`)) === 2, 'two dead letters');
+    await expect(check()).rejects.toMatchObject({ response: { status: 'error', error: { tasks: { status: 'down', deadLetterGrowth: 2 } } } });
+    // Growth is measured between checks: the next check sees none.
+    expect(await check()).toMatchObject({ status: 'ok' });
+    await transport.close();
+    await expect(check()).rejects.toMatchObject({ response: { error: { tasks: { status: 'down', worker: 'disconnected' } } } });
+  });
+});
