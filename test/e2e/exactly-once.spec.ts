@@ -61,9 +61,10 @@ describe('exactly once without faults', () => {
     expect(maxRunning).toBeGreaterThan(1);
     expect(byWorker.get('w-a')).toBeGreaterThan(0);
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
-    // Nothing but the worker registry, the shard count, the token sequence and dead letters (none) remain.
+    // Nothing but the worker registry, the shard count, the outcome counters, the token sequence and dead letters (none) remain.
     const left = (await keysUnder(redis, prefix)).map((key) => key.slice(queue.tag.length + 1)).sort();
-    expect(left).toEqual(['sequence', 'shards', 'workers']);
+    expect(left).toEqual(['counters', 'sequence', 'shards', 'workers']);
+    expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
   });
 });
 

@@ -91,6 +91,15 @@ function fresh(name: string): void {
   keys = new PrefixKeys(prefix);
 }
 
+describe('Nest version under test', () => {
+  it('is the CommonJS Nest 11 under scripts/test-nest11.mjs, else the ESM Nest 12 the repository develops with', async () => {
+    // A CommonJS package imported from ESM has a default export (module.exports); an ESM build has none.
+    const nest = ['@nestjs/common', '@nestjs/core', '@nestjs/microservices', '@nestjs/testing'];
+    const loaded = await Promise.all(nest.map((name) => import(name) as Promise<Record<string, unknown>>));
+    expect(loaded.map((namespace) => 'default' in namespace)).toEqual(nest.map(() => process.env.NEST_MAJOR === '11'));
+  });
+});
+
 describe('emit', () => {
   it('completes with the task id once Redis holds the task, and the handler receives it with its context', async () => {
     fresh('emit');
