@@ -41,12 +41,14 @@ async function main(argv: string[]): Promise<number> {
     return fail(new CliError(EXIT.usage, `--url must be a redis:// or rediss:// URL, got "${url}"`));
   }
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000, enableOfflineQueue: false });
-  redis.on('error', () => undefined); // reported once below
+  let lastError: Error | undefined;
+  redis.on('error', (error: Error) => (lastError = error)); // reported once below
   try {
     try {
       await redis.connect();
     } catch (error) {
-      throw new CliError(EXIT.redis, `cannot reach Redis at ${url}: ${(error as Error).message || 'connection refused'}`);
+      // ioredis rejects with "Connection is closed"; the socket's own error says why.
+      throw new CliError(EXIT.redis, `cannot reach Redis at ${url}: ${(lastError ?? (error as Error)).message}`);
     }
     const keys = new PrefixKeys(values.prefix);
     const scripted = defineScripts(redis);
