@@ -12,6 +12,7 @@ export { RedisTaskReaper } from './nest/redis-task.reaper.js';
 export { RedisTaskAdmin } from './nest/redis-task.admin.js';
 export {
   TaskAdmin,
+  type DeadLetterFilter,
   type DeadLetterSelection,
   type QueueCounters,
   type QueueStats,

@@ -1,5 +1,5 @@
-import type { TaskAdmin } from '../core/admin.js';
-import type { DeadLetterRecord } from '../core/dead-letter.js';
+import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmin } from '../core/admin.js';
+import type { DeadLetterReason, DeadLetterRecord } from '../core/dead-letter.js';
 import { duration, table } from './format.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
@@ -21,8 +21,10 @@ Commands:
   workers [pattern]                   registered workers, their leases and tasks in flight
   dead list <pattern>                 dead letters, newest first (--limit, default 20; --offset)
   dead show <pattern> <id>            one dead letter in full
-  dead requeue <pattern> <id>...|--all  run dead letters again (attempts reset)
-  dead purge <pattern> <id>...|--all  delete dead letters
+  dead requeue <pattern> <id>...|--all|<filter>  run dead letters again (attempts reset)
+  dead purge <pattern> <id>...|--all|<filter>    delete dead letters
+    filters (combined): --reason failed|interrupted|expired|malformed, --client <id>,
+    --error <text in the message>, --older-than <ms>; they also narrow dead list
   pause <pattern>                     workers stop claiming (producers still enqueue)
   resume <pattern>                    workers claim again
 
@@ -39,6 +41,27 @@ export interface CliOptions {
   readonly all: boolean;
   readonly limit?: string;
   readonly offset?: string;
+  readonly reason?: string;
+  readonly client?: string;
+  readonly error?: string;
+  readonly 'older-than'?: string;
+}
+
+const REASONS = ['failed', 'interrupted', 'expired', 'malformed'] as const;
+
+/** The dead-letter filter the options name, if any. */
+function filterOf(options: CliOptions): DeadLetterFilter | undefined {
+  const { reason, client, error } = options;
+  if (reason === undefined && client === undefined && error === undefined && options['older-than'] === undefined) return undefined;
+  if (reason !== undefined && !(REASONS as readonly string[]).includes(reason)) {
+    throw usage(`--reason must be one of ${REASONS.join(', ')}, got "${reason}"`);
+  }
+  return {
+    reason: reason as DeadLetterReason | undefined,
+    clientId: client,
+    error,
+    olderThanMs: options['older-than'] === undefined ? undefined : count('older-than', options['older-than'], 0),
+  };
 }
 
 function usage(message: string): CliError {
@@ -60,10 +83,14 @@ async function knownQueue(admin: TaskAdmin, pattern: string | undefined): Promis
   return pattern;
 }
 
-function ids(rest: readonly string[], options: CliOptions, verb: string): 'all' | { ids: string[] } {
-  if (options.all && rest.length > 0) throw usage(`dead ${verb} takes ids or --all, not both`);
+function ids(rest: readonly string[], options: CliOptions, verb: string): DeadLetterSelection {
+  const filter = filterOf(options);
+  if ([options.all, rest.length > 0, filter !== undefined].filter(Boolean).length > 1) {
+    throw usage(`dead ${verb} takes ids, --all or filters: one of them`);
+  }
   if (options.all) return 'all';
-  if (rest.length === 0) throw usage(`dead ${verb} needs task ids, or --all`);
+  if (filter) return { filter };
+  if (rest.length === 0) throw usage(`dead ${verb} needs task ids, --all, or filters`);
   return { ids: [...rest] };
 }
 
@@ -132,7 +159,12 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
   switch (verb) {
     case 'list': {
       if (rest.length > 0) throw usage('dead list takes one pattern');
-      const records = await admin.listDeadLetters(queue, { offset: count('offset', options.offset, 0), limit: count('limit', options.limit, 20) });
+      const filter = filterOf(options);
+      const offset = count('offset', options.offset, 0);
+      const limit = count('limit', options.limit, 20);
+      const records = filter
+        ? (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).filter((r) => selects({ filter }, r)).slice(offset, offset + limit)
+        : await admin.listDeadLetters(queue, { offset, limit });
       if (options.json) return json(records);
       const total = await admin.countDeadLetters(queue);
       if (records.length === 0) return `no dead letters in ${queue} (${total} in all)`;
@@ -150,7 +182,7 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
     case 'requeue': {
       const selection = ids(rest, options, 'requeue');
       const result = await admin.requeueDeadLetters(queue, selection);
-      if (selection !== 'all' && result.requeued + result.skipped === 0) {
+      if (selection !== 'all' && 'ids' in selection && result.requeued + result.skipped === 0) {
         throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
       }
       if (options.json) return json(result);
@@ -159,7 +191,7 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
     default: {
       const selection = ids(rest, options, 'purge');
       const removed = await admin.purgeDeadLetters(queue, selection);
-      if (selection !== 'all' && removed === 0) {
+      if (selection !== 'all' && 'ids' in selection && removed === 0) {
         throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
       }
       return options.json ? json({ purged: removed }) : `purged ${removed} dead letter(s) of ${queue}`;

@@ -25,6 +25,10 @@ async function main(argv: string[]): Promise<number> {
         all: { type: 'boolean', default: false },
         limit: { type: 'string' },
         offset: { type: 'string' },
+        reason: { type: 'string' },
+        client: { type: 'string' },
+        error: { type: 'string' },
+        'older-than': { type: 'string' },
         help: { type: 'boolean', short: 'h', default: false },
       },
     });

@@ -1,13 +1,36 @@
 import type { Redis } from 'ioredis';
 import { decodeEntry, encodeEntry } from './codec.js';
-import type { DeadLetterRecord } from './dead-letter.js';
+import type { DeadLetterReason, DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { ShardCounts } from './shard-counts.js';
 import { ScriptKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** Which dead letters an operation applies to: all of them, or those with the given task ids. */
-export type DeadLetterSelection = 'all' | { readonly ids: readonly string[] };
+export type DeadLetterSelection = 'all' | { readonly ids: readonly string[] } | { readonly filter: DeadLetterFilter };
+
+/** Dead letters matching every given field. */
+export interface DeadLetterFilter {
+  readonly reason?: DeadLetterReason;
+  readonly clientId?: string;
+  /** A substring of the error's message (or, without an error, of the detail). */
+  readonly error?: string;
+  /** Only those that died at least this long ago (ms). */
+  readonly olderThanMs?: number;
+}
+
+/** Whether a record is one the selection names. */
+export function selects(selection: DeadLetterSelection, record: DeadLetterRecord, now = Date.now()): boolean {
+  if (selection === 'all') return true;
+  if ('ids' in selection) return record.id !== undefined && selection.ids.includes(record.id);
+  const { reason, clientId, error, olderThanMs } = selection.filter;
+  return (
+    (reason === undefined || record.reason === reason) &&
+    (clientId === undefined || record.clientId === clientId) &&
+    (error === undefined || (record.error?.message ?? record.detail ?? '').includes(error)) &&
+    (olderThanMs === undefined || now - record.deadAt >= olderThanMs)
+  );
+}
 
 export interface RequeueDeadLettersResult {
   /** Dead letters given a fresh run (attempts reset). */
@@ -274,10 +297,8 @@ export class TaskAdmin {
 
   private async select(keys: QueueKeys, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
     const all = await this.redis.lrange(keys.deadLetters, 0, -1);
-    const wanted = selection === 'all' ? undefined : new Set(selection.ids);
-    return all
-      .map((raw) => ({ raw, record: parseRecord(raw) }))
-      .filter(({ record }) => !wanted || (record.id !== undefined && wanted.has(record.id)));
+    const now = Date.now();
+    return all.map((raw) => ({ raw, record: parseRecord(raw) })).filter(({ record }) => selects(selection, record, now));
   }
 }
 

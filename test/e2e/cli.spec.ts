@@ -104,6 +104,26 @@ describe('npx nestjs-redis-tasks', () => {
     expect(await redis.llen(`{${prefix}:cli.work}:dead`)).toBe(0);
   });
 
+  it('selects dead letters by filter: reason, client and error text', async () => {
+    const client = await setup();
+    await client.emitBatch('cli.work', [
+      new RedisTaskRecordBuilder({ key: 'bad-x' }).setClientId('x').build(),
+      new RedisTaskRecordBuilder({ key: 'bad-y' }).setClientId('y').build(),
+      new RedisTaskRecordBuilder({ key: 'bad-y2' }).setClientId('y').build(),
+    ]);
+    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 3, 'three dead letters');
+    const listed = JSON.parse((await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])).stdout) as { clientId: string }[];
+    expect(listed.map((r) => r.clientId)).toEqual(['y', 'y']);
+    const purged = await cli(['dead', 'purge', 'cli.work', '--client', 'y', '--error', 'bad-y2', '--prefix', prefix]);
+    expect(purged).toMatchObject({ code: 0, stdout: 'purged 1 dead letter(s) of cli.work\n' });
+    failing = false;
+    expect((await cli(['dead', 'requeue', 'cli.work', '--reason', 'failed', '--prefix', prefix])).stdout).toBe('requeued 2 dead letter(s) of cli.work\n');
+    await waitFor(() => handled.includes('bad-x') && handled.includes('bad-y'), 'the requeued tasks');
+    const bad = await cli(['dead', 'purge', 'cli.work', '--reason', 'broken', '--prefix', prefix]);
+    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^nestjs-redis-tasks: --reason must be one of failed, interrupted, expired, malformed, got "broken" \(see --help\)\n$/) });
+    expect((await cli(['dead', 'purge', 'cli.work', 'some-id', '--all', '--prefix', prefix])).code).toBe(2);
+  });
+
   it('pauses and resumes a pattern', async () => {
     const client = await setup();
     expect((await cli(['pause', 'cli.work', '--prefix', prefix])).stdout).toBe('cli.work: paused\n');
