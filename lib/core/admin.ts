@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { decodeEntry, encodeEntry } from './codec.js';
+import { InvalidOptionError } from './errors.js';
 import type { DeadLetterReason, DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -40,6 +41,9 @@ export interface RequeueDeadLettersResult {
 }
 
 const CHUNK = 500;
+
+/** Largest client weight. */
+export const MAX_WEIGHT = 1_000;
 
 /** Task outcomes counted since the queue was first used. */
 export interface QueueCounters {
@@ -178,6 +182,36 @@ export class TaskAdmin {
       }
     }
     return found.sort((a, b) => a.queue.localeCompare(b.queue) || a.workerId.localeCompare(b.workerId));
+  }
+
+  /**
+   * Gives a client a share of claims proportional to its weight (1 to 1,000; 1, the default, removes
+   * it): a client of weight 3 gets three tasks for every one of a client of weight 1 while both have work.
+   */
+  async setClientWeight(queue: string, clientId: string, weight: number): Promise<void> {
+    if (typeof clientId !== 'string' || clientId.length === 0) {
+      throw new InvalidOptionError('clientId', `must be a non-empty string, got ${JSON.stringify(clientId)}`);
+    }
+    if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > MAX_WEIGHT) {
+      throw new InvalidOptionError('weight', `must be an integer from 1 to ${MAX_WEIGHT}, got ${String(weight)}`);
+    }
+    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
+    if (weight === 1) {
+      await this.redis.hdel(keys.weights, clientId);
+    } else {
+      await this.redis.hset(keys.weights, clientId, weight);
+    }
+  }
+
+  /** Clients whose weight is not 1. */
+  async clientWeights(queue: string): Promise<Record<string, number>> {
+    const weights: Record<string, number> = {};
+    for (const keys of await this.shards(queue)) {
+      for (const [clientId, weight] of Object.entries((await this.redis.hgetall(keys.weights)) as Record<string, string>)) {
+        weights[clientId] = Number(weight);
+      }
+    }
+    return weights;
   }
 
   /** Workers stop claiming from the queue (tasks running finish; producers still enqueue). */

@@ -268,6 +268,8 @@ export class ClaimLoop {
         this.keys.parked,
         this.keys.paused,
         this.keys.counters,
+        this.keys.weights,
+        this.keys.credit,
         wanted,
         this.options.workerId,
         this.keys.pending(''),

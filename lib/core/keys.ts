@@ -43,6 +43,10 @@ export class QueueKeys {
   readonly paused: string;
   /** Outcomes so far: completed, failed, retried, deadLettered (hash: outcome -> count). */
   readonly counters: string;
+  /** Clients' claim weights, where not 1 (hash: client id -> weight). */
+  readonly weights: string;
+  /** Tasks a client has taken in the weighted visit under way (hash: client id -> count). */
+  readonly credit: string;
 
   constructor(
     readonly prefix: string,
@@ -66,6 +70,8 @@ export class QueueKeys {
     this.parked = `${this.tag}:parked`;
     this.paused = `${this.tag}:paused`;
     this.counters = `${this.tag}:counters`;
+    this.weights = `${this.tag}:weights`;
+    this.credit = `${this.tag}:credit`;
   }
 
   /**

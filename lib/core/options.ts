@@ -117,6 +117,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * connection and reconnects; a claim loop that stopped is restarted. Default 15 s.
    */
   watchdogTimeoutMs?: number;
+  /**
+   * Claim weights of clients on every pattern of this worker, written at start-up: a client of weight 3
+   * gets three tasks for every one of a client of weight 1 while both have work. Also settable at run
+   * time with `RedisTaskAdmin.setClientWeight`. Default: none (every client weighs 1).
+   */
+  clientWeights?: Record<string, number>;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -155,6 +161,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   blockTimeoutMs: 5_000,
   clientConcurrency: 0,
   watchdogTimeoutMs: 15_000,
+  clientWeights: {},
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -254,6 +261,15 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   blockTimeoutMs: integer(10, 300_000),
   clientConcurrency: integer(0, 1_000_000),
   watchdogTimeoutMs: integer(100, 3_600_000),
+  clientWeights: (option, value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);
+    }
+    for (const [clientId, weight] of Object.entries(value)) {
+      name(`${option}.${clientId}`, clientId);
+      integer(1, 1_000)(`${option}.${clientId}`, weight);
+    }
+  },
 };
 
 function validate(options: unknown, checks: Record<string, Check>, what: string): Record<string, unknown> {

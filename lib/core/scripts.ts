@@ -76,6 +76,8 @@ export interface TaskCommands {
     parked: string,
     paused: string,
     counters: string,
+    weights: string,
+    credit: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,

@@ -59,6 +59,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly watchdogTimeoutMs: number;
   /** Told when the watchdog finds Redis stopped answering (true) and when it answers again (false). */
   readonly onStall?: (stalled: boolean) => void;
+  /** Claim weights of clients, written to every queue at start (1 removes a weight). */
+  readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
 }
@@ -134,6 +136,12 @@ export class TaskWorker {
     // Every shard of every queue: the count is checked against the one on record first.
     const layouts = await this.layouts.layouts(queues);
     this.queues = layouts.flatMap((layout) => layout.shards);
+    for (const layout of layouts) {
+      for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
+        const keys = layout.shardOf(clientId);
+        await (weight === 1 ? this.redis.hdel(keys.weights, clientId) : this.redis.hset(keys.weights, clientId, weight));
+      }
+    }
     if (queues.length > 0) {
       await this.redis.sadd(this.keys.queues, ...queues);
     }

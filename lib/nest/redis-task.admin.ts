@@ -37,6 +37,15 @@ export class RedisTaskAdmin {
     return (await this.core()).resume(pattern);
   }
 
+  /** A client's share of claims relative to others (weight 1 to 1,000; 1 is the default). */
+  async setClientWeight(pattern: string, clientId: string, weight: number): Promise<void> {
+    return (await this.core()).setClientWeight(pattern, clientId, weight);
+  }
+
+  async clientWeights(pattern: string): Promise<Record<string, number>> {
+    return (await this.core()).clientWeights(pattern);
+  }
+
   async listDeadLetters(pattern: string, page?: { offset?: number; limit?: number }): Promise<DeadLetterRecord[]> {
     return (await this.core()).listDeadLetters(pattern, page);
   }

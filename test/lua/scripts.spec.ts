@@ -119,7 +119,7 @@ describe('claimTasks', () => {
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
+      keys.paused, keys.counters, keys.weights, keys.credit, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
@@ -132,7 +132,7 @@ describe('claimTasks', () => {
     await redis.set(keys.paused, '1');
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
+      keys.paused, keys.counters, keys.weights, keys.credit, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
     );
     expect([lost, claimed]).toEqual([[], -2]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
@@ -171,6 +171,25 @@ describe('rotation over the ring', () => {
     }
     expect(order).toEqual(['1', '3', '5', '2', '4']);
     expect(await redis.llen(keys.ring)).toBe(0);
+  });
+
+  it('gives a client of weight 3 three tasks per visit, across one-task claims and bigger ones', async () => {
+    await enqueue(['a', ['a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7']], ['b', ['b1', 'b2', 'b3']]);
+    await redis.hset(keys.weights, 'a', 3);
+    const order: string[] = [];
+    for (let i = 0; i < 4; i++) order.push(...ids(await claim('', 1)));
+    order.push(...ids(await claim('', 6)));
+    expect(order).toEqual(['a1', 'a2', 'a3', 'b1', 'a4', 'a5', 'a6', 'b2', 'a7', 'b3']);
+    // Nothing is left behind: the ring and the visit credit are empty.
+    expect(await redis.exists(keys.ring, keys.credit)).toBe(0);
+  });
+
+  it('ends a weighted visit early at the per-client cap, and parks the client', async () => {
+    await enqueue(['a', ['a1', 'a2', 'a3']], ['b', ['b1', 'b2']]);
+    await redis.hset(keys.weights, 'a', 3);
+    expect(ids(await claimAs(redis, keys, worker, 3, [], 1))).toEqual(['a1', 'b1']);
+    expect(await redis.smembers(keys.parked)).toEqual(expect.arrayContaining(['a', 'b']));
+    expect(await redis.hlen(keys.credit)).toBe(0);
   });
 });
 

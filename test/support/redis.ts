@@ -97,6 +97,8 @@ export async function claimAs(
     queue.parked,
     queue.paused,
     queue.counters,
+    queue.weights,
+    queue.credit,
     count,
     workerId,
     queue.pending(''),

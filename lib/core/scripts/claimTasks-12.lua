@@ -1,10 +1,13 @@
--- claimTasks-10.lua
+-- claimTasks-12.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
 --   does not depend on how many clients exist. Each task moves atomically into the worker's processing
 --   hash under a fresh fencing token. Under a per-client cap, a client with `cap` tasks in flight is
---   taken off the ring (parked) until one of them leaves the worker.
+--   taken off the ring (parked) until one of them leaves the worker. With client weights set, a visit
+--   takes up to the client's weight in tasks before the ring moves on (the client stays at the head,
+--   its use of the visit kept in the credit hash across calls), so clients share claims in proportion
+--   to their weights; each task is still O(1).
 -- Includes: releaseClientSlot
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
@@ -16,6 +19,9 @@
 -- KEYS[8]: parked (set of clients taken off the ring at their cap)
 -- KEYS[9]: paused (string; while it exists, nothing is claimed: acknowledgements still go through)
 -- KEYS[10]: counters (hash: outcome -> count, for the admin API and metrics)
+-- KEYS[11]: weights (hash: client id -> weight, 1 when absent; while the hash is empty, the plain
+--   one-task-per-visit rotation runs)
+-- KEYS[12]: credit (hash: client id -> tasks taken in the visit under way, for weighted visits)
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
@@ -26,7 +32,8 @@
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered (it must register, then claim again), or -2 when the
 --   queue is paused
--- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
+-- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
+--   HSET/HDEL of the client's credit; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
 --   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
 --   task left leaves the ring. Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
@@ -66,11 +73,24 @@ if redis.call('EXISTS', KEYS[9]) == 1 then
   return { lost, -2 }
 end
 local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
+local weighted = redis.call('EXISTS', KEYS[11]) == 1
 local entries = {}
 local owners = {}
 local count = 0
 while count < wanted do
-  local client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+  local client
+  local weight = 1
+  local used = 0
+  if weighted then
+    -- The client at the head keeps the visit until it has used its weight.
+    client = redis.call('LINDEX', KEYS[1], 0)
+    if client then
+      weight = tonumber(redis.call('HGET', KEYS[11], client) or '1')
+      used = tonumber(redis.call('HGET', KEYS[12], client) or '0')
+    end
+  else
+    client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+  end
   if not client then
     break
   end
@@ -93,6 +113,7 @@ while count < wanted do
       entry = redis.call('LPOP', list)
     end
     if entry then
+      used = used + 1
       count = count + 1
       entries[count] = entry
       if cap > 0 then
@@ -101,15 +122,27 @@ while count < wanted do
       end
     end
   end
-  -- The client was rotated to the tail. It leaves the ring when it has nothing left (this also drops
-  -- a stale entry, so the loop always ends), and is parked when it has tasks left but is at its cap.
+  -- The client was rotated to the tail (weighted: unless its visit goes on). It leaves the ring when it
+  -- has nothing left (this also drops a stale entry, so the loop always ends), and is parked when it
+  -- has tasks left but is at its cap.
   local left = redis.call('LLEN', list)
   if prioritized and left == 0 then
     left = redis.call('ZCARD', priority)
   end
+  local capped = cap > 0 and inFlight >= cap
+  if weighted then
+    if left == 0 or capped or not entry or used >= weight then
+      redis.call('HDEL', KEYS[12], client)
+      if left > 0 and not capped then
+        redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+      end
+    else
+      redis.call('HSET', KEYS[12], client, used)
+    end
+  end
   if left == 0 then
     redis.call('LREM', KEYS[1], -1, client)
-  elseif cap > 0 and inFlight >= cap then
+  elseif capped then
     redis.call('LREM', KEYS[1], -1, client)
     redis.call('SADD', KEYS[8], client)
   end
