@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { decodeEntry, encodeEntry } from './codec.js';
 import { InvalidOptionError } from './errors.js';
+import { validateRate } from './options.js';
 import type { DeadLetterReason, DeadLetterRecord } from './dead-letter.js';
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -201,6 +202,19 @@ export class TaskAdmin {
     } else {
       await this.redis.hset(keys.weights, clientId, weight);
     }
+  }
+
+  /**
+   * Limits how many tasks of one client start per second (overriding the pattern's `clientRateLimit`),
+   * or removes the override with null.
+   */
+  async setClientRateLimit(queue: string, clientId: string, rate: number | null): Promise<void> {
+    if (typeof clientId !== 'string' || clientId.length === 0 || clientId === '*') {
+      throw new InvalidOptionError('clientId', `must be a client id, got ${JSON.stringify(clientId)}`);
+    }
+    if (rate !== null) validateRate('rate', rate);
+    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
+    await (rate === null ? this.redis.hdel(keys.rates, clientId) : this.redis.hset(keys.rates, clientId, rate));
   }
 
   /** Clients whose weight is not 1. */

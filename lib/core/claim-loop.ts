@@ -17,6 +17,8 @@ export interface ClaimLoopHooks {
   onClaimed(token: string, entry: string): void;
   /** Registers the worker again (the claim script refuses an unregistered worker). */
   register(): Promise<void>;
+  /** A rate-limited client was taken off the ring until `dueAt` (Redis time, ms). */
+  onThrottled(dueAt: number): void;
 }
 
 /** Which connection an operation waits on. */
@@ -254,7 +256,7 @@ export class ClaimLoop {
 
   /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
   private async call(wanted: number, acks: [string, (held: boolean) => void][]): Promise<number> {
-    let reply: [string[], string[] | -1 | -2];
+    let reply: [string[], string[] | -1 | -2, number];
     for (const [token] of acks) this.sending.add(token);
     try {
       reply = await this.track('command', 0, this.redis.claimTasks(
@@ -270,6 +272,9 @@ export class ClaimLoop {
         this.keys.counters,
         this.keys.weights,
         this.keys.credit,
+        this.keys.rates,
+        this.keys.throttled,
+        this.keys.buckets,
         wanted,
         this.options.workerId,
         this.keys.pending(''),
@@ -287,7 +292,11 @@ export class ClaimLoop {
     }
     for (const [token] of acks) this.sending.delete(token);
     this.outage.succeeded();
-    const [lost, claimed] = reply;
+    const [lost, claimed, throttledUntil] = reply;
+    if (throttledUntil > 0) {
+      // A rate-limited client left the ring: have it put back when its next token is due.
+      this.hooks.onThrottled(throttledUntil);
+    }
     const lostTokens = new Set(lost);
     for (const [token, resolve] of acks) {
       resolve(!lostTokens.has(token));

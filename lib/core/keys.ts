@@ -47,6 +47,12 @@ export class QueueKeys {
   readonly weights: string;
   /** Tasks a client has taken in the weighted visit under way (hash: client id -> count). */
   readonly credit: string;
+  /** Rate limits: tasks started per second (hash: client id, or '*' for every client, -> rate; 0 none). */
+  readonly rates: string;
+  /** Rate-limited clients off the ring until their next token is due (sorted set: client -> due ms). */
+  readonly throttled: string;
+  /** Rate-limited clients' token buckets (hash: client id -> "tokens:last refill ms"). */
+  readonly buckets: string;
 
   constructor(
     readonly prefix: string,
@@ -72,6 +78,9 @@ export class QueueKeys {
     this.counters = `${this.tag}:counters`;
     this.weights = `${this.tag}:weights`;
     this.credit = `${this.tag}:credit`;
+    this.rates = `${this.tag}:rates`;
+    this.throttled = `${this.tag}:throttled`;
+    this.buckets = `${this.tag}:buckets`;
   }
 
   /**

@@ -123,6 +123,13 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * time with `RedisTaskAdmin.setClientWeight`. Default: none (every client weighs 1).
    */
   clientWeights?: Record<string, number>;
+  /**
+   * Most tasks of one client started per second on each pattern of this worker (a token bucket with a
+   * burst of a tenth of a second); 0 for no limit. Per pattern with handler extras
+   * (`@EventPattern('p', { clientRateLimit: 50 })`), per client with `RedisTaskAdmin.setClientRateLimit`.
+   * A limited client's tasks wait in Redis without holding back other clients. Default: no limit.
+   */
+  clientRateLimit?: number;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -162,6 +169,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   clientConcurrency: 0,
   watchdogTimeoutMs: 15_000,
   clientWeights: {},
+  clientRateLimit: 0,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -261,6 +269,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   blockTimeoutMs: integer(10, 300_000),
   clientConcurrency: integer(0, 1_000_000),
   watchdogTimeoutMs: integer(100, 3_600_000),
+  clientRateLimit: (option, value) => validateRate(option, value),
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);
@@ -316,6 +325,13 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
 
 export function defaultWorkerId(): string {
   return `${hostname().replace(/[{}\s]/g, '-')}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+/** A rate limit: tasks per second, more than 0. */
+export function validateRate(option: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > 1_000_000) {
+    throw new InvalidOptionError(option, `must be a number of tasks per second above 0 (at most 1000000), got ${describe(value)}`);
+  }
 }
 
 function hasControlCharacter(value: string): boolean {

@@ -124,6 +124,8 @@ export class TaskReaper {
   private async promoteDue(keys: QueueKeys, now: number): Promise<Pick<SweepResult, 'promoted' | 'deadLettered' | 'nextDueAt'>> {
     let promoted = 0;
     let deadLettered = 0;
+    // Rate-limited clients whose next token is due go back on the ring.
+    const [, throttledDue] = await this.redis.releaseThrottled(keys.throttled, keys.ring, now);
     for (;;) {
       const due = await this.redis.zrangebyscore(keys.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH);
       if (due.length === 0) {
@@ -149,7 +151,8 @@ export class TaskReaper {
     }
     // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
     const next = await (this.redis as Redis).zrange(keys.delayed, '0', '0', 'WITHSCORES');
-    return { promoted, deadLettered, nextDueAt: next.length === 2 ? Number(next[1]) : undefined };
+    const dues = [next.length === 2 ? Number(next[1]) : undefined, throttledDue > 0 ? throttledDue : undefined].filter((due) => due !== undefined);
+    return { promoted, deadLettered, nextDueAt: dues.length > 0 ? Math.min(...dues) : undefined };
   }
 
   private async deadLetterDelayed(keys: QueueKeys, entry: string, reason: string): Promise<number> {

@@ -78,13 +78,16 @@ export interface TaskCommands {
     counters: string,
     weights: string,
     credit: string,
+    rates: string,
+    throttled: string,
+    buckets: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,
     priorityPrefix: string,
     clientCap: number,
     ...acks: string[]
-  ): Promise<[lost: string[], claimed: string[] | -1 | -2]>;
+  ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number]>;
   ackTask(
     processing: string,
     result: string,
@@ -137,6 +140,7 @@ export interface TaskCommands {
   forgetWorker(workers: string, processing: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
 }
 

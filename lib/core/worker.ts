@@ -59,6 +59,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly watchdogTimeoutMs: number;
   /** Told when the watchdog finds Redis stopped answering (true) and when it answers again (false). */
   readonly onStall?: (stalled: boolean) => void;
+  /** Tasks per second each client of a queue may start (0: no limit), written to every shard at start. */
+  readonly rateLimit?: (queue: string) => number;
   /** Claim weights of clients, written to every queue at start (1 removes a weight). */
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
@@ -137,6 +139,10 @@ export class TaskWorker {
     const layouts = await this.layouts.layouts(queues);
     this.queues = layouts.flatMap((layout) => layout.shards);
     for (const layout of layouts) {
+      const rate = this.options.rateLimit?.(layout.queue) ?? 0;
+      for (const keys of layout.shards) {
+        await (rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
+      }
       for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
         const keys = layout.shardOf(clientId);
         await (weight === 1 ? this.redis.hdel(keys.weights, clientId) : this.redis.hset(keys.weights, clientId, weight));
@@ -177,6 +183,7 @@ export class TaskWorker {
         {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.redis, keys, token, entry, this.options)),
           register: () => this.renew(keys).then(() => undefined),
+          onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
         },
         this.logger,
       );

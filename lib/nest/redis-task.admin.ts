@@ -42,6 +42,11 @@ export class RedisTaskAdmin {
     return (await this.core()).setClientWeight(pattern, clientId, weight);
   }
 
+  /** Tasks of one client started per second at most (overrides the pattern's limit); null removes it. */
+  async setClientRateLimit(pattern: string, clientId: string, rate: number | null): Promise<void> {
+    return (await this.core()).setClientRateLimit(pattern, clientId, rate);
+  }
+
   async clientWeights(pattern: string): Promise<Record<string, number>> {
     return (await this.core()).clientWeights(pattern);
   }

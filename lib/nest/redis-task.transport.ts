@@ -6,7 +6,7 @@ import { closeConnection, openBlockingConnection, openConnection, quit, type Own
 import { InvalidOptionError } from '../core/errors.js';
 import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
-import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
+import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
 import { ShardCounts } from '../core/shard-counts.js';
 import { mergeRetry, validateRetry, type RetryPolicy } from '../core/retry-policy.js';
@@ -54,6 +54,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // Validate handler extras before touching Redis: a bad option fails start-up with nothing opened.
       this.policies = this.retryPolicies();
       this.clientCaps = this.patternClientCaps();
+      const rateLimits = this.patternRateLimits();
       const queues = [...this.messageHandlers.keys()];
       this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
       const { redis } = this.connection;
@@ -82,6 +83,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           ...this.options,
           retryPolicy: (queue) => this.policies.get(queue) ?? base,
           clientCap: (queue) => this.clientCaps.get(queue) ?? this.options.clientConcurrency,
+          rateLimit: (queue) => rateLimits.get(queue) ?? this.options.clientRateLimit,
           onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
           onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
           onOutcome: (event) => this.events.emit('task', event),
@@ -165,7 +167,19 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel]));
   }
 
-  /** Per-pattern attempts and backoff from handler extras: `@EventPattern('p', { maxAttempts, backoff })`. */
+  /** Per-pattern `clientRateLimit` from handler extras: `@EventPattern('p', { clientRateLimit: 50 })`. */
+  private patternRateLimits(): Map<string, number> {
+    const rates = new Map<string, number>();
+    for (const [pattern, handler] of this.messageHandlers) {
+      const rate = (handler.extras as Record<string, unknown> | undefined)?.clientRateLimit;
+      if (rate !== undefined) {
+        validateRate(`extras of pattern "${pattern}".clientRateLimit`, rate);
+        rates.set(pattern, rate as number);
+      }
+    }
+    return rates;
+  }
+
   /** Per-pattern `clientConcurrency` from handler extras: `@EventPattern('p', { clientConcurrency: 1 })`. */
   private patternClientCaps(): Map<string, number> {
     const caps = new Map<string, number>();

@@ -119,7 +119,7 @@ describe('claimTasks', () => {
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
@@ -132,7 +132,7 @@ describe('claimTasks', () => {
     await redis.set(keys.paused, '1');
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
     );
     expect([lost, claimed]).toEqual([[], -2]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
@@ -182,6 +182,27 @@ describe('rotation over the ring', () => {
     expect(order).toEqual(['a1', 'a2', 'a3', 'b1', 'a4', 'a5', 'a6', 'b2', 'a7', 'b3']);
     // Nothing is left behind: the ring and the visit credit are empty.
     expect(await redis.exists(keys.ring, keys.credit)).toBe(0);
+  });
+
+  it('takes a rate-limited client off the ring once its burst is used, until releaseThrottled puts it back', async () => {
+    await enqueue(['slow', ['s1', 's2', 's3', 's4']], ['fast', ['f1', 'f2', 'f3', 'f4']]);
+    await redis.hset(keys.rates, 'slow', 10); // 10/s: a burst of 1, then one task per 100 ms
+    const [, claimed, throttledUntil] = await redis.claimTasks(
+      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 8, worker, keys.pending(''), keys.priority(''), 0,
+    );
+    // slow gets its one token, then is throttled; fast drains meanwhile.
+    expect(ids(claimed)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
+    const [seconds, micros] = await redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    expect(throttledUntil - now).toBeGreaterThan(50);
+    expect(throttledUntil - now).toBeLessThanOrEqual(100);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
+    expect(Number(await redis.zscore(keys.throttled, 'slow'))).toBe(throttledUntil);
+    // Before its token is due nothing is released; at the due time it is back on the ring.
+    expect(await redis.releaseThrottled(keys.throttled, keys.ring, throttledUntil - 1)).toEqual([0, throttledUntil]);
+    expect(await redis.releaseThrottled(keys.throttled, keys.ring, throttledUntil)).toEqual([1, 0]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['slow']);
   });
 
   it('ends a weighted visit early at the per-client cap, and parks the client', async () => {

@@ -1,4 +1,4 @@
--- claimTasks-12.lua
+-- claimTasks-15.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
@@ -7,7 +7,9 @@
 --   taken off the ring (parked) until one of them leaves the worker. With client weights set, a visit
 --   takes up to the client's weight in tasks before the ring moves on (the client stays at the head,
 --   its use of the visit kept in the credit hash across calls), so clients share claims in proportion
---   to their weights; each task is still O(1).
+--   to their weights; each task is still O(1). With rate limits set, a visited client whose token bucket
+--   holds less than one task is taken off the ring until its next token is due (throttled set), so it
+--   waits without blocking others and without polling.
 -- Includes: releaseClientSlot
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
@@ -22,18 +24,24 @@
 -- KEYS[11]: weights (hash: client id -> weight, 1 when absent; while the hash is empty, the plain
 --   one-task-per-visit rotation runs)
 -- KEYS[12]: credit (hash: client id -> tasks taken in the visit under way, for weighted visits)
+-- KEYS[13]: rates (hash: client id, or '*' for every client, -> tasks started per second, 0 for none;
+--   while the hash is empty, no bucket is checked)
+-- KEYS[14]: throttled (sorted set: client id -> when its next token is due, Redis time in ms)
+-- KEYS[15]: buckets (hash: client id -> "tokens:last refill ms")
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
 --   in the same Cluster slot as KEYS)
 -- ARGV[5]: per-client cap on tasks in flight (0: none)
 -- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
--- Returns: array { lost, claimed }: lost lists the tokens to acknowledge that the worker no longer held
+-- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
+--   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered (it must register, then claim again), or -2 when the
 --   queue is paused
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
---   HSET/HDEL of the client's credit; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
+--   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
+--   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
 --   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
 --   task left leaves the ring. Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
@@ -64,16 +72,23 @@ if #ARGV >= 6 then
 end
 local wanted = tonumber(ARGV[1])
 if wanted == 0 then
-  return { lost, {} }
+  return { lost, {}, 0 }
 end
 if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
-  return { lost, -1 }
+  return { lost, -1, 0 }
 end
 if redis.call('EXISTS', KEYS[9]) == 1 then
-  return { lost, -2 }
+  return { lost, -2, 0 }
 end
 local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
 local weighted = redis.call('EXISTS', KEYS[11]) == 1
+local limited = redis.call('EXISTS', KEYS[13]) == 1
+local now = 0
+if limited then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+local throttledUntil = 0
 local entries = {}
 local owners = {}
 local count = 0
@@ -94,61 +109,96 @@ while count < wanted do
   if not client then
     break
   end
-  local list = ARGV[3] .. client
-  local priority = ARGV[4] .. client
-  local inFlight = 0
-  if cap > 0 then
-    inFlight = tonumber(redis.call('HGET', KEYS[7], client) or '0')
-  end
-  local entry = nil
-  if cap == 0 or inFlight < cap then
-    if prioritized then
-      local popped = redis.call('ZPOPMIN', priority)
-      if popped[1] then
-        entry = string.sub(popped[1], 16)
-        redis.call('DECR', KEYS[5])
-      end
-    end
-    if not entry then
-      entry = redis.call('LPOP', list)
-    end
-    if entry then
-      used = used + 1
-      count = count + 1
-      entries[count] = entry
-      if cap > 0 then
-        owners[count] = client
-        inFlight = redis.call('HINCRBY', KEYS[7], client, 1)
+  -- A rate-limited client takes a token per task; with none left it leaves the ring until one is due.
+  local rate = 0
+  local tokens = 0
+  if limited then
+    rate = tonumber(redis.call('HGET', KEYS[13], client) or redis.call('HGET', KEYS[13], '*') or '0')
+    if rate > 0 then
+      local capacity = math.max(1, math.ceil(rate / 10))
+      tokens = capacity
+      local bucket = redis.call('HGET', KEYS[15], client)
+      if bucket then
+        local held, last = string.match(bucket, '^([%d%.]+):(%d+)$')
+        if held then
+          tokens = math.min(capacity, tonumber(held) + (now - tonumber(last)) * rate / 1000)
+        end
       end
     end
   end
-  -- The client was rotated to the tail (weighted: unless its visit goes on). It leaves the ring when it
-  -- has nothing left (this also drops a stale entry, so the loop always ends), and is parked when it
-  -- has tasks left but is at its cap.
-  local left = redis.call('LLEN', list)
-  if prioritized and left == 0 then
-    left = redis.call('ZCARD', priority)
-  end
-  local capped = cap > 0 and inFlight >= cap
-  if weighted then
-    if left == 0 or capped or not entry or used >= weight then
+  if rate > 0 and tokens < 1 then
+    local due = now + math.ceil((1 - tokens) * 1000 / rate)
+    if weighted then
+      redis.call('LREM', KEYS[1], 1, client)
       redis.call('HDEL', KEYS[12], client)
-      if left > 0 and not capped then
-        redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
-      end
     else
-      redis.call('HSET', KEYS[12], client, used)
+      redis.call('LREM', KEYS[1], -1, client)
     end
-  end
-  if left == 0 then
-    redis.call('LREM', KEYS[1], -1, client)
-  elseif capped then
-    redis.call('LREM', KEYS[1], -1, client)
-    redis.call('SADD', KEYS[8], client)
+    redis.call('ZADD', KEYS[14], due, client)
+    redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens, now))
+    if throttledUntil == 0 or due < throttledUntil then
+      throttledUntil = due
+    end
+  else
+    local list = ARGV[3] .. client
+    local priority = ARGV[4] .. client
+    local inFlight = 0
+    if cap > 0 then
+      inFlight = tonumber(redis.call('HGET', KEYS[7], client) or '0')
+    end
+    local entry = nil
+    if cap == 0 or inFlight < cap then
+      if prioritized then
+        local popped = redis.call('ZPOPMIN', priority)
+        if popped[1] then
+          entry = string.sub(popped[1], 16)
+          redis.call('DECR', KEYS[5])
+        end
+      end
+      if not entry then
+        entry = redis.call('LPOP', list)
+      end
+      if entry then
+        used = used + 1
+        count = count + 1
+        entries[count] = entry
+        if cap > 0 then
+          owners[count] = client
+          inFlight = redis.call('HINCRBY', KEYS[7], client, 1)
+        end
+      end
+    end
+    -- The client was rotated to the tail (weighted: unless its visit goes on). It leaves the ring when it
+    -- has nothing left (this also drops a stale entry, so the loop always ends), and is parked when it
+    -- has tasks left but is at its cap.
+    local left = redis.call('LLEN', list)
+    if prioritized and left == 0 then
+      left = redis.call('ZCARD', priority)
+    end
+    local capped = cap > 0 and inFlight >= cap
+    if weighted then
+      if left == 0 or capped or not entry or used >= weight then
+        redis.call('HDEL', KEYS[12], client)
+        if left > 0 and not capped then
+          redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+        end
+      else
+        redis.call('HSET', KEYS[12], client, used)
+      end
+    end
+    if left == 0 then
+      redis.call('LREM', KEYS[1], -1, client)
+    elseif capped then
+      redis.call('LREM', KEYS[1], -1, client)
+      redis.call('SADD', KEYS[8], client)
+    end
+    if rate > 0 and entry then
+      redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens - 1, now))
+    end
   end
 end
 if count == 0 then
-  return { lost, {} }
+  return { lost, {}, throttledUntil }
 end
 local last = redis.call('INCRBY', KEYS[3], count)
 local claimed = {}
@@ -169,4 +219,4 @@ if cap > 0 then
   end
   redis.call('HSET', KEYS[6], unpack(counted))
 end
-return { lost, claimed }
+return { lost, claimed, throttledUntil }

@@ -1,0 +1,66 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { InvalidOptionError, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import { startProducer, startWorker } from '../support/nest.js';
+import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+const starts: { clientId: string; at: number }[] = [];
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('limited', { clientRateLimit: 50 })
+  limited(@Payload() _payload: unknown, @Ctx() ctx: RedisTaskContext): void {
+    starts.push({ clientId: ctx.getClientId(), at: Date.now() });
+  }
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  starts.length = 0;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+describe('per-client rate limits', () => {
+  it('runs a client limited to 50 tasks/s at 50 ±10% per second while an unlimited client drains at full speed', async () => {
+    prefix = testPrefix('rate');
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const admin = new RedisTaskAdmin(client);
+    await client.emitBatch('limited', Array.from({ length: 400 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('metered').build()));
+    for (let start = 0; start < 6_000; start += 1_000) {
+      await client.emitBatch('limited', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n: start + n }).setClientId('free').build()));
+    }
+    // The pattern limits every client to 50/s; 'free' is given a limit too high to matter.
+    await admin.setClientRateLimit('limited', 'free', 1_000_000);
+    started.push((await startWorker(prefix, [Handlers], { concurrency: 8 })).app);
+    const begin = Date.now();
+    await waitFor(() => Date.now() - begin >= 3_200, 'three seconds of running', { timeoutMs: 10_000, intervalMs: 50 });
+    const metered = starts.filter((s) => s.clientId === 'metered').map((s) => s.at);
+    // Steady rate after the first second (its burst of 5 left out): tasks per second over two seconds.
+    const first = metered[0];
+    const steady = metered.filter((at) => at >= first + 1_000 && at < first + 3_000).length / 2;
+    expect(steady).toBeGreaterThanOrEqual(45);
+    expect(steady).toBeLessThanOrEqual(55);
+    // The unlimited client was not held back: all of its tasks ran within those seconds.
+    expect(starts.filter((s) => s.clientId === 'free').length).toBe(6_000);
+  });
+
+  it('refuses a rate that is not above 0, naming it', async () => {
+    expect(() => new RedisTaskTransport({ clientRateLimit: 0 })).toThrow(InvalidOptionError);
+    expect(() => new RedisTaskTransport({ clientRateLimit: -1 })).toThrow('option "clientRateLimit" must be a number of tasks per second above 0');
+    prefix = testPrefix('rate-bad');
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const admin = new RedisTaskAdmin(client);
+    await expect(admin.setClientRateLimit('limited', 'a', 0)).rejects.toThrow('option "rate" must be a number of tasks per second above 0');
+    await expect(admin.setClientRateLimit('limited', '*', 5)).rejects.toThrow('option "clientId"');
+  });
+});
