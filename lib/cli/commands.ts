@@ -132,8 +132,15 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
       if (workers.length === 0) return 'no workers registered';
       const now = Date.now();
       return table(
-        ['pattern', 'worker', 'state', 'lease', 'in flight'],
-        workers.map((w) => [w.queue, w.workerId, w.alive ? 'alive' : 'LEASE EXPIRED', w.alive ? `expires in ${duration(w.leaseExpiresAt - now)}` : `expired ${duration(now - w.leaseExpiresAt)} ago`, w.inFlight]),
+        ['pattern', 'worker', 'state', 'last heartbeat', 'lease', 'in flight'],
+        workers.map((w) => [
+          w.queue,
+          w.workerId,
+          w.alive ? 'alive' : 'LEASE EXPIRED',
+          w.lastHeartbeatAt === null ? '-' : `${duration(Math.max(0, now - w.lastHeartbeatAt))} ago`,
+          w.alive ? `expires in ${duration(w.leaseExpiresAt - now)}` : `expired ${duration(now - w.leaseExpiresAt)} ago`,
+          w.inFlight,
+        ]),
       );
     }
     case 'dead':

@@ -81,6 +81,8 @@ export interface WorkerInfo {
   readonly queue: string;
   /** When its lease runs out unless renewed (ms since the epoch, Redis clock); each heartbeat pushes it on. */
   readonly leaseExpiresAt: number;
+  /** When it last renewed its lease (ms since the epoch, Redis clock), if known. */
+  readonly lastHeartbeatAt: number | null;
   /** False once the lease ran out: the worker died or hung, and a reaper will recover its tasks. */
   readonly alive: boolean;
   readonly inFlight: number;
@@ -166,20 +168,22 @@ export class TaskAdmin {
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     const found: WorkerInfo[] = [];
     for (const name of queue === undefined ? await this.queues() : [queue]) {
-      const byWorker = new Map<string, { leaseExpiresAt: number; inFlight: number }>();
+      const byWorker = new Map<string, { leaseExpiresAt: number; lastHeartbeatAt: number | null; inFlight: number }>();
       for (const keys of await this.shards(name)) {
         // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
         const scored = await (this.redis as Redis).zrange(keys.workers, '0', '-1', 'WITHSCORES');
+        const beats = (await this.redis.hgetall(keys.heartbeats)) as Record<string, string>;
         for (let i = 0; i < scored.length; i += 2) {
           const workerId = scored[i];
-          const known = byWorker.get(workerId) ?? { leaseExpiresAt: 0, inFlight: 0 };
+          const known = byWorker.get(workerId) ?? { leaseExpiresAt: 0, lastHeartbeatAt: null, inFlight: 0 };
           known.leaseExpiresAt = Math.max(known.leaseExpiresAt, Number(scored[i + 1]));
+          if (beats[workerId] !== undefined) known.lastHeartbeatAt = Math.max(known.lastHeartbeatAt ?? 0, Number(beats[workerId]));
           known.inFlight += await this.redis.hlen(keys.processing(workerId));
           byWorker.set(workerId, known);
         }
       }
-      for (const [workerId, { leaseExpiresAt, inFlight }] of byWorker) {
-        found.push({ workerId, queue: name, leaseExpiresAt, alive: leaseExpiresAt > now, inFlight });
+      for (const [workerId, { leaseExpiresAt, lastHeartbeatAt, inFlight }] of byWorker) {
+        found.push({ workerId, queue: name, leaseExpiresAt, lastHeartbeatAt, alive: leaseExpiresAt > now, inFlight });
       }
     }
     return found.sort((a, b) => a.queue.localeCompare(b.queue) || a.workerId.localeCompare(b.workerId));

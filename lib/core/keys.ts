@@ -47,6 +47,8 @@ export class QueueKeys {
   readonly weights: string;
   /** Tasks a client has taken in the weighted visit under way (hash: client id -> count). */
   readonly credit: string;
+  /** When each worker last renewed its lease (hash: worker id -> Redis time in ms). */
+  readonly heartbeats: string;
   /** Rate limits: tasks started per second (hash: client id, or '*' for every client, -> rate; 0 none). */
   readonly rates: string;
   /** Rate-limited clients off the ring until their next token is due (sorted set: client -> due ms). */
@@ -79,6 +81,7 @@ export class QueueKeys {
     this.weights = `${this.tag}:weights`;
     this.credit = `${this.tag}:credit`;
     this.rates = `${this.tag}:rates`;
+    this.heartbeats = `${this.tag}:heartbeats`;
     this.throttled = `${this.tag}:throttled`;
     this.buckets = `${this.tag}:buckets`;
   }

@@ -113,7 +113,7 @@ export class TaskReaper {
         const { requeued, malformed } = await requeueProcessing(this.redis, keys, settle, { countAttempt: true, logger: this.logger });
         result.recovered += requeued;
         result.deadLettered += malformed;
-        result.workersRemoved += await this.redis.forgetWorker(keys.workers, keys.processing(workerId), workerId, now);
+        result.workersRemoved += await this.redis.forgetWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, now);
         if (requeued > 0) {
           this.logger?.warn(`recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`);
         }

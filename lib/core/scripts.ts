@@ -121,6 +121,7 @@ export interface TaskCommands {
   heartbeatWorker(
     workers: string,
     processing: string,
+    heartbeats: string,
     workerId: string,
     leaseMs: number,
     ...runningTokens: string[]
@@ -137,7 +138,7 @@ export interface TaskCommands {
     delayMs: number,
   ): Promise<number>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
-  forgetWorker(workers: string, processing: string, workerId: string, expiredBy: number): Promise<0 | 1>;
+  forgetWorker(workers: string, processing: string, heartbeats: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;

@@ -162,7 +162,7 @@ export class TaskWorker {
           this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
         }
       }
-      await this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), this.workerId, this.leaseWithGrace);
+      await this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), keys.heartbeats, this.workerId, this.leaseWithGrace);
     }
     this.heartbeat = setInterval(() => {
       if (this.beating) return;
@@ -276,6 +276,7 @@ export class TaskWorker {
           this.logger.warn(`returned ${requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown`);
         }
         await this.redis.zrem(keys.workers, this.workerId);
+        await this.redis.hdel(keys.heartbeats, this.workerId);
       } catch (error) {
         // The tasks stay in this worker's processing hash: a restart with the same id, or recovery of
         // a dead worker, returns them. Nothing is lost, so shutdown goes on.
@@ -298,7 +299,7 @@ export class TaskWorker {
   }
 
   private renew(keys: QueueKeys, running: string[] = []): Promise<[number, string[], string[]]> {
-    return this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), this.workerId, this.leaseWithGrace, ...running);
+    return this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), keys.heartbeats, this.workerId, this.leaseWithGrace, ...running);
   }
 
   /**

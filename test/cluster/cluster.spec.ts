@@ -197,7 +197,7 @@ describe('Redis Cluster (3 primaries)', () => {
     // A worker that claims one task on each shard, then dies: its lease (50 ms) runs out.
     const scripts = defineScripts(redis) as unknown as TestRedis;
     for (const shard of layout.shards) {
-      await scripts.heartbeatWorker(shard.workers, shard.processing('ghost'), 'ghost', 50);
+      await scripts.heartbeatWorker(shard.workers, shard.processing('ghost'), shard.heartbeats, 'ghost', 50);
       expect(await claimAs(scripts, shard, 'ghost', 1)).toHaveLength(2);
     }
     const { transport } = await worker(prefix, { shards: 3, reaperIntervalMs: false });

@@ -122,7 +122,10 @@ describe('RedisTaskAdmin', () => {
     await firstValueFrom(client.emit('admin.held', { key: 'h1' }));
     await waitFor(async () => (await admin.stats('admin.held')).inFlight.total === 1, 'the held task in flight');
     const workers = await admin.workers('admin.held');
-    expect(workers).toEqual([{ workerId: 'admin-w1', queue: 'admin.held', leaseExpiresAt: expect.any(Number), alive: true, inFlight: 1 }]);
+    expect(workers).toEqual([
+      { workerId: 'admin-w1', queue: 'admin.held', leaseExpiresAt: expect.any(Number), lastHeartbeatAt: expect.any(Number), alive: true, inFlight: 1 },
+    ]);
+    expect(Math.abs(workers[0].lastHeartbeatAt! - Date.now())).toBeLessThan(10_000);
     expect(workers[0].leaseExpiresAt).toBeGreaterThan(Date.now() + 10_000);
     expect((await admin.stats('admin.held')).inFlight.byWorker).toEqual({ 'admin-w1': 1 });
     expect((await admin.workers()).map((w) => w.queue).sort()).toEqual(['admin.held', 'admin.outcomes', 'admin.work']);

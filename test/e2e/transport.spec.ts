@@ -269,7 +269,7 @@ describe('restarts lose nothing', () => {
     await client.emitBatch('avatar.resize', [{ n: 1 }, { n: 2 }]);
     const queue = keys.queue('avatar.resize');
     // A previous run of "crashed-1" claimed both tasks and died without settling them.
-    await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), 'crashed-1', 30_000);
+    await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), queue.heartbeats, 'crashed-1', 30_000);
     const claimed = await claimAs(redis, queue, 'crashed-1', 2);
     expect(claimed).toHaveLength(4);
     expect(await redis.llen(queue.ring)).toBe(0);

@@ -56,7 +56,7 @@ function ids(reply: string[] | -1 | -2): string[] {
 beforeEach(async () => {
   prefix = testPrefix('lua');
   keys = new QueueKeys(prefix, 'resize');
-  await redis.heartbeatWorker(keys.workers, keys.processing(worker), worker, 30_000);
+  await redis.heartbeatWorker(keys.workers, keys.processing(worker), keys.heartbeats, worker, 30_000);
 });
 
 afterEach(async () => {
@@ -301,7 +301,7 @@ describe('requeueTasks', () => {
 describe('heartbeatWorker', () => {
   it('records the lease expiry on the Redis clock', async () => {
     const [seconds] = await redis.time();
-    const [now] = await redis.heartbeatWorker(keys.workers, keys.processing('w2'), 'w2', 5_000);
+    const [now] = await redis.heartbeatWorker(keys.workers, keys.processing('w2'), keys.heartbeats, 'w2', 5_000);
     expect(Math.abs(now - Number(seconds) * 1000)).toBeLessThan(2_000);
     expect(Number(await redis.zscore(keys.workers, 'w2'))).toBe(now + 5_000);
   });
@@ -311,7 +311,7 @@ describe('heartbeatWorker', () => {
     const reply = (await claim('a', 3)) as string[];
     const [t1, , t2, , t3] = reply;
     await redis.hdel(keys.processing(worker), t1); // recovered by a reaper meanwhile
-    const [, lost, orphaned] = await redis.heartbeatWorker(keys.workers, keys.processing(worker), worker, 5_000, t1, t2);
+    const [, lost, orphaned] = await redis.heartbeatWorker(keys.workers, keys.processing(worker), keys.heartbeats, worker, 5_000, t1, t2);
     expect(lost).toEqual([t1]);
     expect(orphaned).toEqual([t3]);
   });
@@ -350,9 +350,9 @@ describe('forgetWorker', () => {
   it('removes an expired worker with an empty hash, but not one that renewed its lease or holds tasks', async () => {
     await redis.zadd(keys.workers, 100, 'dead', 100, 'busy', 10_000, 'renewed');
     await redis.hset(keys.processing('busy'), '1', 'x');
-    expect(await redis.forgetWorker(keys.workers, keys.processing('dead'), 'dead', 500)).toBe(1);
-    expect(await redis.forgetWorker(keys.workers, keys.processing('busy'), 'busy', 500)).toBe(0);
-    expect(await redis.forgetWorker(keys.workers, keys.processing('renewed'), 'renewed', 500)).toBe(0);
+    expect(await redis.forgetWorker(keys.workers, keys.processing('dead'), keys.heartbeats, 'dead', 500)).toBe(1);
+    expect(await redis.forgetWorker(keys.workers, keys.processing('busy'), keys.heartbeats, 'busy', 500)).toBe(0);
+    expect(await redis.forgetWorker(keys.workers, keys.processing('renewed'), keys.heartbeats, 'renewed', 500)).toBe(0);
     expect(await redis.zrange(keys.workers, '0', '-1')).toEqual(['busy', 'renewed', worker]);
   });
 });

@@ -1,11 +1,12 @@
--- forgetWorker-2.lua
+-- forgetWorker-3.lua
 -- Purpose: remove a dead worker from a queue's registry once its processing hash is empty, unless it
 --   renewed its lease meanwhile (it was only slow, and is alive again).
 -- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[3]: heartbeats (hash: worker id -> time of its last heartbeat)
 -- ARGV[1]: worker id; ARGV[2]: the time (ms) the lease had to have expired by
 -- Returns: 1 when removed; 0 when the worker renewed its lease or still holds tasks
--- Side effects: ZREM of the worker id.
+-- Side effects: ZREM and HDEL of the worker id.
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not expiry or tonumber(expiry) > tonumber(ARGV[2]) then
   return 0
@@ -14,4 +15,5 @@ if redis.call('HLEN', KEYS[2]) > 0 then
   return 0
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return 1

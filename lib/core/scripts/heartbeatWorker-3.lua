@@ -1,17 +1,19 @@
--- heartbeatWorker-2.lua
+-- heartbeatWorker-3.lua
 -- Purpose: renew a worker's lease on a queue (register it if new) with the Redis server's clock, and
 --   reconcile what the worker believes it runs with what its processing hash holds.
 -- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[3]: heartbeats (hash: worker id -> time of its last heartbeat, Redis time in milliseconds)
 -- ARGV[1]: worker id; ARGV[2]: lease length in milliseconds (expiry = now + lease)
 -- ARGV[3..]: fencing tokens of the tasks the worker is running now
 -- Returns: array { now, lost, orphaned } where lost lists the given tokens the hash no longer holds
 --   (their lease was lost: recovered by a reaper) and orphaned lists tokens the hash holds that were
 --   not given (claimed, but the worker never saw the claim's reply)
--- Side effects: ZADD of the worker's lease expiry.
+-- Side effects: ZADD of the worker's lease expiry; HSET of its heartbeat time.
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ms)
 local running = {}
 local lost = {}
 for i = 3, #ARGV do
