@@ -16,6 +16,7 @@ export {
   type DeadLetterSelection,
   type QueueCounters,
   type QueueStats,
+  type RemovedGroup,
   type RequeueDeadLettersResult,
   type WorkerInfo,
 } from './core/admin.js';
@@ -45,5 +46,5 @@ export {
   ShardCountMismatchError,
 } from './core/errors.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
-export { MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';
+export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/guardrails.js';

@@ -31,6 +31,7 @@ Commands:
 Options:
   --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
   --prefix <prefix>     key prefix of the application (default: tasks)
+  --group <group>       the consumer group whose copies to read or change (default: default)
   --json                machine-readable output
   -h, --help            this text
 

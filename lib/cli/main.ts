@@ -21,6 +21,7 @@ async function main(argv: string[]): Promise<number> {
       options: {
         url: { type: 'string' },
         prefix: { type: 'string', default: 'tasks' },
+        group: { type: 'string', default: 'default' },
         json: { type: 'boolean', default: false },
         all: { type: 'boolean', default: false },
         limit: { type: 'string' },
@@ -56,7 +57,12 @@ async function main(argv: string[]): Promise<number> {
     }
     const keys = new PrefixKeys(values.prefix);
     const scripted = defineScripts(redis);
-    const admin = new TaskAdmin(scripted, keys, new ShardCounts(scripted, keys, 'recorded'));
+    let admin = new TaskAdmin(scripted, keys, new ShardCounts(scripted, keys, 'recorded'));
+    try {
+      admin = admin.forGroup(values.group);
+    } catch (error) {
+      throw new CliError(EXIT.usage, `--group ${(error as Error).message.replace(/^.*option "group" /, '')}`);
+    }
     const output = await run(admin, positionals, values);
     process.stdout.write(`${output}\n`);
     return EXIT.ok;

@@ -1,5 +1,8 @@
 import { fnv1a, hashSlot, SLOT_COUNT } from './hash-slot.js';
 
+/** The implicit consumer group: its keys are the pattern's own (as before groups existed). */
+export const DEFAULT_GROUP = 'default';
+
 /** Most shards one queue may be spread over. */
 export const MAX_SHARDS = 256;
 
@@ -56,6 +59,14 @@ export class QueueKeys {
   /** Rate-limited clients' token buckets (hash: client id -> "tokens:last refill ms"). */
   readonly buckets: string;
 
+  /**
+   * Where this consumer group's keys start: the tag itself for the implicit group `default`, else
+   * `{tag}:g:<group>` (same hash tag, so every group of a pattern shard shares one slot).
+   */
+  readonly base: string;
+  /** Consumer groups registered on this pattern shard: each gets a copy of every task (set of names). */
+  readonly groups: string;
+
   constructor(
     readonly prefix: string,
     readonly queue: string,
@@ -63,27 +74,31 @@ export class QueueKeys {
     readonly shard = 0,
     /** How many shards the queue is spread over. */
     readonly shardCount = 1,
+    /** The consumer group whose copies these keys hold. */
+    readonly group = DEFAULT_GROUP,
   ) {
     this.tag = shardTag(prefix, queue, shard, shardCount);
     this.slot = hashSlot(this.tag);
-    this.ring = `${this.tag}:ring`;
-    this.workers = `${this.tag}:workers`;
-    this.sequence = `${this.tag}:sequence`;
-    this.deadLetters = `${this.tag}:dead`;
-    this.delayed = `${this.tag}:delayed`;
-    this.reaperLock = `${this.tag}:reaper-lock`;
-    this.prioritized = `${this.tag}:prioritized`;
-    this.counted = `${this.tag}:counted`;
-    this.inflight = `${this.tag}:inflight`;
-    this.parked = `${this.tag}:parked`;
-    this.paused = `${this.tag}:paused`;
-    this.counters = `${this.tag}:counters`;
-    this.weights = `${this.tag}:weights`;
-    this.credit = `${this.tag}:credit`;
-    this.rates = `${this.tag}:rates`;
-    this.heartbeats = `${this.tag}:heartbeats`;
-    this.throttled = `${this.tag}:throttled`;
-    this.buckets = `${this.tag}:buckets`;
+    this.base = group === DEFAULT_GROUP ? this.tag : `${this.tag}:g:${group}`;
+    this.groups = `${this.tag}:groups`;
+    this.ring = `${this.base}:ring`;
+    this.workers = `${this.base}:workers`;
+    this.sequence = `${this.base}:sequence`;
+    this.deadLetters = `${this.base}:dead`;
+    this.delayed = `${this.base}:delayed`;
+    this.reaperLock = `${this.base}:reaper-lock`;
+    this.prioritized = `${this.base}:prioritized`;
+    this.counted = `${this.base}:counted`;
+    this.inflight = `${this.base}:inflight`;
+    this.parked = `${this.base}:parked`;
+    this.paused = `${this.base}:paused`;
+    this.counters = `${this.base}:counters`;
+    this.weights = `${this.base}:weights`;
+    this.credit = `${this.base}:credit`;
+    this.rates = `${this.base}:rates`;
+    this.heartbeats = `${this.base}:heartbeats`;
+    this.throttled = `${this.base}:throttled`;
+    this.buckets = `${this.base}:buckets`;
   }
 
   /**
@@ -91,7 +106,7 @@ export class QueueKeys {
    * prefix the claim script completes with the client ids it takes from the ring (same hash tag).
    */
   pending(clientId: string): string {
-    return `${this.tag}:pending:${clientId}`;
+    return `${this.base}:pending:${clientId}`;
   }
 
   /**
@@ -99,12 +114,17 @@ export class QueueKeys {
    * -priority; claims take these before the client's plain list).
    */
   priority(clientId: string): string {
-    return `${this.tag}:priority:${clientId}`;
+    return `${this.base}:priority:${clientId}`;
   }
 
   /** Held by the live task with this deduplication key (string: task id, with a TTL). */
   dedup(key: string): string {
     return `${this.tag}:dedup:${key}`;
+  }
+
+  /** The same shard's keys for another consumer group. */
+  forGroup(group: string): QueueKeys {
+    return group === this.group ? this : new QueueKeys(this.prefix, this.queue, this.shard, this.shardCount, group);
   }
 
   /** The pub/sub channel told the due time of a delayed task that became the queue's earliest. */
@@ -114,12 +134,12 @@ export class QueueKeys {
 
   /** The pub/sub channel on which workers hear that the queue was resumed. */
   get controlChannel(): string {
-    return `${this.tag}:control`;
+    return `${this.base}:control`;
   }
 
   /** Tasks one worker has claimed and not yet settled (hash: fencing token -> encoded entry). */
   processing(workerId: string): string {
-    return `${this.tag}:processing:${workerId}`;
+    return `${this.base}:processing:${workerId}`;
   }
 
   /** The stored result of a `send()` task, kept for a TTL (string). */
@@ -132,8 +152,13 @@ export class QueueKeys {
 export class QueueLayout {
   readonly shards: readonly QueueKeys[];
 
-  constructor(prefix: string, readonly queue: string, readonly shardCount: number) {
-    this.shards = Array.from({ length: shardCount }, (_, shard) => new QueueKeys(prefix, queue, shard, shardCount));
+  constructor(
+    prefix: string,
+    readonly queue: string,
+    readonly shardCount: number,
+    readonly group = DEFAULT_GROUP,
+  ) {
+    this.shards = Array.from({ length: shardCount }, (_, shard) => new QueueKeys(prefix, queue, shard, shardCount, group));
   }
 
   /** The shard of a client: all its tasks live there, so its FIFO order and cap hold as unsharded. */
@@ -161,11 +186,11 @@ export class PrefixKeys {
   }
 
   /** The keys of a queue spread over `shardCount` shards (cached: building them hashes tags). */
-  layout(queue: string, shardCount: number): QueueLayout {
-    const id = `${shardCount}:${queue}`;
+  layout(queue: string, shardCount: number, group = DEFAULT_GROUP): QueueLayout {
+    const id = `${shardCount}:${group}:${queue}`;
     let layout = this.layouts.get(id);
     if (!layout) {
-      layout = new QueueLayout(this.prefix, queue, shardCount);
+      layout = new QueueLayout(this.prefix, queue, shardCount, group);
       this.layouts.set(id, layout);
     }
     return layout;

@@ -130,6 +130,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * A limited client's tasks wait in Redis without holding back other clients. Default: no limit.
    */
   clientRateLimit?: number;
+  /**
+   * The consumer group of this worker. Every group consuming a pattern gets its own copy of each task
+   * emitted after the group first registered (its own lists, retries and dead letters); workers of one
+   * group compete for its copies. Default `default`, the implicit group (the pattern's own keys).
+   */
+  group?: string;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -170,6 +176,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   watchdogTimeoutMs: 15_000,
   clientWeights: {},
   clientRateLimit: 0,
+  group: 'default',
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -270,6 +277,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   clientConcurrency: integer(0, 1_000_000),
   watchdogTimeoutMs: integer(100, 3_600_000),
   clientRateLimit: (option, value) => validateRate(option, value),
+  group: (option, value) => validateGroup(option, value),
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);
@@ -325,6 +333,16 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
 
 export function defaultWorkerId(): string {
   return `${hostname().replace(/[{}\s]/g, '-')}:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
+
+/** A consumer group name: part of key names, so no key separator (`:`), braces or spaces. */
+export function validateGroup(option: string, value: unknown): void {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 100) {
+    throw new InvalidOptionError(option, `must be a non-empty string of at most 100 characters, got ${describe(value)}`);
+  }
+  if (/[:{}\s]/.test(value) || hasControlCharacter(value)) {
+    throw new InvalidOptionError(option, `must not contain the key separator ":", braces, spaces or control characters, got ${describe(value)}`);
+  }
 }
 
 /** A rate limit: tasks per second, more than 0. */

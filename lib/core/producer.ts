@@ -115,8 +115,8 @@ export class TaskProducer {
   }
 
   private async enqueueChunk(keys: QueueKeys, chunk: Prepared[]): Promise<EnqueueReceipt[]> {
-    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized]);
-    const args: (string | number)[] = [keys.dueChannel];
+    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups]);
+    const args: (string | number)[] = [keys.dueChannel, keys.tag];
     for (const task of chunk) {
       args.push(
         ...scriptKeys.client(keys, task.clientId),

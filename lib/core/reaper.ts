@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { decodeEntry, guessTaskId } from './codec.js';
 import type { DeadLetterRecord } from './dead-letter.js';
-import type { PrefixKeys, QueueKeys } from './keys.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
 import type { TaskLogger } from './logger.js';
 import { requeueProcessing } from './requeue.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -81,9 +81,15 @@ export class TaskReaper {
     return total;
   }
 
+  /** Every shard of the queues, for every consumer group registered on it (and the implicit one). */
   private async shards(queues: readonly string[]): Promise<QueueKeys[]> {
     const layouts = await this.layouts.layouts(queues);
-    return layouts.flatMap((layout) => layout.shards);
+    const found: QueueKeys[] = [];
+    for (const shard of layouts.flatMap((layout) => layout.shards)) {
+      const groups = new Set([DEFAULT_GROUP, shard.group, ...(await this.redis.smembers(shard.groups))]);
+      for (const group of groups) found.push(shard.forGroup(group));
+    }
+    return found;
   }
 
   private async sweepQueue(keys: QueueKeys): Promise<SweepResult> {

@@ -1,7 +1,7 @@
 import { ShardCountMismatchError } from './errors.js';
 import { checkClusterLayout } from './guardrails.js';
 import type { TaskLogger } from './logger.js';
-import type { PrefixKeys, QueueLayout } from './keys.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueLayout } from './keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /**
@@ -20,6 +20,8 @@ export class ShardCounts {
     private readonly configured: number | 'recorded',
     /** Where the Cluster layout check (made with the first check of each queue) logs. */
     private readonly logger?: TaskLogger,
+    /** The consumer group whose keys the layouts name. */
+    private readonly group = DEFAULT_GROUP,
   ) {}
 
   /** The layout of a queue; a configured count is checked against Redis once per process and queue. */
@@ -60,7 +62,7 @@ export class ShardCounts {
     if (recorded !== configured) {
       throw new ShardCountMismatchError(queue, recorded, configured, this.keys.shardCount(queue));
     }
-    const layout = this.keys.layout(queue, configured);
+    const layout = this.keys.layout(queue, configured, this.group);
     if (this.logger) {
       await checkClusterLayout(this.redis, layout, this.logger);
     }
@@ -71,7 +73,7 @@ export class ShardCounts {
   private async recorded(queue: string): Promise<QueueLayout> {
     const recorded = await this.redis.get(this.keys.shardCount(queue));
     const count = Number(recorded ?? 1);
-    return this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1);
+    return this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1, this.group);
   }
 
   private record(queue: string, count: number): Promise<number> {

@@ -4,7 +4,7 @@ import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
 import { forceReconnect, openBlockingConnection, quit } from './connection.js';
 import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
 import { isNonRetryable } from './errors.js';
-import type { PrefixKeys, QueueKeys } from './keys.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
 import { errorMessage, OutageReporter, sleep, type TaskLogger } from './logger.js';
 import { requeueProcessing } from './requeue.js';
 import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
@@ -25,6 +25,8 @@ export interface TaskExecution {
   readonly enqueuedAt: number;
   readonly payload: unknown;
   readonly workerId: string;
+  /** The consumer group this worker belongs to (`default` unless the transport names one). */
+  readonly group: string;
   readonly expectsReply: boolean;
   /** Aborted when the worker gives up on this run (lease lost, shutdown timeout). */
   readonly signal: AbortSignal;
@@ -59,6 +61,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly watchdogTimeoutMs: number;
   /** Told when the watchdog finds Redis stopped answering (true) and when it answers again (false). */
   readonly onStall?: (stalled: boolean) => void;
+  /** The consumer group: each group gets its own copy of every task of the patterns it consumes. */
+  readonly group?: string;
   /** Tasks per second each client of a queue may start (0: no limit), written to every shard at start. */
   readonly rateLimit?: (queue: string) => number;
   /** Claim weights of clients, written to every queue at start (1 removes a weight). */
@@ -141,6 +145,8 @@ export class TaskWorker {
     for (const layout of layouts) {
       const rate = this.options.rateLimit?.(layout.queue) ?? 0;
       for (const keys of layout.shards) {
+        // From now on every task emitted for the pattern gets a copy for this group.
+        await this.redis.sadd(keys.groups, keys.group);
         await (rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
       }
       for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
@@ -515,6 +521,7 @@ export class TaskWorker {
         enqueuedAt: envelope.enqueuedAt,
         payload: envelope.payload,
         workerId: this.workerId,
+        group: this.options.group ?? DEFAULT_GROUP,
         expectsReply: envelope.replyTo !== undefined,
         get signal() {
           return abort.signal;

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin.js';
+import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin.js';
 import type { DeadLetterRecord } from '../core/dead-letter.js';
-import { PrefixKeys } from '../core/keys.js';
+import { DEFAULT_GROUP, PrefixKeys } from '../core/keys.js';
+import { validateGroup } from '../core/options.js';
 import { ShardCounts } from '../core/shard-counts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
@@ -12,7 +13,28 @@ import { RedisTaskClient } from './redis-task.client.js';
  */
 @Injectable()
 export class RedisTaskAdmin {
+  /** The consumer group this admin acts on (see `forGroup`). */
+  private group = DEFAULT_GROUP;
+
   constructor(private readonly client: RedisTaskClient) {}
+
+  /** The same operations on a consumer group's copies (stats, dead letters, pause, …). */
+  forGroup(group: string): RedisTaskAdmin {
+    validateGroup('group', group);
+    const scoped = new RedisTaskAdmin(this.client);
+    scoped.group = group;
+    return scoped;
+  }
+
+  /** Consumer groups registered on a pattern. */
+  async groups(pattern: string): Promise<string[]> {
+    return (await this.core()).groups(pattern);
+  }
+
+  /** Unregisters a group from a pattern and deletes its copies; reports how many of each were deleted. */
+  async removeGroup(pattern: string, group: string): Promise<RemovedGroup> {
+    return (await this.core()).removeGroup(pattern, group);
+  }
 
   async queues(): Promise<string[]> {
     return (await this.core()).queues();
@@ -71,6 +93,6 @@ export class RedisTaskAdmin {
   private async core(): Promise<TaskAdmin> {
     const redis = await this.client.connect();
     const keys = new PrefixKeys(this.client.options.prefix);
-    return new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'));
+    return new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'), this.group);
   }
 }

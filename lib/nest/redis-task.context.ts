@@ -11,6 +11,8 @@ export interface RedisTaskInfo {
   readonly maxAttempts: number;
   readonly enqueuedAt: Date;
   readonly workerId: string;
+  /** The consumer group running this copy of the task (`default` unless the transport names one). */
+  readonly group: string;
   /** Fires when the worker gives up on this run (shutdown timeout, lost lease). */
   readonly signal: AbortSignal;
 }
@@ -47,6 +49,10 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo]> {
 
   getWorkerId(): string {
     return this.args[0].workerId;
+  }
+
+  getGroup(): string {
+    return this.args[0].group;
   }
 
   getSignal(): AbortSignal {

@@ -62,7 +62,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       await redis.ping();
       await checkServer(redis, this.options.evictionPolicy, this.log);
       const keys = new PrefixKeys(this.options.prefix);
-      const layouts = new ShardCounts(redis, keys, this.options.shards, this.log);
+      const layouts = new ShardCounts(redis, keys, this.options.shards, this.log, this.options.group);
       const base: RetryPolicy = { maxAttempts: this.options.maxAttempts, backoff: this.options.backoff };
       this.reaper = new TaskReaper(
         redis,
@@ -249,6 +249,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         maxAttempts: execution.maxAttempts,
         enqueuedAt: new Date(execution.enqueuedAt),
         workerId: execution.workerId,
+        group: execution.group,
         get signal() {
           return execution.signal; // made on first use
         },

@@ -110,6 +110,48 @@ describe('chaos: worker processes killed with SIGKILL', () => {
   });
 });
 
+describe('chaos: consumer groups with a worker of each group killed', () => {
+  it('runs every one of 5,000 tasks from 3 clients at least once in each of two groups while a worker of each is killed with SIGKILL', async () => {
+    prefix = testPrefix('groups-kill9');
+    const total = 5_000;
+    const groups = ['billing', 'email'];
+    const spawn = async (group: string, n: number) => {
+      const worker = await startWorkerProcess(`${group}-${n}`, { PREFIX: prefix, GROUP: group, CONCURRENCY: 8, LEASE_MS: 2_000, HEARTBEAT_MS: 250, REAPER_MS: 200 });
+      processes.push(worker);
+      return worker;
+    };
+    for (const group of groups) await Promise.all([spawn(group, 0), spawn(group, 1)]);
+    // Both groups registered before anything is emitted: each gets a copy of every task.
+    const queue = new PrefixKeys(prefix).queue('chaos.task');
+    expect((await redis.smembers(queue.groups)).sort()).toEqual(groups);
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    for (let start = 0; start < total; start += 1_000) {
+      await client.emitBatch(
+        'chaos.task',
+        Array.from({ length: 1_000 }, (_, i) => new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 5 }).setClientId(`client-${(start + i) % 3}`).build()),
+      );
+    }
+    await close();
+    const runs = (group: string) => redis.hlen(`${prefix}:runs:${group}`);
+    await waitFor(async () => (await runs('billing')) > 500 && (await runs('email')) > 500, 'both groups under way', { timeoutMs: 30_000 });
+    let held = 0;
+    for (const group of groups) {
+      const victim = processes.find((worker) => worker.id === `${group}-0`)!;
+      await victim.kill('SIGKILL');
+      held += await redis.hlen(queue.forGroup(group).processing(victim.id));
+      processes.splice(processes.indexOf(victim), 1);
+      await spawn(group, 2);
+    }
+    await waitFor(async () => (await runs('billing')) === total && (await runs('email')) === total, 'every task in both groups', { timeoutMs: 120_000, intervalMs: 200 });
+    for (const group of groups) {
+      const counts = Object.values(await redis.hgetall(`${prefix}:runs:${group}`)).map(Number);
+      expect(counts.every((count) => count >= 1)).toBe(true);
+      expect(counts.reduce((sum, count) => sum + count, 0) - total).toBeLessThanOrEqual(held);
+    }
+    await redis.del(...groups.map((group) => `${prefix}:runs:${group}`));
+  });
+});
+
 describe('chaos: a handler that hangs past its lease', () => {
   it('is recovered and completed by another worker, and the hung worker\'s late ack is refused', async () => {
     prefix = testPrefix('hang');

@@ -22,8 +22,8 @@ interface Options {
 
 /** Calls enqueueTasks as the producer does; resolves with the script's per-task results. */
 async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
-  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized]);
-  const args: (string | number)[] = [keys.dueChannel];
+  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups]);
+  const args: (string | number)[] = [keys.dueChannel, keys.tag];
   for (const [clientId, id, options = {}] of tasks) {
     const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
     const dedup = options.dedupKey === undefined ? 4 : scriptKeys.indexOf(keys.dedup(options.dedupKey));
@@ -86,6 +86,32 @@ describe('enqueueTasks', () => {
     expect(await enqueue(['a', many])).toBe(2_500);
     expect(await redis.llen(keys.pending('a'))).toBe(2_500);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+});
+
+describe('consumer groups (enqueueTasks fan-out)', () => {
+  it('copies each task into every registered group, named as keys.ts names them, in one call', async () => {
+    await redis.sadd(keys.groups, 'billing', 'email');
+    expect(await enqueueWith([['a', '1'], ['a', '2', { priority: 5 }], ['b', '3', { delayMs: 60_000 }]])).toEqual([0, 0, 0]);
+    for (const group of ['billing', 'email']) {
+      const scoped = keys.forGroup(group);
+      expect(await redis.lrange(scoped.ring, 0, -1)).toEqual(['a']);
+      expect(await redis.llen(scoped.pending('a'))).toBe(1);
+      expect(await redis.zcard(scoped.priority('a'))).toBe(1);
+      expect(await redis.get(scoped.prioritized)).toBe('1');
+      expect(await redis.zcard(scoped.delayed)).toBe(1);
+      await redis.heartbeatWorker(scoped.workers, scoped.processing(worker), scoped.heartbeats, worker, 30_000);
+      expect(ids(await claimAs(redis, scoped, worker, 5))).toEqual(['2', '1']);
+    }
+    // The implicit group was not registered: it gets no copy.
+    expect(await redis.exists(keys.ring, keys.pending('a'), keys.delayed)).toBe(0);
+  });
+
+  it('keeps the plain path when only the implicit group is registered', async () => {
+    await redis.sadd(keys.groups, 'default');
+    await enqueue(['a', ['1']]);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+    expect(await redis.exists(keys.forGroup('default').ring)).toBe(1);
   });
 });
 
