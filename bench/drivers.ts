@@ -47,7 +47,7 @@ export class OursDriver implements Driver {
   readonly name = 'nestjs-redis-tasks';
   private prefix = '';
   private client: RedisTaskClient | undefined;
-  private app: INestMicroservice | undefined;
+  private readonly apps: INestMicroservice[] = [];
 
   constructor(
     private readonly url: string,
@@ -81,22 +81,30 @@ export class OursDriver implements Driver {
   }
 
   async startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
+    await this.startGroupWorkers(['default'], concurrency, handler);
+  }
+
+  /** One worker per consumer group (each gets a copy of every task emitted after it started once). */
+  async startGroupWorkers(groups: readonly string[], concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
     onTask = handler;
-    this.app = await NestFactory.createMicroservice(BenchWorkerModule, {
-      strategy: new RedisTaskTransport({
-        connection: this.url,
-        prefix: this.prefix,
-        concurrency,
-        ...(this.workerOptions.prefetch ? { prefetch: this.workerOptions.prefetch(concurrency) } : {}),
-      }),
-      logger: ['error'],
-    });
-    await this.app.listen();
+    for (const group of groups) {
+      const app = await NestFactory.createMicroservice(BenchWorkerModule, {
+        strategy: new RedisTaskTransport({
+          connection: this.url,
+          prefix: this.prefix,
+          concurrency,
+          group,
+          ...(this.workerOptions.prefetch ? { prefetch: this.workerOptions.prefetch(concurrency) } : {}),
+        }),
+        logger: ['error'],
+      });
+      await app.listen();
+      this.apps.push(app);
+    }
   }
 
   async stopWorker(): Promise<void> {
-    await this.app?.close();
-    this.app = undefined;
+    await Promise.all(this.apps.splice(0).map((app) => app.close()));
   }
 
   async close(): Promise<void> {

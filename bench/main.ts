@@ -210,6 +210,27 @@ function formatMs(ms: number): string {
   return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '> 120 s (not started)';
 }
 
+/**
+ * Consumer groups: 20,000 tasks emitted to N groups (one worker of concurrency 16 each, in this same
+ * process), timed until every group handled every task. Returns tasks/s (each task once per group).
+ */
+async function groupsDrain(driver: OursDriver, groups: number): Promise<number> {
+  await driver.begin(`groups${groups}`);
+  const names = Array.from({ length: groups }, (_, i) => `g${i}`);
+  // Register the groups (a group gets the tasks emitted after it first started), then stop them.
+  await driver.startGroupWorkers(names, 16, () => undefined);
+  await driver.stopWorker();
+  await fill(driver, DRAIN_TASKS);
+  done.reset();
+  const start = performance.now();
+  await driver.startGroupWorkers(names, 16, () => done.hit());
+  await done.until(DRAIN_TASKS * groups);
+  const rate = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  await driver.stopWorker();
+  await deleteMatching(redis, driver.keyPattern);
+  return rate;
+}
+
 /** Single and batch enqueue rates under each durability setting, as a Markdown table. */
 async function durability(): Promise<string> {
   log('\n== durability settings (nestjs-redis-tasks enqueue)');
@@ -242,6 +263,15 @@ async function durability(): Promise<string> {
 }
 
 async function main(): Promise<void> {
+  if (process.env.BENCH_ONLY === 'groups') {
+    const driver = new OursDriver(url);
+    const one = await median(() => groupsDrain(driver, 1));
+    const three = await median(() => groupsDrain(driver, 3));
+    log(`1 group: ${one.toFixed(0)} tasks/s; 3 groups: ${three.toFixed(0)} tasks/s (${((three / one) * 100).toFixed(1)}%)`);
+    await driver.close();
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'durability') {
     log(`\n${await durability()}`);
     await redis.quit();
@@ -256,6 +286,10 @@ async function main(): Promise<void> {
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
   log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
+  log('\n== consumer groups (nestjs-redis-tasks): drain 20,000, one worker of concurrency 16 per group');
+  const oneGroup = await median(() => groupsDrain(ours, 1));
+  const threeGroups = await median(() => groupsDrain(ours, 3));
+  log(`1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`);
   await ours.close();
   await bull.close();
   const durabilityTable = await durability();
@@ -279,6 +313,12 @@ async function main(): Promise<void> {
     ['bytes in Redis per pending task', a.bytesPerPending.toFixed(0), b.bytesPerPending.toFixed(0), ratio(b.bytesPerPending, a.bytesPerPending) + ' less'],
     ['keys (bytes) left after the drain', `${a.keysLeftAfterDrain} (${a.bytesLeftAfterDrain})`, `${b.keysLeftAfterDrain} (${b.bytesLeftAfterDrain})`, ''],
     [`fairness: other client's task start, ${FLOOD_TASKS} pending of one client`, formatMs(a.fairnessDelayMs), formatMs(b.fairnessDelayMs), ''],
+    [
+      'consumer groups: tasks/s with 1 vs 3 groups (each task run once per group)',
+      `${oneGroup.toFixed(0)} vs ${threeGroups.toFixed(0)} (${((threeGroups / oneGroup) * 100).toFixed(1)}%; ${(threeGroups * 3).toFixed(0)} runs/s)`,
+      'n/a (no fan-out)',
+      '',
+    ],
     ['scale: drain rate, 10 vs 10,000 active clients (tasks/s)', `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`, 'n/a (no per-client lists)', ''],
   ];
   const table = [

@@ -25,6 +25,8 @@ Commands:
   dead purge <pattern> <id>...|--all|<filter>    delete dead letters
     filters (combined): --reason failed|interrupted|expired|malformed, --client <id>,
     --error <text in the message>, --older-than <ms>; they also narrow dead list
+  groups <pattern>                    consumer groups registered on the pattern
+  groups remove <pattern> <group>     unregister a group and delete its copies (stop its workers first)
   pause <pattern>                     workers stop claiming (producers still enqueue)
   resume <pattern>                    workers claim again
 
@@ -146,6 +148,18 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
     }
     case 'dead':
       return dead(admin, rest, options, json);
+    case 'groups': {
+      if (rest[0] === 'remove') {
+        if (rest.length !== 3) throw usage('groups remove takes a pattern and a group');
+        const pattern = await knownQueue(admin, rest[1]);
+        const removed = await admin.removeGroup(pattern, rest[2]);
+        if (options.json) return json(removed);
+        return `removed group ${rest[2]} from ${pattern}: ${removed.pending} pending, ${removed.delayed} delayed, ${removed.inFlight} in flight and ${removed.deadLetters} dead-lettered copies deleted`;
+      }
+      if (rest.length !== 1) throw usage('groups takes one pattern');
+      const groups = await admin.groups(await knownQueue(admin, rest[0]));
+      return options.json ? json(groups) : groups.length > 0 ? groups.join('\n') : 'no groups registered (workers of the implicit group register "default")';
+    }
     case 'pause':
     case 'resume': {
       if (rest.length !== 1) throw usage(`${command} takes one pattern`);

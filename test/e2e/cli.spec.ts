@@ -124,6 +124,16 @@ describe('npx nestjs-redis-tasks', () => {
     expect((await cli(['dead', 'purge', 'cli.work', 'some-id', '--all', '--prefix', prefix])).code).toBe(2);
   });
 
+  it('lists the consumer groups of a pattern and removes one, reporting what it deleted', async () => {
+    await setup(); // its worker registers the implicit group "default"
+    started.push((await startWorker(prefix, [Handlers], { group: 'audit' })).app);
+    expect(JSON.parse((await cli(['groups', 'cli.work', '--prefix', prefix, '--json'])).stdout)).toEqual(['audit', 'default']);
+    const removed = await cli(['groups', 'remove', 'cli.work', 'audit', '--prefix', prefix, '--json']);
+    expect(JSON.parse(removed.stdout)).toEqual({ pending: 0, delayed: 0, inFlight: 0, deadLetters: 0 });
+    expect((await cli(['groups', 'cli.work', '--prefix', prefix])).stdout).toBe('default\n');
+    expect((await cli(['stats', 'cli.work', '--group', 'bad:name', '--prefix', prefix])).code).toBe(2);
+  });
+
   it('pauses and resumes a pattern', async () => {
     const client = await setup();
     expect((await cli(['pause', 'cli.work', '--prefix', prefix])).stdout).toBe('cli.work: paused\n');
