@@ -241,6 +241,31 @@ describe('Redis Cluster (3 primaries)', () => {
     expect(handled.size).toBeLessThan(4_000);
   });
 
+  it('fans tasks out to two consumer groups on a sharded queue, each copy handled once per group', async () => {
+    const prefix = testPrefix('groups');
+    const byGroup = new Map<string, Set<string>>();
+    const groups = ['billing', 'email'];
+    for (const group of groups) {
+      const { transport } = await worker(prefix, { shards: 3, group, concurrency: 8 });
+      transport.on('task', (event) => {
+        if (event.outcome === 'completed') {
+          const seen = byGroup.get(group) ?? new Set<string>();
+          seen.add(event.id!);
+          byGroup.set(group, seen);
+        }
+      });
+    }
+    const client = await producer(prefix, { shards: 3 });
+    const receipts = await client.emitBatch(
+      'cluster.work',
+      Array.from({ length: 3_000 }, (_, n) => new RedisTaskRecordBuilder({ key: `g${n}` }).setClientId(`client-${n % 9}`).build()),
+    );
+    await waitFor(() => groups.every((group) => byGroup.get(group)?.size === 3_000), 'both groups', { timeoutMs: 60_000, intervalMs: 50 });
+    for (const group of groups) expect([...byGroup.get(group)!].sort()).toEqual(receipts.map((r) => r.id).sort());
+    // Each key was handled twice in all: once per group.
+    expect([...handled.values()].every((count) => count === 2)).toBe(true);
+  });
+
   it('refuses to start when a shard key would map to another slot than its shard (CROSSSLOT guard)', async () => {
     const layout = new PrefixKeys(testPrefix('layout')).layout('cluster.work', 2);
     await expect(checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined })).resolves.toBeUndefined();

@@ -63,7 +63,7 @@ describe('exactly once without faults', () => {
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
     // Nothing but the worker registry, the shard count, the outcome counters, the token sequence and dead letters (none) remain.
     const left = (await keysUnder(redis, prefix)).map((key) => key.slice(queue.tag.length + 1)).sort();
-    expect(left).toEqual(['counters', 'heartbeats', 'sequence', 'shards', 'workers']);
+    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'sequence', 'shards', 'workers']);
     expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
   });
 });

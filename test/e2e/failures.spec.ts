@@ -141,7 +141,7 @@ describe('retries', () => {
     await waitFor(() => runsOf('flaky').length === 3, 'three runs');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
-    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|sequence|shards|counters)$/.test(key)), 'nothing left but the registry');
+    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters)$/.test(key)), 'nothing left but the registry');
     expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
   });
 
@@ -313,7 +313,7 @@ describe('bounded memory', () => {
     }
     await waitFor(async () => (await keysUnder(redis, prefix)).sort().join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
     // What stays: each pattern's worker registry and heartbeats, shard count, outcome counters and token sequence; nothing per task.
-    expect(baseline.every((key) => /:(workers|heartbeats|shards|counters)$/.test(key) || key === queue.sequence)).toBe(true);
+    expect(baseline.every((key) => /:(workers|heartbeats|groups|shards|counters)$/.test(key) || key === queue.sequence)).toBe(true);
   }, 120_000);
 });
 

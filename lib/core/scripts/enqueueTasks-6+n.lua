@@ -6,6 +6,8 @@
 --   keys are the shard tag's keys under `<tag>:g:<group>` (`default`: the tag itself), named here from
 --   the tag in ARGV[2] (same hash tag, so the same Cluster slot) because the groups are read in the script.
 -- Includes: pushTask
+-- Builds keys: a consumer group's keys are `<tag>:g:<group>:...` (ARGV[2] is the tag), named here because
+--   the registered groups are read in this same atomic step; all share the tag, hence the Cluster slot.
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
