@@ -81,8 +81,13 @@ if redis.call('EXISTS', KEYS[9]) == 1 then
   return { lost, -2, 0 }
 end
 local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
-local weighted = redis.call('EXISTS', KEYS[11]) == 1
-local limited = redis.call('EXISTS', KEYS[13]) == 1
+-- One EXISTS tells whether weights or rate limits are set at all (usually neither).
+local weighted = false
+local limited = false
+if redis.call('EXISTS', KEYS[11], KEYS[13]) > 0 then
+  weighted = redis.call('EXISTS', KEYS[11]) == 1
+  limited = redis.call('EXISTS', KEYS[13]) == 1
+end
 local now = 0
 if limited then
   local time = redis.call('TIME')
