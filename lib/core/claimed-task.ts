@@ -41,7 +41,7 @@ export class ClaimedTask {
       this.processingKey,
       this.keys.result(envelope.id),
       this.dedupKey(envelope),
-      ...this.capKeys,
+      ...this.settleKeys,
       this.token,
       envelope.dedupKey === undefined ? '' : envelope.id,
       ...reply,
@@ -54,7 +54,7 @@ export class ClaimedTask {
    * with the due time, or `undefined` when the task is no longer held.
    */
   async retry(delayMs: number): Promise<number | undefined> {
-    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, ...this.capKeys, this.token, delayMs);
+    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, ...this.settleKeys, this.token, delayMs);
     return due === 0 ? undefined : due;
   }
 
@@ -93,7 +93,7 @@ export class ClaimedTask {
       this.keys.deadLetters,
       this.keys.result(envelope?.id ?? 'unknown'),
       this.dedupKey(envelope),
-      ...this.capKeys,
+      ...this.settleKeys,
       this.token,
       JSON.stringify(record),
       this.options.deadLetterCap,
@@ -104,7 +104,7 @@ export class ClaimedTask {
   }
 
   /** The keys every settle script ends with: those releasing the task's per-client cap slot, and the outcome counters. */
-  private get capKeys(): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
+  private get settleKeys(): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
     return [this.keys.counted, this.keys.inflight, this.keys.parked, this.keys.ring, this.keys.counters];
   }
 

@@ -72,7 +72,7 @@ export async function quit(redis: RedisConnection): Promise<void> {
   if (!answered) {
     // A connection that cannot say goodbye politely is cut instead; either way it is closed.
     redis.disconnect();
-    forceClose(redis);
+    destroySockets(redis);
   }
 }
 
@@ -81,20 +81,14 @@ export async function quit(redis: RedisConnection): Promise<void> {
  * reconnects and sends the commands that were waiting for a reply again.
  */
 export function forceReconnect(connection: RedisConnection): void {
-  const nodes = connection instanceof Cluster ? connection.nodes() : [connection];
-  for (const node of nodes) {
-    if (node.stream && !node.stream.destroyed) {
-      node.stream.destroy();
-    } else {
-      node.disconnect(true);
-    }
-  }
+  destroySockets(connection, (node) => node.disconnect(true));
 }
 
 /** Destroys the sockets of a connection that is closing, so a silent peer cannot hold it open. */
-function forceClose(connection: RedisConnection): void {
+function destroySockets(connection: RedisConnection, withoutSocket?: (node: Redis) => void): void {
   const nodes = connection instanceof Cluster ? connection.nodes() : [connection];
   for (const node of nodes) {
     if (node.stream && !node.stream.destroyed) node.stream.destroy();
+    else withoutSocket?.(node);
   }
 }

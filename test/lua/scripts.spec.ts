@@ -43,8 +43,8 @@ async function claim(_clientId: string, count: number, workerId = worker): Promi
   return claimAs(redis, keys, workerId, count);
 }
 
-/** counted, inflight, parked, ring: what settle scripts need to release a per-client cap slot. */
-function capKeys(): [string, string, string, string, string] {
+/** counted, inflight, parked, ring, counters: the keys every settle script ends with. */
+function settleKeys(): [string, string, string, string, string] {
   return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
 }
 
@@ -244,8 +244,8 @@ describe('ackTask', () => {
   it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '')).toBe(1);
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '')).toBe(0);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '')).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '')).toBe(0);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
   });
 
@@ -253,7 +253,7 @@ describe('ackTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const reply = JSON.stringify({ id: '1', response: 42 });
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...capKeys(), token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
     expect(await redis.get(keys.result('1'))).toBe(reply);
     const ttl = await redis.pttl(keys.result('1'));
     expect(ttl).toBeGreaterThan(0);
@@ -267,11 +267,11 @@ describe('deadLetterTask', () => {
     const reply = (await claim('a', 3)) as string[];
     for (let i = 0; i < reply.length; i += 2) {
       const record = JSON.stringify({ id: String(i / 2 + 1), reason: 'failed' });
-      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), reply[i], record, 2, '')).toBe(1);
+      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), reply[i], record, 2, '')).toBe(1);
     }
     const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
     expect(dead).toEqual(['3', '2']);
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), reply[0], '{}', 2, '')).toBe(0);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), reply[0], '{}', 2, '')).toBe(0);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '3', failed: '3' });
   });
 
@@ -279,7 +279,7 @@ describe('deadLetterTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const record = JSON.stringify({ id: '1', reason: 'expired', payload: { reason: 'failed' } });
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), token, record, 5, '')).toBe(1);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), token, record, 5, '')).toBe(1);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
   });
 });
@@ -348,12 +348,12 @@ describe('retryTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const [seconds] = await redis.time();
-    const due = await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), token, 2_000);
+    const due = await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), token, 2_000);
     expect(due - Number(seconds) * 1000).toBeGreaterThanOrEqual(1_000);
     const [entry, score] = await redis.zrange(keys.delayed, '0', '-1', 'WITHSCORES');
     expect(Number(score)).toBe(due);
     expect(decodeEntry(entry)).toMatchObject({ ok: true, entry: { attempts: 1 } });
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), token, 2_000)).toBe(0);
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), token, 2_000)).toBe(0);
     // Counted once: the refused second call changed nothing.
     expect(await redis.hgetall(keys.counters)).toEqual({ failed: '1', retried: '1' });
   });
@@ -447,7 +447,7 @@ describe('deduplication', () => {
     expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
     const [token] = (await claim('a', 1)) as string[];
     // Another task's id does not free the key; the holder's does.
-    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), ...capKeys(), token, 'first')).toBe(1);
+    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), ...settleKeys(), token, 'first')).toBe(1);
     expect(await redis.exists(keys.dedup('k'))).toBe(0);
     expect(await enqueueWith([['a', 'third', { dedupKey: 'k' }]])).toEqual([0]);
   });
@@ -456,7 +456,7 @@ describe('deduplication', () => {
     await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.dedup('k'), 'someone-else');
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), ...capKeys(), token, '{}', 5, 'first')).toBe(1);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), ...settleKeys(), token, '{}', 5, 'first')).toBe(1);
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });
@@ -478,9 +478,9 @@ describe('per-client concurrency cap', () => {
   it('releases the slot on retry, dead letter and requeue too, and forgets a client with nothing left', async () => {
     await enqueue(['a', ['a1', 'a2', 'a3', 'a4']]);
     const [t1] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...capKeys(), t1, 60_000)).toBeGreaterThan(0);
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 60_000)).toBeGreaterThan(0);
     const [t2] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...capKeys(), t2, '{}', 5, '')).toBe(1);
+    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), t2, '{}', 5, '')).toBe(1);
     const [t3] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
     const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
     const fields = [t3, ...scriptKeys.client(keys, 'a'), 'a', 0];

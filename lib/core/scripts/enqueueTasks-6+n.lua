@@ -31,19 +31,13 @@ local now = nil
 local n = 0
 -- Groups other than `default` registered: each registered group gets a copy (keys named from the tag).
 local targets = nil
+local bases = {}
 for _, group in ipairs(redis.call('SMEMBERS', KEYS[6])) do
-  if group ~= 'default' then
-    targets = {}
-    break
-  end
-end
-if targets then
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[6])) do
-    local base = ARGV[2]
-    if group ~= 'default' then
-      base = ARGV[2] .. ':g:' .. group
-    end
-    targets[#targets + 1] = base
+  if group == 'default' then
+    bases[#bases + 1] = ARGV[2]
+  else
+    bases[#bases + 1] = ARGV[2] .. ':g:' .. group
+    targets = bases
   end
 end
 local earliestByBase = {}
