@@ -55,7 +55,7 @@ export class OursDriver implements Driver {
   ) {}
 
   get keyPattern(): string {
-    return `{${this.prefix}:*`;
+    return `${this.prefix}:*`;
   }
 
   async begin(phase: string): Promise<void> {

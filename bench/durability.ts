@@ -35,7 +35,7 @@ export async function measureDurability(setting: DurabilitySetting): Promise<Dur
     }
     const batch = (BATCHES * BATCH) / ((performance.now() - start) / 1000);
     const redis = client.unwrap<{ del(...keys: string[]): Promise<number>; keys(pattern: string): Promise<string[]> }>();
-    const keys = await redis.keys(`{${prefix}:*`);
+    const keys = await redis.keys(`${prefix}:*`);
     if (keys.length > 0) await redis.del(...keys);
     return { name: setting.name, single, batch };
   } finally {

@@ -369,7 +369,7 @@ export class TaskAdmin {
     let requeued = 0;
     let skipped = 0;
     for (let start = 0; start < selected.length; start += CHUNK) {
-      const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized]);
+      const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
       const fields: (string | number)[] = [];
       for (const { raw, record } of selected.slice(start, start + CHUNK)) {
         if (record.reason === 'malformed' || !record.id || !record.clientId || !('payload' in record)) {

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { QueueKeys } from './keys.js';
 import { OutageReporter, sleep, type TaskLogger } from './logger.js';
@@ -32,6 +33,9 @@ export interface Overdue {
 }
 
 const RETRY_DELAY_MS = 500;
+/** Random per process: with the call count, makes every claim call's token prefix unique. */
+const TOKEN_NONCE = randomBytes(6).toString('base64url');
+let callCount = 0;
 /** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
 const ACK_CHUNK = 1_000;
 /** Claim calls of one loop under way at once. */
@@ -262,7 +266,7 @@ export class ClaimLoop {
       reply = await this.track('command', 0, this.redis.claimTasks(
         this.keys.ring,
         this.keys.processing(this.options.workerId),
-        this.keys.sequence,
+        this.keys.faults,
         this.keys.workers,
         this.keys.prioritized,
         this.keys.counted,
@@ -280,6 +284,7 @@ export class ClaimLoop {
         this.keys.pending(''),
         this.keys.priority(''),
         this.options.clientConcurrency,
+        this.nextTokenPrefix(),
         ...acks.map(([token]) => token),
       ));
     } catch (error) {
@@ -337,6 +342,16 @@ export class ClaimLoop {
       this.flushing = undefined;
     });
     return this.flushing;
+  }
+
+  /**
+   * A fencing-token prefix no other claim call ever gets: this process's random nonce and a call count.
+   * Tokens never come from Redis's own state, so a Redis rollback (a failover to a lagging replica, a
+   * restart from an older AOF) cannot hand out a token a running task still holds.
+   */
+  private nextTokenPrefix(): string {
+    // Fixed width, so one process's tokens sort in claim order (requeueing restores that order).
+    return `${TOKEN_NONCE}${(++callCount).toString(36).padStart(10, '0')}.`;
   }
 
   private takeAcks(): [string, (held: boolean) => void][] {

@@ -1,5 +1,5 @@
 import type { TaskEnvelope } from './codec.js';
-import type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './dead-letter.js';
+import { toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './dead-letter.js';
 import type { QueueKeys } from './keys.js';
 import type { TaskRedis } from './scripts.js';
 
@@ -34,9 +34,9 @@ export class ClaimedTask {
     return this.keys.processing(this.options.workerId);
   }
 
-  /** Success: the task leaves Redis; a `send()` caller gets `response`. */
-  async acknowledge(envelope: TaskEnvelope, response?: unknown): Promise<boolean> {
-    const reply = envelope.replyTo ? this.replyArgs(envelope, { id: envelope.id, response: response ?? null }) : [];
+  /** Success: the task leaves Redis; a `send()` caller gets `reply` (the reply message, already JSON). */
+  async acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
+    const replyArgs = envelope.replyTo && reply !== undefined ? [envelope.replyTo, reply, this.options.resultTtlMs] : [];
     const settled = await this.redis.ackTask(
       this.processingKey,
       this.keys.result(envelope.id),
@@ -44,7 +44,7 @@ export class ClaimedTask {
       ...this.settleKeys,
       this.token,
       envelope.dedupKey === undefined ? '' : envelope.id,
-      ...reply,
+      ...replyArgs,
     );
     return settled === 1;
   }
@@ -113,7 +113,14 @@ export class ClaimedTask {
     return envelope?.dedupKey === undefined ? this.keys.ring : this.keys.dedup(envelope.dedupKey);
   }
 
+  /** An error reply: what the filter produced, or, when that cannot be JSON, the safe error record. */
   private replyArgs(envelope: TaskEnvelope, message: ReplyMessage): (string | number)[] {
-    return [envelope.replyTo as string, JSON.stringify(message), this.options.resultTtlMs];
+    let json: string;
+    try {
+      json = JSON.stringify(message);
+    } catch (error) {
+      json = JSON.stringify({ id: message.id, err: toErrorRecord(message.err ?? error) });
+    }
+    return [envelope.replyTo as string, json, this.options.resultTtlMs];
   }
 }

@@ -1,10 +1,11 @@
 /**
  * Why a task ended in dead letters: `malformed` (not a task we can decode), `failed` (its handler
- * threw on the last allowed attempt, or threw a non-retryable error), `interrupted` (its allowed
- * attempts were used up by runs that never finished: the worker died or lost its lease each time),
+ * threw on the last allowed attempt, or threw a non-retryable error), `timeout` (its last allowed run
+ * passed `handlerTimeoutMs`), `interrupted` (its allowed attempts were used up by runs that never
+ * finished: the worker died, lost its lease, or shut down after the run had gone on past `slowRunMs`),
  * `expired` (its expiry time passed before a worker could start it).
  */
-export type DeadLetterReason = 'malformed' | 'failed' | 'interrupted' | 'expired';
+export type DeadLetterReason = 'malformed' | 'failed' | 'timeout' | 'interrupted' | 'expired';
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */
 export interface ErrorRecord {
@@ -36,18 +37,60 @@ export interface DeadLetterRecord {
 }
 
 const STACK_LINES = 6;
+/** Longest message, and longest stack line, kept in an error record (characters). */
+export const MAX_ERROR_MESSAGE = 4_096;
+const MAX_STACK_LINE = 512;
 
+/**
+ * A plain-data record of anything a handler threw: an Error, a string, a BigInt, a circular object, a
+ * Proxy whose traps throw. Never throws itself, and caps what it keeps, so whatever was thrown follows
+ * the normal retry and dead-letter path (and can be stored as JSON).
+ */
 export function toErrorRecord(error: unknown): ErrorRecord {
-  if (error instanceof Error) {
-    return {
-      name: error.name,
-      message: error.message,
-      stack: error.stack?.split('\n').slice(0, STACK_LINES).join('\n'),
-    };
+  try {
+    if (error instanceof Error) {
+      const stack = typeof error.stack === 'string' ? error.stack : undefined;
+      return {
+        name: cap(safeString(error.name, 'Error'), 200),
+        message: cap(safeString(error.message, ''), MAX_ERROR_MESSAGE),
+        ...(stack
+          ? { stack: stack.split('\n').slice(0, STACK_LINES).map((line) => cap(line, MAX_STACK_LINE)).join('\n') }
+          : {}),
+      };
+    }
+    if (typeof error === 'object' && error !== null && 'message' in error) {
+      const record = error as { message: unknown; name?: unknown };
+      return { name: cap(safeString(record.name, 'Error'), 200), message: cap(describeThrown(record.message), MAX_ERROR_MESSAGE) };
+    }
+    return { name: 'Error', message: cap(describeThrown(error), MAX_ERROR_MESSAGE) };
+  } catch (failure) {
+    // A value whose every look throws (a hostile Proxy): say so rather than fail the task's settle.
+    return { name: 'Error', message: `a value that cannot be described was thrown (${describeThrown(failure)})` };
   }
-  if (typeof error === 'object' && error !== null && 'message' in error) {
-    const record = error as { message: unknown; name?: unknown };
-    return { name: typeof record.name === 'string' ? record.name : 'Error', message: String(record.message) };
+}
+
+/** Text for any value: strings as they are, everything else as JSON where it can be, else its type. */
+export function describeThrown(value: unknown): string {
+  try {
+    if (typeof value === 'string') return value;
+    if (typeof value === 'bigint') return `${value.toString()}n`;
+    if (typeof value === 'symbol' || typeof value === 'function') return String(value);
+    const json = JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `${inner.toString()}n` : inner));
+    return json ?? String(value);
+  } catch {
+    try {
+      const tag = Object.prototype.toString.call(value);
+      return `${tag} (not serializable: circular or hostile)`;
+    } catch {
+      return 'a value that cannot be described';
+    }
   }
-  return { name: 'Error', message: typeof error === 'string' ? error : JSON.stringify(error) ?? String(error) };
+}
+
+function safeString(value: unknown, fallback: string): string {
+  return typeof value === 'string' ? value : value === undefined || value === null ? fallback : describeThrown(value);
+}
+
+function cap(text: string, limit: number): string {
+  return text.length > limit ? `${text.slice(0, limit)}… (${text.length - limit} more characters)` : text;
 }

@@ -90,9 +90,41 @@ export class NonRetryableTaskError extends RedisTaskError {
   }
 }
 
-/** True for a `NonRetryableTaskError`, or any error object carrying its code. */
+/** True for a `NonRetryableTaskError` or an `UnserializableResultError`, or any error object carrying their code. */
 export function isNonRetryable(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'NON_RETRYABLE';
+  try {
+    const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+    return code === 'NON_RETRYABLE' || code === 'UNSERIALIZABLE_RESULT';
+  } catch {
+    return false; // a thrown Proxy whose traps throw: an ordinary failure
+  }
+}
+
+/**
+ * A `@MessagePattern` handler returned a result that cannot be sent back as JSON (a BigInt, a circular
+ * object). The task fails without further attempts (the handler would return the same), and the
+ * `send()` caller receives this error.
+ */
+export class UnserializableResultError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    reason: string,
+  ) {
+    super('UNSERIALIZABLE_RESULT', `nestjs-redis-tasks: the result of the "${pattern}" handler cannot be serialized to JSON (${reason})`);
+  }
+}
+
+/**
+ * A handler ran longer than its `handlerTimeoutMs`: its `ctx.signal` was aborted with this error, the
+ * run counted as a failed attempt, and the task was retried or dead-lettered with reason `timeout`.
+ */
+export class HandlerTimeoutError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly timeoutMs: number,
+  ) {
+    super('HANDLER_TIMEOUT', `nestjs-redis-tasks: the "${pattern}" handler did not finish within ${timeoutMs} ms (handlerTimeoutMs)`);
+  }
 }
 
 /**

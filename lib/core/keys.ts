@@ -9,17 +9,21 @@ export const MAX_SHARDS = 256;
 /**
  * The one place that spells Redis key names.
  *
- * Every key of a queue (of one shard of a queue, when it is sharded) starts with one hash tag, so all
- * of them live in one Redis Cluster slot and every Lua script touches one slot. An unsharded queue's
- * tag is `{prefix:queue}`; shard k of N has `{prefix:queue%sk.j}`, where j is the first number that
- * puts the tag's slot in the k-th of N equal ranges of the slot space, so N shards land on N different
- * primaries of a cluster whose slots are split evenly (as `redis-cli --cluster create` does). The queue
- * name is a Nest pattern; `%`, `{` and `}` in it are percent-encoded, so a pattern can never move its
- * keys to another slot, and `%s` never occurs in an encoded name.
+ * Every key and channel starts with the prefix and `:`, outside any hash tag, so one ACL pattern
+ * (`~prefix:*`, `&prefix:*`) covers a whole deployment. Every key of a queue (of one shard of a
+ * queue, when it is sharded) then carries one hash tag, so all of them live in one Redis Cluster slot
+ * and every Lua script touches one slot. An unsharded queue's keys start `prefix:{queue}`; shard k of
+ * N has `prefix:{queue%sk.j}`, where j is the first number that puts the tag's slot in the k-th of N
+ * equal ranges of the slot space, so N shards land on N different primaries of a cluster whose slots
+ * are split evenly (as `redis-cli --cluster create` does). The queue name is a Nest pattern; `%`, `{`
+ * and `}` in it are percent-encoded, so a pattern can never move its keys to another slot, and `%s`
+ * never occurs in an encoded name.
  */
 export class QueueKeys {
-  /** The hash tag shared by every key of this queue (shard). */
+  /** The hash tag shared by every key of this queue (shard), e.g. `{avatar.resize}`. */
   readonly tag: string;
+  /** Where every key of this queue (shard) starts: the prefix, `:`, then the tag. */
+  readonly root: string;
   /** The Redis Cluster slot of every key of this queue (shard). */
   readonly slot: number;
   /** Clients that have pending tasks, rotated round-robin by claims (list of client ids). */
@@ -58,10 +62,15 @@ export class QueueKeys {
   readonly throttled: string;
   /** Rate-limited clients' token buckets (hash: client id -> "tokens:last refill ms"). */
   readonly buckets: string;
+  /**
+   * Broken data the scripts found and what they did about it: a client key of the wrong type
+   * (quarantined), a weight or count that is not a number (hash: subject -> "<ms> <what>").
+   */
+  readonly faults: string;
 
   /**
-   * Where this consumer group's keys start: the tag itself for the implicit group `default`, else
-   * `{tag}:g:<group>` (same hash tag, so every group of a pattern shard shares one slot).
+   * Where this consumer group's keys start: the root itself for the implicit group `default`, else
+   * `<root>:g:<group>` (same hash tag, so every group of a pattern shard shares one slot).
    */
   readonly base: string;
   /** Consumer groups registered on this pattern shard: each gets a copy of every task (set of names). */
@@ -77,10 +86,11 @@ export class QueueKeys {
     /** The consumer group whose copies these keys hold. */
     readonly group = DEFAULT_GROUP,
   ) {
-    this.tag = shardTag(prefix, queue, shard, shardCount);
+    this.tag = shardTag(queue, shard, shardCount);
+    this.root = `${prefix}:${this.tag}`;
     this.slot = hashSlot(this.tag);
-    this.base = group === DEFAULT_GROUP ? this.tag : `${this.tag}:g:${group}`;
-    this.groups = `${this.tag}:groups`;
+    this.base = group === DEFAULT_GROUP ? this.root : `${this.root}:g:${group}`;
+    this.groups = `${this.root}:groups`;
     this.ring = `${this.base}:ring`;
     this.workers = `${this.base}:workers`;
     this.sequence = `${this.base}:sequence`;
@@ -99,6 +109,7 @@ export class QueueKeys {
     this.heartbeats = `${this.base}:heartbeats`;
     this.throttled = `${this.base}:throttled`;
     this.buckets = `${this.base}:buckets`;
+    this.faults = `${this.base}:faults`;
   }
 
   /**
@@ -119,7 +130,7 @@ export class QueueKeys {
 
   /** Held by the live task with this deduplication key (string: task id, with a TTL). */
   dedup(key: string): string {
-    return `${this.tag}:dedup:${key}`;
+    return `${this.root}:dedup:${key}`;
   }
 
   /** The same shard's keys for another consumer group. */
@@ -129,7 +140,7 @@ export class QueueKeys {
 
   /** The pub/sub channel told the due time of a delayed task that became the queue's earliest. */
   get dueChannel(): string {
-    return `${this.tag}:due`;
+    return `${this.root}:due`;
   }
 
   /** The pub/sub channel on which workers hear that the queue was resumed. */
@@ -144,7 +155,7 @@ export class QueueKeys {
 
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
-    return `${this.tag}:result:${taskId}`;
+    return `${this.root}:result:${taskId}`;
   }
 }
 
@@ -182,7 +193,7 @@ export class PrefixKeys {
    * configured with another count are refused, so changing it can never hide tasks in other shards.
    */
   shardCount(queue: string): string {
-    return `{${this.prefix}:${encodeQueueName(queue)}}:shards`;
+    return `${this.prefix}:{${encodeQueueName(queue)}}:shards`;
   }
 
   /** The keys of a queue spread over `shardCount` shards (cached: building them hashes tags). */
@@ -208,8 +219,8 @@ export class PrefixKeys {
 }
 
 /** The hash tag of shard `shard` of `shardCount` (see QueueKeys). */
-export function shardTag(prefix: string, queue: string, shard: number, shardCount: number): string {
-  const base = `${prefix}:${encodeQueueName(queue)}`;
+export function shardTag(queue: string, shard: number, shardCount: number): string {
+  const base = encodeQueueName(queue);
   if (shardCount === 1) {
     return `{${base}}`;
   }

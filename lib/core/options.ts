@@ -136,6 +136,19 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * group compete for its copies. Default `default`, the implicit group (the pattern's own keys).
    */
   group?: string;
+  /**
+   * Longest run of a handler, in ms; 0 for none. A run past it has its `ctx.signal` aborted with a
+   * `HandlerTimeoutError`, frees its slot, and counts as a failed attempt (retried, or dead-lettered with
+   * reason `timeout`). Per pattern with handler extras (`@EventPattern('p', { handlerTimeoutMs: 30_000 })`).
+   * Default 0.
+   */
+  handlerTimeoutMs?: number;
+  /**
+   * A run going on this long is logged as slow, once. If the worker shuts down before such a run ends,
+   * the interruption counts as an attempt, so a task that hangs every run ends in dead letters (reason
+   * `interrupted`) instead of coming back after every restart; shorter runs return uncounted. Default 60 s.
+   */
+  slowRunMs?: number;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -177,6 +190,8 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   clientWeights: {},
   clientRateLimit: 0,
   group: 'default',
+  handlerTimeoutMs: 0,
+  slowRunMs: 60_000,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -278,6 +293,8 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   watchdogTimeoutMs: integer(100, 3_600_000),
   clientRateLimit: (option, value) => validateRate(option, value),
   group: (option, value) => validateGroup(option, value),
+  handlerTimeoutMs: integer(0, 86_400_000),
+  slowRunMs: integer(100, 86_400_000),
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);

@@ -54,7 +54,7 @@ export function newTaskId(): string {
   return randomUUID().replaceAll('-', '');
 }
 
-/** KEYS index the enqueue script reads as "no key" (see enqueueTasks-5+n.lua). */
+/** KEYS index the enqueue script reads as "no key" (see enqueueTasks-7+n.lua). */
 const NO_KEY = 4;
 
 /**
@@ -115,8 +115,8 @@ export class TaskProducer {
   }
 
   private async enqueueChunk(keys: QueueKeys, chunk: Prepared[]): Promise<EnqueueReceipt[]> {
-    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups]);
-    const args: (string | number)[] = [keys.dueChannel, keys.tag];
+    const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups, keys.faults]);
+    const args: (string | number)[] = [keys.dueChannel, keys.root];
     for (const task of chunk) {
       args.push(
         ...scriptKeys.client(keys, task.clientId),

@@ -137,7 +137,7 @@ export class TaskReaper {
       if (due.length === 0) {
         break;
       }
-      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized]);
+      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
       const fields: (string | number)[] = [];
       for (const entry of due) {
         const decoded = decodeEntry(entry);

@@ -27,9 +27,11 @@ export async function requeueProcessing(
   const wanted = options.tokens ? new Set(options.tokens) : undefined;
   const tokens = Object.keys(held)
     .filter((token) => !wanted || wanted.has(token))
-    // Newest first: each LPUSH puts an older task in front of a newer one, restoring claim order.
-    .sort((a, b) => Number(b) - Number(a));
-  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
+    // Newest first: each LPUSH puts an older task in front of a newer one, restoring claim order (one
+    // process's tokens sort in claim order; see ClaimLoop).
+    .sort()
+    .reverse();
+  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
   const fields: (string | number)[] = [];
   let malformed = 0;
   for (const token of tokens) {

@@ -68,7 +68,7 @@ export interface TaskCommands {
   claimTasks(
     ring: string,
     processing: string,
-    sequence: string,
+    faults: string,
     workers: string,
     prioritized: string,
     counted: string,
@@ -86,6 +86,7 @@ export interface TaskCommands {
     pendingPrefix: string,
     priorityPrefix: string,
     clientCap: number,
+    tokenPrefix: string,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number]>;
   ackTask(

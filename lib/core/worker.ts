@@ -3,7 +3,7 @@ import { ClaimedTask, type SettleOptions } from './claimed-task.js';
 import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
 import { forceReconnect, openBlockingConnection, quit } from './connection.js';
 import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
-import { isNonRetryable } from './errors.js';
+import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from './errors.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
 import { errorMessage, OutageReporter, sleep, type TaskLogger } from './logger.js';
 import { requeueProcessing } from './requeue.js';
@@ -33,7 +33,12 @@ export interface TaskExecution {
 }
 
 export type TaskOutcome =
-  | { readonly status: 'succeeded'; readonly response?: unknown }
+  | {
+      readonly status: 'succeeded';
+      readonly response?: unknown;
+      /** The reply to a `send()` caller, serialized (set by the worker before settling). */
+      readonly reply?: string;
+    }
   | {
       readonly status: 'failed';
       /** The handler's own error where it can be had (dead letters record it). */
@@ -69,6 +74,13 @@ export interface WorkerOptions extends SettleOptions {
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** Longest run of a queue's handler before it is abandoned as failed with reason `timeout` (0: none). */
+  readonly handlerTimeout?: (queue: string) => number;
+  /**
+   * A run going on this long is logged as slow (once), and if the worker shuts down before it ends,
+   * the interruption counts as an attempt (so a task that hangs every run ends in dead letters).
+   */
+  readonly slowRunMs: number;
 }
 
 interface InFlight {
@@ -77,6 +89,11 @@ interface InFlight {
   readonly abort: LazyAbort;
   done?: Promise<void>;
   leaseLost?: boolean;
+  /** When its handler started (Date.now()), once it has. */
+  startedAt?: number;
+  /** What the slow-run warning names. */
+  about?: string;
+  warnedSlow?: boolean;
 }
 
 const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
@@ -209,6 +226,7 @@ export class TaskWorker {
    */
   private inspect(): void {
     const now = Date.now();
+    this.warnSlowRuns(now);
     let stalled = false;
     for (const [keys, loop] of this.loops) {
       const died = loop.died;
@@ -272,14 +290,28 @@ export class TaskWorker {
     for (const running of this.inFlight.values()) {
       running.abort.abort(new Error('worker shut down before the handler finished'));
     }
+    const now = Date.now();
     for (const keys of this.queues) {
       try {
+        // A run that went on past slowRunMs counts as an attempt: a task that hangs every run must end in
+        // dead letters, not come back after every restart. Shorter runs (a deploy) count nothing.
+        const long = [...this.inFlight.values()]
+          .filter((run) => run.keys === keys && run.startedAt !== undefined && now - run.startedAt >= this.options.slowRunMs)
+          .map((run) => run.token);
+        const counted = long.length === 0 ? { requeued: 0 } : await requeueProcessing(this.redis, keys, this.options, {
+          countAttempt: true,
+          tokens: long,
+          logger: this.logger,
+        });
         const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
           countAttempt: false,
           logger: this.logger,
         });
-        if (requeued > 0) {
-          this.logger.warn(`returned ${requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown`);
+        if (requeued + counted.requeued > 0) {
+          this.logger.warn(
+            `returned ${requeued + counted.requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown` +
+              (counted.requeued > 0 ? ` (${counted.requeued} had run past slowRunMs: attempt counted)` : ''),
+          );
         }
         await this.redis.zrem(keys.workers, this.workerId);
         await this.redis.hdel(keys.heartbeats, this.workerId);
@@ -338,9 +370,9 @@ export class TaskWorker {
   }
 
   private async requeueOrphans(keys: QueueKeys, orphaned: string[]): Promise<void> {
-    const previous = this.orphanSuspects.get(keys.tag) ?? new Set<string>();
+    const previous = this.orphanSuspects.get(keys.root) ?? new Set<string>();
     const confirmed = orphaned.filter((token) => previous.has(token));
-    this.orphanSuspects.set(keys.tag, new Set(orphaned.filter((token) => !previous.has(token))));
+    this.orphanSuspects.set(keys.root, new Set(orphaned.filter((token) => !previous.has(token))));
     if (confirmed.length > 0) {
       const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
         countAttempt: false,
@@ -354,11 +386,24 @@ export class TaskWorker {
   private dispatch(task: ClaimedTask): void {
     const id = inFlightId(task.keys, task.token);
     const run: InFlight = { keys: task.keys, token: task.token, abort: new LazyAbort() };
-    this.inFlight.set(id, run);
-    run.done = this.run(task, run).finally(() => {
-      this.inFlight.delete(id);
+    if (this.inFlight.has(id)) {
+      // Tokens are unique per claim call, so this cannot happen; if it ever did, overwriting the running
+      // task's state would let one run settle the other. The claim stays held and is recovered.
+      this.logger.error(`claimed token ${id} of "${task.keys.queue}" is already running here; left for recovery`);
       this.slots.release();
-    });
+      return;
+    }
+    this.inFlight.set(id, run);
+    run.done = this.run(task, run)
+      .catch((error: unknown) => {
+        // A bug of ours must not take the process down: the task stays in the processing hash, where
+        // the orphan check or a restart returns it to its queue.
+        this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it stays held for recovery`);
+      })
+      .finally(() => {
+        this.inFlight.delete(id);
+        this.slots.release();
+      });
   }
 
   private async run(task: ClaimedTask, run: InFlight): Promise<void> {
@@ -378,7 +423,9 @@ export class TaskWorker {
     const about = { queue, id: envelope.id, clientId: envelope.clientId };
     if (attempt > policy.maxAttempts) {
       // Earlier runs never finished (worker died or lost its lease each time): do not start another.
-      const detail = `${attempts} run(s) were interrupted before finishing; maxAttempts is ${policy.maxAttempts}`;
+      const detail =
+        `${attempts} run(s) were interrupted before finishing (the worker died, lost its lease, or shut down during a run longer than slowRunMs); ` +
+        `maxAttempts is ${policy.maxAttempts}`;
       const settled = await this.settle(task, () =>
         task.deadLetter({
           reason: 'interrupted',
@@ -401,7 +448,9 @@ export class TaskWorker {
       return;
     }
     const startedAt = performance.now();
-    const outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort);
+    run.startedAt = Date.now();
+    run.about = `task ${envelope.id} of "${queue}" (attempt ${attempt})`;
+    let outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort);
     const ran = { ...about, attempt, durationMs: performance.now() - startedAt };
     if (run.leaseLost) {
       this.report({ ...ran, outcome: 'lease-lost' });
@@ -411,6 +460,14 @@ export class TaskWorker {
       // ours to settle any more, and the fenced scripts would refuse it anyway.
       this.logger.warn(`task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`);
       return;
+    }
+    if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
+      // Serialized before settling: a result that cannot be sent fails the task now (with an error the
+      // caller receives), instead of a settle that could never be written.
+      const reply = serializeReply(envelope.id, outcome.response);
+      outcome = typeof reply === 'string'
+        ? { status: 'succeeded', response: outcome.response, reply }
+        : { status: 'failed', error: new UnserializableResultError(queue, reply.reason) };
     }
     if (outcome.status === 'succeeded') {
       const loop = this.loops.get(task.keys);
@@ -422,23 +479,28 @@ export class TaskWorker {
         });
         return;
       }
-      if (await this.settle(task, () => task.acknowledge(envelope, outcome.response), envelope, ran)) {
+      const reply = outcome.reply;
+      if (await this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran)) {
         this.report({ ...ran, outcome: 'completed' });
       }
       return;
     }
     const error = toErrorRecord(outcome.error);
-    const final = isNonRetryable(outcome.error) || attempt >= policy.maxAttempts;
+    const timedOut = outcome.error instanceof HandlerTimeoutError;
+    const nonRetryable = isNonRetryable(outcome.error);
+    const final = nonRetryable || attempt >= policy.maxAttempts;
     if (final) {
-      const detail = isNonRetryable(outcome.error) ? 'non-retryable error' : `failed all ${policy.maxAttempts} attempt(s)`;
+      const detail = nonRetryable ? 'non-retryable error' : `failed all ${policy.maxAttempts} attempt(s)`;
+      const reason = timedOut ? 'timeout' : 'failed';
+      const replyError = outcome.error instanceof UnserializableResultError ? error : outcome.replyError;
       const settled = await this.settle(
         task,
-        () => task.deadLetter({ reason: 'failed', attempts: attempt, envelope, detail, error, replyError: outcome.replyError }),
+        () => task.deadLetter({ reason, attempts: attempt, envelope, detail, error, replyError }),
         envelope,
         ran,
       );
       if (settled) {
-        this.report({ ...ran, outcome: 'dead-lettered', reason: 'failed', error });
+        this.report({ ...ran, outcome: 'dead-lettered', reason, error });
         this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
       }
       return;
@@ -511,8 +573,9 @@ export class TaskWorker {
     maxAttempts: number,
     abort: LazyAbort,
   ): Promise<TaskOutcome> {
+    let running: Promise<TaskOutcome>;
     try {
-      return await this.executor({
+      running = this.executor({
         queue,
         id: envelope.id,
         clientId: envelope.clientId,
@@ -526,16 +589,58 @@ export class TaskWorker {
         get signal() {
           return abort.signal;
         },
-      });
+      }).catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
     } catch (error) {
       return { status: 'failed', error };
+    }
+    const timeoutMs = this.options.handlerTimeout?.(queue) ?? 0;
+    if (timeoutMs <= 0) {
+      return running;
+    }
+    // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
+    // failed attempt, even if it ignores the signal and goes on in the background.
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<TaskOutcome>((resolve) => {
+      timer = setTimeout(() => {
+        const error = new HandlerTimeoutError(queue, timeoutMs);
+        abort.abort(error);
+        this.logger.warn(`task ${envelope.id} of "${queue}" passed its handler timeout of ${timeoutMs} ms; abandoned as failed`);
+        resolve({ status: 'failed', error });
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([running, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Warns once about each run going on past `slowRunMs` (a hang that nothing else reports). */
+  private warnSlowRuns(now: number): void {
+    for (const run of this.inFlight.values()) {
+      if (run.startedAt !== undefined && !run.warnedSlow && now - run.startedAt >= this.options.slowRunMs) {
+        run.warnedSlow = true;
+        this.logger.warn(
+          `${run.about ?? 'a task'} has been running for ${now - run.startedAt} ms (slowRunMs ${this.options.slowRunMs}); ` +
+            'if the worker shuts down before it ends, the interruption counts as an attempt',
+        );
+      }
     }
   }
 }
 
+/** The reply to a `send()` caller as JSON, or why the response cannot be one. */
+function serializeReply(id: string, response: unknown): string | { reason: string } {
+  try {
+    return JSON.stringify({ id, response: response ?? null });
+  } catch (error) {
+    return { reason: errorMessage(error) };
+  }
+}
+
 function inFlightId(keys: QueueKeys, token: string): string {
-  // Tokens are unique per shard (each has its own sequence), so the shard's tag is part of the id.
-  return `${keys.tag}\u0000${token}`;
+  // Tokens are unique per process; the shard's root keeps ids of different shards apart all the same.
+  return `${keys.root}\u0000${token}`;
 }
 
 export type { ErrorRecord };

@@ -93,7 +93,7 @@ export async function createRedisTaskTestingApp(options: RedisTaskTestingOptions
         const redis = cleanup.redis as Redis;
         let cursor = '0';
         do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `{${prefix}:*`, 'COUNT', 1000);
+          const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
           cursor = next;
           if (keys.length > 0) await redis.del(...keys);
         } while (cursor !== '0');

@@ -55,6 +55,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       this.policies = this.retryPolicies();
       this.clientCaps = this.patternClientCaps();
       const rateLimits = this.patternRateLimits();
+      const handlerTimeouts = this.patternHandlerTimeouts();
       const queues = [...this.messageHandlers.keys()];
       this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
       const { redis } = this.connection;
@@ -84,6 +85,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           retryPolicy: (queue) => this.policies.get(queue) ?? base,
           clientCap: (queue) => this.clientCaps.get(queue) ?? this.options.clientConcurrency,
           rateLimit: (queue) => rateLimits.get(queue) ?? this.options.clientRateLimit,
+          handlerTimeout: (queue) => handlerTimeouts.get(queue) ?? this.options.handlerTimeoutMs,
           onDelayed: (_queue, dueAt) => this.schedule?.wakeAt(dueAt),
           onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
           onOutcome: (event) => this.events.emit('task', event),
@@ -178,6 +180,20 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       }
     }
     return rates;
+  }
+
+  /** Per-pattern `handlerTimeoutMs` from handler extras: `@EventPattern('p', { handlerTimeoutMs: 30_000 })`. */
+  private patternHandlerTimeouts(): Map<string, number> {
+    const timeouts = new Map<string, number>();
+    for (const [pattern, handler] of this.messageHandlers) {
+      const timeout = (handler.extras as Record<string, unknown> | undefined)?.handlerTimeoutMs;
+      if (timeout === undefined) continue;
+      if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 0 || timeout > 86_400_000) {
+        throw new InvalidOptionError(`extras of pattern "${pattern}".handlerTimeoutMs`, `must be an integer from 0 to 86400000, got ${String(timeout)}`);
+      }
+      timeouts.set(pattern, timeout);
+    }
+    return timeouts;
   }
 
   /** Per-pattern `clientConcurrency` from handler extras: `@EventPattern('p', { clientConcurrency: 1 })`. */

@@ -3,10 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller, type INestMicroservice } from '@nestjs/common';
-import { EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
-import { PrefixKeys, RedisTaskClient, RedisTaskModule, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
+import type { TaskOutcomeEvent } from '../../lib/core/outcomes.js';
+import { PrefixKeys, RedisTaskClient, RedisTaskContext, RedisTaskModule, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 import { startWorkerProcess, type WorkerProcess } from './processes.js';
@@ -239,6 +241,148 @@ describe('chaos: Redis restarted', () => {
       const queue = new PrefixKeys(prefix).queue('restart.task');
       await waitFor(async () => (await direct.llen(queue.pending('default'))) === 0 && (await direct.llen(queue.ring)) === 0, 'the queue to drain');
       expect(acknowledged).toHaveLength(3_300);
+    } finally {
+      await closeProducer?.();
+      await worker?.close();
+      direct.disconnect();
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('chaos: handlers that throw what JSON cannot hold', () => {
+  it('records a BigInt, an object holding one, a circular object and a hostile Proxy as errors, and no worker process dies', async () => {
+    prefix = testPrefix('badthrow');
+    const env = { PREFIX: prefix, CONCURRENCY: 4, MAX_ATTEMPTS: 2, BACKOFF_MS: 10, REAPER_MS: 50 };
+    processes.push(await startWorkerProcess('throw-a', env), await startWorkerProcess('throw-b', env));
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    const kinds = ['bigint', 'object', 'circular', 'proxy'];
+    await client.emitBatch('chaos.badthrow', kinds.map((kind) => ({ key: kind, kind })));
+    await close();
+    const queue = new PrefixKeys(prefix).queue('chaos.badthrow');
+    await waitFor(async () => (await redis.llen(queue.deadLetters)) === 4, 'four dead letters', { timeoutMs: 20_000 });
+    const records = (await redis.lrange(queue.deadLetters, 0, -1)).map((raw) => JSON.parse(raw) as DeadLetterRecord);
+    const byKind = new Map(records.map((record) => [(record.payload as { kind: string }).kind, record]));
+    expect(records.every((record) => record.reason === 'failed' && record.attempts === 2)).toBe(true);
+    expect(byKind.get('bigint')?.error?.message).toBe('10n');
+    expect(byKind.get('object')?.error?.message).toBe('{"big":"10n"}');
+    expect(byKind.get('circular')?.error?.message).toContain('not serializable');
+    // Nest's exception filter itself trips on the Proxy's traps; what it throws is what gets recorded.
+    expect(byKind.get('proxy')?.error?.message).toEqual(expect.any(String));
+    // Every run ran to its normal end: two attempts each, and both processes still running.
+    for (const kind of kinds) expect(Number(await redis.hget(`${prefix}:runs`, kind))).toBe(2);
+    expect(processes.every((worker) => worker.child.exitCode === null && worker.child.signalCode === null)).toBe(true);
+  });
+});
+
+describe('chaos: a poison task that hangs every run', () => {
+  it('ends in dead letters as interrupted after maxAttempts shutdowns during runs past slowRunMs, instead of running after every restart', async () => {
+    prefix = testPrefix('poison');
+    const env = { PREFIX: prefix, CONCURRENCY: 2, MAX_ATTEMPTS: 2, SLOW_RUN_MS: 200, SHUTDOWN_MS: 100 };
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    await client.emitBatch('chaos.forever', [{ key: 'poison' }]);
+    await close();
+    for (let run = 1; run <= 2; run++) {
+      const worker = await startWorkerProcess(`poison-${run}`, env);
+      processes.push(worker);
+      await worker.waitFor('FOREVER poison');
+      await worker.waitFor('has been running for');
+      await worker.kill('SIGTERM');
+      expect(worker.output).toContain('had run past slowRunMs: attempt counted');
+    }
+    processes.push(await startWorkerProcess('poison-3', env));
+    const queue = new PrefixKeys(prefix).queue('chaos.forever');
+    await waitFor(async () => (await redis.llen(queue.deadLetters)) === 1, 'the poison task in dead letters');
+    const [record] = (await redis.lrange(queue.deadLetters, 0, -1)).map((raw) => JSON.parse(raw) as DeadLetterRecord);
+    expect(record).toMatchObject({ reason: 'interrupted', attempts: 2 });
+    expect(Number(await redis.hget(`${prefix}:runs`, 'poison'))).toBe(2);
+  });
+});
+
+@Controller()
+class Gated {
+  static readonly started = new Set<string>();
+  static readonly aborted = new Set<string>();
+  static readonly gates = new Map<string, () => void>();
+  static readonly waiting = new Map<string, Promise<void>>();
+
+  static gate(name: string): Promise<void> {
+    let promise = Gated.waiting.get(name);
+    if (!promise) {
+      promise = new Promise<void>((resolve) => Gated.gates.set(name, resolve));
+      Gated.waiting.set(name, promise);
+    }
+    return promise;
+  }
+
+  @EventPattern<string>('rollback.task')
+  async handle(@Payload() task: { key: string; gate?: string }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    Gated.started.add(task.key);
+    if (!task.gate) return;
+    const signal = ctx.getSignal();
+    await Promise.race([Gated.gate(task.gate), new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))]);
+    if (signal.aborted) Gated.aborted.add(task.key);
+  }
+}
+
+describe('chaos: Redis state rolled back (restart from an older snapshot)', () => {
+  it('never lets a run claimed before the rollback settle a task claimed after it: every task enqueued after the rollback completes', async () => {
+    prefix = testPrefix('rollback');
+    const dir = mkdtempSync(join(tmpdir(), 'tasks-rdb-'));
+    const args = ['--dir', dir, '--save', '', '--appendonly', 'no'];
+    let server = await startRedisServer(args);
+    let worker: INestMicroservice | undefined;
+    let closeProducer: (() => Promise<void>) | undefined;
+    const direct = new Redis(server.url, { maxRetriesPerRequest: null });
+    const outcomes: TaskOutcomeEvent[] = [];
+    try {
+      const module = await Test.createTestingModule({ controllers: [Gated] }).compile();
+      const transport = new RedisTaskTransport({
+        connection: server.url, prefix, concurrency: 8, prefetch: 4, leaseMs: 20_000, heartbeatIntervalMs: 100,
+      });
+      transport.on('task', (event) => outcomes.push(event));
+      worker = module.createNestMicroservice({ strategy: transport, logger: false });
+      await worker.listen();
+      const { client, close } = await producer(server.url);
+      closeProducer = close;
+      const of = (keys: string[]) => outcomes.filter((event) => keys.some((key) => ids.get(key) === event.id));
+      const ids = new Map<string, string>();
+      const emit = async (keys: string[], gate?: string) => {
+        const receipts = await client.emitBatch('rollback.task', keys.map((key) => ({ key, ...(gate ? { gate } : {}) })));
+        receipts.forEach((receipt, i) => ids.set(keys[i], receipt.id));
+      };
+
+      await emit(['warm-1', 'warm-2']);
+      await waitFor(() => of(['warm-1', 'warm-2']).length === 2, 'the warm-up tasks to complete');
+      await direct.save(); // the snapshot Redis will come back to
+
+      const before = ['a-1', 'a-2', 'a-3', 'a-4'];
+      await emit(before, 'A');
+      await waitFor(() => before.every((key) => Gated.started.has(key)), 'the tasks claimed before the rollback to run');
+      await server.kill();
+      server = await startRedisServer(args, server.port); // back to the snapshot: those claims never happened
+
+      const after = ['b-1', 'b-2', 'b-3', 'b-4'];
+      await emit(after, 'B');
+      await waitFor(() => after.every((key) => Gated.started.has(key)), 'the tasks enqueued after the rollback to run');
+      Gated.gates.get('A')?.();
+      await waitFor(() => of(before).length === 4, 'the pre-rollback runs to try to settle');
+      // Let a few heartbeats reconcile what the worker runs with what Redis holds before B finishes.
+      const beat = async () => Number(await direct.hget(new PrefixKeys(prefix).queue('rollback.task').heartbeats, transport.options.workerId));
+      const settledAt = (await direct.time()).map(Number);
+      const since = settledAt[0] * 1000 + Math.floor(settledAt[1] / 1000);
+      await waitFor(async () => (await beat()) > since + 300, 'three heartbeats after the old runs settled');
+      Gated.gates.get('B')?.();
+      await waitFor(() => of(after).length === 4, 'the post-rollback tasks to end');
+
+      expect(of(before).every((event) => event.outcome === 'lease-lost')).toBe(true);
+      expect(of(after).map((event) => event.outcome)).toEqual(['completed', 'completed', 'completed', 'completed']);
+      // The pre-rollback runs were told to stop (Redis no longer holds their claims); no later run was.
+      expect([...Gated.aborted].sort()).toEqual(before);
+      const queue = new PrefixKeys(prefix).queue('rollback.task');
+      expect(await direct.hlen(queue.processing(transport.options.workerId))).toBe(0);
+      expect(await direct.llen(queue.deadLetters)).toBe(0);
     } finally {
       await closeProducer?.();
       await worker?.close();

@@ -73,7 +73,7 @@ describe('npx nestjs-redis-tasks', () => {
       new RedisTaskRecordBuilder({ key: 'later-1' }).setClientId('acme').setDelay(60_000).build(),
       new RedisTaskRecordBuilder({ key: 'bad-1' }).setClientId('acme').build(),
     ]);
-    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 1, 'the dead letter');
+    await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 1, 'the dead letter');
     const human = await cli(['stats', '--prefix', prefix]);
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/^pattern\s+pending\s+in flight\s+delayed\s+dead/m);
@@ -90,7 +90,7 @@ describe('npx nestjs-redis-tasks', () => {
   it('lists a dead letter, shows it, and requeues it by id so that it completes', async () => {
     const client = await setup();
     const { id } = await firstValueFrom(client.emit('cli.work', { key: 'bad-2' }));
-    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 1, 'the dead letter');
+    await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 1, 'the dead letter');
     const list = await cli(['dead', 'list', 'cli.work', '--prefix', prefix, '--json']);
     expect(JSON.parse(list.stdout)).toMatchObject([{ id, reason: 'failed', error: { message: 'cannot handle bad-2' } }]);
     const table = await cli(['dead', 'list', 'cli.work', '--prefix', prefix]);
@@ -101,7 +101,7 @@ describe('npx nestjs-redis-tasks', () => {
     const requeued = await cli(['dead', 'requeue', 'cli.work', id, '--prefix', prefix]);
     expect(requeued).toMatchObject({ code: 0, stdout: 'requeued 1 dead letter(s) of cli.work\n' });
     await waitFor(() => handled.includes('bad-2'), 'the requeued task to complete');
-    expect(await redis.llen(`{${prefix}:cli.work}:dead`)).toBe(0);
+    expect(await redis.llen(`${prefix}:{cli.work}:dead`)).toBe(0);
   });
 
   it('selects dead letters by filter: reason, client and error text', async () => {
@@ -111,7 +111,7 @@ describe('npx nestjs-redis-tasks', () => {
       new RedisTaskRecordBuilder({ key: 'bad-y' }).setClientId('y').build(),
       new RedisTaskRecordBuilder({ key: 'bad-y2' }).setClientId('y').build(),
     ]);
-    await waitFor(async () => (await redis.llen(`{${prefix}:cli.work}:dead`)) === 3, 'three dead letters');
+    await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 3, 'three dead letters');
     const listed = JSON.parse((await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])).stdout) as { clientId: string }[];
     expect(listed.map((r) => r.clientId)).toEqual(['y', 'y']);
     const purged = await cli(['dead', 'purge', 'cli.work', '--client', 'y', '--error', 'bad-y2', '--prefix', prefix]);

@@ -61,9 +61,9 @@ describe('exactly once without faults', () => {
     expect(maxRunning).toBeGreaterThan(1);
     expect(byWorker.get('w-a')).toBeGreaterThan(0);
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
-    // Nothing but the worker registry, the shard count, the outcome counters, the token sequence and dead letters (none) remain.
-    const left = (await keysUnder(redis, prefix)).map((key) => key.slice(queue.tag.length + 1)).sort();
-    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'sequence', 'shards', 'workers']);
+    // Nothing but the list of patterns, the worker registry, the shard count and the outcome counters remain.
+    const left = (await keysUnder(redis, prefix)).map((key) => (key.startsWith(queue.root) ? key.slice(queue.root.length + 1) : key)).sort();
+    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'shards', 'workers', `${prefix}:queues`].sort());
     expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
   });
 });

@@ -73,6 +73,29 @@ class Flaky {
 
   @EventPattern<string>('noop')
   noop(): void {}
+
+  @MessagePattern('bigint.result')
+  bigintResult(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): { total: bigint } {
+    runs.push({ pattern: 'bigint.result', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    return { total: 10n };
+  }
+
+  @MessagePattern('circular.rpc.error')
+  circularRpcError(): never {
+    const detail: Record<string, unknown> = { code: 'E_CIRCULAR' };
+    detail.self = detail;
+    throw new RpcException(detail);
+  }
+
+  @EventPattern<string>('never.settles', { handlerTimeoutMs: 150, maxAttempts: 2, backoff: { type: 'fixed', delayMs: 10 } })
+  async neverSettles(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    runs.push({ pattern: 'never.settles', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
+    await new Promise<void>((resolve) => ctx.getSignal().addEventListener('abort', () => {
+      aborted.push(`${ctx.getTaskId()}:${(ctx.getSignal().reason as Error).name}`);
+      resolve();
+    }));
+    await new Promise<void>(() => undefined); // ignores the signal: only the timeout frees the slot
+  }
 }
 
 let healed = false;
@@ -141,7 +164,7 @@ describe('retries', () => {
     await waitFor(() => runsOf('flaky').length === 3, 'three runs');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
-    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters)$/.test(key)), 'nothing left but the registry');
+    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|shards|counters|queues)$/.test(key)), 'nothing left but the registry');
     expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
   });
 
@@ -312,8 +335,8 @@ describe('bounded memory', () => {
       await client.emitBatch('noop', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build()));
     }
     await waitFor(async () => (await keysUnder(redis, prefix)).sort().join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
-    // What stays: each pattern's worker registry and heartbeats, shard count, outcome counters and token sequence; nothing per task.
-    expect(baseline.every((key) => /:(workers|heartbeats|groups|shards|counters)$/.test(key) || key === queue.sequence)).toBe(true);
+    // What stays: the list of patterns, each pattern's worker registry and heartbeats, shard count and outcome counters; nothing per task.
+    expect(baseline.every((key) => /:(workers|heartbeats|groups|shards|counters|queues)$/.test(key))).toBe(true);
   }, 120_000);
 });
 
@@ -337,5 +360,57 @@ describe('bad options', () => {
       oops(): void {}
     }
     await expect(startWorker(prefix, [BadExtras])).rejects.toThrow(/extras of pattern "oops".maxAttempts/);
+  });
+});
+
+describe('results and errors that cannot be serialized, handlers that never settle', () => {
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((app) => app.close()));
+    await deleteKeys(redis, prefix);
+  });
+
+  it('fails a send() whose result cannot be JSON (a BigInt) with a clear error, dead-lettered at once, nothing left in flight', async () => {
+    fresh('bigint-result');
+    const { client } = await module();
+    await worker();
+    await expect(firstValueFrom(client.send('bigint.result', { n: 1 }))).rejects.toMatchObject({
+      name: 'UnserializableResultError',
+      message: expect.stringContaining('the result of the "bigint.result" handler cannot be serialized to JSON'),
+    });
+    const [record] = await deadLetters('bigint.result', 1);
+    expect(record).toMatchObject({ reason: 'failed', attempts: 1, detail: 'non-retryable error' });
+    expect(runsOf('bigint.result')).toHaveLength(1);
+    const queue = keys.queue('bigint.result');
+    await waitFor(async () => (await redis.zrange(queue.workers, '0', '-1')).length === 1, 'the worker registry');
+    const [workerId] = await redis.zrange(queue.workers, '0', '-1');
+    expect(await redis.hlen(queue.processing(workerId))).toBe(0);
+  });
+
+  it('sends the caller a safe error record when an RpcException carries a circular object', async () => {
+    fresh('circular-rpc');
+    const { client } = await module();
+    await worker({ maxAttempts: 1 });
+    const error = await firstValueFrom(client.send('circular.rpc.error', {})).catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: 'Error', message: expect.any(String) });
+    await deadLetters('circular.rpc.error', 1);
+  });
+
+  it('abandons a handler past handlerTimeoutMs: its signal aborts with HandlerTimeoutError, the slot frees, and it ends in dead letters as timeout', async () => {
+    fresh('timeout');
+    runs.length = 0;
+    aborted.length = 0;
+    const { client } = await module();
+    const w = await worker({ concurrency: 1 });
+    const outcomes: string[] = [];
+    w.transport.on('task', (event) => outcomes.push(`${event.outcome}:${event.reason ?? ''}`));
+    await firstValueFrom(client.emit('never.settles', { n: 1 }));
+    const [record] = await deadLetters('never.settles', 1);
+    expect(record).toMatchObject({ reason: 'timeout', attempts: 2, error: { name: 'HandlerTimeoutError' } });
+    expect(runsOf('never.settles').map((run) => run.attempt)).toEqual([1, 2]);
+    expect(aborted.filter((entry) => entry.endsWith(':HandlerTimeoutError'))).toHaveLength(2);
+    expect(outcomes).toEqual(['retried:', 'dead-lettered:timeout']);
+    // With concurrency 1, a second task still runs: the abandoned handlers hold no slot.
+    await firstValueFrom(client.emit('noop', {}));
+    await waitFor(async () => (await redis.hget(keys.queue('noop').counters, 'completed')) === '1', 'the next task to run');
   });
 });

@@ -113,7 +113,7 @@ describe('health indicator (nestjs-redis-tasks/terminus)', () => {
     const first = await check();
     expect(first).toMatchObject({ status: 'ok', info: { tasks: { status: 'up', redis: 'up', worker: 'connected', deadLetterGrowth: 0 } } });
     await client.emitBatch('obs.work', [{ fail: true }, { fail: true }]);
-    await waitFor(async () => (await redis.llen(`{${prefix}:obs.work}:dead`)) === 2, 'two dead letters');
+    await waitFor(async () => (await redis.llen(`${prefix}:{obs.work}:dead`)) === 2, 'two dead letters');
     await expect(check()).rejects.toMatchObject({ response: { status: 'error', error: { tasks: { status: 'down', deadLetterGrowth: 2 } } } });
     // Growth is measured between checks: the next check sees none.
     expect(await check()).toMatchObject({ status: 'ok' });

@@ -46,9 +46,9 @@ describe('replicated durability (WAIT)', () => {
     // Whatever emit acknowledged is already on the replica.
     const replica = new Redis(pair.replicas[0].url);
     try {
-      const keys = (await replica.keys(`{${prefix}:*`)).join(' ');
+      const keys = (await replica.keys(`${prefix}:*`)).join(' ');
       expect(keys).toContain(':pending:default');
-      expect(await replica.llen(`{${prefix}:durable}:pending:default`)).toBe(3);
+      expect(await replica.llen(`${prefix}:{durable}:pending:default`)).toBe(3);
     } finally {
       replica.disconnect();
     }

@@ -22,8 +22,8 @@ interface Options {
 
 /** Calls enqueueTasks as the producer does; resolves with the script's per-task results. */
 async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
-  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups]);
-  const args: (string | number)[] = [keys.dueChannel, keys.tag];
+  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups, keys.faults]);
+  const args: (string | number)[] = [keys.dueChannel, keys.root];
   for (const [clientId, id, options = {}] of tasks) {
     const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
     const dedup = options.dedupKey === undefined ? 4 : scriptKeys.indexOf(keys.dedup(options.dedupKey));
@@ -144,8 +144,8 @@ describe('claimTasks', () => {
     const [t1, , t2] = (await claim('a', 2)) as string[];
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 1, worker, keys.pending(''), keys.priority(''), 0, t1, t2,
+      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 1, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
@@ -157,8 +157,8 @@ describe('claimTasks', () => {
     const [t1] = (await claim('a', 1)) as string[];
     await redis.set(keys.paused, '1');
     const [lost, claimed] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 5, worker, keys.pending(''), keys.priority(''), 0, t1,
+      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 5, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1,
     );
     expect([lost, claimed]).toEqual([[], -2]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
@@ -214,8 +214,8 @@ describe('rotation over the ring', () => {
     await enqueue(['slow', ['s1', 's2', 's3', 's4']], ['fast', ['f1', 'f2', 'f3', 'f4']]);
     await redis.hset(keys.rates, 'slow', 10); // 10/s: a burst of 1, then one task per 100 ms
     const [, claimed, throttledUntil] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.sequence, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 8, worker, keys.pending(''), keys.priority(''), 0,
+      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 8, worker, keys.pending(''), keys.priority(''), 0, 'rated.',
     );
     // slow gets its one token, then is throttled; fast drains meanwhile.
     expect(ids(claimed)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
@@ -286,7 +286,7 @@ describe('deadLetterTask', () => {
 
 describe('requeueTasks', () => {
   async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
     const fields = tokens.flatMap((token) => [token, ...scriptKeys.client(keys, clientId), clientId, priority]);
     return redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt, ...fields);
   }
@@ -363,7 +363,7 @@ describe('promoteTasks', () => {
   it('moves entries still delayed to the tail of their lists once, adding clients to the ring', async () => {
     const e1 = entry('1', 'a', 1);
     await redis.zadd(keys.delayed, 1, e1);
-    const promote = () => redis.promoteTasks(6, keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.pending('a'), keys.priority('a'), e1, 5, 6, 'a', 0);
+    const promote = () => redis.promoteTasks(7, keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pending('a'), keys.priority('a'), e1, 6, 7, 'a', 0);
     const [first, second] = await Promise.all([promote(), promote()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([e1]);
@@ -388,7 +388,7 @@ describe('requeueDeadLetters', () => {
     const record = JSON.stringify({ id: '9', clientId: 'a', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);
     const fresh = entry('9', 'a');
-    const requeue = () => redis.requeueDeadLetters(6, keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.pending('a'), keys.priority('a'), record, 5, 6, 'a', fresh, 0);
+    const requeue = () => redis.requeueDeadLetters(7, keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pending('a'), keys.priority('a'), record, 6, 7, 'a', fresh, 0);
     const [first, second] = await Promise.all([requeue(), requeue()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([fresh]);
@@ -420,7 +420,7 @@ describe('priorities', () => {
     const reply = (await claim('a', 2)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
     await enqueueWith([['a', 'p-3', { priority: 5 }]]);
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
     const fields = [reply[2], reply[0]].flatMap((token) => [token, ...scriptKeys.client(keys, 'a'), 'a', 5]);
     expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(2);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
@@ -482,7 +482,7 @@ describe('per-client concurrency cap', () => {
     const [t2] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
     expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), t2, '{}', 5, '')).toBe(1);
     const [t3] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked]);
+    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
     const fields = [t3, ...scriptKeys.client(keys, 'a'), 'a', 0];
     expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(1);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
@@ -491,5 +491,96 @@ describe('per-client concurrency cap', () => {
     expect(ids(claimed)).toEqual(['a3', 'a4']);
     expect(await redis.llen(keys.ring)).toBe(0);
     expect(await redis.smembers(keys.parked)).toEqual([]);
+  });
+});
+
+describe('broken data in Redis: no script fails halfway, one broken client never stops the others', () => {
+  /** Every task id the queue holds anywhere a task can be: pending, claimed, delayed, dead. */
+  async function everyTaskId(): Promise<string[]> {
+    const raws = [
+      ...(await redis.lrange(keys.pending('a'), 0, -1)),
+      ...(await redis.lrange(keys.pending('b'), 0, -1)),
+      ...(await redis.lrange(keys.pending('c'), 0, -1)),
+      ...Object.values(await redis.hgetall(keys.processing(worker))),
+      ...(await redis.zrange(keys.delayed, '0', '-1')),
+    ];
+    return raws.map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id).sort();
+  }
+
+  it('quarantines a client pending list of the wrong type and claims every other client\'s tasks', async () => {
+    await enqueue(['a', ['a1', 'a2']], ['c', ['c1', 'c2']]);
+    // A stray SET on client b's list, with b on the ring (as a crashed tool or a typo would leave it).
+    await redis.set(keys.pending('b'), 'x');
+    await redis.rpush(keys.ring, 'b');
+    const claimed = ids(await claim('a', 10));
+    expect(claimed.sort()).toEqual(['a1', 'a2', 'c1', 'c2']);
+    // Nothing was popped and lost: each claimed task is held, b's bad value is kept aside and recorded.
+    expect(await everyTaskId()).toEqual(['a1', 'a2', 'c1', 'c2']);
+    expect(await redis.get(`${keys.pending('b')}:quarantined:1`)).toBe('x');
+    expect(await redis.hget(keys.faults, keys.pending('b'))).toMatch(/held a string, not a list; renamed to .*:quarantined:1$/);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
+    // b's next task works again.
+    expect(await enqueue(['b', ['b1']])).toBe(1);
+    expect(ids(await claim('b', 1))).toEqual(['b1']);
+  });
+
+  it('reads a weight that is not a number as 1, records it, and keeps claiming', async () => {
+    await enqueue(['a', ['a1', 'a2']], ['c', ['c1']]);
+    await redis.hset(keys.weights, 'a', 'abc');
+    expect(ids(await claim('a', 10)).sort()).toEqual(['a1', 'a2', 'c1']);
+    expect(await redis.hget(keys.faults, `${keys.weights} a`)).toMatch(/is "abc", not a number; used 1$/);
+  });
+
+  it('heals a prioritized count that is not an integer so no priority task is hidden', async () => {
+    await enqueueWith([['a', 'p1', { priority: 5 }], ['a', 'n1']]);
+    await redis.set(keys.prioritized, 'garbage');
+    expect(ids(await claim('a', 10))).toEqual(['p1', 'n1']);
+    expect(await redis.hget(keys.faults, keys.prioritized)).toMatch(/not an integer counter/);
+  });
+
+  it('refuses a claim against a broken queue-level key before popping anything, naming the key', async () => {
+    await enqueue(['a', ['a1', 'a2']]);
+    await redis.set(keys.inflight, 'x');
+    await expect(claimAs(redis, keys, worker, 5, [], 1)).rejects.toThrow(`key ${keys.inflight} holds a string, not a hash; nothing was changed`);
+    expect(await everyTaskId()).toEqual(['a1', 'a2']);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
+  it('keeps a task held when a settle script meets a broken key (retry, dead letter), and settles it once healed', async () => {
+    await enqueue(['a', ['a1', 'a2']]);
+    const [t1, , t2] = (await claim('a', 2)) as string[];
+    await redis.set(keys.delayed, 'x');
+    await expect(redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 10)).rejects.toThrow(/holds a string, not a zset/);
+    await redis.set(keys.deadLetters, 'x');
+    await expect(
+      redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), t2, '{}', 5, ''),
+    ).rejects.toThrow(/holds a string, not a list/);
+    expect(await redis.hlen(keys.processing(worker))).toBe(2);
+    await redis.del(keys.delayed, keys.deadLetters);
+    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 10)).toBeGreaterThan(0);
+    expect(await everyTaskId()).toEqual(['a1', 'a2']);
+  });
+
+  it('settles even when the outcome counters key is broken', async () => {
+    await enqueue(['a', ['a1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    await redis.set(keys.counters, 'x');
+    expect(await redis.ackTask(keys.processing(worker), keys.result('a1'), keys.ring, ...settleKeys(), token, '')).toBe(1);
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+  });
+
+  it('enqueues into a client whose list had the wrong type (quarantined), all or nothing for the batch', async () => {
+    await redis.set(keys.pending('b'), 'x');
+    await redis.rpush(keys.dedup('k'), 'not a string');
+    expect(await enqueueWith([['a', 'a1'], ['b', 'b1'], ['c', 'c1', { dedupKey: 'k' }]])).toEqual([0, 0, 0]);
+    expect(await everyTaskId()).toEqual(['a1', 'b1', 'c1']);
+    expect(await redis.get(keys.dedup('k'))).toBe('c1');
+    expect(Object.keys(await redis.hgetall(keys.faults)).sort()).toEqual(['#quarantined', keys.dedup('k'), keys.pending('b')].sort());
+  });
+
+  it('refuses an enqueue into a broken ring before writing anything', async () => {
+    await redis.set(keys.ring, 'x');
+    await expect(enqueue(['a', ['a1']], ['b', ['b1']])).rejects.toThrow(/holds a string, not a list/);
+    expect(await redis.exists(keys.pending('a'), keys.pending('b'))).toBe(0);
   });
 });

@@ -28,7 +28,7 @@ export async function keysUnder(redis: Redis, prefix: string): Promise<string[]>
   const found: string[] = [];
   let cursor = '0';
   do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', `{${prefix}:*`, 'COUNT', 1000);
+    const [next, batch] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
     cursor = next;
     found.push(...batch);
   } while (cursor !== '0');
@@ -89,7 +89,7 @@ export async function claimAs(
   const [, claimed] = await redis.claimTasks(
     queue.ring,
     queue.processing(workerId),
-    queue.sequence,
+    queue.faults,
     queue.workers,
     queue.prioritized,
     queue.counted,
@@ -107,6 +107,7 @@ export async function claimAs(
     queue.pending(''),
     queue.priority(''),
     clientCap,
+    `${randomBytes(4).toString('hex')}.`,
     ...acks,
   );
   return claimed;

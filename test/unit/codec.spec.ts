@@ -34,13 +34,14 @@ describe('queue keys', () => {
   it('puts every key of a queue under one hash tag', () => {
     const keys = new QueueKeys('tasks', 'avatar.resize');
     const all = [keys.ring, keys.workers, keys.sequence, keys.deadLetters, keys.pending('c'), keys.processing('w'), keys.result('t')];
-    const tags = all.map((key) => /^\{([^}]*)\}/.exec(key)?.[1]);
-    expect(new Set(tags)).toEqual(new Set(['tasks:avatar.resize']));
+    // The prefix stands outside the tag, so one ACL pattern `~tasks:*` covers every key.
+    const tags = all.map((key) => /^tasks:\{([^}]*)\}/.exec(key)?.[1]);
+    expect(new Set(tags)).toEqual(new Set(['avatar.resize']));
   });
 
   it('encodes braces in patterns so they cannot move keys to another slot', () => {
     expect(encodeQueueName('{"cmd":"sum"}')).toBe('%7B"cmd":"sum"%7D');
     const keys = new QueueKeys('tasks', 'a}b');
-    expect(/^\{([^}]*)\}/.exec(keys.ring)?.[1]).toBe('tasks:a%7Db');
+    expect(/^tasks:\{([^}]*)\}/.exec(keys.ring)?.[1]).toBe('a%7Db');
   });
 });

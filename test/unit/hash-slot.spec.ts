@@ -15,11 +15,12 @@ describe('hashSlot', () => {
 });
 
 describe('shard layout', () => {
-  it('places shard k of N in the k-th of N equal slot ranges, and an unsharded queue under {prefix:queue}', () => {
-    expect(shardTag('tasks', 'mail', 0, 1)).toBe('{tasks:mail}');
+  it('places shard k of N in the k-th of N equal slot ranges, and an unsharded queue under prefix:{queue}', () => {
+    expect(shardTag('mail', 0, 1)).toBe('{mail}');
+    expect(new PrefixKeys('tasks').queue('mail').ring).toBe('tasks:{mail}:ring');
     for (const count of [2, 3, 7]) {
       for (let shard = 0; shard < count; shard++) {
-        const slot = hashSlot(shardTag('tasks', 'mail', shard, count));
+        const slot = hashSlot(shardTag('mail', shard, count));
         expect(slot).toBeGreaterThanOrEqual(Math.floor((shard * 16_384) / count));
         expect(slot).toBeLessThan(Math.floor(((shard + 1) * 16_384) / count));
       }

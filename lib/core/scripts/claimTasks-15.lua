@@ -3,17 +3,23 @@
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
 --   does not depend on how many clients exist. Each task moves atomically into the worker's processing
---   hash under a fresh fencing token. Under a per-client cap, a client with `cap` tasks in flight is
+--   hash under a fencing token made of the caller's per-call prefix and its position (unique across
+--   Redis rollbacks: the token never comes from Redis's own state). Under a per-client cap, a client with `cap` tasks in flight is
 --   taken off the ring (parked) until one of them leaves the worker. With client weights set, a visit
 --   takes up to the client's weight in tasks before the ring moves on (the client stays at the head,
 --   its use of the visit kept in the credit hash across calls), so clients share claims in proportion
 --   to their weights; each task is still O(1). With rate limits set, a visited client whose token bucket
 --   holds less than one task is taken off the ring until its next token is due (throttled set), so it
 --   waits without blocking others and without polling.
--- Includes: releaseClientSlot
+--   Nothing is lost when a step fails: each popped entry is written to the processing hash before the
+--   next step (a later failure leaves it there, where the worker's orphan check returns it), and the
+--   keys written after a pop have their types checked before the first pop. A client whose own keys
+--   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
+--   a weight, rate or count that is not a number is recorded and read as its default.
+-- Includes: guard, releaseClientSlot
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
--- KEYS[3]: sequence (string counter of fencing tokens)
+-- KEYS[3]: faults (hash: subject -> what was found broken in Redis data and what was done)
 -- KEYS[4]: workers (sorted set: worker id -> lease expiry)
 -- KEYS[5]: prioritized (string counter of prioritized pending tasks)
 -- KEYS[6]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -33,7 +39,9 @@
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
 --   in the same Cluster slot as KEYS)
 -- ARGV[5]: per-client cap on tasks in flight (0: none)
--- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- ARGV[6]: fencing token prefix, unique to this call (the k-th task claimed gets ARGV[6] .. k as five
+--   digits, so one process's tokens sort in claim order)
+-- ARGV[7..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
 --   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
@@ -42,14 +50,46 @@
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
---   DECR of prioritized, HSET into the processing hash, INCRBY of the sequence; a client with no pending
---   task left leaves the ring. Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
+--   DECR of prioritized, HSET into the processing hash; a client with no pending task left leaves the
+--   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
 local lost = {}
-local cap = tonumber(ARGV[5])
-if #ARGV >= 6 then
+local cap = tonumber(ARGV[5]) or 0
+local wanted = tonumber(ARGV[1]) or 0
+local prioritized = false
+local weighted = false
+local limited = false
+-- Every queue-level key written below must be of its type before anything is written or popped.
+expectTypes(KEYS[2], 'hash', KEYS[1], 'list', KEYS[5], 'string')
+if wanted > 0 then
+  local count = tonumber(redis.call('GET', KEYS[5]) or '0')
+  prioritized = not count or count ~= math.floor(count) or count > 0
+  -- One EXISTS tells whether weights or rate limits are set at all (usually neither).
+  if redis.call('EXISTS', KEYS[11], KEYS[13]) > 0 then
+    weighted = redis.call('EXISTS', KEYS[11]) == 1
+    limited = redis.call('EXISTS', KEYS[13]) == 1
+  end
+end
+if cap > 0 or #ARGV >= 7 then
+  expectTypes(KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'set')
+end
+if prioritized then
+  local count = tonumber(redis.call('GET', KEYS[5]) or '0')
+  if not count or count ~= math.floor(count) then
+    -- Not a count: reset it high, so priority sets are looked at from now on.
+    recordFault(KEYS[3], KEYS[5], 'was not an integer counter; reset to ' .. UNKNOWN_COUNT)
+    redis.call('SET', KEYS[5], UNKNOWN_COUNT)
+  end
+end
+if weighted then
+  expectTypes(KEYS[11], 'hash', KEYS[12], 'hash')
+end
+if limited then
+  expectTypes(KEYS[13], 'hash', KEYS[14], 'zset', KEYS[15], 'hash')
+end
+if #ARGV >= 7 then
   local acks = {}
-  for i = 6, #ARGV do
+  for i = 7, #ARGV do
     acks[#acks + 1] = ARGV[i]
   end
   local held = redis.call('HMGET', KEYS[2], unpack(acks))
@@ -60,17 +100,14 @@ if #ARGV >= 6 then
   end
   local acknowledged = redis.call('HDEL', KEYS[2], unpack(acks))
   if acknowledged > 0 then
-    redis.call('HINCRBY', KEYS[10], 'completed', acknowledged)
+    countOutcome(KEYS[10], 'completed', acknowledged)
   end
-  if cap > 0 then
-    for i = 1, #acks do
-      if held[i] then
-        releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
-      end
+  for i = 1, #acks do
+    if held[i] then
+      releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
     end
   end
 end
-local wanted = tonumber(ARGV[1])
 if wanted == 0 then
   return { lost, {}, 0 }
 end
@@ -80,22 +117,28 @@ end
 if redis.call('EXISTS', KEYS[9]) == 1 then
   return { lost, -2, 0 }
 end
-local prioritized = tonumber(redis.call('GET', KEYS[5]) or '0') > 0
--- One EXISTS tells whether weights or rate limits are set at all (usually neither).
-local weighted = false
-local limited = false
-if redis.call('EXISTS', KEYS[11], KEYS[13]) > 0 then
-  weighted = redis.call('EXISTS', KEYS[11]) == 1
-  limited = redis.call('EXISTS', KEYS[13]) == 1
-end
 local now = 0
 if limited then
   local time = redis.call('TIME')
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
+
+-- Writes a popped entry into the processing hash at once; if that is refused (an ACL, say), the entry
+-- goes back where it came from before the error is raised, so a pop is never left unrecorded.
+local function hold(token, entry, list, priority, score)
+  local written = redis.pcall('HSET', KEYS[2], token, entry)
+  if type(written) == 'table' and written.err then
+    if score then
+      redis.call('ZADD', priority, score, entry)
+    else
+      redis.call('LPUSH', list, entry)
+    end
+    error(written)
+  end
+end
+
 local throttledUntil = 0
-local entries = {}
-local owners = {}
+local claimed = {}
 local count = 0
 while count < wanted do
   local client
@@ -105,8 +148,8 @@ while count < wanted do
     -- The client at the head keeps the visit until it has used its weight.
     client = redis.call('LINDEX', KEYS[1], 0)
     if client then
-      weight = tonumber(redis.call('HGET', KEYS[11], client) or '1')
-      used = tonumber(redis.call('HGET', KEYS[12], client) or '0')
+      weight = math.max(1, math.floor(numberOr(KEYS[3], KEYS[11] .. ' ' .. client, redis.call('HGET', KEYS[11], client), 1)))
+      used = numberOr(KEYS[3], KEYS[12] .. ' ' .. client, redis.call('HGET', KEYS[12], client), 0)
     end
   else
     client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
@@ -118,14 +161,15 @@ while count < wanted do
   local rate = 0
   local tokens = 0
   if limited then
-    rate = tonumber(redis.call('HGET', KEYS[13], client) or redis.call('HGET', KEYS[13], '*') or '0')
+    local configured = redis.call('HGET', KEYS[13], client) or redis.call('HGET', KEYS[13], '*')
+    rate = numberOr(KEYS[3], KEYS[13] .. ' ' .. client, configured, 0)
     if rate > 0 then
       local capacity = math.max(1, math.ceil(rate / 10))
       tokens = capacity
       local bucket = redis.call('HGET', KEYS[15], client)
       if bucket then
         local held, last = string.match(bucket, '^([%d%.]+):(%d+)$')
-        if held then
+        if held and tonumber(held) then
           tokens = math.min(capacity, tonumber(held) + (now - tonumber(last)) * rate / 1000)
         end
       end
@@ -149,36 +193,46 @@ while count < wanted do
     local priority = ARGV[4] .. client
     local inFlight = 0
     if cap > 0 then
-      inFlight = tonumber(redis.call('HGET', KEYS[7], client) or '0')
+      inFlight = numberOr(KEYS[3], KEYS[7] .. ' ' .. client, redis.call('HGET', KEYS[7], client), 0)
     end
     local entry = nil
     if cap == 0 or inFlight < cap then
+      local score = nil
       if prioritized then
-        local popped = redis.call('ZPOPMIN', priority)
+        local popped = healingCall(KEYS[3], 'zset', 'ZPOPMIN', priority)
         if popped[1] then
           entry = string.sub(popped[1], 16)
-          redis.call('DECR', KEYS[5])
+          score = popped[2]
         end
       end
       if not entry then
-        entry = redis.call('LPOP', list)
+        entry = healingCall(KEYS[3], 'list', 'LPOP', list)
       end
       if entry then
         used = used + 1
         count = count + 1
-        entries[count] = entry
+        local token = ARGV[6] .. string.format('%05d', count)
+        if score then
+          hold(token, entry, list, priority, score)
+          redis.call('DECR', KEYS[5])
+        else
+          hold(token, entry, list, priority, nil)
+        end
+        claimed[2 * count - 1] = token
+        claimed[2 * count] = entry
         if cap > 0 then
-          owners[count] = client
-          inFlight = redis.call('HINCRBY', KEYS[7], client, 1)
+          redis.call('HSET', KEYS[6], token, client)
+          inFlight = inFlight + 1
+          redis.call('HSET', KEYS[7], client, inFlight)
         end
       end
     end
     -- The client was rotated to the tail (weighted: unless its visit goes on). It leaves the ring when it
     -- has nothing left (this also drops a stale entry, so the loop always ends), and is parked when it
     -- has tasks left but is at its cap.
-    local left = redis.call('LLEN', list)
+    local left = healingCall(KEYS[3], 'list', 'LLEN', list)
     if prioritized and left == 0 then
-      left = redis.call('ZCARD', priority)
+      left = healingCall(KEYS[3], 'zset', 'ZCARD', priority)
     end
     local capped = cap > 0 and inFlight >= cap
     if weighted then
@@ -201,27 +255,5 @@ while count < wanted do
       redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens - 1, now))
     end
   end
-end
-if count == 0 then
-  return { lost, {}, throttledUntil }
-end
-local last = redis.call('INCRBY', KEYS[3], count)
-local claimed = {}
-local fields = {}
-for i = 1, count do
-  local token = tostring(last - count + i)
-  claimed[2 * i - 1] = token
-  claimed[2 * i] = entries[i]
-  fields[2 * i - 1] = token
-  fields[2 * i] = entries[i]
-end
-redis.call('HSET', KEYS[2], unpack(fields))
-if cap > 0 then
-  local counted = {}
-  for i = 1, count do
-    counted[2 * i - 1] = claimed[2 * i - 1]
-    counted[2 * i] = owners[i]
-  end
-  redis.call('HSET', KEYS[6], unpack(counted))
 end
 return { lost, claimed, throttledUntil }

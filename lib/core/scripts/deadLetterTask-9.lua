@@ -2,7 +2,9 @@
 -- Purpose: move a claimed task to the queue's dead letters with a record of why (malformed entry,
 --   failed handler, expired, ...), if the claiming worker still holds it under this fencing token, and
 --   free its deduplication key.
--- Includes: finishTask, releaseClientSlot
+--   The record is written before the task leaves the processing hash, and the keys written are
+--   type-checked first, so a failure at any step leaves the task held, never gone.
+-- Includes: guard, finishTask, releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: dead letters (list of JSON records, newest first)
 -- KEYS[3]: result key of the task (string; written only for a send() task)
@@ -16,19 +18,23 @@
 -- ARGV[4]: task id when the task holds a deduplication key, else ''
 -- ARGV[5] (optional): reply channel; ARGV[6]: error reply (JSON); ARGV[7]: result TTL in milliseconds
 -- Returns: 1 when dead-lettered; 0 when the token is no longer held (lease lost: nothing is changed)
--- Side effects: HINCRBY counters deadLettered (and failed, for a record with reason "failed"); HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
+-- Side effects: HINCRBY counters deadLettered (and failed, for a record whose handler ran and failed: reasons "failed" and "timeout"); HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
 --   PX on the result key and PUBLISH.
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+-- Checked before the first write; the record is stored before the task leaves the processing hash, so
+-- a failure at any step leaves the task held (it settles again), never gone.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
+expectTypes(KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set', KEYS[8], 'list')
 redis.call('LPUSH', KEYS[2], ARGV[2])
-redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[3]) - 1)
-releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
-redis.call('HINCRBY', KEYS[9], 'deadLettered', 1)
-local decoded, record = pcall(cjson.decode, ARGV[2])
-if decoded and type(record) == 'table' and record.reason == 'failed' then
-  redis.call('HINCRBY', KEYS[9], 'failed', 1)
-end
+redis.call('LTRIM', KEYS[2], 0, math.max(1, tonumber(ARGV[3]) or 1) - 1)
 finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
+redis.call('HDEL', KEYS[1], ARGV[1])
+releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
+countOutcome(KEYS[9], 'deadLettered', 1)
+local decoded, record = pcall(cjson.decode, ARGV[2])
+if decoded and type(record) == 'table' and record.reason ~= 'malformed' and record.reason ~= 'expired' and record.reason ~= 'interrupted' then
+  countOutcome(KEYS[9], 'failed', 1)
+end
 return 1

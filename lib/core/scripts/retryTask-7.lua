@@ -2,7 +2,9 @@
 -- Purpose: schedule a failed task's next attempt: move it from the worker's processing hash into the
 --   queue's delayed set, due after a backoff measured on the Redis clock, with its attempt counted.
 --   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
--- Includes: releaseClientSlot
+--   The delayed entry is written before the task leaves the processing hash, and the keys written are
+--   type-checked first, so a failure at any step leaves the task held, never gone.
+-- Includes: guard, releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -20,15 +22,17 @@ local entry = redis.call('HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
-redis.call('HINCRBY', KEYS[7], 'failed', 1)
-redis.call('HINCRBY', KEYS[7], 'retried', 1)
+-- Checked before the first write; the retry is scheduled before the task leaves the processing hash.
+expectTypes(KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'set', KEYS[6], 'list')
 local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
 if attempts then
   entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
 end
 local now = redis.call('TIME')
-local due = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ARGV[2])
+local due = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + (tonumber(ARGV[2]) or 0)
 redis.call('ZADD', KEYS[2], due, entry)
+redis.call('HDEL', KEYS[1], ARGV[1])
+releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
+countOutcome(KEYS[7], 'failed', 1)
+countOutcome(KEYS[7], 'retried', 1)
 return due

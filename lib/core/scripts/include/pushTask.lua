@@ -1,32 +1,35 @@
--- include/pushTask.lua — shared by the scripts whose header says "Includes: pushTask".
--- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead)
+-- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
+-- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
 --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
 --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
 --   followed by the entry, so equal priorities keep their order). atHead puts it before the others of
 --   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
 --   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
 --   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0).
-local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead)
+--   Never fails halfway: a client key of the wrong type is quarantined and the push repeated (a failed
+--   push changes nothing), and a counter that is not an integer is reset and recorded in `faults`. The
+--   caller checks the ring's type before its first write.
+local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
   local size
   if priority > 0 then
     local seq = 0
     if not atHead then
-      seq = redis.call('INCR', sequence)
+      seq = healingIncr(faults, sequence, 1, 1)
     end
-    redis.call('ZADD', prio, -priority, string.format('%015d', seq) .. entry)
-    redis.call('INCR', prioritized)
+    healingCall(faults, 'zset', 'ZADD', prio, -priority, string.format('%015d', seq) .. entry)
+    healingIncr(faults, prioritized, 1, UNKNOWN_COUNT)
     size = redis.call('ZCARD', prio)
     if size == 1 then
-      size = size + redis.call('LLEN', list)
+      size = size + healingCall(faults, 'list', 'LLEN', list)
     end
   else
     if atHead then
-      size = redis.call('LPUSH', list, entry)
+      size = healingCall(faults, 'list', 'LPUSH', list, entry)
     else
-      size = redis.call('RPUSH', list, entry)
+      size = healingCall(faults, 'list', 'RPUSH', list, entry)
     end
     if size == 1 then
-      size = size + redis.call('ZCARD', prio)
+      size = size + healingCall(faults, 'zset', 'ZCARD', prio)
     end
   end
   if size == 1 then

@@ -3,14 +3,17 @@
 --   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
 --   lettered or returned): its client's in-flight count drops by one and, if the client had been taken
 --   off the ring at its cap ("parked"), it goes back on the ring (at its head when atHead). A token
---   claimed without a cap is not in `counted`, and nothing happens.
+--   claimed without a cap is not in `counted`, and nothing happens. The caller checks the four keys'
+--   types before its first write (expectTypes), so this never fails halfway.
 local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
   local client = redis.call('HGET', counted, token)
   if not client then
     return
   end
   redis.call('HDEL', counted, token)
-  if redis.call('HINCRBY', inflight, client, -1) <= 0 then
+  -- A count that is not an integer (written by something else) is dropped rather than failing the settle.
+  local left = redis.pcall('HINCRBY', inflight, client, -1)
+  if type(left) ~= 'number' or left <= 0 then
     redis.call('HDEL', inflight, client)
   end
   if redis.call('SREM', parked, client) == 1 then

@@ -1,12 +1,15 @@
--- enqueueTasks-6+n.lua
+-- enqueueTasks-7+n.lua
 -- Purpose: enqueue tasks, all of one call or none: each goes to its client's pending tasks (list, or
 --   priority set when it has a priority), or to the delayed set when it has a delay; a task with a
 --   deduplication key is refused while another live task holds that key. When consumer groups other
 --   than `default` are registered, every group gets its own copy (fan-out in the same call): a group's
---   keys are the shard tag's keys under `<tag>:g:<group>` (`default`: the tag itself), named here from
---   the tag in ARGV[2] (same hash tag, so the same Cluster slot) because the groups are read in the script.
--- Includes: pushTask
--- Builds keys: a consumer group's keys are `<tag>:g:<group>:...` (ARGV[2] is the tag), named here because
+--   keys are the shard's keys under `<root>:g:<group>` (`default`: the root itself), named here from
+--   the root in ARGV[2] (same hash tag, so the same Cluster slot) because the groups are read in the script.
+--   Never fails halfway (all or none holds even against broken data): the ring and delayed set are
+--   type-checked before the first write, and a client's own key or a deduplication key of the wrong
+--   type is quarantined (see guard) before it is written.
+-- Includes: guard, pushTask
+-- Builds keys: a consumer group's keys are `<root>:g:<group>:...` (ARGV[2] is the root), named here because
 --   the registered groups are read in this same atomic step; all share the tag, hence the Cluster slot.
 -- KEYS[1]: ring (list of client ids with pending tasks)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
@@ -14,9 +17,10 @@
 -- KEYS[4]: placeholder for "no key" (any key of the queue; never touched)
 -- KEYS[5]: prioritized (string counter of prioritized pending tasks)
 -- KEYS[6]: groups (set of the consumer groups registered on the pattern shard)
--- KEYS[7..n+6]: pending lists, priority sets and deduplication keys the tasks use
+-- KEYS[7]: faults (hash: broken data found and what was done; see guard)
+-- KEYS[8..n+7]: pending lists, priority sets and deduplication keys the tasks use
 -- ARGV[1]: channel told the due time of a delayed task that became the earliest
--- ARGV[2]: the shard's hash tag, `{prefix:pattern...}` (group keys are named from it)
+-- ARGV[2]: the shard's key root, `prefix:{pattern...}` (group keys are named from it)
 -- ARGV[3..]: per task, 8 fields: index into KEYS of its client's pending list, index of its client's
 --   priority set, client id, encoded entry, priority (0 = none), delay in ms (0 = none), index of its
 --   deduplication key (4 = none), deduplication key TTL in ms; then its task id
@@ -25,11 +29,12 @@
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
 --   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time.
+expectTypes(KEYS[1], 'list', KEYS[2], 'zset', KEYS[6], 'set')
 local results = {}
 local earliest = nil
 local now = nil
 local n = 0
--- Groups other than `default` registered: each registered group gets a copy (keys named from the tag).
+-- Groups other than `default` registered: each registered group gets a copy (keys named from the root).
 local targets = nil
 local bases = {}
 for _, group in ipairs(redis.call('SMEMBERS', KEYS[6])) do
@@ -40,6 +45,11 @@ for _, group in ipairs(redis.call('SMEMBERS', KEYS[6])) do
     targets = bases
   end
 end
+if targets then
+  for _, base in ipairs(targets) do
+    expectTypes(base .. ':ring', 'list', base .. ':delayed', 'zset')
+  end
+end
 local earliestByBase = {}
 for a = 3, #ARGV, 9 do
   n = n + 1
@@ -47,7 +57,13 @@ for a = 3, #ARGV, 9 do
   local holder = nil
   if dedup ~= 4 then
     if not redis.call('SET', KEYS[dedup], ARGV[a + 8], 'NX', 'PX', ARGV[a + 7]) then
-      holder = redis.call('GET', KEYS[dedup])
+      holder = redis.pcall('GET', KEYS[dedup])
+      if type(holder) == 'table' then
+        -- Not a deduplication key of ours (another type): set aside, then this task takes the key.
+        quarantineKey(KEYS[7], KEYS[dedup], 'string')
+        redis.call('SET', KEYS[dedup], ARGV[a + 8], 'NX', 'PX', ARGV[a + 7])
+        holder = nil
+      end
     end
   end
   if holder then
@@ -78,11 +94,11 @@ for a = 3, #ARGV, 9 do
       local client = ARGV[a + 2]
       for _, base in ipairs(targets) do
         pushTask(base .. ':pending:' .. client, base .. ':priority:' .. client, base .. ':ring', base .. ':sequence',
-          base .. ':prioritized', client, ARGV[a + 3], tonumber(ARGV[a + 4]), false)
+          base .. ':prioritized', client, ARGV[a + 3], tonumber(ARGV[a + 4]), false, base .. ':faults')
       end
     else
       pushTask(KEYS[tonumber(ARGV[a])], KEYS[tonumber(ARGV[a + 1])], KEYS[1], KEYS[3], KEYS[5], ARGV[a + 2], ARGV[a + 3],
-        tonumber(ARGV[a + 4]), false)
+        tonumber(ARGV[a + 4]), false, KEYS[7])
     end
   end
 end

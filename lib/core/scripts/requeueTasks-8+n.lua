@@ -1,9 +1,11 @@
--- requeueTasks-7+n.lua
+-- requeueTasks-8+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
 --   task twice, and a task settled meanwhile is left alone.
--- Includes: pushTask, releaseClientSlot
+--   Each task is pushed before it leaves the processing hash, and the keys written are type-checked
+--   (or, a client's own, healed) first, so a failure at any step never loses a task.
+-- Includes: guard, pushTask, releaseClientSlot
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
@@ -11,7 +13,8 @@
 -- KEYS[5]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
 -- KEYS[6]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[7]: parked (set of clients taken off the ring at their cap)
--- KEYS[8..n+7]: pending lists and priority sets the tasks return to
+-- KEYS[8]: faults (hash: broken data found and what was done; see guard)
+-- KEYS[9..n+8]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
 --   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
@@ -22,21 +25,24 @@
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
 --   the ring's head; the client's cap slot released (releaseClientSlot).
 local countAttempt = ARGV[1] == '1'
+-- Checked before the first write; each task is pushed before it leaves the processing hash.
+expectTypes(KEYS[1], 'hash', KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set')
 local requeued = 0
 for i = 2, #ARGV, 5 do
   local token = ARGV[i]
   local entry = redis.call('HGET', KEYS[1], token)
   if entry then
-    redis.call('HDEL', KEYS[1], token)
-    releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
+    local returned = entry
     if countAttempt then
       local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
       if attempts then
-        entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
+        returned = tostring(tonumber(attempts) + 1) .. '|' .. rest
       end
     end
-    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], entry,
-      tonumber(ARGV[i + 4]), true)
+    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], returned,
+      tonumber(ARGV[i + 4]) or 0, true, KEYS[8])
+    redis.call('HDEL', KEYS[1], token)
+    releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
     requeued = requeued + 1
   end
 end
