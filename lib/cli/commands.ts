@@ -118,6 +118,9 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
           clients.length > 0 ? table(['client', 'pending'], clients.slice(0, 20)) + (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '') : 'no pending tasks',
           '',
           Object.keys(stats.inFlight.byWorker).length > 0 ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker)) : 'nothing in flight',
+          ...(stats.faults.length > 0
+            ? ['', `${stats.faults.length} fault(s) in Redis data:`, table(['key', 'found'], stats.faults.map((fault) => [fault.subject, fault.detail]))]
+            : []),
         ].join('\n');
       }
       const all = await Promise.all((await admin.queues()).map((queue) => admin.stats(queue)));
@@ -125,7 +128,10 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
       if (all.length === 0) return 'no patterns under this prefix have had a worker yet';
       return table(
         ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
-        all.map((s) => [s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length, s.paused ? 'paused' : 'running']),
+        all.map((s) => [
+          s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length,
+          `${s.paused ? 'paused' : 'running'}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
+        ]),
       );
     }
     case 'workers': {

@@ -21,6 +21,11 @@ export interface DeadLetterFilter {
   readonly olderThanMs?: number;
 }
 
+/** A Redis WRONGTYPE reply (the error code is the reply's first word). */
+function isWrongType(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('WRONGTYPE');
+}
+
 /** Whether a record is one the selection names. */
 export function selects(selection: DeadLetterSelection, record: DeadLetterRecord, now = Date.now()): boolean {
   if (selection === 'all') return true;
@@ -82,6 +87,20 @@ export interface QueueStats {
   /** Age of the oldest pending task (ms, by the enqueuing process's clock), or null when none is pending. */
   readonly oldestPendingAgeMs: number | null;
   readonly counters: QueueCounters;
+  /**
+   * Broken data found in Redis: keys of the wrong type (found now, or quarantined by a script, which
+   * renamed them aside), weights or counts that are not numbers. Empty when all is well.
+   */
+  readonly faults: readonly QueueFault[];
+}
+
+/** A piece of broken Redis data of a queue, and what was done about it. */
+export interface QueueFault {
+  /** The key (or "key field") concerned. */
+  readonly subject: string;
+  readonly detail: string;
+  /** When a script recorded it (ms, Redis clock); null for what this read found. */
+  readonly at: number | null;
 }
 
 /** A worker registered in a queue. */
@@ -166,38 +185,60 @@ export class TaskAdmin {
     return removed;
   }
 
-  /** Depth, in-flight work, delays, dead letters, oldest task age and outcome counters of a queue. */
+  /**
+   * Depth, in-flight work, delays, dead letters, oldest task age and outcome counters of a queue. Never
+   * fails on broken data: a key of the wrong type is read as empty and listed in `faults`.
+   */
   async stats(queue: string): Promise<QueueStats> {
     const shards = await this.shards(queue);
     const byClient = new Map<string, number>();
     const byWorker = new Map<string, number>();
     const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0 };
+    const faults: QueueFault[] = [];
+    // A read of a key that holds another type (WRONGTYPE) reads as `empty` and is reported.
+    const read = async <T>(key: string, kind: string, reading: Promise<T>, empty: T): Promise<T> => {
+      try {
+        return await reading;
+      } catch (error) {
+        if (!isWrongType(error)) throw error;
+        faults.push({ subject: key, detail: `holds another type than a ${kind}`, at: null });
+        return empty;
+      }
+    };
     let delayed = 0;
     let deadLetters = 0;
     let oldest: number | undefined;
     let paused = false;
     for (const keys of shards) {
-      const [ring, parked, workers, delayedCount, deadCount, pausedFlag, counted] = await Promise.all([
-        this.redis.lrange(keys.ring, 0, -1),
-        this.redis.smembers(keys.parked),
-        this.redis.zrange(keys.workers, '0', '-1'),
-        this.redis.zcard(keys.delayed),
-        this.redis.llen(keys.deadLetters),
+      const [ring, parked, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
+        read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
+        read(keys.parked, 'set', this.redis.smembers(keys.parked), []),
+        read(keys.workers, 'sorted set', this.redis.zrange(keys.workers, '0', '-1'), []),
+        read(keys.delayed, 'sorted set', this.redis.zcard(keys.delayed), 0),
+        read(keys.deadLetters, 'list', this.redis.llen(keys.deadLetters), 0),
         this.redis.exists(keys.paused),
-        this.redis.hgetall(keys.counters) as Promise<Record<string, string>>,
+        read(keys.counters, 'hash', this.redis.hgetall(keys.counters) as Promise<Record<string, string>>, {}),
+        read(keys.faults, 'hash', this.redis.hgetall(keys.faults) as Promise<Record<string, string>>, {}),
       ]);
+      for (const [subject, text] of Object.entries(recorded)) {
+        if (subject.startsWith('#')) continue;
+        const [at, ...rest] = text.split(' ');
+        faults.push({ subject, detail: rest.join(' '), at: Number(at) || null });
+      }
       delayed += delayedCount;
       deadLetters += deadCount;
       paused ||= pausedFlag === 1;
       for (const name of Object.keys(counters) as (keyof QueueCounters)[]) {
-        counters[name] += Number(counted[name] ?? 0);
+        counters[name] += Number(counted[name] ?? 0) || 0;
       }
       for (const clientId of new Set([...ring, ...parked])) {
+        const list = keys.pending(clientId);
+        const set = keys.priority(clientId);
         const [listed, prioritized, head, priorityHead] = await Promise.all([
-          this.redis.llen(keys.pending(clientId)),
-          this.redis.zcard(keys.priority(clientId)),
-          this.redis.lindex(keys.pending(clientId), 0),
-          this.redis.zrange(keys.priority(clientId), '0', '0'),
+          read(list, 'list', this.redis.llen(list), 0),
+          read(set, 'sorted set', this.redis.zcard(set), 0),
+          this.redis.lindex(list, 0).catch(() => null),
+          this.redis.zrange(set, '0', '0').catch(() => []),
         ]);
         if (listed + prioritized > 0) byClient.set(clientId, (byClient.get(clientId) ?? 0) + listed + prioritized);
         // Sequence-prefixed members of a priority set: the encoded entry starts after 15 digits.
@@ -207,7 +248,8 @@ export class TaskAdmin {
         }
       }
       for (const workerId of workers) {
-        const held = await this.redis.hlen(keys.processing(workerId));
+        const processing = keys.processing(workerId);
+        const held = await read(processing, 'hash', this.redis.hlen(processing), 0);
         if (held > 0) byWorker.set(workerId, (byWorker.get(workerId) ?? 0) + held);
       }
     }
@@ -222,7 +264,18 @@ export class TaskAdmin {
       deadLetters,
       oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, Date.now() - oldest),
       counters,
+      faults,
     };
+  }
+
+  /** Forgets the recorded faults of a queue (after the broken keys were looked at and dealt with). */
+  async clearFaults(queue: string): Promise<number> {
+    let cleared = 0;
+    for (const keys of await this.shards(queue)) {
+      const subjects = Object.keys((await this.redis.hgetall(keys.faults)) as Record<string, string>).filter((subject) => !subject.startsWith('#'));
+      if (subjects.length > 0) cleared += await this.redis.hdel(keys.faults, ...subjects);
+    }
+    return cleared;
   }
 
   /** Workers registered in the queues (all queues under the prefix when none is given), with their leases. */

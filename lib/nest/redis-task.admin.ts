@@ -45,6 +45,11 @@ export class RedisTaskAdmin {
     return (await this.core()).stats(pattern);
   }
 
+  /** Forgets a pattern's recorded faults (broken keys found by the scripts), once dealt with. */
+  async clearFaults(pattern: string): Promise<number> {
+    return (await this.core()).clearFaults(pattern);
+  }
+
   /** Workers of one pattern, or of every pattern, with their leases and tasks in flight. */
   async workers(pattern?: string): Promise<WorkerInfo[]> {
     return (await this.core()).workers(pattern);

@@ -9,7 +9,9 @@ export interface RedisTaskHealthOptions {
   readonly transport?: Pick<RedisTaskTransport, 'consuming' | 'currentStatus'>;
   /** Down when more tasks than this went to dead letters since the previous check. Default: not checked. */
   readonly maxDeadLetterGrowth?: number;
-  /** Patterns whose dead letters are watched. Default: every pattern under the prefix. */
+  /** Down when a pattern's Redis data holds faults (keys of the wrong type, values that are not numbers). */
+  readonly checkFaults?: boolean;
+  /** Patterns whose dead letters (and faults) are watched. Default: every pattern under the prefix. */
   readonly patterns?: readonly string[];
   /** Longest wait for Redis to answer. Default 1,000 ms. */
   readonly timeoutMs?: number;
@@ -50,18 +52,27 @@ export class RedisTaskHealthIndicator {
         data.worker = options.transport.currentStatus;
         healthy &&= options.transport.consuming;
       }
-      if (options.maxDeadLetterGrowth !== undefined) {
+      if (options.maxDeadLetterGrowth !== undefined || options.checkFaults) {
         const patterns = options.patterns ?? (await Promise.race([this.admin.queues(), timeout]));
         let deadLettered = 0;
+        const faults: string[] = [];
         for (const pattern of patterns) {
-          deadLettered += (await Promise.race([this.admin.stats(pattern), timeout])).counters.deadLettered;
+          const stats = await Promise.race([this.admin.stats(pattern), timeout]);
+          deadLettered += stats.counters.deadLettered;
+          faults.push(...stats.faults.map((fault) => `${fault.subject}: ${fault.detail}`));
         }
-        const growth = deadLettered - (this.previous.get(key) ?? deadLettered);
-        this.previous.set(key, deadLettered);
-        data.deadLetterGrowth = growth;
-        if (growth > options.maxDeadLetterGrowth) {
+        if (options.checkFaults && faults.length > 0) {
           healthy = false;
-          data.message = `${growth} task(s) went to dead letters since the last check (more than ${options.maxDeadLetterGrowth})`;
+          data.faults = faults;
+        }
+        if (options.maxDeadLetterGrowth !== undefined) {
+          const growth = deadLettered - (this.previous.get(key) ?? deadLettered);
+          this.previous.set(key, deadLettered);
+          data.deadLetterGrowth = growth;
+          if (growth > options.maxDeadLetterGrowth) {
+            healthy = false;
+            data.message = `${growth} task(s) went to dead letters since the last check (more than ${options.maxDeadLetterGrowth})`;
+          }
         }
       }
       return healthy ? session.up(data) : session.down(data);

@@ -79,6 +79,32 @@ describe('RedisTaskAdmin', () => {
     expect(stats.oldestPendingAgeMs).toBeLessThanOrEqual(Date.now() - before + 5);
   });
 
+  it('keeps a worker claiming every other client while one client key holds a stray SET and a weight is not a number; stats reads the broken state and names it', async () => {
+    const { client, admin } = await setup();
+    const queue = new PrefixKeys(prefix).queue('admin.work');
+    // The state an adversarial round left: b's list overwritten by a string with b on the ring, a bad weight.
+    await redis.set(queue.pending('tenant-b'), 'x');
+    await redis.rpush(queue.ring, 'tenant-b');
+    await redis.hset(queue.weights, 'tenant-a', 'abc');
+    await redis.set(queue.counters, 'not a hash');
+    const broken = await admin.stats('admin.work');
+    expect(broken.faults.map((fault) => fault.subject).sort()).toEqual([queue.counters, queue.pending('tenant-b')].sort());
+    started.push((await startWorker(prefix, [Handlers], { concurrency: 4 })).app);
+    const keys = Array.from({ length: 51 }, (_, n) => `k${n}`);
+    await client.emitBatch('admin.work', keys.map((key, n) => new RedisTaskRecordBuilder({ key }).setClientId(n % 2 ? 'tenant-a' : 'tenant-c').build()));
+    await waitFor(() => handled.length === keys.length, 'every task of the other clients to be handled');
+    expect([...handled].sort()).toEqual([...keys].sort());
+    const stats = await admin.stats('admin.work');
+    expect(stats.pending.total).toBe(0);
+    expect(stats.inFlight.total).toBe(0);
+    expect(stats.faults.map((fault) => fault.subject).sort()).toEqual([queue.counters, queue.pending('tenant-b'), `${queue.weights} tenant-a`].sort());
+    expect(await redis.get(`${queue.pending('tenant-b')}:quarantined:1`)).toBe('x');
+    // Dealt with: the faults are forgotten; the broken counters key is still reported while it is broken.
+    await redis.del(queue.counters);
+    await admin.clearFaults('admin.work');
+    expect((await admin.stats('admin.work')).faults).toEqual([]);
+  });
+
   it('counts outcomes: completed, failed, retried and dead-lettered', async () => {
     const { client, admin } = await setup();
     started.push((await startWorker(prefix, [Handlers])).app);
