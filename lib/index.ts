@@ -36,14 +36,17 @@ export {
 export {
   ClosedError,
   DuplicateTaskError,
+  HandlerTimeoutError,
   InvalidOptionError,
   InvalidTaskError,
   NonRetryableTaskError,
   PayloadTooLargeError,
   RedisTaskError,
+  RedisUnavailableError,
   ReplicationTimeoutError,
   ReplyTimeoutError,
   ShardCountMismatchError,
+  UnserializableResultError,
 } from './core/errors.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
 export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';

@@ -92,3 +92,54 @@ function destroySockets(connection: RedisConnection, withoutSocket?: (node: Redi
     else withoutSocket?.(node);
   }
 }
+
+/** Where a connection option points, as host:port: never credentials, never the whole URL. */
+export function describeServer(option: RedisTaskConnection): string {
+  try {
+    if (typeof option === 'string') {
+      const url = new URL(option);
+      return `${url.hostname || '127.0.0.1'}:${url.port || '6379'}`;
+    }
+    if (isInstance(option)) {
+      if (option instanceof Cluster) return describeNodes((option as unknown as { startupNodes?: unknown[] }).startupNodes ?? []);
+      const { host, port, path } = option.options;
+      return path ?? `${host ?? '127.0.0.1'}:${port ?? 6379}`;
+    }
+    if ('nodes' in option) return describeNodes(option.nodes);
+    return option.path ?? `${option.host ?? '127.0.0.1'}:${option.port ?? 6379}`;
+  } catch {
+    return 'the configured Redis';
+  }
+}
+
+function describeNodes(nodes: readonly unknown[]): string {
+  const named = nodes.slice(0, 3).map((node) =>
+    typeof node === 'string' ? describeServer(/^rediss?:/.test(node) ? node : `redis://${node}`) : typeof node === 'number' ? `127.0.0.1:${node}` : describeServer(node as RedisTaskConnection),
+  );
+  return `cluster ${named.join(', ')}${nodes.length > 3 ? ', …' : ''}`;
+}
+
+/**
+ * Resolves once the connection is ready, or rejects with what it last reported after `ms`. Used so no
+ * command is handed to a connection that is down: one that is not sent is known not written.
+ */
+export function whenReady(connection: RedisConnection, ms: number, lastError: () => string | undefined): Promise<void> {
+  if (connection.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      connection.off('ready', onReady);
+      connection.off('end', onEnd);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onReady = () => done();
+    const onEnd = () => done(new NotReadyError('the connection was closed'));
+    const timer = setTimeout(() => done(new NotReadyError(lastError() ?? `connection ${connection.status}`)), ms);
+    connection.on('ready', onReady);
+    connection.on('end', onEnd);
+  });
+}
+
+/** The connection did not become ready in time (internal: mapped to RedisUnavailableError by callers). */
+export class NotReadyError extends Error {}

@@ -171,3 +171,30 @@ export class ReplicationTimeoutError extends RedisTaskError {
     );
   }
 }
+
+/**
+ * Redis did not answer in time: `emit`/`send`/`emitBatch` gave up after `enqueueTimeoutMs`, or a
+ * worker's start gave up after `startupTimeoutMs`. `written` says what is known of the task: `false`
+ * when nothing was sent to Redis (safe to retry), `'unknown'` when the write was sent and its answer
+ * never came (it may have been enqueued: retry with a deduplication key to stay idempotent).
+ */
+export class RedisUnavailableError extends RedisTaskError {
+  constructor(
+    /** The pattern of the tasks, or what was being started. */
+    readonly pattern: string,
+    /** The server, as host:port (never with credentials). */
+    readonly server: string,
+    readonly timeoutMs: number,
+    readonly written: false | 'unknown',
+    /** What the connection last reported (no command arguments). */
+    readonly reason?: string,
+  ) {
+    super(
+      'REDIS_UNAVAILABLE',
+      `nestjs-redis-tasks: Redis at ${server} did not answer within ${timeoutMs} ms` +
+        (pattern ? ` for "${pattern}"` : '') +
+        (written === false ? '; nothing was written' : '; the write was sent, so the task may have been enqueued') +
+        (reason ? ` (${reason})` : ''),
+    );
+  }
+}

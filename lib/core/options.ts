@@ -64,6 +64,12 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
    * (resolve once the primary accepted them).
    */
   durability?: DurabilityOptions;
+  /**
+   * Longest wait of `emit`/`send`/`emitBatch` for Redis to take their tasks (ms). Past it they fail with
+   * `RedisUnavailableError`, naming the pattern and server and saying whether anything was written.
+   * Default 5,000.
+   */
+  enqueueTimeoutMs?: number;
 }
 
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
@@ -171,6 +177,7 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   replyTimeoutMs: 30_000,
   batchChunkSize: 1_000,
   deduplicationTtlMs: 86_400_000,
+  enqueueTimeoutMs: 5_000,
 };
 
 const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'> = {
@@ -271,6 +278,7 @@ const CLIENT_CHECKS: Record<string, Check> = {
   batchChunkSize: integer(1, 10_000),
   deduplicationTtlMs: integer(1),
   durability,
+  enqueueTimeoutMs: integer(10, 3_600_000),
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
-import { InvalidTaskError, PayloadTooLargeError, ReplicationTimeoutError } from './errors.js';
+import { whenReady } from './connection.js';
+import { ClosedError, InvalidTaskError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
 import type { QueueKeys, QueueLayout } from './keys.js';
 import type { DurabilityOptions } from './options.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -48,6 +49,14 @@ export interface ProducerOptions {
   readonly dedupTtlMs: number;
   /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
   readonly durability?: DurabilityOptions;
+  /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */
+  readonly enqueueTimeoutMs: number;
+  /** The server as host:port, for errors. */
+  readonly server: string;
+  /** What the connection last reported going wrong, if anything (no command arguments). */
+  readonly lastError?: () => string | undefined;
+  /** Awaited once the connection is ready and before the first write (the start-up checks). */
+  readonly ready?: () => Promise<void>;
 }
 
 export function newTaskId(): string {
@@ -63,19 +72,73 @@ const NO_KEY = 4;
  * chunk of `batchChunkSize` items of one shard is one script call (one round trip, all or nothing).
  */
 export class TaskProducer {
+  /** Enqueue calls under way, each with how to fail it when the producer closes. */
+  private readonly calls = new Set<(closed: Error) => void>();
+
   constructor(
     private readonly redis: TaskRedis,
     private readonly layouts: ShardCounts,
     private readonly options: ProducerOptions,
   ) {}
 
+  /**
+   * Fails every enqueue still waiting (the client is closing): with nothing sent, it is known not
+   * written; with the write sent, it may have been.
+   */
+  close(): void {
+    for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
+  }
+
+  /**
+   * Enqueues within `enqueueTimeoutMs`: a connection that is down gets no command (known not written)
+   * until it is ready again; a command sent whose answer does not come in time is reported as maybe
+   * written. Either way the caller hears within the timeout, with the pattern and server named.
+   */
   async enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
     if (items.length === 0) {
       return [];
     }
     const now = Date.now();
     const batch = items.length > 1;
+    // Checked before anything else: one invalid item rejects the call with nothing sent.
     const prepared = items.map((item, index) => this.prepare(item, now, batch ? index : undefined));
+    let sent = false;
+    let gaveUp = false;
+    let fail!: (error: Error) => void;
+    const failed = new Promise<never>((_, reject) => {
+      fail = (error) => {
+        gaveUp = true;
+        reject(error);
+      };
+    });
+    const timeoutMs = this.options.enqueueTimeoutMs;
+    const timer = setTimeout(() => fail(this.unavailable(queue, sent ? 'unknown' : false)), timeoutMs);
+    const onClose = (closed: Error) => fail(sent ? this.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
+    this.calls.add(onClose);
+    try {
+      return await Promise.race([
+        failed,
+        (async () => {
+          await whenReady(this.redis, timeoutMs + 1, () => this.options.lastError?.()).catch(() => failed);
+          // Once the caller was told "nothing was written" (timeout, close), nothing may be sent after all.
+          if (gaveUp) return failed;
+          await this.options.ready?.();
+          if (gaveUp) return failed;
+          sent = true;
+          return this.enqueueReady(queue, prepared);
+        })(),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      this.calls.delete(onClose);
+    }
+  }
+
+  private unavailable(queue: string, written: false | 'unknown', reason = this.options.lastError?.()): RedisUnavailableError {
+    return new RedisUnavailableError(queue, this.options.server, this.options.enqueueTimeoutMs, written, reason);
+  }
+
+  private async enqueueReady(queue: string, prepared: Prepared[]): Promise<EnqueueReceipt[]> {
     const layout = await this.layouts.layout(queue);
     if (layout.shardCount === 1) {
       return this.enqueueShard(layout.shards[0], prepared);

@@ -2,7 +2,15 @@ import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import type { ReplyMessage } from '../core/claimed-task.js';
-import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
+import {
+  closeConnection,
+  describeServer,
+  openBlockingConnection,
+  openConnection,
+  quit,
+  whenReady,
+  type OwnedConnection,
+} from '../core/connection.js';
 import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
 import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
@@ -43,6 +51,9 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   private producer: TaskProducer | undefined;
   private subscriber: RedisConnection | undefined;
   private subscribing: Promise<void> | undefined;
+  /** What the connection last reported going wrong (its message only: never command arguments). */
+  private lastError: string | undefined;
+  private checking: Promise<void> | undefined;
 
   constructor(options?: RedisTaskClientOptions) {
     super();
@@ -87,6 +98,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       this.replies.delete(id);
       pending.callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
     }
+    this.producer?.close();
     const subscriber = this.subscriber;
     const connection = this.connection;
     this.subscriber = undefined;
@@ -94,6 +106,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     this.connection = undefined;
     this.connecting = undefined;
     this.producer = undefined;
+    this.checking = undefined;
     if (subscriber) {
       await quit(subscriber);
     }
@@ -158,15 +171,29 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const connection = openConnection(this.options.connection, 'tasks:client');
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
+    connection.redis.on('error', (error: Error) => {
+      this.lastError = error.message;
+    });
+    const server = describeServer(this.options.connection);
     this.producer = new TaskProducer(connection.redis, new ShardCounts(connection.redis, this.keys, this.options.shards, this.log), {
       maxPayloadBytes: this.options.maxPayloadBytes,
       batchChunkSize: this.options.batchChunkSize,
       dedupTtlMs: this.options.deduplicationTtlMs,
       durability: this.options.durability,
+      enqueueTimeoutMs: this.options.enqueueTimeoutMs,
+      server,
+      lastError: () => this.lastError,
+      ready: () => this.serverChecked(connection.redis),
     });
     try {
-      await connection.redis.ping();
-      await checkServer(connection.redis, this.options.evictionPolicy, this.log);
+      await whenReady(connection.redis, this.options.enqueueTimeoutMs, () => this.lastError);
+    } catch {
+      // Redis is down: the connection keeps trying, and the first enqueue runs the start-up checks once
+      // it answers (or fails within enqueueTimeoutMs, naming its pattern, with nothing written).
+      return connection.redis;
+    }
+    try {
+      await this.serverChecked(connection.redis);
     } catch (error) {
       // A refused start leaves nothing open behind it.
       this.connection = undefined;
@@ -175,6 +202,18 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       throw error;
     }
     return connection.redis;
+  }
+
+  /** The start-up checks (version, eviction policy), once per connection; a failed check runs again next time. */
+  private serverChecked(redis: TaskRedis): Promise<void> {
+    this.checking ??= (async () => {
+      await redis.ping();
+      await checkServer(redis, this.options.evictionPolicy, this.log);
+    })().catch((error: unknown) => {
+      this.checking = undefined;
+      throw error;
+    });
+    return this.checking;
   }
 
   private requireProducer(): TaskProducer {

@@ -1,0 +1,73 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { Test } from '@nestjs/testing';
+import { firstValueFrom } from 'rxjs';
+import { ClosedError, RedisTaskClient, RedisTaskModule, RedisUnavailableError } from '../../lib/index.js';
+import { freePort, startRedisServer } from '../../scripts/redis-server.mjs';
+import { testPrefix } from '../support/redis.js';
+
+const closing: { close(): Promise<unknown> }[] = [];
+
+afterAll(async () => {
+  await Promise.all(closing.map((item) => item.close()));
+});
+
+async function client(connection: string, enqueueTimeoutMs = 300): Promise<RedisTaskClient> {
+  const module = await Test.createTestingModule({
+    imports: [RedisTaskModule.forRoot({ connection, prefix: testPrefix('outage'), enqueueTimeoutMs, reaperIntervalMs: false })],
+  }).compile();
+  module.useLogger(false);
+  await module.init();
+  closing.push(module);
+  return module.get(RedisTaskClient);
+}
+
+describe('emit during an outage: fail fast, say what happened', () => {
+  it('rejects an emit to a Redis that is down within enqueueTimeoutMs, naming the pattern and server, with nothing written', async () => {
+    const port = await freePort();
+    const tasks = await client(`redis://:s3cret@127.0.0.1:${port}`);
+    const started = Date.now();
+    const error = await firstValueFrom(tasks.emit('outage.task', { n: 1 })).catch((e: unknown) => e);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(error).toBeInstanceOf(RedisUnavailableError);
+    expect(error).toMatchObject({ code: 'REDIS_UNAVAILABLE', pattern: 'outage.task', server: `127.0.0.1:${port}`, written: false });
+    expect(String((error as Error).message)).not.toContain('s3cret');
+  });
+
+  it('rejects emits once Redis stops answering mid-run (not written: the command was never handed over), and works again after', async () => {
+    let server = await startRedisServer([]);
+    try {
+      const tasks = await client(server.url);
+      await expect(tasks.emitBatch('outage.task', [{ n: 1 }])).resolves.toHaveLength(1);
+      await server.kill();
+      const error = await tasks.emitBatch('outage.task', [{ n: 2 }]).catch((e: unknown) => e);
+      expect(error).toMatchObject({ name: 'RedisUnavailableError', pattern: 'outage.task', written: false });
+      server = await startRedisServer([], server.port);
+      const receipts = await waitForEmit(() => tasks.emitBatch('outage.task', [{ n: 3 }]));
+      expect(receipts).toHaveLength(1);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('settles an emit still waiting when the client is closed', async () => {
+    const port = await freePort();
+    const tasks = await client(`redis://127.0.0.1:${port}`, 60_000);
+    const pending = firstValueFrom(tasks.emit('outage.task', { n: 1 })).catch((e: unknown) => e);
+    await new Promise((resolve) => setImmediate(resolve));
+    await tasks.close();
+    const error = await pending;
+    expect(error).toBeInstanceOf(ClosedError);
+  });
+});
+
+/** Retries an emit until the restarted server answers (each try fails fast). */
+async function waitForEmit<T>(emit: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    try {
+      return await emit();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+    }
+  }
+}
