@@ -4,6 +4,7 @@
  * Exit codes: 0 done, 1 Redis could not be reached or failed, 2 bad usage, 3 unknown queue, 4 no such
  * dead letter.
  */
+import { redactUrl } from '../core/redact.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../core/admin.js';
@@ -43,7 +44,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const url = values.url ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   if (!/^rediss?:\/\/[^\s]+$/.test(url) || !URL.canParse(url)) {
-    return fail(new CliError(EXIT.usage, `--url must be a redis:// or rediss:// URL, got "${url}"`));
+    return fail(new CliError(EXIT.usage, `--url must be a redis:// or rediss:// URL, got "${redactUrl(url)}"`));
   }
   const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000, enableOfflineQueue: false });
   let lastError: Error | undefined;
@@ -53,7 +54,7 @@ async function main(argv: string[]): Promise<number> {
       await redis.connect();
     } catch (error) {
       // ioredis rejects with "Connection is closed"; the socket's own error says why.
-      throw new CliError(EXIT.redis, `cannot reach Redis at ${url}: ${(lastError ?? (error as Error)).message}`);
+      throw new CliError(EXIT.redis, `cannot reach Redis at ${redactUrl(url)}: ${(lastError ?? (error as Error)).message}`);
     }
     const keys = new PrefixKeys(values.prefix);
     const scripted = defineScripts(redis);

@@ -5,6 +5,7 @@ import { InvalidOptionError } from './errors.js';
 import { MAX_SHARDS } from './keys.js';
 import type { EvictionPolicyCheck } from './guardrails.js';
 import { describe } from './options-describe.js';
+import { redactUrl } from './redact.js';
 import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
 
 /**
@@ -233,7 +234,7 @@ const connection: Check = (option, value) => {
       url = undefined;
     }
     if (!url || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
-      throw new InvalidOptionError(option, `must be a redis:// or rediss:// URL, got ${describe(value)}`);
+      throw new InvalidOptionError(option, `must be a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(value))}`);
     }
     return;
   }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
 import { whenReady } from './connection.js';
+import { scrubbed } from './redact.js';
 import { ClosedError, InvalidTaskError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
 import type { QueueKeys, QueueLayout } from './keys.js';
 import type { DurabilityOptions } from './options.js';
@@ -116,7 +117,7 @@ export class TaskProducer {
     const onClose = (closed: Error) => fail(sent ? this.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
     this.calls.add(onClose);
     try {
-      return await Promise.race([
+      return await scrubbed(Promise.race([
         failed,
         (async () => {
           await whenReady(this.redis, timeoutMs + 1, () => this.options.lastError?.()).catch(() => failed);
@@ -127,7 +128,7 @@ export class TaskProducer {
           sent = true;
           return this.enqueueReady(queue, prepared);
         })(),
-      ]);
+      ]));
     } finally {
       clearTimeout(timer);
       this.calls.delete(onClose);

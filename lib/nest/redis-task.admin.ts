@@ -1,3 +1,4 @@
+import { scrubbing } from '../core/redact.js';
 import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin.js';
 import type { DeadLetterRecord } from '../core/dead-letter.js';
@@ -98,6 +99,7 @@ export class RedisTaskAdmin {
   private async core(): Promise<TaskAdmin> {
     const redis = await this.client.connect();
     const keys = new PrefixKeys(this.client.options.prefix);
-    return new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'), this.group);
+    // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
+    return scrubbing(new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'), this.group));
   }
 }

@@ -4,6 +4,7 @@ import { Server, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
 import { InvalidOptionError } from '../core/errors.js';
+import { scrubRedisError } from '../core/redact.js';
 import { checkServer } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
@@ -102,7 +103,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     } catch (error) {
       // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
       await this.close().catch(() => undefined);
-      callback(error);
+      callback(scrubRedisError(error));
     }
   }
 

@@ -1,0 +1,54 @@
+import { spawnSync } from 'node:child_process';
+import { inspect } from 'node:util';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import { InvalidOptionError, PrefixKeys, RedisTaskClient } from '../../lib/index.js';
+import { freePort } from '../../scripts/redis-server.mjs';
+import { startProducer } from '../support/nest.js';
+import { deleteKeys, openRedis, testPrefix } from '../support/redis.js';
+
+const redis = openRedis();
+const prefix = testPrefix('secrets');
+
+afterAll(async () => {
+  await deleteKeys(redis, prefix);
+  await redis.quit();
+});
+
+describe('secrets and payloads never leave through errors', () => {
+  it('names a bad connection option without echoing its password', () => {
+    const error = (() => {
+      try {
+        new RedisTaskClient({ connection: 'http://admin:hunter2@cache.internal:6379' });
+      } catch (caught) {
+        return caught as InvalidOptionError;
+      }
+      throw new Error('the option was accepted');
+    })();
+    expect(error).toBeInstanceOf(InvalidOptionError);
+    expect(error.message).toContain('option "connection"');
+    expect(error.message).toContain('admin:***@cache.internal');
+    expect(inspect(error)).not.toContain('hunter2');
+  });
+
+  it('keeps the password out of the CLI output when Redis is unreachable or the URL is mistyped', async () => {
+    const port = await freePort();
+    for (const url of [`redis://ops:hunter2@127.0.0.1:${port}`, 'redis//ops:hunter2@127.0.0.1']) {
+      const result = spawnSync(process.execPath, ['.chaos-build/lib/cli/main.js', 'stats', '--url', url], { encoding: 'utf8', timeout: 20_000 });
+      const output = `${result.stdout}${result.stderr}`;
+      expect(output).toMatch(/nestjs-redis-tasks: /);
+      expect(output).not.toContain('hunter2');
+    }
+  });
+
+  it('drops the command arguments (the task entry, with its payload) from a Redis error an emit rejects with', async () => {
+    const { client, module } = await startProducer(prefix);
+    try {
+      await redis.set(new PrefixKeys(prefix).queue('secret.task').ring, 'broken');
+      const error = await client.emitBatch('secret.task', [{ card: '4111-1111-1111-1111' }]).catch((e: unknown) => e);
+      expect(String((error as Error).message)).toMatch(/^WRONGTYPE nestjs-redis-tasks: key .* holds a string, not a list/);
+      expect(inspect(error, { depth: 10 })).not.toContain('4111');
+    } finally {
+      await module.close();
+    }
+  });
+});
