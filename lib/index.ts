@@ -41,6 +41,7 @@ export {
   InvalidTaskError,
   NonRetryableTaskError,
   PayloadTooLargeError,
+  RedisPermissionError,
   RedisTaskError,
   RedisUnavailableError,
   ReplicationTimeoutError,
@@ -51,3 +52,4 @@ export {
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
 export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/guardrails.js';
+export { ACL_COMMANDS, aclRule } from './core/acl.js';

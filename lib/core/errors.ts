@@ -198,3 +198,21 @@ export class RedisUnavailableError extends RedisTaskError {
     );
   }
 }
+
+/**
+ * Redis refused a command for the ACL user (NOPERM): a configuration problem that no retry heals, so
+ * it fails at once. The fix is the user's rule: `aclRule(prefix)` gives the least-privilege one.
+ */
+export class RedisPermissionError extends RedisTaskError {
+  constructor(
+    readonly prefix: string,
+    /** Redis's own words (which command, or that a key is outside the user's patterns). */
+    readonly reply: string,
+  ) {
+    super(
+      'REDIS_PERMISSION',
+      `nestjs-redis-tasks: the Redis ACL user is not allowed what this library needs (${reply}); ` +
+        `allow keys ~${prefix}:* and channels &${prefix}:* and the commands of aclRule("${prefix}") (see the README's least-privilege ACL)`,
+    );
+  }
+}

@@ -16,6 +16,11 @@ export class UnsafeRedisError extends RedisTaskError {
 
 export const MINIMUM_REDIS_VERSION = '6.2.0';
 
+/** A Redis NOPERM reply: the ACL user may not run the command (or touch the key). */
+export function isPermissionError(error: unknown): boolean {
+  return error instanceof Error && error.message.startsWith('NOPERM');
+}
+
 /** True when `version` (e.g. "7.0.15") is at least `minimum`. */
 export function versionAtLeast(version: string, minimum: string): boolean {
   const parse = (v: string) => v.split('.').map((part) => Number.parseInt(part, 10) || 0);
@@ -39,7 +44,15 @@ export async function checkServer(connection: RedisConnection, evictionPolicy: E
 }
 
 async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logger: TaskLogger): Promise<void> {
-  const info = await redis.info('server');
+  let info: string;
+  try {
+    info = await redis.info('server');
+  } catch (error) {
+    if (!isPermissionError(error)) throw error;
+    // A least-privilege ACL user may not run INFO: warn, and trust the server as the ACL's owner does.
+    logger.warn('could not read the Redis version (INFO is not allowed for this ACL user): make sure the server is Redis 6.2 or newer');
+    info = `redis_version:${MINIMUM_REDIS_VERSION}`;
+  }
   const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '0';
   if (!versionAtLeast(version, MINIMUM_REDIS_VERSION)) {
     throw new UnsafeRedisError('REDIS_TOO_OLD', `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`);
@@ -51,7 +64,8 @@ async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logg
   try {
     const reply = (await redis.config('GET', 'maxmemory-policy')) as unknown;
     policy = Array.isArray(reply) ? String(reply[1]) : (reply as Record<string, string>)['maxmemory-policy'];
-  } catch {
+  } catch (error) {
+    if (!isPermissionError(error) && !/unknown command|CONFIG/i.test((error as Error).message)) throw error;
     logger.warn('could not read maxmemory-policy (CONFIG is not allowed here): make sure it is noeviction');
     return;
   }

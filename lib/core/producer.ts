@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
 import { whenReady } from './connection.js';
 import { scrubbed } from './redact.js';
-import { ClosedError, InvalidTaskError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
+import { isPermissionError } from './guardrails.js';
+import { ClosedError, InvalidTaskError, RedisPermissionError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
 import type { QueueKeys, QueueLayout } from './keys.js';
 import type { DurabilityOptions } from './options.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -129,6 +130,9 @@ export class TaskProducer {
           return this.enqueueReady(queue, prepared);
         })(),
       ]));
+    } catch (error) {
+      // An ACL refusal heals by no retry: say so, with what to allow.
+      throw isPermissionError(error) ? new RedisPermissionError(this.layouts.prefix, (error as Error).message) : error;
     } finally {
       clearTimeout(timer);
       this.calls.delete(onClose);

@@ -24,6 +24,11 @@ export class ShardCounts {
     private readonly group = DEFAULT_GROUP,
   ) {}
 
+  /** The key prefix the layouts are under. */
+  get prefix(): string {
+    return this.keys.prefix;
+  }
+
   /** The layout of a queue; a configured count is checked against Redis once per process and queue. */
   layout(queue: string): QueueLayout | Promise<QueueLayout> {
     const known = this.verified.get(queue);

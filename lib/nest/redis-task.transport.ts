@@ -3,9 +3,9 @@ import { Logger } from '@nestjs/common';
 import { Server, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError, RedisPermissionError } from '../core/errors.js';
 import { scrubRedisError } from '../core/redact.js';
-import { checkServer } from '../core/guardrails.js';
+import { checkServer, isPermissionError } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
 import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
@@ -103,7 +103,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     } catch (error) {
       // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
       await this.close().catch(() => undefined);
-      callback(scrubRedisError(error));
+      callback(isPermissionError(error) ? new RedisPermissionError(this.options.prefix, (error as Error).message) : scrubRedisError(error));
     }
   }
 
