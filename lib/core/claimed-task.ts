@@ -1,12 +1,18 @@
 import type { TaskEnvelope } from './codec.js';
 import { toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './dead-letter.js';
 import type { QueueKeys } from './keys.js';
+import { MAX_RAW_IN_DEAD_LETTER } from './rules.js';
 import type { TaskRedis } from './scripts.js';
 
 export interface SettleOptions {
   readonly workerId: string;
   readonly deadLetterCap: number;
   readonly resultTtlMs: number;
+}
+
+/** At most MAX_RAW_IN_DEAD_LETTER characters of an undecodable entry, saying how much was left out. */
+export function capRaw(raw: string): string {
+  return raw.length > MAX_RAW_IN_DEAD_LETTER ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)` : raw;
 }
 
 /** What a reply to a `send()` caller carries (published and stored as JSON). */
@@ -81,7 +87,8 @@ export class ClaimedTask {
       enqueuedAt: envelope?.enqueuedAt,
       deadAt: Date.now(),
       workerId: this.options.workerId,
-      ...(envelope ? { payload: envelope.payload } : { raw: this.raw }),
+      // An undecodable entry is kept for inspection, but only so much of it: a 20 MB garbage entry is not.
+      ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
     };
     const reply =

@@ -1,3 +1,4 @@
+import { printable } from './rules.js';
 /** What the core needs from a logger; Nest's `Logger` fits as it is. */
 export interface TaskLogger {
   log(message: string): void;
@@ -56,4 +57,17 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
     signal?.addEventListener('abort', done, { once: true });
   });
+}
+
+/**
+ * A logger whose lines are safe whatever Redis held: control characters in task ids, client ids or
+ * error texts read from Redis are escaped (no forged log lines, no terminal escapes), lines capped.
+ */
+export function printableLogger(logger: TaskLogger): TaskLogger {
+  return {
+    log: (message) => logger.log(printable(message)),
+    warn: (message) => logger.warn(printable(message)),
+    error: (message) => logger.error(printable(message)),
+    ...(logger.debug ? { debug: (message: string) => logger.debug?.(printable(message)) } : {}),
+  };
 }

@@ -6,6 +6,7 @@ import { MAX_SHARDS } from './keys.js';
 import type { EvictionPolicyCheck } from './guardrails.js';
 import { describe } from './options-describe.js';
 import { redactUrl } from './redact.js';
+import { nameProblem } from './rules.js';
 import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
 
 /**
@@ -215,14 +216,10 @@ const integer =
     }
   };
 
-/** Names used inside keys: no braces (they would break the hash tag), no control characters. */
+/** Names used inside keys: no braces (they would break the hash tag), no control characters (rules). */
 const name: Check = (option, value) => {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
-    throw new InvalidOptionError(option, `must be a non-empty string of at most 200 characters, got ${describe(value)}`);
-  }
-  if (/[{}\s]/.test(value) || hasControlCharacter(value)) {
-    throw new InvalidOptionError(option, `must not contain braces, spaces or control characters, got ${describe(value)}`);
-  }
+  const problem = nameProblem(value);
+  if (problem) throw new InvalidOptionError(option, `${problem}, got ${describe(value)}`);
 };
 
 const connection: Check = (option, value) => {

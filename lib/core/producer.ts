@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
 import { whenReady } from './connection.js';
 import { scrubbed } from './redact.js';
+import { describe } from './options-describe.js';
+import { validateBackoff, validateMaxAttempts } from './retry-policy.js';
+import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, patternProblem } from './rules.js';
 import { isPermissionError } from './guardrails.js';
 import { ClosedError, InvalidTaskError, RedisPermissionError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
 import type { QueueKeys, QueueLayout } from './keys.js';
@@ -97,6 +100,10 @@ export class TaskProducer {
    * written. Either way the caller hears within the timeout, with the pattern and server named.
    */
   async enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
+    const problem = patternProblem(queue);
+    if (problem) {
+      throw new InvalidTaskError(`the pattern ${problem}, got ${describe(queue)}`);
+    }
     if (items.length === 0) {
       return [];
     }
@@ -244,9 +251,20 @@ export class TaskProducer {
       throw new InvalidTaskError(index === undefined ? message : `item ${index}: ${message} (nothing of the batch was enqueued)`, index);
     };
     const id = item.id ?? newTaskId();
+    // The same rules for every item, whatever built it (a builder, a hand-made record, a plain payload).
+    const clientProblem = nameProblem(item.clientId);
+    if (clientProblem) {
+      fail(`the client id ${clientProblem}, got ${describe(item.clientId)}`);
+    }
+    try {
+      if (item.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
+      if (item.backoff !== undefined) validateBackoff('backoff', item.backoff, (field, message) => new Error(`${field} ${message}`));
+    } catch (error) {
+      fail((error as Error).message);
+    }
     const priority = item.priority ?? 0;
-    if (!Number.isSafeInteger(priority) || priority < 0 || priority > 1_000_000) {
-      fail(`priority must be an integer from 0 to 1000000, got ${String(priority)}`);
+    if (!Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+      fail(`priority must be an integer from 0 to ${MAX_PRIORITY}, got ${String(priority)}`);
     }
     let delayMs = item.delayMs ?? 0;
     if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
@@ -259,6 +277,9 @@ export class TaskProducer {
       delayMs = Math.max(delayMs, item.runAt - now);
     }
     delayMs = Math.ceil(delayMs);
+    if (delayMs > MAX_DELAY_MS) {
+      fail(`the task would be due in ${Math.round(delayMs / 86_400_000)} days; the longest delay is ${MAX_DELAY_MS / 86_400_000} days`);
+    }
     if (item.expiresAt !== undefined) {
       if (typeof item.expiresAt !== 'number' || !Number.isFinite(item.expiresAt)) {
         fail(`expiresAt must be a time, got ${String(item.expiresAt)}`);
@@ -272,8 +293,8 @@ export class TaskProducer {
     }
     const dedupTtlMs = item.dedupTtlMs ?? this.options.dedupTtlMs;
     if (item.dedupKey !== undefined) {
-      if (typeof item.dedupKey !== 'string' || item.dedupKey.length === 0 || item.dedupKey.length > 512) {
-        fail(`the deduplication key must be a string of 1 to 512 characters, got ${JSON.stringify(item.dedupKey)}`);
+      if (typeof item.dedupKey !== 'string' || item.dedupKey.length === 0 || item.dedupKey.length > MAX_DEDUP_KEY_LENGTH) {
+        fail(`the deduplication key must be a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters, got ${describe(item.dedupKey)}`);
       }
       if (!Number.isSafeInteger(dedupTtlMs) || dedupTtlMs < 1) {
         fail(`the deduplication TTL must be a positive integer of milliseconds, got ${String(dedupTtlMs)}`);

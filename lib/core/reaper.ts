@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { capRaw } from './claimed-task.js';
 import { decodeEntry, guessTaskId } from './codec.js';
 import type { DeadLetterRecord } from './dead-letter.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
@@ -170,7 +171,7 @@ export class TaskReaper {
       attempts: 0,
       deadAt: Date.now(),
       workerId: 'reaper',
-      raw: entry,
+      raw: capRaw(entry),
     };
     const results = await this.redis
       .multi()

@@ -10,8 +10,10 @@ export function redactUrl(value: string): string {
   if (credentials.test(value)) {
     return value.replace(credentials, (_match, scheme: string, userInfo: string) => `${scheme}${userInfo.includes(':') ? `${userInfo.split(':')[0]}:***` : '***'}@`);
   }
-  // Something that failed to parse as a URL may still hold a password anywhere: show its shape only.
-  return /^rediss?:\/\/[^\s@]*$/i.test(value) ? value : `${value.slice(0, 8)}… (${value.length} characters)`;
+  // Without an "@" there are no credentials to hide; with one in something that is no URL, the password
+  // may stand anywhere: show its shape only.
+  if (!value.includes('@')) return value.length > 200 ? `${value.slice(0, 200)}…` : value;
+  return `${value.slice(0, 8)}… (${value.length} characters, hidden: it may hold a password)`;
 }
 
 /**

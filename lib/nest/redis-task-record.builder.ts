@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/errors.js';
+import { nameProblem } from '../core/rules.js';
 import { validateBackoff, validateMaxAttempts, type BackoffOptions } from '../core/retry-policy.js';
 
 /** Per-task settings that override the client's defaults. */
@@ -49,14 +50,10 @@ export class RedisTaskRecordBuilder<TData = unknown> {
 
   /** Sets the client id: non-empty, at most 200 characters, no braces, spaces or control characters. */
   setClientId(clientId: string): this {
-    if (
-      typeof clientId !== 'string' ||
-      clientId.length === 0 ||
-      clientId.length > 200 ||
-      /[{}\s\p{Cc}]/u.test(clientId)
-    ) {
+    const problem = nameProblem(clientId);
+    if (problem) {
       throw new InvalidTaskError(
-        `setClientId() needs a non-empty string of at most 200 characters without braces, spaces or control characters, got ${JSON.stringify(clientId)}`,
+        `setClientId() got ${describe(clientId)}: a client id ${problem}`,
       );
     }
     return this.set({ clientId });

@@ -5,6 +5,7 @@ import { lastValueFrom } from 'rxjs';
 import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
 import { InvalidOptionError, RedisPermissionError } from '../core/errors.js';
 import { scrubRedisError } from '../core/redact.js';
+import { printableLogger } from '../core/logger.js';
 import { checkServer, isPermissionError } from '../core/guardrails.js';
 import { PrefixKeys } from '../core/keys.js';
 import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
@@ -71,7 +72,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         keys,
         layouts,
         { lockMs: Math.max(1_000, this.options.heartbeatIntervalMs), deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs },
-        this.log,
+        printableLogger(this.log),
       );
       // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
       // worker still promotes delayed tasks of its own queues at their due time.
@@ -92,7 +93,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           onOutcome: (event) => this.events.emit('task', event),
         },
         (execution) => this.execute(execution),
-        this.log,
+        printableLogger(this.log),
       );
       await this.worker.start(queues);
       this.schedule?.start();

@@ -52,3 +52,31 @@ describe('secrets and payloads never leave through errors', () => {
     }
   });
 });
+
+describe('one rules gate for every task, whatever built it', () => {
+  it('refuses hand-made RedisTaskRecords the builder would refuse, and far-future delays, with nothing written', async () => {
+    const { RedisTaskRecord, InvalidTaskError } = await import('../../lib/index.js');
+    const { client, module } = await startProducer(prefix);
+    try {
+      const bad: [string, object][] = [
+        ['client id', { clientId: '' }],
+        ['client id', { clientId: 42 }],
+        ['client id', { clientId: 'a b' }],
+        ['client id', { clientId: '{x}' }],
+        ['maxAttempts', { maxAttempts: 0 }],
+        ['backoff', { backoff: { type: 'weird' } }],
+        ['longest delay', { delayMs: 31_000 * 365 * 86_400_000 }],
+      ];
+      for (const [named, options] of bad) {
+        const error = await client.emitBatch('rules.task', [new RedisTaskRecord({ n: 1 }, options as never)]).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(InvalidTaskError);
+        expect(String((error as Error).message)).toContain(named);
+      }
+      await expect(client.emitBatch('x'.repeat(600), [{ n: 1 }])).rejects.toBeInstanceOf(InvalidTaskError);
+      const queue = new PrefixKeys(prefix).queue('rules.task');
+      expect(await redis.exists(queue.ring, queue.delayed)).toBe(0);
+    } finally {
+      await module.close();
+    }
+  });
+});
