@@ -41,6 +41,7 @@ export {
   InvalidTaskError,
   NonRetryableTaskError,
   PayloadTooLargeError,
+  RedisConfigurationError,
   RedisPermissionError,
   RedisTaskError,
   RedisUnavailableError,

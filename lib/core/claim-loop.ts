@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { watchOf } from './connection.js';
 import type { QueueKeys } from './keys.js';
 import { OutageReporter, sleep, type TaskLogger } from './logger.js';
 import type { RedisConnection, TaskRedis } from './scripts.js';
@@ -76,7 +77,8 @@ export class ClaimLoop {
     private readonly hooks: ClaimLoopHooks,
     logger: TaskLogger,
   ) {
-    this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`);
+    const watch = watchOf(redis);
+    this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
   }
 
   start(): void {

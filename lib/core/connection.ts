@@ -1,4 +1,5 @@
 import { Cluster, Redis } from 'ioredis';
+import { RedisConfigurationError } from './errors.js';
 import type { RedisTaskConnection } from './options.js';
 import { defineScripts, type RedisConnection, type TaskRedis } from './scripts.js';
 
@@ -119,26 +120,111 @@ function describeNodes(nodes: readonly unknown[]): string {
   return `cluster ${named.join(', ')}${nodes.length > 3 ? ', …' : ''}`;
 }
 
+/** TLS and handshake failures that no retry heals: the trust or the protocol is configured wrong. */
+const TLS_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_UNTRUSTED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+  'EPROTO',
+]);
+/** Connections reset before any answer, in a row, that mean "this port speaks TLS" rather than an outage. */
+const RESETS_MEANING_TLS = 3;
+
 /**
- * Resolves once the connection is ready, or rejects with what it last reported after `ms`. Used so no
- * command is handed to a connection that is down: one that is not sent is known not written.
+ * What a connection has reported: its last error (message only) and, when one was seen, a cause no
+ * retry heals (a refused password, an untrusted certificate, a TLS port spoken to in plain text), so
+ * callers fail at once with `RedisConfigurationError` instead of retrying until a timeout.
  */
-export function whenReady(connection: RedisConnection, ms: number, lastError: () => string | undefined): Promise<void> {
-  if (connection.status === 'ready') return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const done = (error?: Error) => {
-      clearTimeout(timer);
-      connection.off('ready', onReady);
-      connection.off('end', onEnd);
-      if (error) reject(error);
-      else resolve();
-    };
-    const onReady = () => done();
-    const onEnd = () => done(new NotReadyError('the connection was closed'));
-    const timer = setTimeout(() => done(new NotReadyError(lastError() ?? `connection ${connection.status}`)), ms);
-    connection.on('ready', onReady);
-    connection.on('end', onEnd);
-  });
+export class ConnectionWatch {
+  lastError: string | undefined;
+  permanent: RedisConfigurationError | undefined;
+  /** When the connection was lost (first close or error since it was last ready), Date.now() ms. */
+  downSince: number | undefined;
+  private resetsBeforeReady = 0;
+  private everReady = false;
+
+  constructor(
+    private readonly connection: RedisConnection,
+    readonly server: string,
+  ) {
+    connection.on('error', (error: Error) => {
+      this.downSince ??= Date.now();
+      this.saw(error);
+    });
+    connection.on('close', () => {
+      this.downSince ??= Date.now();
+    });
+    connection.on('ready', () => {
+      this.downSince = undefined;
+      this.everReady = true;
+      this.resetsBeforeReady = 0;
+      this.permanent = undefined;
+    });
+  }
+
+  private saw(error: Error): void {
+    this.lastError = error.message;
+    const code = (error as { code?: unknown }).code;
+    const text = error.message;
+    let cause: string | undefined;
+    if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(text)) {
+      cause = `Redis refused the credentials or the ACL user (${text.split('\n')[0]})`;
+    } else if (typeof code === 'string' && (TLS_CODES.has(code) || code.startsWith('ERR_SSL_'))) {
+      cause = `the TLS connection failed (${code}: ${text}); check the certificate trust (tls.ca) and the URL scheme`;
+    } else if (code === 'ECONNRESET' && !this.everReady && ++this.resetsBeforeReady >= RESETS_MEANING_TLS) {
+      cause = `the server closed ${RESETS_MEANING_TLS} connections in a row before answering: it may expect TLS (use rediss://)`;
+    }
+    if (cause) this.permanent = new RedisConfigurationError(this.server, cause);
+  }
+
+  /**
+   * Resolves once the connection is ready; rejects at once with the permanent cause when there is one,
+   * else with NotReadyError after `ms`. Used so no command is handed to a connection that is down: one
+   * that is not sent is known not written.
+   */
+  whenReady(ms: number): Promise<void> {
+    const { connection } = this;
+    if (connection.status === 'ready') return Promise.resolve();
+    if (this.permanent) return Promise.reject(this.permanent);
+    return new Promise((resolve, reject) => {
+      const done = (error?: Error) => {
+        clearTimeout(timer);
+        connection.off('ready', onReady);
+        connection.off('end', onEnd);
+        connection.off('error', onError);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = () => done();
+      const onEnd = () => done(new NotReadyError('the connection was closed'));
+      // Listeners run in order: this watch's own classification (added first) has already run.
+      const onError = () => {
+        if (this.permanent) done(this.permanent);
+      };
+      const timer = setTimeout(() => done(new NotReadyError(this.lastError ?? `connection ${connection.status}`)), ms);
+      connection.on('ready', onReady);
+      connection.on('end', onEnd);
+      connection.on('error', onError);
+    });
+  }
+}
+
+const watches = new WeakMap<RedisConnection, ConnectionWatch>();
+
+/** The watch of a connection (made on first use; shared by everything using that connection). */
+export function watchOf(connection: RedisConnection, server = 'Redis'): ConnectionWatch {
+  let watch = watches.get(connection);
+  if (!watch) {
+    watch = new ConnectionWatch(connection, server);
+    watches.set(connection, watch);
+  }
+  return watch;
 }
 
 /** The connection did not become ready in time (internal: mapped to RedisUnavailableError by callers). */

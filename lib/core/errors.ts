@@ -216,3 +216,18 @@ export class RedisPermissionError extends RedisTaskError {
     );
   }
 }
+
+/**
+ * Redis cannot be used as configured, and no retry will change that: a refused password or ACL user,
+ * an untrusted TLS certificate, a TLS port spoken to in plain text. Fails at once (start-up, emit)
+ * instead of "retrying until Redis answers".
+ */
+export class RedisConfigurationError extends RedisTaskError {
+  constructor(
+    /** The server, as host:port (never with credentials). */
+    readonly server: string,
+    readonly reason: string,
+  ) {
+    super('REDIS_MISCONFIGURED', `nestjs-redis-tasks: cannot use Redis at ${server}: ${reason}`);
+  }
+}

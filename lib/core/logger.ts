@@ -17,6 +17,8 @@ export class OutageReporter {
   constructor(
     private readonly logger: TaskLogger,
     private readonly what: string,
+    /** When the connection was lost, if known: an outage starts then, not at the first failed command. */
+    private readonly downSince?: () => number | undefined,
   ) {}
 
   get down(): boolean {
@@ -25,14 +27,21 @@ export class OutageReporter {
 
   failed(error: unknown): void {
     if (this.since === undefined) {
-      this.since = Date.now();
-      this.logger.error(`${this.what} failed: ${errorMessage(error)}; retrying until Redis answers`);
+      const now = Date.now();
+      this.since = Math.min(now, this.downSince?.() ?? now);
+      const message = errorMessage(error);
+      // A refused permission is no outage: say what would fix it (it is retried, in case it is granted).
+      this.logger.error(
+        message.startsWith('NOPERM')
+          ? `${this.what} failed: ${message}; the Redis ACL user lacks a permission this library needs (aclRule(prefix) gives the rule); retrying until it is granted`
+          : `${this.what} failed: ${message}; retrying until Redis answers`,
+      );
     }
   }
 
   succeeded(): void {
     if (this.since !== undefined) {
-      this.logger.log(`${this.what} recovered after ${Date.now() - this.since} ms`);
+      this.logger.log(`${this.what} recovered: it was down for ${Date.now() - this.since} ms`);
       this.since = undefined;
     }
   }

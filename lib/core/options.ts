@@ -157,6 +157,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * `interrupted`) instead of coming back after every restart; shorter runs return uncounted. Default 60 s.
    */
   slowRunMs?: number;
+  /**
+   * How long `listen()` waits for Redis to answer at start-up (a worker started before Redis, as in
+   * docker-compose or Kubernetes), status `reconnecting` meanwhile; 0 waits as long as it takes. Past
+   * it, `listen()` fails with `RedisUnavailableError` naming the server. Default 0.
+   */
+  startupTimeoutMs?: number;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -201,6 +207,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   group: 'default',
   handlerTimeoutMs: 0,
   slowRunMs: 60_000,
+  startupTimeoutMs: 0,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -301,6 +308,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   group: (option, value) => validateGroup(option, value),
   handlerTimeoutMs: integer(0, 86_400_000),
   slowRunMs: integer(100, 86_400_000),
+  startupTimeoutMs: integer(0, 86_400_000),
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);

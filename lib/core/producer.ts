@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { encodeNewEntry } from './codec.js';
-import { whenReady } from './connection.js';
+import type { ConnectionWatch } from './connection.js';
 import { scrubbed } from './redact.js';
 import { describe } from './options-describe.js';
 import { validateBackoff, validateMaxAttempts } from './retry-policy.js';
 import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, patternProblem } from './rules.js';
 import { isPermissionError } from './guardrails.js';
-import { ClosedError, InvalidTaskError, RedisPermissionError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
+import { ClosedError, InvalidTaskError, RedisConfigurationError, RedisPermissionError, PayloadTooLargeError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
 import type { QueueKeys, QueueLayout } from './keys.js';
 import type { DurabilityOptions } from './options.js';
 import type { ShardCounts } from './shard-counts.js';
@@ -58,8 +58,8 @@ export interface ProducerOptions {
   readonly enqueueTimeoutMs: number;
   /** The server as host:port, for errors. */
   readonly server: string;
-  /** What the connection last reported going wrong, if anything (no command arguments). */
-  readonly lastError?: () => string | undefined;
+  /** What the connection reported: its last error, and a cause no retry heals. */
+  readonly watch: ConnectionWatch;
   /** Awaited once the connection is ready and before the first write (the start-up checks). */
   readonly ready?: () => Promise<void>;
 }
@@ -128,7 +128,11 @@ export class TaskProducer {
       return await scrubbed(Promise.race([
         failed,
         (async () => {
-          await whenReady(this.redis, timeoutMs + 1, () => this.options.lastError?.()).catch(() => failed);
+          await this.options.watch.whenReady(timeoutMs + 1).catch((error: unknown) => {
+            // A refused password or an untrusted certificate: no wait will help, so fail now.
+            if (error instanceof RedisConfigurationError) fail(error);
+            return failed;
+          });
           // Once the caller was told "nothing was written" (timeout, close), nothing may be sent after all.
           if (gaveUp) return failed;
           await this.options.ready?.();
@@ -146,7 +150,7 @@ export class TaskProducer {
     }
   }
 
-  private unavailable(queue: string, written: false | 'unknown', reason = this.options.lastError?.()): RedisUnavailableError {
+  private unavailable(queue: string, written: false | 'unknown', reason = this.options.watch.lastError): RedisUnavailableError {
     return new RedisUnavailableError(queue, this.options.server, this.options.enqueueTimeoutMs, written, reason);
   }
 

@@ -1,7 +1,7 @@
 import { ClaimLoop } from './claim-loop.js';
 import { ClaimedTask, type SettleOptions } from './claimed-task.js';
 import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
-import { forceReconnect, openBlockingConnection, quit } from './connection.js';
+import { forceReconnect, openBlockingConnection, quit, watchOf } from './connection.js';
 import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
 import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from './errors.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
@@ -115,6 +115,8 @@ export class TaskWorker {
   private beatingSince = 0;
   private readonly inFlight = new Map<string, InFlight>();
   private readonly heartbeatOutage: OutageReporter;
+  /** When the command connection was lost, if it is down now. */
+  private readonly downSince: () => number | undefined;
   /** Tokens seen in a processing hash without a running task at the previous heartbeat, per shard. */
   private readonly orphanSuspects = new Map<string, Set<string>>();
   private queues: QueueKeys[] = [];
@@ -133,8 +135,10 @@ export class TaskWorker {
     private readonly logger: TaskLogger,
   ) {
     this.slots = new Slots(options.concurrency);
-    this.heartbeatOutage = new OutageReporter(logger, 'worker heartbeat');
-    this.stall = new OutageReporter(logger, `Redis, as the watchdog of worker ${options.workerId} sees it,`);
+    const watch = watchOf(redis);
+    this.downSince = () => watch.downSince;
+    this.heartbeatOutage = new OutageReporter(logger, 'worker heartbeat', this.downSince);
+    this.stall = new OutageReporter(logger, `Redis, as the watchdog of worker ${options.workerId} sees it,`, this.downSince);
   }
 
   get workerId(): string {
@@ -238,14 +242,23 @@ export class TaskWorker {
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
         const connection = overdue.connection === 'blocking' ? this.blocking.get(loop) : this.redis;
-        this.stall.failed(new Error(`claiming from "${keys.queue}" got no reply for ${overdue.overdueMs} ms past its due time on the ${overdue.connection} connection; reconnecting it`));
-        if (connection) this.reconnect(connection, now);
+        if (connection && connection.status !== 'ready') {
+          // Not a half-open socket: ioredis knows the connection is down and is already reconnecting.
+          this.stall.failed(new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is ${connection.status}`));
+        } else {
+          this.stall.failed(new Error(`claiming from "${keys.queue}" got no reply for ${overdue.overdueMs} ms past its due time on the ${overdue.connection} connection, which looks open (half-open, or a stalled server); reconnecting it`));
+          if (connection) this.reconnect(connection, now);
+        }
       }
     }
     if (this.beating && now - this.beatingSince > this.options.heartbeatIntervalMs + this.options.watchdogTimeoutMs) {
       stalled = true;
-      this.stall.failed(new Error(`the heartbeat got no reply for ${now - this.beatingSince} ms; reconnecting`));
-      this.reconnect(this.redis, now);
+      if (this.redis.status !== 'ready') {
+        this.stall.failed(new Error(`Redis is unreachable: the heartbeat waits on a connection that is ${this.redis.status}`));
+      } else {
+        this.stall.failed(new Error(`the heartbeat got no reply for ${now - this.beatingSince} ms on a connection that looks open (half-open, or a stalled server); reconnecting`));
+        this.reconnect(this.redis, now);
+      }
     }
     if (stalled !== this.stalled) {
       this.stalled = stalled;

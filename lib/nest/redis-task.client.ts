@@ -5,10 +5,11 @@ import type { ReplyMessage } from '../core/claimed-task.js';
 import {
   closeConnection,
   describeServer,
+  NotReadyError,
   openBlockingConnection,
   openConnection,
   quit,
-  whenReady,
+  watchOf,
   type OwnedConnection,
 } from '../core/connection.js';
 import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
@@ -51,8 +52,6 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   private producer: TaskProducer | undefined;
   private subscriber: RedisConnection | undefined;
   private subscribing: Promise<void> | undefined;
-  /** What the connection last reported going wrong (its message only: never command arguments). */
-  private lastError: string | undefined;
   private checking: Promise<void> | undefined;
 
   constructor(options?: RedisTaskClientOptions) {
@@ -171,23 +170,27 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const connection = openConnection(this.options.connection, 'tasks:client');
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
-    connection.redis.on('error', (error: Error) => {
-      this.lastError = error.message;
-    });
-    const server = describeServer(this.options.connection);
+    const watch = watchOf(connection.redis, describeServer(this.options.connection));
     this.producer = new TaskProducer(connection.redis, new ShardCounts(connection.redis, this.keys, this.options.shards, this.log), {
       maxPayloadBytes: this.options.maxPayloadBytes,
       batchChunkSize: this.options.batchChunkSize,
       dedupTtlMs: this.options.deduplicationTtlMs,
       durability: this.options.durability,
       enqueueTimeoutMs: this.options.enqueueTimeoutMs,
-      server,
-      lastError: () => this.lastError,
+      server: watch.server,
+      watch,
       ready: () => this.serverChecked(connection.redis),
     });
     try {
-      await whenReady(connection.redis, this.options.enqueueTimeoutMs, () => this.lastError);
-    } catch {
+      await watch.whenReady(this.options.enqueueTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof NotReadyError)) {
+        // Misconfigured (a refused password, an untrusted certificate): nothing to wait for.
+        this.connection = undefined;
+        this.producer = undefined;
+        await closeConnection(connection);
+        throw error;
+      }
       // Redis is down: the connection keeps trying, and the first enqueue runs the start-up checks once
       // it answers (or fails within enqueueTimeoutMs, naming its pattern, with nothing written).
       return connection.redis;

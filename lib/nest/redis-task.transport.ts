@@ -2,8 +2,17 @@ import { EventEmitter } from 'node:events';
 import { Logger } from '@nestjs/common';
 import { Server, type MessageHandler } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
-import { closeConnection, openBlockingConnection, openConnection, quit, type OwnedConnection } from '../core/connection.js';
-import { InvalidOptionError, RedisPermissionError } from '../core/errors.js';
+import {
+  closeConnection,
+  describeServer,
+  NotReadyError,
+  openBlockingConnection,
+  openConnection,
+  quit,
+  watchOf,
+  type OwnedConnection,
+} from '../core/connection.js';
+import { ClosedError, InvalidOptionError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/errors.js';
 import { scrubRedisError } from '../core/redact.js';
 import { printableLogger } from '../core/logger.js';
 import { checkServer, isPermissionError } from '../core/guardrails.js';
@@ -62,7 +71,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
       const { redis } = this.connection;
       watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
-      await redis.ping();
+      await this.untilRedisAnswers(redis);
       await checkServer(redis, this.options.evictionPolicy, this.log);
       const keys = new PrefixKeys(this.options.prefix);
       const layouts = new ShardCounts(redis, keys, this.options.shards, this.log, this.options.group);
@@ -105,6 +114,39 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
       await this.close().catch(() => undefined);
       callback(isPermissionError(error) ? new RedisPermissionError(this.options.prefix, (error as Error).message) : scrubRedisError(error));
+    }
+  }
+
+  /**
+   * A worker started before Redis (docker-compose, Kubernetes) waits for it, status `reconnecting`
+   * meanwhile, logging once when it starts waiting and once when Redis answers; `startupTimeoutMs`
+   * bounds the wait. A cause no retry heals (refused credentials, an untrusted certificate) fails at once.
+   */
+  private async untilRedisAnswers(redis: TaskRedis): Promise<void> {
+    const watch = watchOf(redis, describeServer(this.options.connection));
+    const started = Date.now();
+    const limit = this.options.startupTimeoutMs;
+    let waiting = false;
+    for (;;) {
+      if (this.connection?.redis !== redis) throw new ClosedError('RedisTaskTransport');
+      try {
+        await watch.whenReady(limit > 0 ? Math.max(1, Math.min(1_000, started + limit - Date.now())) : 1_000);
+        await redis.ping();
+        if (waiting) this.log.log(`Redis at ${watch.server} answered after ${Date.now() - started} ms; starting`);
+        return;
+      } catch (error) {
+        // Redis's own replies and misconfiguration end the wait; an unreachable server does not.
+        if (!(error instanceof NotReadyError) && (error as Error).name === 'ReplyError') throw error;
+        if (error instanceof RedisConfigurationError) throw error;
+        if (!waiting) {
+          waiting = true;
+          this.publishStatus(RedisTaskStatus.RECONNECTING);
+          this.log.warn(`waiting for Redis at ${watch.server} (${watch.lastError ?? 'not reachable yet'}); the worker starts once it answers`);
+        }
+        if (limit > 0 && Date.now() - started >= limit) {
+          throw new RedisUnavailableError('', watch.server, limit, false, `the worker gave up starting (startupTimeoutMs); last: ${watch.lastError ?? 'no answer'}`);
+        }
+      }
     }
   }
 

@@ -106,7 +106,7 @@ describe('self-healing worker', () => {
     expect(statuses).toContain(RedisTaskStatus.RECONNECTING);
     expect(statuses.at(-1)).toBe(RedisTaskStatus.CONNECTED);
     const outages = logger.lines.filter((line) => line.startsWith('error Redis connection failed'));
-    const recoveries = logger.lines.filter((line) => /^log Redis connection recovered after \d+ ms$/.test(line));
+    const recoveries = logger.lines.filter((line) => /^log Redis connection recovered: it was down for \d+ ms$/.test(line));
     expect(outages.length).toBe(1);
     expect(recoveries.length).toBe(1);
   }, 120_000);
@@ -128,11 +128,37 @@ describe('self-healing worker', () => {
     proxy.freeze(); // every connection of the worker now goes nowhere, and nothing tells it
     await firstValueFrom(client.emit('heal', { key: 'after' }));
     await waitFor(() => handled.has('after'), 'the task emitted after the freeze', { timeoutMs: 20_000 });
-    const recovered = /^log Redis, as the watchdog of worker silent sees it, recovered after \d+ ms$/;
+    const recovered = /^log Redis, as the watchdog of worker silent sees it, recovered: it was down for \d+ ms$/;
     await waitFor(() => logger.lines.some((line) => recovered.test(line)), 'the watchdog to log the end of the stall with its length');
     expect(logger.lines.filter((line) => line.startsWith('error Redis, as the watchdog of worker silent sees it, failed')).length).toBe(1);
     const stalled = statuses.indexOf(RedisTaskStatus.STALLED);
     expect(stalled).toBeGreaterThan(0);
     expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
   }, 60_000);
+});
+
+describe('outage log lines', () => {
+  it('measure an outage from when the connection was lost, and call a dead Redis unreachable, not half-open', async () => {
+    const own = await startRedisServer();
+    let restarted: RedisServer | undefined;
+    try {
+      const { logger } = await worker(own.url, testPrefix('outage-log'), { heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100 });
+      const app = started[started.length - 1];
+      await own.kill();
+      const downAt = Date.now();
+      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the watchdog to report Redis unreachable');
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1_500 - (Date.now() - downAt)))); // the outage lasts 1.5 s
+      restarted = await startRedisServer([], own.port);
+      const recovered = /^log Redis, as the watchdog of worker .* sees it, recovered: it was down for (\d+) ms$/;
+      const line = await waitFor(() => logger.lines.find((entry) => recovered.test(entry)), 'the watchdog to see Redis again').catch((error: unknown) => {
+        throw new Error(`${(error as Error).message}\n${logger.lines.join('\n')}`);
+      });
+      expect(Number(recovered.exec(line)?.[1])).toBeGreaterThanOrEqual(1_500);
+      expect(logger.lines.some((entry) => entry.includes('half-open'))).toBe(false);
+      await app.close();
+    } finally {
+      await restarted?.stop();
+      await own.stop();
+    }
+  });
 });
