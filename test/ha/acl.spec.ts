@@ -84,3 +84,34 @@ describe('least-privilege Redis ACL users', () => {
     }
   });
 });
+
+describe('an ACL that refuses one command the claim script uses', () => {
+  it('loses no task while LREM is refused (each claimed entry is held before the refused step), and completes all once it is granted', async () => {
+    const prefix = testPrefix('acl-lrem');
+    await admin.call('ACL', 'SETUSER', 'nolrem', 'on', '>pw-nolrem', ...aclRule(prefix).split(' '), '-lrem');
+    const connection = `redis://nolrem:pw-nolrem@127.0.0.1:${server.port}`;
+    const worker = await startWorker(prefix, [AclHandlers], { connection, heartbeatIntervalMs: 100, leaseMs: 2_000, prefetch: 2 });
+    const { client, module } = await startProducer(prefix, { connection });
+    try {
+      const keys = Array.from({ length: 30 }, (_, i) => `lrem-${i}`);
+      await client.emitBatch('acl.task', keys.map((key, i) => ({ key, tenant: i % 3 })));
+      const stats = new RedisTaskAdmin(client);
+      // While refused: every task is pending, held by the worker, or handled; none vanished.
+      for (let round = 0; round < 10; round++) {
+        const now = await stats.stats('acl.task');
+        const handledHere = keys.filter((key) => handled.has(key)).length;
+        expect(now.pending.total + now.inFlight.total + handledHere).toBeGreaterThanOrEqual(keys.length);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await admin.call('ACL', 'SETUSER', 'nolrem', '+lrem');
+      await waitFor(() => keys.every((key) => handled.has(key)), 'every task once LREM is granted');
+      await waitFor(async () => {
+        const after = await stats.stats('acl.task');
+        return after.pending.total === 0 && after.inFlight.total === 0 && after.deadLetters === 0;
+      }, 'nothing left pending, in flight or dead');
+    } finally {
+      await module.close();
+      await worker.app.close();
+    }
+  });
+});
