@@ -5,6 +5,9 @@ export default {
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: { '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }] },
   testMatch: ['<rootDir>/test/**/*.spec.ts'],
+  // The starter apps run their own runners (scripts/test-apps.mjs), from fresh copies under .apps/.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/apps/'],
+  modulePathIgnorePatterns: ['<rootDir>/.apps/', '<rootDir>/.pack/', '<rootDir>/test/apps/'],
   globalSetup: '<rootDir>/test/support/global-setup.mjs',
   globalTeardown: '<rootDir>/test/support/global-teardown.mjs',
   testTimeout: 60_000,

@@ -69,9 +69,9 @@ async function probeReplication(url) {
     client.disconnect();
   }
 }
-let status = run(['scripts/clean.mjs', '.bench-build']);
+let status = run(['scripts/embed-lua.mjs']);
+if (status === 0) status = run(['scripts/clean.mjs', '.bench-build']);
 if (status === 0) status = run([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.bench.json']);
-if (status === 0) status = run(['scripts/copy-lua.mjs', '.bench-build/lib']);
 if (status === 0) {
   status = run(['.bench-build/bench/main.js'], env);
 }

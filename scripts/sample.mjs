@@ -19,9 +19,9 @@ try {
   process.exit(1);
 }
 console.log(`sample uses Redis ${redis.version} at ${redis.url} (${redis.source})`);
-let status = run(['scripts/clean.mjs', '.sample-build']);
+let status = run(['scripts/embed-lua.mjs']);
+if (status === 0) status = run(['scripts/clean.mjs', '.sample-build']);
 if (status === 0) status = run([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.sample.json']);
-if (status === 0) status = run(['scripts/copy-lua.mjs', '.sample-build/lib']);
 if (status === 0) status = run(['.sample-build/sample/main.js'], { ...process.env, REDIS_URL: redis.url });
 await redis.stop();
 process.exit(status);

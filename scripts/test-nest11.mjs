@@ -25,6 +25,7 @@ if (!existsSync(manifest) || readFileSync(manifest, 'utf8') !== desired || !exis
   const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', '--omit=peer'], { cwd: dir, stdio: 'inherit' });
   if (install.status !== 0) process.exit(install.status ?? 1);
 }
+spawnSync(process.execPath, ['scripts/embed-lua.mjs'], { cwd: root, stdio: 'inherit' });
 const version = JSON.parse(readFileSync(join(dir, 'node_modules/@nestjs/core/package.json'), 'utf8')).version;
 console.log(`== e2e suite against @nestjs/core ${version}`);
 const require = createRequire(import.meta.url);

@@ -2,7 +2,12 @@
  * One error class per concept, each with a stable `code`. Code that decides what to do with an error
  * checks `code` or the class, never the message text.
  */
+const ERROR_CLASSES = Symbol.for('nestjs-redis-tasks.errorClasses');
+
 export class RedisTaskError extends Error {
+  /** The names of this error's classes, so another copy of the package (ESM next to CommonJS) knows it. */
+  declare readonly [ERROR_CLASSES]: readonly string[];
+
   constructor(
     readonly code: string,
     message: string,
@@ -10,6 +15,21 @@ export class RedisTaskError extends Error {
   ) {
     super(message, options);
     this.name = new.target.name;
+    const classes: string[] = [];
+    for (let at: unknown = new.target; typeof at === 'function' && at !== Error; at = Object.getPrototypeOf(at)) {
+      classes.push((at as { name: string }).name);
+    }
+    Object.defineProperty(this, ERROR_CLASSES, { value: classes, enumerable: false });
+  }
+
+  /**
+   * `instanceof` works across copies of the package (an app whose ESM code and CommonJS tests load both
+   * builds): an error of another copy is an instance when it carries this class's name among its classes.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    const classes = typeof value === 'object' && value !== null ? (value as { [ERROR_CLASSES]?: unknown })[ERROR_CLASSES] : undefined;
+    return Array.isArray(classes) && classes.includes(this.name);
   }
 }
 

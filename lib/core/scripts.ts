@@ -1,5 +1,5 @@
-import { readFileSync, readdirSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
 
 /** A Lua script file and what its name and header promise about it. */
 export interface ScriptDefinition {
@@ -16,7 +16,6 @@ export interface ScriptDefinition {
   readonly source: string;
 }
 
-const SCRIPTS_DIR = new URL('./scripts/', import.meta.url);
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
 const INCLUDES = /^-- Includes: (.+)$/m;
 
@@ -27,22 +26,26 @@ function withIncludes(fileName: string, lua: string): string {
     if (!/^[a-zA-Z]+$/.test(name)) {
       throw new Error(`${fileName} includes "${name}", which is not a helper name`);
     }
-    return readFileSync(new URL(`include/${name}.lua`, SCRIPTS_DIR), 'utf8');
+    const helper = LUA_INCLUDES[name];
+    if (helper === undefined) throw new Error(`${fileName} includes "${name}", which scripts/include does not hold`);
+    return helper;
   });
   return [...helpers, lua].join('\n');
 }
 
-/** Reads every `scripts/*.lua` file; the name `verbNoun-N.lua` states its command and KEYS count. */
+/**
+ * Every `scripts/*.lua` file (embedded at build time by scripts/embed-lua.mjs); the name
+ * `verbNoun-N.lua` states its command and KEYS count.
+ */
 export function readScriptDefinitions(): ScriptDefinition[] {
-  return readdirSync(SCRIPTS_DIR)
-    .filter((file) => file.endsWith('.lua'))
+  return Object.keys(LUA_SCRIPTS)
     .sort()
     .map((fileName) => {
       const match = FILE_NAME.exec(fileName);
       if (!match) {
         throw new Error(`Lua script file name "${fileName}" is not of the form verbNoun-N.lua or verbNoun-N+n.lua`);
       }
-      const lua = readFileSync(new URL(fileName, SCRIPTS_DIR), 'utf8');
+      const lua = LUA_SCRIPTS[fileName];
       return {
         name: match[1],
         fileName,

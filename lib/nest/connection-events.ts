@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '@nestjs/common';
 import type { RedisConnection } from '../core/scripts.js';
 import { OutageReporter } from '../core/logger.js';
+import { scrubRedisError } from '../core/redact.js';
 import { RedisTaskStatus } from './redis-task.events.js';
 
 /**
@@ -28,7 +29,7 @@ export function watchConnection(
   redis.on('error', (error: Error) => {
     outage.failed(error);
     if (emitter.listenerCount('error') > 0) {
-      emitter.emit('error', error);
+      emitter.emit('error', scrubRedisError(error));
     }
   });
 }

@@ -28,11 +28,20 @@ export interface RedisTaskRecordOptions {
 }
 
 /** A payload with per-task settings; pass it to `emit`, `send` or `emitBatch` in place of the payload. */
+const RECORD_BRAND = Symbol.for('nestjs-redis-tasks.RedisTaskRecord');
+
 export class RedisTaskRecord<TData = unknown> {
   constructor(
     readonly data: TData,
     readonly options: RedisTaskRecordOptions = {},
-  ) {}
+  ) {
+    Object.defineProperty(this, RECORD_BRAND, { value: true, enumerable: false });
+  }
+
+  /** A record made by another copy of the package (ESM next to CommonJS) is a record all the same. */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [RECORD_BRAND]?: unknown })[RECORD_BRAND] === true;
+  }
 }
 
 const MAX_PRIORITY = 1_000_000;

@@ -14,5 +14,4 @@ export default async function globalSetup() {
   console.log(`\ntests use Redis ${redis.version} at ${redis.url} (${redis.source})`);
   execFileSync(process.execPath, ['scripts/clean.mjs', '.chaos-build'], { stdio: 'inherit' });
   execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.chaos.json'], { stdio: 'inherit' });
-  execFileSync(process.execPath, ['scripts/copy-lua.mjs', '.chaos-build/lib'], { stdio: 'inherit' });
 }

@@ -1,0 +1,79 @@
+// node scripts/test-apps.mjs: the starter apps of test/apps (what `nest new` generates for Nest 11, CommonJS
+// with Jest, and Nest 12, ESM with Vitest, plus a tasks module, a hybrid main.ts and e2e specs) against
+// the packed tarball, as a user installs it. For each app, in a fresh copy under .apps/: npm install (the
+// app's lockfile pins everything else), its unchanged `npm test` and `npm run test:e2e` (which must exit
+// by themselves), then `npm run build` and `node dist/main.js` serving one request.
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { findRedis, freePort } from './redis-server.mjs';
+
+const root = resolve(import.meta.dirname, '..');
+const only = process.argv.slice(2);
+
+function sh(command, args, cwd, env = process.env, timeoutMs = 600_000) {
+  console.log(`$ (${cwd.replace(root + '/', '')}) ${command} ${args.join(' ')}`);
+  const result = spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = `${result.stdout ?? ''}${result.stderr ?? ''}`;
+  if (result.status !== 0) {
+    process.stdout.write(output);
+    throw new Error(`${command} ${args.join(' ')} failed in ${cwd} (exit ${result.status}${result.signal ? `, ${result.signal}` : ''})`);
+  }
+  return { output, stdout: result.stdout ?? '' };
+}
+
+async function servesOneRequest(dir, env) {
+  const port = await freePort();
+  const main = existsSync(join(dir, 'dist/main.js')) ? 'dist/main.js' : 'dist/src/main.js';
+  const child = spawn(process.execPath, [main], { cwd: dir, env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise((done) => child.once('exit', done));
+  try {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        const response = await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' });
+        const body = await response.json();
+        if (response.status !== 201 || !/^[0-9a-f]{32}$/.test(body.taskId)) throw new Error(`unexpected answer ${response.status} ${JSON.stringify(body)}`);
+        console.log(`node ${main} answered POST /avatars/7/resize with task ${body.taskId}`);
+        return;
+      } catch (error) {
+        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`node ${main} did not serve the request (${error.message}):\n${output}`, { cause: error });
+        await new Promise((done) => setTimeout(done, 200));
+      }
+    }
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+const redis = await findRedis();
+try {
+  const env = { ...process.env, REDIS_URL: redis.url, TASKS_PREFIX: `apps-${process.pid}`, CI: process.env.CI ?? '' };
+  // `npm pack` builds first (prepack); the tarball is what a user installs.
+  rmSync(join(root, '.pack'), { recursive: true, force: true });
+  mkdirSync(join(root, '.pack'));
+  const packed = sh('npm', ['pack', '--pack-destination', '.pack'], root).stdout.trim().split('\n').pop();
+  const tarball = join(root, '.pack', packed);
+  for (const name of readdirSync(join(root, 'test/apps'))) {
+    if (only.length > 0 && !only.includes(name)) continue;
+    const source = join(root, 'test/apps', name);
+    const dir = join(root, '.apps', name);
+    rmSync(dir, { recursive: true, force: true });
+    cpSync(source, dir, { recursive: true, filter: (path) => !/\/(node_modules|dist)(\/|$)|\.tgz$|\.tsbuildinfo$/.test(path) });
+    cpSync(tarball, join(dir, 'nestjs-redis-tasks.tgz'));
+    console.log(`== ${name}`);
+    sh('npm', ['install', '--no-audit', '--no-fund'], dir, env);
+    sh('npm', ['test'], dir, env, 300_000);
+    const { output: e2e } = sh('npm', ['run', 'test:e2e', ...(name.includes('cjs') ? ['--', '--detectOpenHandles'] : [])], dir, env, 300_000);
+    if (/open handle|did not exit/i.test(e2e)) throw new Error(`${name}: the e2e run left open handles:\n${e2e}`);
+    sh('npm', ['run', 'build'], dir, env);
+    await servesOneRequest(dir, env);
+  }
+  console.log('starter apps: all passed');
+} finally {
+  await redis.stop();
+}
