@@ -75,7 +75,12 @@ export class ReplyTimeoutError extends RedisTaskError {
     readonly pattern: string,
     readonly timeoutMs: number,
   ) {
-    super('REPLY_TIMEOUT', `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms`);
+    super(
+      'REPLY_TIMEOUT',
+      `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms. The task stays queued and may still run later, with nobody ` +
+        `waiting for its result. If no worker handles "${pattern}" on this prefix, or another worker on the same Redis and prefix took it ` +
+        `(a dev server while tests run: give tests a prefix of their own, as createRedisTaskTestingApp does), nothing will answer`,
+    );
   }
 }
 

@@ -7,7 +7,7 @@ import type { EvictionPolicyCheck } from './guardrails.js';
 import { describe } from './options-describe.js';
 import { redactUrl } from './redact.js';
 import { nameProblem } from './rules.js';
-import { DEFAULT_RETRY_POLICY, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
+import { DEFAULT_RETRY_POLICY, defaultJitter, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
 
 /**
  * Where Redis is: a `redis://` / `rediss://` URL, ioredis options, cluster nodes, or a connected
@@ -340,18 +340,37 @@ function validate(options: unknown, checks: Record<string, Check>, what: string)
   return Object.fromEntries(Object.entries(given).filter(([, value]) => value !== undefined));
 }
 
+/**
+ * One rule for where Redis is, everywhere (transport, client, CLI, testing helper): the `connection`
+ * option, else the REDIS_URL environment variable, else redis://127.0.0.1:6379.
+ */
+export function defaultConnection(): string {
+  const fromEnvironment = process.env.REDIS_URL;
+  if (fromEnvironment) {
+    connection('REDIS_URL (environment)', fromEnvironment);
+    return fromEnvironment;
+  }
+  return DEFAULT_CONNECTION;
+}
+
 export function resolveClientOptions(options: unknown): ResolvedClientOptions {
-  return { ...CLIENT_DEFAULTS, ...validate(options, CLIENT_CHECKS, 'RedisTaskClient') };
+  const given = validate(options, CLIENT_CHECKS, 'RedisTaskClient');
+  return { ...CLIENT_DEFAULTS, connection: given.connection === undefined ? defaultConnection() : CLIENT_DEFAULTS.connection, ...given };
 }
 
 export function resolveTransportOptions(options: unknown): ResolvedTransportOptions {
   const given = validate(options, TRANSPORT_CHECKS, 'RedisTaskTransport');
-  const resolved = { ...TRANSPORT_DEFAULTS, workerId: defaultWorkerId(), ...given } as ResolvedTransportOptions;
+  const resolved = {
+    ...TRANSPORT_DEFAULTS,
+    workerId: defaultWorkerId(),
+    ...(given.connection === undefined ? { connection: defaultConnection() } : {}),
+    ...given,
+  } as ResolvedTransportOptions;
   // Half the slots per call: two calls overlap, one refilling slots while the other's reply travels.
   resolved.prefetch ??= Math.min(Math.ceil(resolved.concurrency / 2), 1_000);
   if (given.backoff) {
     const backoff = given.backoff as BackoffOptions;
-    resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff };
+    resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff, jitter: backoff.jitter ?? defaultJitter(backoff.type) };
   }
   if (resolved.heartbeatIntervalMs * 2 > resolved.leaseMs) {
     throw new InvalidOptionError(

@@ -77,6 +77,8 @@ const NO_KEY = 4;
  * chunk of `batchChunkSize` items of one shard is one script call (one round trip, all or nothing).
  */
 export class TaskProducer {
+  /** Patterns this producer has recorded in the prefix's list of patterns. */
+  private readonly announced = new Set<string>();
   /** Enqueue calls under way, each with how to fail it when the producer closes. */
   private readonly calls = new Set<(closed: Error) => void>();
 
@@ -156,6 +158,12 @@ export class TaskProducer {
 
   private async enqueueReady(queue: string, prepared: Prepared[]): Promise<EnqueueReceipt[]> {
     const layout = await this.layouts.layout(queue);
+    if (!this.announced.has(queue)) {
+      // Once per pattern and process: admin tools list a pattern that has tasks but never had a worker
+      // (a misspelt pattern is otherwise invisible).
+      await this.redis.sadd(this.layouts.queuesKey, queue);
+      this.announced.add(queue);
+    }
     if (layout.shardCount === 1) {
       return this.enqueueShard(layout.shards[0], prepared);
     }

@@ -38,6 +38,11 @@ export function backoffDelay(backoff: Required<BackoffOptions>, attempt: number,
   return Math.round(base * (1 - backoff.jitter * random()));
 }
 
+/** Fixed means fixed: jitter is opt-in there; exponential backoff spreads retries by 0.5 unless told. */
+export function defaultJitter(type: BackoffOptions['type']): number {
+  return type === 'fixed' ? 0 : DEFAULT_RETRY_POLICY.backoff.jitter;
+}
+
 /** Merges layers, later ones winning (transport < pattern < record). */
 export function mergeRetry(base: RetryPolicy, ...layers: (RetryOptions | undefined)[]): RetryPolicy {
   let policy = base;
@@ -52,7 +57,7 @@ export function mergeRetry(base: RetryPolicy, ...layers: (RetryOptions | undefin
             type: layer.backoff.type,
             delayMs: layer.backoff.delayMs,
             maxDelayMs: layer.backoff.maxDelayMs ?? DEFAULT_RETRY_POLICY.backoff.maxDelayMs,
-            jitter: layer.backoff.jitter ?? DEFAULT_RETRY_POLICY.backoff.jitter,
+            jitter: layer.backoff.jitter ?? defaultJitter(layer.backoff.type),
           }
         : policy.backoff,
     };

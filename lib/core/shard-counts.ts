@@ -24,6 +24,11 @@ export class ShardCounts {
     private readonly group = DEFAULT_GROUP,
   ) {}
 
+  /** The set of every pattern used under the prefix. */
+  get queuesKey(): string {
+    return this.keys.queues;
+  }
+
   /** The key prefix the layouts are under. */
   get prefix(): string {
     return this.keys.prefix;

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
+import type { Observable } from 'rxjs';
 import type { ReplyMessage } from '../core/claimed-task.js';
 import {
   closeConnection,
@@ -89,6 +90,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       this.normalizePattern(pattern as string),
       items.map((item) => this.toItem(item, now)),
     );
+  }
+
+  /** Enqueues a task; the Observable emits its receipt (task id, duplicate or not) once Redis wrote it. */
+  override emit<TResult = RedisTaskReceipt, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
+    return super.emit<TResult, TInput>(pattern, data);
+  }
+
+  /** Enqueues a task for a `@MessagePattern` handler; the Observable emits the handler's result. */
+  override send<TResult = unknown, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
+    return super.send<TResult, TInput>(pattern, data);
   }
 
   async close(): Promise<void> {

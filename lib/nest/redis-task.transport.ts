@@ -12,7 +12,7 @@ import {
   watchOf,
   type OwnedConnection,
 } from '../core/connection.js';
-import { ClosedError, InvalidOptionError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/errors.js';
+import { ClosedError, InvalidOptionError, NonRetryableTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/errors.js';
 import { scrubRedisError } from '../core/redact.js';
 import { printableLogger } from '../core/logger.js';
 import { checkServer, isPermissionError } from '../core/guardrails.js';
@@ -299,6 +299,13 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     }
     if (!handler) {
       return { status: 'failed', error: new Error(`no handler for "${execution.queue}"`) };
+    }
+    if (execution.expectsReply && handler.isEventHandler) {
+      // An @EventPattern returns nothing to a caller: resolving send() with null would hide the mistake.
+      return {
+        status: 'failed',
+        error: new NonRetryableTaskError(`"${execution.queue}" is handled by an @EventPattern, which returns no result: use emit(), or make the handler a @MessagePattern`),
+      };
     }
     const context = new RedisTaskContext([
       {

@@ -20,6 +20,9 @@ describe('backoff', () => {
 
   it('layers transport < pattern < record', () => {
     const policy = mergeRetry(DEFAULT_RETRY_POLICY, { maxAttempts: 5 }, { backoff: { type: 'fixed', delayMs: 7 } }, undefined);
-    expect(policy).toEqual({ maxAttempts: 5, backoff: { type: 'fixed', delayMs: 7, maxDelayMs: 3_600_000, jitter: 0.5 } });
+    // Fixed means fixed: no jitter unless asked for; exponential keeps its default spread.
+    expect(policy).toEqual({ maxAttempts: 5, backoff: { type: 'fixed', delayMs: 7, maxDelayMs: 3_600_000, jitter: 0 } });
+    expect(mergeRetry(DEFAULT_RETRY_POLICY, { backoff: { type: 'exponential', delayMs: 7 } }).backoff.jitter).toBe(0.5);
+    expect(mergeRetry(DEFAULT_RETRY_POLICY, { backoff: { type: 'fixed', delayMs: 7, jitter: 0.2 } }).backoff.jitter).toBe(0.2);
   });
 });
