@@ -105,6 +105,13 @@ describe('RedisTaskAdmin', () => {
     expect((await admin.stats('admin.work')).faults).toEqual([]);
   });
 
+  it('lists a pattern that has tasks but never had a worker (a misspelt pattern is not invisible)', async () => {
+    const { client, admin } = await setup();
+    await client.emitBatch('admin.wrok', [{ key: 'typo' }]);
+    expect(await admin.queues()).toContain('admin.wrok');
+    expect((await admin.stats('admin.wrok')).pending.total).toBe(1);
+  });
+
   it('counts outcomes: completed, failed, retried and dead-lettered', async () => {
     const { client, admin } = await setup();
     started.push((await startWorker(prefix, [Handlers])).app);

@@ -414,3 +414,20 @@ describe('results and errors that cannot be serialized, handlers that never sett
     await waitFor(async () => (await redis.hget(keys.queue('noop').counters, 'completed')) === '1', 'the next task to run');
   });
 });
+
+describe('request/reply mistakes', () => {
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((app) => app.close()));
+    await deleteKeys(redis, prefix);
+  });
+
+  it('fails a send() to a pattern handled by an @EventPattern with a clear error instead of resolving null', async () => {
+    fresh('send-to-event');
+    const { client } = await module();
+    await worker();
+    const error = await firstValueFrom(client.send('noop', {})).catch((e: unknown) => e);
+    expect(String((error as { message?: string }).message)).toContain('"noop" is handled by an @EventPattern');
+    const [record] = await deadLetters('noop', 1);
+    expect(record).toMatchObject({ reason: 'failed', attempts: 1 });
+  });
+});
