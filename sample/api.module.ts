@@ -21,8 +21,8 @@ export class ProfileService {
   /** One upload: completes once Redis has the task. */
   async upload(tenant: string, userId: number): Promise<void> {
     const record = new RedisTaskRecordBuilder({ userId, size: 128 }).setClientId(tenant).build();
-    const id = await firstValueFrom(this.tasks.emit('avatar.resize', record));
-    this.logger.log(`tenant "${tenant}" enqueued avatar task ${String(id).slice(0, 8)}`);
+    const receipt = await firstValueFrom(this.tasks.emit('avatar.resize', record));
+    this.logger.log(`tenant "${tenant}" enqueued avatar task ${receipt.id.slice(0, 8)}`);
   }
 
   /** Request/response through the queue: resolves with the handler's result. */
