@@ -281,6 +281,7 @@ export class ClaimLoop {
         this.keys.rates,
         this.keys.throttled,
         this.keys.buckets,
+        this.keys.sequence,
         wanted,
         this.options.workerId,
         this.keys.pending(''),
@@ -348,8 +349,9 @@ export class ClaimLoop {
 
   /**
    * A fencing-token prefix no other claim call ever gets: this process's random nonce and a call count.
-   * Tokens never come from Redis's own state, so a Redis rollback (a failover to a lagging replica, a
-   * restart from an older AOF) cannot hand out a token a running task still holds.
+   * With it, a Redis rollback (a failover to a lagging replica, a restart from an older AOF) cannot hand
+   * out a token a running task still holds; the script adds its own counter, so the same call sent twice
+   * (ioredis resends a command whose reply a reconnection lost) cannot either.
    */
   private nextTokenPrefix(): string {
     // Fixed width, so one process's tokens sort in claim order (requeueing restores that order).

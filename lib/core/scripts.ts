@@ -84,6 +84,7 @@ export interface TaskCommands {
     rates: string,
     throttled: string,
     buckets: string,
+    sequence: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,

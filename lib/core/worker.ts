@@ -242,21 +242,21 @@ export class TaskWorker {
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
         const connection = overdue.connection === 'blocking' ? this.blocking.get(loop) : this.redis;
-        if (connection && connection.status !== 'ready') {
-          // Not a half-open socket: ioredis knows the connection is down and is already reconnecting.
-          this.stall.failed(new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is ${connection.status}`));
-        } else {
-          this.stall.failed(new Error(`claiming from "${keys.queue}" got no reply for ${overdue.overdueMs} ms past its due time on the ${overdue.connection} connection, which looks open (half-open, or a stalled server); reconnecting it`));
-          if (connection) this.reconnect(connection, now);
+        if (connection && connection.status === 'reconnecting') {
+          // Not a half-open socket: ioredis knows Redis is gone and is already trying again.
+          this.stall.failed(new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is reconnecting`));
+        } else if (connection) {
+          this.stall.failed(new Error(describeStall(`claiming from "${keys.queue}"`, overdue.overdueMs, overdue.connection, connection.status)));
+          this.reconnect(connection, now);
         }
       }
     }
     if (this.beating && now - this.beatingSince > this.options.heartbeatIntervalMs + this.options.watchdogTimeoutMs) {
       stalled = true;
-      if (this.redis.status !== 'ready') {
-        this.stall.failed(new Error(`Redis is unreachable: the heartbeat waits on a connection that is ${this.redis.status}`));
+      if (this.redis.status === 'reconnecting') {
+        this.stall.failed(new Error('Redis is unreachable: the heartbeat waits on a connection that is reconnecting'));
       } else {
-        this.stall.failed(new Error(`the heartbeat got no reply for ${now - this.beatingSince} ms on a connection that looks open (half-open, or a stalled server); reconnecting`));
+        this.stall.failed(new Error(describeStall('the heartbeat', now - this.beatingSince, 'command', this.redis.status)));
         this.reconnect(this.redis, now);
       }
     }
@@ -640,6 +640,13 @@ export class TaskWorker {
       }
     }
   }
+}
+
+/** What the watchdog found, in words: an open connection that stopped answering, or a stuck handshake. */
+function describeStall(what: string, overdueMs: number, connection: string, status: string): string {
+  return status === 'ready'
+    ? `${what} got no reply for ${overdueMs} ms past its due time on the ${connection} connection, which looks open (half-open, or a stalled server); reconnecting it`
+    : `${what} has waited ${overdueMs} ms past its due time on the ${connection} connection, stuck while connecting (status ${status}); reconnecting it`;
 }
 
 /** The reply to a `send()` caller as JSON, or why the response cannot be one. */

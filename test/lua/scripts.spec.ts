@@ -145,7 +145,7 @@ describe('claimTasks', () => {
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 1, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1, t2,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 1, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1, t2,
     );
     expect(lost).toEqual([t2]);
     expect(ids(claimed)).toEqual(['3']);
@@ -158,7 +158,7 @@ describe('claimTasks', () => {
     await redis.set(keys.paused, '1');
     const [lost, claimed] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 5, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 5, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1,
     );
     expect([lost, claimed]).toEqual([[], -2]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
@@ -215,7 +215,7 @@ describe('rotation over the ring', () => {
     await redis.hset(keys.rates, 'slow', 10); // 10/s: a burst of 1, then one task per 100 ms
     const [, claimed, throttledUntil] = await redis.claimTasks(
       keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, 8, worker, keys.pending(''), keys.priority(''), 0, 'rated.',
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 8, worker, keys.pending(''), keys.priority(''), 0, 'rated.',
     );
     // slow gets its one token, then is throttled; fast drains meanwhile.
     expect(ids(claimed)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
@@ -582,5 +582,22 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     await redis.set(keys.ring, 'x');
     await expect(enqueue(['a', ['a1']], ['b', ['b1']])).rejects.toThrow(/holds a string, not a list/);
     expect(await redis.exists(keys.pending('a'), keys.pending('b'))).toBe(0);
+  });
+});
+
+describe('claimTasks sent twice (ioredis resends a call whose reply a reconnection lost)', () => {
+  it('claims other tasks under other tokens the second time, overwriting nothing', async () => {
+    await enqueue(['a', ['1', '2', '3', '4']]);
+    const call = () =>
+      redis.claimTasks(
+        keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+        keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 2, worker,
+        keys.pending(''), keys.priority(''), 0, 'same-prefix.',
+      );
+    const [, first] = await call();
+    const [, second] = await call();
+    expect([...ids(first), ...ids(second)]).toEqual(['1', '2', '3', '4']);
+    const held = await redis.hgetall(keys.processing(worker));
+    expect(Object.keys(held)).toHaveLength(4);
   });
 });

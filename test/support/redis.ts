@@ -102,6 +102,7 @@ export async function claimAs(
     queue.rates,
     queue.throttled,
     queue.buckets,
+    queue.sequence,
     count,
     workerId,
     queue.pending(''),

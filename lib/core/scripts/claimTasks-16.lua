@@ -1,10 +1,12 @@
--- claimTasks-15.lua
+-- claimTasks-16.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
 --   does not depend on how many clients exist. Each task moves atomically into the worker's processing
---   hash under a fencing token made of the caller's per-call prefix and its position (unique across
---   Redis rollbacks: the token never comes from Redis's own state). Under a per-client cap, a client with `cap` tasks in flight is
+--   hash under a fencing token made of the caller's per-call prefix, a counter this script increments,
+--   and the task's position. The prefix keeps tokens unique across Redis rollbacks (the counter may go
+--   back, the prefix never repeats); the counter keeps them unique when ioredis sends the same call
+--   twice (a reply lost to a reconnection, then the command resent with the same prefix). Under a per-client cap, a client with `cap` tasks in flight is
 --   taken off the ring (parked) until one of them leaves the worker. With client weights set, a visit
 --   takes up to the client's weight in tasks before the ring moves on (the client stays at the head,
 --   its use of the visit kept in the credit hash across calls), so clients share claims in proportion
@@ -34,13 +36,14 @@
 --   while the hash is empty, no bucket is checked)
 -- KEYS[14]: throttled (sorted set: client id -> when its next token is due, Redis time in ms)
 -- KEYS[15]: buckets (hash: client id -> "tokens:last refill ms")
+-- KEYS[16]: sequence (string counter, incremented once per call that claims; part of every token)
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
 --   in the same Cluster slot as KEYS)
 -- ARGV[5]: per-client cap on tasks in flight (0: none)
--- ARGV[6]: fencing token prefix, unique to this call (the k-th task claimed gets ARGV[6] .. k as five
---   digits, so one process's tokens sort in claim order)
+-- ARGV[6]: fencing token prefix, unique to this call: the k-th task claimed gets ARGV[6], the counter,
+--   '.', then k as five digits (so one process's tokens sort in claim order)
 -- ARGV[7..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
 --   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
@@ -50,7 +53,7 @@
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
---   DECR of prioritized, HSET into the processing hash; a client with no pending task left leaves the
+--   DECR of prioritized, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
 local lost = {}
@@ -60,7 +63,7 @@ local prioritized = false
 local weighted = false
 local limited = false
 -- Every queue-level key written below must be of its type before anything is written or popped.
-expectTypes(KEYS[2], 'hash', KEYS[1], 'list', KEYS[5], 'string')
+expectTypes(KEYS[2], 'hash', KEYS[1], 'list', KEYS[5], 'string', KEYS[16], 'string')
 if wanted > 0 then
   local count = tonumber(redis.call('GET', KEYS[5]) or '0')
   prioritized = not count or count ~= math.floor(count) or count > 0
@@ -138,6 +141,8 @@ local function hold(token, entry, list, priority, score)
 end
 
 local throttledUntil = 0
+-- This execution's number (the sequence), taken with the first task claimed.
+local execution = nil
 local claimed = {}
 local count = 0
 while count < wanted do
@@ -211,7 +216,10 @@ while count < wanted do
       if entry then
         used = used + 1
         count = count + 1
-        local token = ARGV[6] .. string.format('%05d', count)
+        if not execution then
+          execution = healingIncr(KEYS[3], KEYS[16], 1, 1)
+        end
+        local token = ARGV[6] .. execution .. '.' .. string.format('%05d', count)
         if score then
           hold(token, entry, list, priority, score)
           redis.call('DECR', KEYS[5])
