@@ -69,17 +69,26 @@ export class PayloadTooLargeError extends RedisTaskError {
   }
 }
 
-/** A `send()` got no reply within its timeout. The task itself may still run. */
+/**
+ * A `send()` got no reply within its timeout. With `cancelOnReplyTimeout`, a task no worker had claimed
+ * yet was removed (`cancelled: true`: it will not run); otherwise the task may still run later, with
+ * nobody waiting for its result.
+ */
 export class ReplyTimeoutError extends RedisTaskError {
   constructor(
     readonly pattern: string,
     readonly timeoutMs: number,
+    /** True when the task had not started and was removed, so it will not run. */
+    readonly cancelled = false,
   ) {
     super(
       'REPLY_TIMEOUT',
-      `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms. The task stays queued and may still run later, with nobody ` +
-        `waiting for its result. If no worker handles "${pattern}" on this prefix, or another worker on the same Redis and prefix took it ` +
-        `(a dev server while tests run: give tests a prefix of their own, as createRedisTaskTestingApp does), nothing will answer`,
+      `nestjs-redis-tasks: no reply for "${pattern}" within ${timeoutMs} ms. ` +
+        (cancelled
+          ? 'No worker had started the task, and it was removed (cancelOnReplyTimeout): it will not run.'
+          : `The task stays queued and may still run later, with nobody waiting for its result (cancelOnReplyTimeout removes it if no ` +
+            `worker has started it). If no worker handles "${pattern}" on this prefix, or another worker on the same Redis and prefix ` +
+            'took it (a dev server while tests run: give tests a prefix of their own, as createRedisTaskTestingApp does), nothing will answer'),
     );
   }
 }

@@ -72,6 +72,11 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
    * Default 5,000.
    */
   enqueueTimeoutMs?: number;
+  /**
+   * When a `send()` times out, remove its task if no worker has started it (the error then says
+   * `cancelled: true`), instead of leaving it to run later with nobody waiting. Default false.
+   */
+  cancelOnReplyTimeout?: boolean;
 }
 
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
@@ -186,6 +191,7 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   batchChunkSize: 1_000,
   deduplicationTtlMs: 86_400_000,
   enqueueTimeoutMs: 5_000,
+  cancelOnReplyTimeout: false,
 };
 
 const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'> = {
@@ -284,6 +290,9 @@ const CLIENT_CHECKS: Record<string, Check> = {
   deduplicationTtlMs: integer(1),
   durability,
   enqueueTimeoutMs: integer(10, 3_600_000),
+  cancelOnReplyTimeout: (option, value) => {
+    if (typeof value !== 'boolean') throw new InvalidOptionError(option, `must be true or false, got ${describe(value)}`);
+  },
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {

@@ -77,6 +77,8 @@ const NO_KEY = 4;
  * chunk of `batchChunkSize` items of one shard is one script call (one round trip, all or nothing).
  */
 export class TaskProducer {
+  /** Tasks of send() calls still waiting for their reply, so a caller that gives up can cancel them. */
+  private readonly awaitingReply = new Map<string, { readonly keys: QueueKeys; readonly task: Prepared }>();
   /** Patterns this producer has recorded in the prefix's list of patterns. */
   private readonly announced = new Set<string>();
   /** Enqueue calls under way, each with how to fail it when the producer closes. */
@@ -201,7 +203,39 @@ export class TaskProducer {
     return receipts;
   }
 
+  /** The send() task `id` got its reply (or its caller stopped waiting): nothing to cancel any more. */
+  forget(id: string): void {
+    this.awaitingReply.delete(id);
+  }
+
+  /**
+   * Removes a send() task whose caller gave up, if no worker has claimed it yet. Resolves true when it
+   * was removed (it will not run), false when it was already claimed (it runs; nobody waits for it).
+   */
+  async cancel(id: string): Promise<boolean> {
+    const waiting = this.awaitingReply.get(id);
+    this.awaitingReply.delete(id);
+    if (!waiting) return false;
+    const { keys, task } = waiting;
+    const removed = await scrubbed(
+      this.redis.cancelTask(
+        keys.pending(task.clientId),
+        keys.priority(task.clientId),
+        keys.delayed,
+        task.dedupKey === undefined ? keys.ring : keys.dedup(task.dedupKey),
+        keys.prioritized,
+        task.entry,
+        task.priority,
+        task.dedupKey === undefined ? '' : task.id,
+      ),
+    );
+    return removed === 1;
+  }
+
   private async enqueueChunk(keys: QueueKeys, chunk: Prepared[]): Promise<EnqueueReceipt[]> {
+    for (const task of chunk) {
+      if (task.awaitsReply) this.awaitingReply.set(task.id, { keys, task });
+    }
     const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups, keys.faults]);
     const args: (string | number)[] = [keys.dueChannel, keys.root];
     for (const task of chunk) {
@@ -326,7 +360,7 @@ export class TaskProducer {
       },
       this.serializePayload(item.payload, index),
     );
-    return { id, clientId: item.clientId, entry, priority, delayMs, dedupKey: item.dedupKey, dedupTtlMs };
+    return { id, clientId: item.clientId, entry, priority, delayMs, dedupKey: item.dedupKey, dedupTtlMs, awaitsReply: item.replyTo !== undefined };
   }
 
   private serializePayload(payload: unknown, index: number | undefined): string {
@@ -356,4 +390,6 @@ interface Prepared {
   readonly delayMs: number;
   readonly dedupKey?: string;
   readonly dedupTtlMs: number;
+  /** A send() task: kept until its reply comes, so its caller can cancel it. */
+  readonly awaitsReply: boolean;
 }

@@ -148,6 +148,7 @@ export interface TaskCommands {
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
+  cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
 }
 
 export type RedisConnection = Redis | Cluster;

@@ -152,9 +152,17 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     this.replies.set(id, pending);
     if (this.options.replyTimeoutMs > 0) {
       pending.timer = setTimeout(() => {
-        if (this.replies.delete(id)) {
+        if (!this.replies.delete(id)) return;
+        const producer = this.producer;
+        if (!this.options.cancelOnReplyTimeout || !producer) {
+          producer?.forget(id);
           callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs), isDisposed: true });
+          return;
         }
+        void producer.cancel(id).then(
+          (cancelled) => callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs, cancelled), isDisposed: true }),
+          () => callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs), isDisposed: true }),
+        );
       }, this.options.replyTimeoutMs);
     }
     this.subscribeToReplies()
@@ -166,6 +174,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
         }
       })
       .catch((error: unknown) => {
+        this.producer?.forget(id);
         if (this.replies.delete(id)) {
           clearTimeout(pending.timer);
           callback({ err: error, isDisposed: true });
@@ -174,6 +183,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return () => {
       clearTimeout(pending.timer);
       this.replies.delete(id);
+      this.producer?.forget(id);
     };
   }
 
@@ -291,6 +301,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       return; // timed out, unsubscribed, or already answered
     }
     this.replies.delete(reply.id);
+    this.producer?.forget(reply.id);
     clearTimeout(pending.timer);
     pending.callback(
       reply.err !== undefined ? { err: reply.err, isDisposed: true } : { response: reply.response, isDisposed: true },

@@ -364,11 +364,6 @@ describe('bad options', () => {
 });
 
 describe('results and errors that cannot be serialized, handlers that never settle', () => {
-  afterEach(async () => {
-    await Promise.all(started.splice(0).map((app) => app.close()));
-    await deleteKeys(redis, prefix);
-  });
-
   it('fails a send() whose result cannot be JSON (a BigInt) with a clear error, dead-lettered at once, nothing left in flight', async () => {
     fresh('bigint-result');
     const { client } = await module();
@@ -397,8 +392,6 @@ describe('results and errors that cannot be serialized, handlers that never sett
 
   it('abandons a handler past handlerTimeoutMs: its signal aborts with HandlerTimeoutError, the slot frees, and it ends in dead letters as timeout', async () => {
     fresh('timeout');
-    runs.length = 0;
-    aborted.length = 0;
     const { client } = await module();
     const w = await worker({ concurrency: 1 });
     const outcomes: string[] = [];
@@ -416,11 +409,6 @@ describe('results and errors that cannot be serialized, handlers that never sett
 });
 
 describe('request/reply mistakes', () => {
-  afterEach(async () => {
-    await Promise.all(started.splice(0).map((app) => app.close()));
-    await deleteKeys(redis, prefix);
-  });
-
   it('fails a send() to a pattern handled by an @EventPattern with a clear error instead of resolving null', async () => {
     fresh('send-to-event');
     const { client } = await module();
@@ -429,5 +417,27 @@ describe('request/reply mistakes', () => {
     expect(String((error as { message?: string }).message)).toContain('"noop" is handled by an @EventPattern');
     const [record] = await deadLetters('noop', 1);
     expect(record).toMatchObject({ reason: 'failed', attempts: 1 });
+  });
+});
+
+describe('send() that times out', () => {
+  it('leaves its task queued by default, and with cancelOnReplyTimeout removes it when no worker has started it', async () => {
+    fresh('send-timeout');
+    const { client } = await module({ replyTimeoutMs: 150 });
+    const kept = await firstValueFrom(client.send('nobody.handles', { n: 1 })).catch((e: unknown) => e);
+    expect(kept).toMatchObject({ name: 'ReplyTimeoutError', cancelled: false, message: expect.stringContaining('may still run later') });
+    const queue = keys.queue('nobody.handles');
+    expect(await redis.llen(queue.pending('default'))).toBe(1);
+
+    const cancelling = await module({ replyTimeoutMs: 150, cancelOnReplyTimeout: true });
+    for (const priority of [0, 5]) {
+      const record = new RedisTaskRecordBuilder({ n: 2 }).setPriority(priority).setDeduplicationKey(`quote-${priority}`).build();
+      const error = await firstValueFrom(cancelling.client.send('nobody.handles', record)).catch((e: unknown) => e);
+      expect(error).toMatchObject({ name: 'ReplyTimeoutError', cancelled: true });
+      expect(await redis.exists(queue.dedup(`quote-${priority}`))).toBe(0);
+    }
+    // Only the first, uncancelled task is still waiting.
+    expect(await redis.llen(queue.pending('default'))).toBe(1);
+    expect(await redis.zcard(queue.priority('default'))).toBe(0);
   });
 });
