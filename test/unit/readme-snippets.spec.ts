@@ -1,0 +1,117 @@
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from '@jest/globals';
+import ts from 'typescript';
+
+/**
+ * Every ```ts block of the README compiles as written (against this repository's Nest and the package's
+ * own sources). A block's free names (your own DTOs, modules and objects) are declared around it, and its
+ * statements run inside an async function (top-level await); its own imports are kept as they are.
+ */
+const root = process.cwd();
+const dir = join(root, '.readme-snippets');
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]);
+
+/** What a snippet may use without importing it: Nest and rxjs names, and the package's own. */
+const IMPORTS: Record<string, string> = {
+  Module: '@nestjs/common', Controller: '@nestjs/common', Injectable: '@nestjs/common', Get: '@nestjs/common',
+  NestFactory: '@nestjs/core',
+  EventPattern: '@nestjs/microservices', MessagePattern: '@nestjs/microservices', Payload: '@nestjs/microservices', Ctx: '@nestjs/microservices',
+  ClientsModule: '@nestjs/microservices',
+  firstValueFrom: 'rxjs',
+  TerminusModule: '@nestjs/terminus', HealthCheck: '@nestjs/terminus', HealthCheckService: '@nestjs/terminus',
+  RedisTaskModule: 'nestjs-redis-tasks', RedisTaskTransport: 'nestjs-redis-tasks', RedisTaskClient: 'nestjs-redis-tasks',
+  RedisTaskContext: 'nestjs-redis-tasks', RedisTaskRecordBuilder: 'nestjs-redis-tasks', RedisTaskAdmin: 'nestjs-redis-tasks',
+  RedisTaskReaper: 'nestjs-redis-tasks',
+  expect: '@jest/globals',
+};
+/** Your own names, as the README assumes them. */
+const DECLARED: Record<string, string> = {
+  ResizeDto: 'declare class ResizeDto { size: number }',
+  RenderDto: 'declare class RenderDto { number: string }',
+  UserDto: 'declare class UserDto { id: number }',
+  WorkerModule: 'declare class WorkerModule {}',
+  AppModule: 'declare class AppModule {}',
+  BillingModule: 'declare class BillingModule {}',
+  EmailModule: 'declare class EmailModule {}',
+  AvatarsController: 'declare class AvatarsController {}',
+  AvatarService: 'declare class AvatarService {}',
+  MailController: 'declare class MailController {}',
+  MailService: 'declare class MailService {}',
+  SmtpGateway: 'declare class SmtpGateway {}',
+  fakeSmtp: 'declare const fakeSmtp: { sent: unknown[] }',
+  user: 'declare const user: UserDto',
+  tasks: "declare const tasks: import('nestjs-redis-tasks').RedisTaskClient",
+  admin: "declare const admin: import('nestjs-redis-tasks').RedisTaskAdmin",
+  reaper: "declare const reaper: import('nestjs-redis-tasks').RedisTaskReaper",
+  transport: "declare const transport: import('nestjs-redis-tasks').RedisTaskTransport",
+  app: "declare const app: import('@nestjs/common').INestApplication",
+  redis: "declare const redis: import('ioredis').Redis",
+  createMicroservice: "declare const createMicroservice: (module: unknown, options: object) => unknown",
+  host: 'declare const host: string',
+  port: 'declare const port: number',
+  nodes: 'declare const nodes: { host: string; port: number }[]',
+  password: 'declare const password: string',
+};
+
+function module(snippet: string): string {
+  const lines = snippet.split('\n');
+  const imports = lines.filter((line) => line.startsWith('import '));
+  // `export` belongs to a file's top level; inside the wrapping function it is dropped.
+  const body = lines.filter((line) => !line.startsWith('import ')).map((line) => line.replace(/^export /, '')).join('\n');
+  const imported = new Set(imports.flatMap((line) => /\{([^}]*)\}/.exec(line)?.[1].split(',').map((name) => name.trim()) ?? []));
+  const uses = (name: string) => new RegExp(`\\b${name}\\b`).test(body);
+  const byModule = new Map<string, string[]>();
+  for (const [name, from] of Object.entries(IMPORTS)) {
+    if (imported.has(name) || !uses(name)) continue;
+    byModule.set(from, [...(byModule.get(from) ?? []), name]);
+  }
+  const declared = Object.entries(DECLARED).filter(([name]) => uses(name) && !new RegExp(`(class|const|let) ${name}\\b`).test(body));
+  return [
+    ...imports,
+    ...[...byModule].map(([from, names]) => `import { ${names.join(', ')} } from '${from}';`),
+    ...declared.map(([, declaration]) => declaration),
+    'export async function snippet(): Promise<void> {',
+    body,
+    '}',
+  ].join('\n');
+}
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('README TypeScript snippets', () => {
+  it('finds them', () => {
+    expect(blocks.length).toBeGreaterThan(10);
+  });
+
+  it('compile as written (Nest 12, strict)', () => {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const files = blocks.map((block, i) => {
+      const file = join(dir, `snippet-${i}.ts`);
+      writeFileSync(file, module(block));
+      return file;
+    });
+    const program = ts.createProgram(files, {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      experimentalDecorators: true,
+      emitDecoratorMetadata: true,
+      skipLibCheck: true,
+      noEmit: true,
+      types: ['node'],
+      paths: { 'nestjs-redis-tasks': ['./lib/index.ts'], 'nestjs-redis-tasks/*': ['./lib/*.ts'] },
+    });
+    const problems = ts
+      .getPreEmitDiagnostics(program)
+      .filter((diagnostic) => diagnostic.file?.fileName.startsWith(dir))
+      .map((diagnostic) => {
+        const where = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start) : undefined;
+        return `${diagnostic.file?.fileName.slice(dir.length + 1)}:${(where?.line ?? 0) + 1} ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
+      });
+    expect(problems).toEqual([]);
+  }, 120_000);
+});
