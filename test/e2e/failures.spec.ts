@@ -164,7 +164,7 @@ describe('retries', () => {
     await waitFor(() => runsOf('flaky').length === 3, 'three runs');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
-    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|shards|counters|queues)$/.test(key)), 'nothing left but the registry');
+    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|queues)$/.test(key)), 'nothing left but the registry');
     expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
   });
 
@@ -335,8 +335,8 @@ describe('bounded memory', () => {
       await client.emitBatch('noop', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build()));
     }
     await waitFor(async () => (await keysUnder(redis, prefix)).sort().join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
-    // What stays: the list of patterns, each pattern's worker registry and heartbeats, shard count and outcome counters; nothing per task.
-    expect(baseline.every((key) => /:(workers|heartbeats|groups|shards|counters|queues)$/.test(key))).toBe(true);
+    // What stays: the list of patterns, each pattern's worker registry and heartbeats, shard count, outcome and claim counters; nothing per task.
+    expect(baseline.every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|queues)$/.test(key))).toBe(true);
   }, 120_000);
 });
 
@@ -401,6 +401,7 @@ describe('results and errors that cannot be serialized, handlers that never sett
     expect(record).toMatchObject({ reason: 'timeout', attempts: 2, error: { name: 'HandlerTimeoutError' } });
     expect(runsOf('never.settles').map((run) => run.attempt)).toEqual([1, 2]);
     expect(aborted.filter((entry) => entry.endsWith(':HandlerTimeoutError'))).toHaveLength(2);
+    await waitFor(() => outcomes.length === 2, 'both outcome events');
     expect(outcomes).toEqual(['retried:', 'dead-lettered:timeout']);
     // With concurrency 1, a second task still runs: the abandoned handlers hold no slot.
     await firstValueFrom(client.emit('noop', {}));
