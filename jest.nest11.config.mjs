@@ -3,7 +3,7 @@ import base from './jest.config.mjs';
 
 export default {
   ...base,
-  testMatch: ['<rootDir>/test/e2e/**/*.spec.ts'],
+  testMatch: ['<rootDir>/test/e2e/**/*.spec.ts', '<rootDir>/test/unit/readme-snippets.spec.ts'],
   moduleNameMapper: {
     '^@nestjs/(common|core|microservices|testing)$': '<rootDir>/.nest11/node_modules/@nestjs/$1',
     '^@nestjs/(common|core|microservices|testing)/(.*)$': '<rootDir>/.nest11/node_modules/@nestjs/$1/$2',
