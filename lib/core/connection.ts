@@ -192,6 +192,8 @@ export class ConnectionWatch {
     const { connection } = this;
     if (connection.status === 'ready') return Promise.resolve();
     if (this.permanent) return Promise.reject(this.permanent);
+    // A user's instance made with lazyConnect waits for a first command; start it ourselves.
+    if (connection.status === 'wait') void connection.connect().catch(() => undefined);
     return new Promise((resolve, reject) => {
       const done = (error?: Error) => {
         clearTimeout(timer);

@@ -71,3 +71,28 @@ async function waitForEmit<T>(emit: () => Promise<T>): Promise<T> {
     }
   }
 }
+
+describe('a connection given as an ioredis instance made with lazyConnect', () => {
+  it('is started by the first emit and by listen(), instead of waiting for a command that never comes', async () => {
+    const { Redis } = await import('ioredis');
+    const { deleteKeys, openRedis, redisUrl } = await import('../support/redis.js');
+    const { startProducer, startWorker } = await import('../support/nest.js');
+    const prefix = testPrefix('lazy');
+    const producerConnection = new Redis(redisUrl(), { lazyConnect: true });
+    const workerConnection = new Redis(redisUrl(), { lazyConnect: true });
+    const worker = await startWorker(prefix, [], { connection: workerConnection });
+    const { client, module } = await startProducer(prefix, { connection: producerConnection, enqueueTimeoutMs: 2_000 });
+    try {
+      await expect(client.emitBatch('lazy.task', [{ n: 1 }])).resolves.toHaveLength(1);
+      expect(worker.transport.consuming).toBe(true);
+    } finally {
+      await module.close();
+      await worker.app.close();
+      producerConnection.disconnect();
+      workerConnection.disconnect();
+      const cleanup = openRedis();
+      await deleteKeys(cleanup, prefix);
+      await cleanup.quit();
+    }
+  });
+});
