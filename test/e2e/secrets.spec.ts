@@ -43,9 +43,10 @@ describe('secrets and payloads never leave through errors', () => {
   it('drops the command arguments (the task entry, with its payload) from a Redis error an emit rejects with', async () => {
     const { client, module } = await startProducer(prefix);
     try {
-      await redis.set(new PrefixKeys(prefix).queue('secret.task').ring, 'broken');
+      // A groups registry overwritten by a string: the enqueue script fails on its first read.
+      await redis.set(new PrefixKeys(prefix).queue('secret.task').groups, 'broken');
       const error = await client.emitBatch('secret.task', [{ card: '4111-1111-1111-1111' }]).catch((e: unknown) => e);
-      expect(String((error as Error).message)).toMatch(/^WRONGTYPE nestjs-redis-tasks: key .* holds a string, not a list/);
+      expect(String((error as Error).message)).toMatch(/^WRONGTYPE/);
       expect(inspect(error, { depth: 10 })).not.toContain('4111');
     } finally {
       await module.close();

@@ -578,10 +578,18 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     expect(Object.keys(await redis.hgetall(keys.faults)).sort()).toEqual(['#quarantined', keys.dedup('k'), keys.pending('b')].sort());
   });
 
-  it('refuses an enqueue into a broken ring before writing anything', async () => {
+  it('sets a broken ring aside (what it held was gone already) and enqueues, claimably, all the same', async () => {
     await redis.set(keys.ring, 'x');
-    await expect(enqueue(['a', ['a1']], ['b', ['b1']])).rejects.toThrow(/holds a string, not a list/);
-    expect(await redis.exists(keys.pending('a'), keys.pending('b'))).toBe(0);
+    expect(await enqueue(['a', ['a1']], ['b', ['b1']])).toBe(2);
+    expect(await redis.hget(keys.faults, keys.ring)).toMatch(/held a string, not a list/);
+    expect(ids(await claim('a', 5)).sort()).toEqual(['a1', 'b1']);
+  });
+
+  it('names the processing hash when it is broken, and returns what it popped', async () => {
+    await enqueue(['a', ['a1', 'a2']]);
+    await redis.set(keys.processing(worker), 'x');
+    await expect(claim('a', 5)).rejects.toThrow(`the processing hash ${keys.processing(worker)} is not a hash; nothing was claimed`);
+    expect(await redis.lrange(keys.pending('a'), 0, -1)).toHaveLength(2);
   });
 });
 

@@ -62,10 +62,16 @@ local wanted = tonumber(ARGV[1]) or 0
 local prioritized = false
 local weighted = false
 local limited = false
--- Every queue-level key written below must be of its type before anything is written or popped.
-expectTypes(KEYS[2], 'hash', KEYS[1], 'list', KEYS[5], 'string', KEYS[16], 'string')
 if wanted > 0 then
-  local count = tonumber(redis.call('GET', KEYS[5]) or '0')
+  -- Read before anything is written. A counter of another type is set aside, and counted as unknown
+  -- (high), so priority sets are looked at rather than hidden.
+  local raw = redis.pcall('GET', KEYS[5])
+  if type(raw) == 'table' then
+    quarantineKey(KEYS[3], KEYS[5], 'string')
+    redis.call('SET', KEYS[5], UNKNOWN_COUNT)
+    raw = tostring(UNKNOWN_COUNT)
+  end
+  local count = tonumber(raw or '0')
   prioritized = not count or count ~= math.floor(count) or count > 0
   -- One EXISTS tells whether weights or rate limits are set at all (usually neither).
   if redis.call('EXISTS', KEYS[11], KEYS[13]) > 0 then
@@ -73,7 +79,10 @@ if wanted > 0 then
     limited = redis.call('EXISTS', KEYS[13]) == 1
   end
 end
-if cap > 0 or #ARGV >= 7 then
+-- The features' own keys must be of their types before anything is written or popped (these checks
+-- run only while the feature is on). The processing hash fails the first read (acks) or its write is
+-- undone (hold); the ring and client keys heal; the sequence is a healing counter.
+if cap > 0 then
   expectTypes(KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'set')
 end
 if prioritized then
@@ -136,6 +145,9 @@ local function hold(token, entry, list, priority, score)
     else
       redis.call('LPUSH', list, entry)
     end
+    if string.sub(written.err, 1, 9) == 'WRONGTYPE' then
+      error({ err = 'WRONGTYPE the processing hash ' .. KEYS[2] .. ' is not a hash; nothing was claimed (delete or rename the key)' })
+    end
     error(written)
   end
 end
@@ -151,13 +163,13 @@ while count < wanted do
   local used = 0
   if weighted then
     -- The client at the head keeps the visit until it has used its weight.
-    client = redis.call('LINDEX', KEYS[1], 0)
+    client = healingCall(KEYS[3], 'list', 'LINDEX', KEYS[1], 0)
     if client then
       weight = math.max(1, math.floor(numberOr(KEYS[3], KEYS[11] .. ' ' .. client, redis.call('HGET', KEYS[11], client), 1)))
       used = numberOr(KEYS[3], KEYS[12] .. ' ' .. client, redis.call('HGET', KEYS[12], client), 0)
     end
   else
-    client = redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+    client = healingCall(KEYS[3], 'list', 'LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
   end
   if not client then
     break

@@ -5,9 +5,10 @@
 --   than `default` are registered, every group gets its own copy (fan-out in the same call): a group's
 --   keys are the shard's keys under `<root>:g:<group>` (`default`: the root itself), named here from
 --   the root in ARGV[2] (same hash tag, so the same Cluster slot) because the groups are read in the script.
---   Never fails halfway (all or none holds even against broken data): the ring and delayed set are
---   type-checked before the first write, and a client's own key or a deduplication key of the wrong
---   type is quarantined (see guard) before it is written.
+--   Never fails halfway (all or none holds even against broken data): the groups set is read before the
+--   first write, and any key written that holds the wrong type (a client's list, the ring, the delayed
+--   set, a deduplication key) is quarantined (see guard) and the write repeated; no extra command runs
+--   unless a write fails.
 -- Includes: guard, pushTask
 -- Builds keys: a consumer group's keys are `<root>:g:<group>:...` (ARGV[2] is the root), named here because
 --   the registered groups are read in this same atomic step; all share the tag, hence the Cluster slot.
@@ -29,7 +30,6 @@
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
 --   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time.
-expectTypes(KEYS[1], 'list', KEYS[2], 'zset', KEYS[6], 'set')
 local results = {}
 local earliest = nil
 local now = nil
@@ -45,11 +45,7 @@ for _, group in ipairs(redis.call('SMEMBERS', KEYS[6])) do
     targets = bases
   end
 end
-if targets then
-  for _, base in ipairs(targets) do
-    expectTypes(base .. ':ring', 'list', base .. ':delayed', 'zset')
-  end
-end
+
 local earliestByBase = {}
 for a = 3, #ARGV, 9 do
   n = n + 1
@@ -79,13 +75,13 @@ for a = 3, #ARGV, 9 do
       local due = now + delay
       if targets then
         for _, base in ipairs(targets) do
-          redis.call('ZADD', base .. ':delayed', due, ARGV[a + 3])
+          healingCall(base .. ':faults', 'zset', 'ZADD', base .. ':delayed', due, ARGV[a + 3])
           if not earliestByBase[base] or due < earliestByBase[base] then
             earliestByBase[base] = due
           end
         end
       else
-        redis.call('ZADD', KEYS[2], due, ARGV[a + 3])
+        healingCall(KEYS[7], 'zset', 'ZADD', KEYS[2], due, ARGV[a + 3])
         if not earliest or due < earliest then
           earliest = due
         end

@@ -6,9 +6,10 @@
 --   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
 --   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
 --   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0).
---   Never fails halfway: a client key of the wrong type is quarantined and the push repeated (a failed
---   push changes nothing), and a counter that is not an integer is reset and recorded in `faults`. The
---   caller checks the ring's type before its first write.
+--   Never fails halfway: a client key or ring of the wrong type (overwritten by something else, so what
+--   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
+--   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
+--   command fails, so the hot path runs no extra command.
 local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
   local size
   if priority > 0 then
@@ -34,9 +35,9 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
   end
   if size == 1 then
     if atHead then
-      redis.call('LPUSH', ring, clientId)
+      healingCall(faults, 'list', 'LPUSH', ring, clientId)
     else
-      redis.call('RPUSH', ring, clientId)
+      healingCall(faults, 'list', 'RPUSH', ring, clientId)
     end
   end
 end

@@ -3,11 +3,12 @@
 --   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
 --   lettered or returned): its client's in-flight count drops by one and, if the client had been taken
 --   off the ring at its cap ("parked"), it goes back on the ring (at its head when atHead). A token
---   claimed without a cap is not in `counted`, and nothing happens. The caller checks the four keys'
---   types before its first write (expectTypes), so this never fails halfway.
+--   claimed without a cap is not in `counted`, and nothing happens. Callers that use a cap check the
+--   keys' types before their first write (expectTypes), so this never fails halfway.
 local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
-  local client = redis.call('HGET', counted, token)
-  if not client then
+  -- Not a hash (overwritten by something else): no slot of ours to release.
+  local client = redis.pcall('HGET', counted, token)
+  if type(client) ~= 'string' then
     return
   end
   redis.call('HDEL', counted, token)
