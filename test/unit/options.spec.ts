@@ -55,3 +55,33 @@ describe('options are validated at construction', () => {
     expect(new RedisTaskClient().options).toMatchObject({ clientId: 'default', prefix: 'tasks' });
   });
 });
+
+describe('where Redis is: one rule for transport and client', () => {
+  const saved = process.env.REDIS_URL;
+  const restore = () => {
+    if (saved === undefined) delete process.env.REDIS_URL;
+    else process.env.REDIS_URL = saved;
+  };
+
+  it('takes the connection option, else REDIS_URL, else redis://127.0.0.1:6379', () => {
+    try {
+      process.env.REDIS_URL = 'redis://cache.internal:6380';
+      expect(new RedisTaskClient().options.connection).toBe('redis://cache.internal:6380');
+      expect(new RedisTaskTransport().options.connection).toBe('redis://cache.internal:6380');
+      expect(new RedisTaskClient({ connection: 'redis://other:1' }).options.connection).toBe('redis://other:1');
+      delete process.env.REDIS_URL;
+      expect(new RedisTaskTransport().options.connection).toBe('redis://127.0.0.1:6379');
+    } finally {
+      restore();
+    }
+  });
+
+  it('names REDIS_URL, without its password, when it is not a Redis URL', () => {
+    try {
+      process.env.REDIS_URL = 'http://ops:hunter2@cache.internal';
+      expect(() => new RedisTaskClient()).toThrow(/option "REDIS_URL \(environment\)" must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/ops:\*\*\*@cache.internal"/);
+    } finally {
+      restore();
+    }
+  });
+});

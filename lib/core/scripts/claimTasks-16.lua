@@ -13,9 +13,11 @@
 --   to their weights; each task is still O(1). With rate limits set, a visited client whose token bucket
 --   holds less than one task is taken off the ring until its next token is due (throttled set), so it
 --   waits without blocking others and without polling.
---   Nothing is lost when a step fails: each popped entry is written to the processing hash before the
---   next step (a later failure leaves it there, where the worker's orphan check returns it), and the
---   keys written after a pop have their types checked before the first pop. A client whose own keys
+--   Nothing is lost when a step fails: the loop runs protected (pcall), and every popped entry is written
+--   to the processing hash whether the loop ended or failed midway (a failure leaves them there, where
+--   the worker's orphan check returns them); if that write itself is refused, each entry goes back where
+--   it came from. The ring, client keys and counters heal on the failing command; the keys of a feature
+--   that is on (cap, weights, rate limits) are type-checked before the first pop. A client whose own keys
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
 -- Includes: guard, releaseClientSlot
@@ -114,9 +116,11 @@ if #ARGV >= 7 then
   if acknowledged > 0 then
     countOutcome(KEYS[10], 'completed', acknowledged)
   end
-  for i = 1, #acks do
-    if held[i] then
-      releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
+  if cap > 0 then
+    for i = 1, #acks do
+      if held[i] then
+        releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
+      end
     end
   end
 end
@@ -135,20 +139,38 @@ if limited then
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
--- Writes a popped entry into the processing hash at once; if that is refused (an ACL, say), the entry
--- goes back where it came from before the error is raised, so a pop is never left unrecorded.
-local function hold(token, entry, list, priority, score)
-  local written = redis.pcall('HSET', KEYS[2], token, entry)
+-- Where each claimed entry came from, so it can go back if holding it is refused.
+local origins = {}
+
+-- Writes every popped entry into the processing hash in one command (and, under a cap, its client into
+-- counted). Called after the loop, also when the loop failed midway: nothing popped is left unrecorded.
+-- If the write itself is refused (an ACL, a broken hash), every entry goes back where it came from.
+local function holdAll(claimed, count, owners)
+  if count == 0 then
+    return
+  end
+  local written = redis.pcall('HSET', KEYS[2], unpack(claimed))
   if type(written) == 'table' and written.err then
-    if score then
-      redis.call('ZADD', priority, score, entry)
-    else
-      redis.call('LPUSH', list, entry)
+    for i = count, 1, -1 do
+      local origin = origins[i]
+      if origin.score then
+        redis.call('ZADD', origin.priority, origin.score, claimed[2 * i])
+      else
+        redis.call('LPUSH', origin.list, claimed[2 * i])
+      end
     end
     if string.sub(written.err, 1, 9) == 'WRONGTYPE' then
       error({ err = 'WRONGTYPE the processing hash ' .. KEYS[2] .. ' is not a hash; nothing was claimed (delete or rename the key)' })
     end
     error(written)
+  end
+  if cap > 0 then
+    local counted = {}
+    for i = 1, count do
+      counted[2 * i - 1] = claimed[2 * i - 1]
+      counted[2 * i] = owners[i]
+    end
+    redis.call('HSET', KEYS[6], unpack(counted))
   end
 end
 
@@ -156,7 +178,11 @@ local throttledUntil = 0
 -- This execution's number (the sequence), taken with the first task claimed.
 local execution = nil
 local claimed = {}
+local owners = {}
 local count = 0
+-- The loop runs protected: if any step fails (an ACL refusing a command, say), what it popped is still
+-- held before the error is raised.
+local completed, failure = pcall(function()
 while count < wanted do
   local client
   local weight = 1
@@ -231,17 +257,14 @@ while count < wanted do
         if not execution then
           execution = healingIncr(KEYS[3], KEYS[16], 1, 1)
         end
-        local token = ARGV[6] .. execution .. '.' .. string.format('%05d', count)
-        if score then
-          hold(token, entry, list, priority, score)
-          redis.call('DECR', KEYS[5])
-        else
-          hold(token, entry, list, priority, nil)
-        end
-        claimed[2 * count - 1] = token
+        claimed[2 * count - 1] = ARGV[6] .. execution .. '.' .. string.format('%05d', count)
         claimed[2 * count] = entry
+        origins[count] = { list = list, priority = priority, score = score }
+        if score then
+          redis.call('DECR', KEYS[5])
+        end
         if cap > 0 then
-          redis.call('HSET', KEYS[6], token, client)
+          owners[count] = client
           inFlight = inFlight + 1
           redis.call('HSET', KEYS[7], client, inFlight)
         end
@@ -275,5 +298,10 @@ while count < wanted do
       redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens - 1, now))
     end
   end
+end
+end)
+holdAll(claimed, count, owners)
+if not completed then
+  error(failure)
 end
 return { lost, claimed, throttledUntil }
