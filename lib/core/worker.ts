@@ -91,8 +91,9 @@ interface InFlight {
   leaseLost?: boolean;
   /** When its handler started (Date.now()), once it has. */
   startedAt?: number;
-  /** What the slow-run warning names. */
-  about?: string;
+  /** What the slow-run warning names (read only when it is given). */
+  about?: TaskEnvelope;
+  attempt?: number;
   warnedSlow?: boolean;
 }
 
@@ -407,16 +408,16 @@ export class TaskWorker {
       return;
     }
     this.inFlight.set(id, run);
-    run.done = this.run(task, run)
-      .catch((error: unknown) => {
-        // A bug of ours must not take the process down: the task stays in the processing hash, where
-        // the orphan check or a restart returns it to its queue.
-        this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it stays held for recovery`);
-      })
-      .finally(() => {
-        this.inFlight.delete(id);
-        this.slots.release();
-      });
+    const finished = () => {
+      this.inFlight.delete(id);
+      this.slots.release();
+    };
+    run.done = this.run(task, run).then(finished, (error: unknown) => {
+      // A bug of ours must not take the process down: the task stays in the processing hash, where
+      // the orphan check or a restart returns it to its queue.
+      this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it stays held for recovery`);
+      finished();
+    });
   }
 
   private async run(task: ClaimedTask, run: InFlight): Promise<void> {
@@ -462,7 +463,8 @@ export class TaskWorker {
     }
     const startedAt = performance.now();
     run.startedAt = Date.now();
-    run.about = `task ${envelope.id} of "${queue}" (attempt ${attempt})`;
+    run.about = envelope;
+    run.attempt = attempt;
     let outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run.abort);
     const ran = { ...about, attempt, durationMs: performance.now() - startedAt };
     if (run.leaseLost) {
@@ -586,6 +588,7 @@ export class TaskWorker {
     maxAttempts: number,
     abort: LazyAbort,
   ): Promise<TaskOutcome> {
+    const timeoutMs = this.options.handlerTimeout?.(queue) ?? 0;
     let running: Promise<TaskOutcome>;
     try {
       running = this.executor({
@@ -602,14 +605,15 @@ export class TaskWorker {
         get signal() {
           return abort.signal;
         },
-      }).catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
+      });
     } catch (error) {
       return { status: 'failed', error };
     }
-    const timeoutMs = this.options.handlerTimeout?.(queue) ?? 0;
     if (timeoutMs <= 0) {
-      return running;
+      // No timeout: the handler's own rejection is its failure (one promise less per task).
+      return running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
     }
+    running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
     // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
     // failed attempt, even if it ignores the signal and goes on in the background.
     let timer: NodeJS.Timeout | undefined;
@@ -634,7 +638,7 @@ export class TaskWorker {
       if (run.startedAt !== undefined && !run.warnedSlow && now - run.startedAt >= this.options.slowRunMs) {
         run.warnedSlow = true;
         this.logger.warn(
-          `${run.about ?? 'a task'} has been running for ${now - run.startedAt} ms (slowRunMs ${this.options.slowRunMs}); ` +
+          `task ${run.about?.id ?? '?'} of "${run.keys.queue}" (attempt ${run.attempt ?? '?'}) has been running for ${now - run.startedAt} ms (slowRunMs ${this.options.slowRunMs}); ` +
             'if the worker shuts down before it ends, the interruption counts as an attempt',
         );
       }
