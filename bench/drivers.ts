@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { EventPattern, Payload } from '@nestjs/microservices';
+import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Queue, Worker } from 'bullmq';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskClient, RedisTaskRecordBuilder, RedisTaskTransport } from '../lib/index.js';
@@ -14,6 +14,8 @@ export interface Driver {
   begin(phase: string): Promise<void>;
   /** One awaited enqueue. */
   enqueue(data: BenchTask, clientId?: string): Promise<void>;
+  /** One awaited request/reply (send()), where the library has one. */
+  request?(data: BenchTask): Promise<void>;
   /** One batch call (emitBatch / addBulk). */
   enqueueBatch(items: BenchTask[], clientId?: string | ((index: number) => string)): Promise<void>;
   startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void>;
@@ -36,6 +38,11 @@ class BenchHandler {
   @EventPattern<string>('bench.task')
   handle(@Payload() data: BenchTask): void {
     onTask(data);
+  }
+
+  @MessagePattern<string>('bench.rpc')
+  reply(@Payload() data: BenchTask): BenchTask {
+    return data;
   }
 }
 
@@ -60,7 +67,7 @@ export class OursDriver implements Driver {
 
   async begin(phase: string): Promise<void> {
     await this.client?.close();
-    this.prefix = `bench-ours-${phase}-${randomBytes(3).toString('hex')}`;
+    this.prefix = `rt${randomBytes(3).toString('hex')}-${phase}`;
     this.client = new RedisTaskClient({ connection: this.url, prefix: this.prefix });
     await this.client.connect();
   }
@@ -68,6 +75,10 @@ export class OursDriver implements Driver {
   async enqueue(data: BenchTask, clientId?: string): Promise<void> {
     const payload = clientId ? new RedisTaskRecordBuilder(data).setClientId(clientId).build() : data;
     await firstValueFrom(this.requireClient().emit('bench.task', payload));
+  }
+
+  async request(data: BenchTask): Promise<void> {
+    await firstValueFrom(this.requireClient().send('bench.rpc', data));
   }
 
   async enqueueBatch(items: BenchTask[], clientId?: string | ((index: number) => string)): Promise<void> {
@@ -121,7 +132,7 @@ export class OursDriver implements Driver {
 /** BullMQ: Queue.add / addBulk and a Worker, completed jobs removed (removeOnComplete). */
 export class BullMqDriver implements Driver {
   readonly name = 'BullMQ';
-  private readonly prefix = `bench-bull-${randomBytes(3).toString('hex')}`;
+  private readonly prefix = `bl${randomBytes(3).toString('hex')}`;
   private queueName = '';
   private queue: Queue | undefined;
   private worker: Worker | undefined;

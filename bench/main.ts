@@ -2,6 +2,7 @@ import 'reflect-metadata';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type } from 'node:os';
 import { Redis } from 'ioredis';
+import { BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
@@ -9,8 +10,10 @@ import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DRAIN_TASKS = Number(process.env.BENCH_DRAIN_TASKS ?? 20_000);
 const SINGLE_TASKS = Number(process.env.BENCH_SINGLE_TASKS ?? 5_000);
-const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 10_000);
+const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 6_000);
 const FLOOD_TASKS = Number(process.env.BENCH_FLOOD_TASKS ?? 100_000);
+const PARALLEL_TASKS = Number(process.env.BENCH_PARALLEL_TASKS ?? 20_000);
+const SEND_TASKS = Number(process.env.BENCH_SEND_TASKS ?? 10_000);
 const BATCH = 1_000;
 /** Throughput phases run this many times; the median is reported (a 2-core machine is noisy). */
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
@@ -21,23 +24,48 @@ async function median(run: () => Promise<number>): Promise<number> {
   return results.sort((a, b) => a - b)[Math.floor(results.length / 2)];
 }
 
+/** A figure measured over several runs: the median, and the spread. */
+interface Sample {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+async function repeat(run: () => Promise<number>, times = REPEATS): Promise<Sample> {
+  const results: number[] = [];
+  for (let i = 0; i < times; i++) results.push(await run());
+  results.sort((a, b) => a - b);
+  return { median: results[Math.floor(results.length / 2)], min: results[0], max: results[results.length - 1] };
+}
+
+interface Latency {
+  readonly p50: Sample;
+  readonly p99: Sample;
+}
+
+/** What one library measured; a figure it cannot produce (no batch call, no backlog) is absent. */
 interface Figures {
-  enqueueSingle: number;
-  enqueueBatch: number;
-  drain: Record<number, number>;
-  latencyP50: number;
-  latencyP99: number;
-  cost: Cost;
-  bytesPerPending: number;
-  keysLeftAfterDrain: number;
-  bytesLeftAfterDrain: number;
-  fairnessDelayMs: number;
+  emitParallel: Sample;
+  emitCpuMicros: Sample;
+  emitSequential: Sample;
+  bytesPerEmit: number;
+  sendParallel?: Sample;
+  enqueueBatch?: Sample;
+  drain: Record<number, Sample>;
+  latency: Record<number, Latency>;
+  aofLatency: Record<number, Latency>;
+  cost?: Cost;
+  bytesPerPending?: number;
+  keysLeftAfterDrain?: number;
+  bytesLeftAfterDrain?: number;
+  fairnessDelayMs?: number;
 }
 
 const redis = new Redis(url);
 const done = new Completion();
 const tasks = (n: number, from = 0): BenchTask[] => Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
 const log = (line: string) => console.log(line);
+const LATENCY_CONCURRENCIES = [1, 16, 64];
 
 async function fill(driver: Driver, n: number, clientId?: string | ((index: number) => string)): Promise<void> {
   for (let start = 0; start < n; start += BATCH) {
@@ -47,12 +75,70 @@ async function fill(driver: Driver, n: number, clientId?: string | ((index: numb
   }
 }
 
-async function enqueueSingle(driver: Driver): Promise<number> {
+/** Bytes every client sent to the server so far (the bench server serves only this process). */
+async function bytesReceived(server: Redis): Promise<number> {
+  return Number(/total_net_input_bytes:(\d+)/.exec(await server.info('stats'))?.[1] ?? Number.NaN);
+}
+
+/** One awaited emit at a time (no worker running); also the bytes sent to Redis per emit. */
+async function emitSequential(driver: Driver): Promise<{ rate: number; bytes: number }> {
   await driver.begin('single');
   for (const task of tasks(500)) await driver.enqueue(task); // warm-up, not timed
+  const bytesBefore = await bytesReceived(redis);
   const start = performance.now();
   for (const task of tasks(SINGLE_TASKS)) await driver.enqueue(task);
   const rate = SINGLE_TASKS / ((performance.now() - start) / 1000);
+  const bytes = ((await bytesReceived(redis)) - bytesBefore) / SINGLE_TASKS;
+  await deleteMatching(redis, driver.keyPattern);
+  return { rate, bytes };
+}
+
+/** `inFlight` awaited emits at all times (no worker running): tasks/s and Node CPU per emit. */
+async function emitParallel(driver: Driver, inFlight = 64): Promise<{ rate: number; cpuMicros: number }> {
+  await driver.begin('par');
+  const run = async (n: number) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < n) {
+          const i = next++;
+          await driver.enqueue({ i, t: performance.now() });
+        }
+      }),
+    );
+  };
+  await run(2_000); // warm-up, not timed
+  const cpuBefore = process.cpuUsage();
+  const start = performance.now();
+  await run(PARALLEL_TASKS);
+  const seconds = (performance.now() - start) / 1000;
+  const cpu = process.cpuUsage(cpuBefore);
+  await deleteMatching(redis, driver.keyPattern);
+  return { rate: PARALLEL_TASKS / seconds, cpuMicros: (cpu.user + cpu.system) / PARALLEL_TASKS };
+}
+
+/** send() request/reply, `inFlight` awaited at all times, a worker of concurrency 64 answering. */
+async function sendParallel(driver: Driver, inFlight = 64): Promise<number> {
+  const request = driver.request?.bind(driver);
+  if (!request) return Number.NaN;
+  await driver.begin('send');
+  await driver.startWorker(64, () => undefined);
+  const run = async (n: number) => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < n) {
+          const i = next++;
+          await request({ i, t: performance.now() });
+        }
+      }),
+    );
+  };
+  await run(1_000); // warm-up, not timed
+  const start = performance.now();
+  await run(SEND_TASKS);
+  const rate = SEND_TASKS / ((performance.now() - start) / 1000);
+  await driver.stopWorker();
   await deleteMatching(redis, driver.keyPattern);
   return rate;
 }
@@ -102,12 +188,12 @@ async function endToEnd(driver: Driver): Promise<Cost> {
   return cost;
 }
 
-/** Enqueue -> handler start at a steady rate (2,000 tasks/s), worker at concurrency 16. */
-async function latency(driver: Driver): Promise<{ p50: number; p99: number }> {
-  await driver.begin('latency');
+/** Enqueue -> handler start at a steady rate (2,000 tasks/s), worker at `concurrency`. */
+async function latency(driver: Driver, concurrency: number, server = redis): Promise<{ p50: number; p99: number }> {
+  await driver.begin(`latency${concurrency}`);
   const samples: number[] = [];
   done.reset();
-  await driver.startWorker(16, (task) => {
+  await driver.startWorker(concurrency, (task) => {
     samples.push(performance.now() - task.t);
     done.hit();
   });
@@ -127,9 +213,20 @@ async function latency(driver: Driver): Promise<{ p50: number; p99: number }> {
   await Promise.all(inFlight);
   await done.until(total);
   await driver.stopWorker();
-  await deleteMatching(redis, driver.keyPattern);
+  await deleteMatching(server, driver.keyPattern);
   const sorted = samples.slice(warmup).sort((a, b) => a - b);
   return { p50: percentile(sorted, 50), p99: percentile(sorted, 99) };
+}
+
+/** Latency runs repeated; each percentile's median and spread over the runs. */
+async function latencies(driver: Driver, concurrency: number, server = redis): Promise<Latency> {
+  const runs: { p50: number; p99: number }[] = [];
+  for (let i = 0; i < REPEATS; i++) runs.push(await latency(driver, concurrency, server));
+  const sample = (values: number[]): Sample => {
+    values.sort((a, b) => a - b);
+    return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
+  };
+  return { p50: sample(runs.map((r) => r.p50)), p99: sample(runs.map((r) => r.p99)) };
 }
 
 /** One client has FLOOD_TASKS pending; how long until another client's single task starts? */
@@ -152,17 +249,59 @@ async function fairness(driver: Driver): Promise<number> {
   return startedAt - sentAt;
 }
 
-async function run(driver: Driver): Promise<Figures> {
+const spread = (s: Sample, digits = 0) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+
+/** The producer-side rows, which every library (Nest's pub/sub transport included) can run. */
+async function producerSide(driver: Driver, figures: Figures): Promise<void> {
+  const sequential: number[] = [];
+  for (let i = 0; i < REPEATS; i++) {
+    const { rate, bytes } = await emitSequential(driver);
+    sequential.push(rate);
+    figures.bytesPerEmit = bytes;
+  }
+  sequential.sort((a, b) => a - b);
+  figures.emitSequential = { median: sequential[Math.floor(sequential.length / 2)], min: sequential[0], max: sequential[sequential.length - 1] };
+  log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
+  const parallel: { rate: number; cpuMicros: number }[] = [];
+  for (let i = 0; i < REPEATS; i++) parallel.push(await emitParallel(driver));
+  const sample = (values: number[]): Sample => {
+    values.sort((a, b) => a - b);
+    return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
+  };
+  figures.emitParallel = sample(parallel.map((p) => p.rate));
+  figures.emitCpuMicros = sample(parallel.map((p) => p.cpuMicros));
+  log(`emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`);
+  if (driver.request) {
+    figures.sendParallel = await repeat(() => sendParallel(driver));
+    log(`send() request/reply, 64 in flight: ${spread(figures.sendParallel)} tasks/s`);
+  }
+}
+
+async function latencyRows(driver: Driver, figures: Figures, aof?: { driver: Driver; server: Redis }): Promise<void> {
+  figures.latency = {};
+  for (const concurrency of LATENCY_CONCURRENCIES) {
+    const result = (figures.latency[concurrency] = await latencies(driver, concurrency));
+    log(`enqueue -> handler start at 2,000 tasks/s, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+  }
+  figures.aofLatency = {};
+  if (!aof) return;
+  for (const concurrency of LATENCY_CONCURRENCIES) {
+    const result = (figures.aofLatency[concurrency] = await latencies(aof.driver, concurrency, aof.server));
+    log(`same with AOF everysec, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+  }
+}
+
+/** Everything a queue library can run: producer rows, batch, drains, latency, cost, fairness. */
+async function run(driver: Driver, aof?: { driver: Driver; server: Redis }): Promise<Figures> {
   log(`\n== ${driver.name}`);
   const figures = {} as Figures;
-  figures.enqueueSingle = await enqueueSingle(driver);
-  log(`enqueue, single awaited: ${figures.enqueueSingle.toFixed(0)} tasks/s`);
-  figures.enqueueBatch = await median(() => enqueueBatch(driver));
-  log(`enqueue, batches of ${BATCH}: ${figures.enqueueBatch.toFixed(0)} tasks/s`);
+  await producerSide(driver, figures);
+  figures.enqueueBatch = await repeat(() => enqueueBatch(driver));
+  log(`enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
   figures.drain = {};
   for (const concurrency of [1, 16, 64]) {
     const memory = concurrency === 16 ? (m: { bytes: number }) => (figures.bytesPerPending = m.bytes / DRAIN_TASKS) : undefined;
-    figures.drain[concurrency] = await median(async () => {
+    figures.drain[concurrency] = await repeat(async () => {
       const rate = await drain(driver, concurrency, memory);
       if (concurrency === 16) {
         const left = await bytesMatching(redis, driver.keyPattern);
@@ -172,15 +311,12 @@ async function run(driver: Driver): Promise<Figures> {
       await deleteMatching(redis, driver.keyPattern);
       return rate;
     });
-    log(`drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${figures.drain[concurrency].toFixed(0)} tasks/s`);
+    log(`drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`);
     if (concurrency === 16) {
-      log(`memory: ${figures.bytesPerPending.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`);
+      log(`memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`);
     }
   }
-  const { p50, p99 } = await latency(driver);
-  figures.latencyP50 = p50;
-  figures.latencyP99 = p99;
-  log(`enqueue -> handler start at 2,000 tasks/s: p50 ${p50.toFixed(2)} ms, p99 ${p99.toFixed(2)} ms`);
+  await latencyRows(driver, figures, aof);
   figures.cost = await endToEnd(driver);
   const c = figures.cost;
   log(
@@ -189,6 +325,15 @@ async function run(driver: Driver): Promise<Figures> {
   );
   figures.fairnessDelayMs = await fairness(driver);
   log(`fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`);
+  return figures;
+}
+
+/** Nest's pub/sub transport: producer rows and latency only (it keeps no task to drain). */
+async function runPubSub(driver: Driver): Promise<Figures> {
+  log(`\n== ${driver.name}`);
+  const figures = { drain: {} } as unknown as Figures;
+  await producerSide(driver, figures);
+  await latencyRows(driver, figures);
   return figures;
 }
 
@@ -204,6 +349,72 @@ async function scale(driver: OursDriver): Promise<[number, number]> {
   }
   const mid = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
   return [mid(few), mid(many)];
+}
+
+type Cell = Sample | number | undefined;
+
+interface Row {
+  readonly label: string;
+  readonly get: (figures: Figures) => Cell;
+  /** Whether more is better (rates) or less (times, bytes, CPU, commands). */
+  readonly better: 'higher' | 'lower';
+  readonly digits?: number;
+}
+
+/** The side-by-side table: ours, the three anchors, then ours against each anchor. */
+function comparisonTable(all: Figures[], few: number, many: number, oneGroup: number, threeGroups: number): string {
+  const [ours] = all;
+  const median = (cell: Cell) => (typeof cell === 'number' ? cell : cell?.median);
+  const show = (cell: Cell, digits: number) =>
+    cell === undefined || Number.isNaN(median(cell)) ? 'n/a' : typeof cell === 'number' ? cell.toFixed(digits) : spread(cell, digits);
+  const ratio = (row: Row, anchor: Figures) => {
+    const x = median(row.get(ours));
+    const y = median(row.get(anchor));
+    if (x === undefined || y === undefined || Number.isNaN(x) || Number.isNaN(y) || x === 0) return '';
+    return `${(row.better === 'higher' ? x / y : y / x).toFixed(2)}×`;
+  };
+  const latencyRows = (name: string, pick: (f: Figures) => Record<number, Latency> | undefined): Row[] =>
+    LATENCY_CONCURRENCIES.flatMap((c): Row[] => [
+      { label: `${name}, concurrency ${c}: p50 (ms)`, get: (f) => pick(f)?.[c]?.p50, better: 'lower', digits: 2 },
+      { label: `${name}, concurrency ${c}: p99 (ms)`, get: (f) => pick(f)?.[c]?.p99, better: 'lower', digits: 2 },
+    ]);
+  const rows: Row[] = [
+    { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
+    { label: 'emit, one awaited at a time (tasks/s)', get: (f) => f.emitSequential, better: 'higher' },
+    { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
+    { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
+    { label: 'bytes sent to Redis per single emit', get: (f) => f.bytesPerEmit, better: 'lower' },
+    { label: `enqueue, emitBatch / addBulk / saveAll of ${BATCH} (tasks/s)`, get: (f) => f.enqueueBatch, better: 'higher' },
+    ...[1, 16, 64].map((c): Row => ({ label: `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`, get: (f) => f.drain[c], better: 'higher' })),
+    ...latencyRows('enqueue → handler start at 2,000/s', (f) => f.latency),
+    ...latencyRows('same, AOF everysec', (f) => f.aofLatency),
+    { label: 'Redis commands per task, end to end (Lua included)', get: (f) => f.cost?.redisCommandsPerTask, better: 'lower', digits: 2 },
+    { label: 'Redis CPU per task, end to end (µs)', get: (f) => f.cost?.redisCpuMicrosPerTask, better: 'lower', digits: 1 },
+    { label: 'Node CPU per task, producer + worker (µs)', get: (f) => f.cost?.nodeCpuMicrosPerTask, better: 'lower', digits: 1 },
+    { label: 'bytes in Redis per pending task', get: (f) => f.bytesPerPending, better: 'lower' },
+  ];
+  const anchors = all.slice(1);
+  const lines = rows.map((row) => [row.label, ...all.map((f) => show(row.get(f), row.digits ?? 0)), ...anchors.map((f) => ratio(row, f))]);
+  const keysLeft = (f: Figures) => (f.keysLeftAfterDrain === undefined ? 'n/a' : `${f.keysLeftAfterDrain} (${f.bytesLeftAfterDrain})`);
+  const fair = (f: Figures) => (f.fairnessDelayMs === undefined ? 'n/a' : formatMs(f.fairnessDelayMs));
+  lines.push(['keys (bytes) left after the drain', ...all.map(keysLeft), '', '', '']);
+  lines.push([`fairness: other client's task start, ${FLOOD_TASKS} pending of one client`, ...all.map(fair), '', '', '']);
+  lines.push([
+    'consumer groups: tasks/s with 1 vs 3 groups (each task run once per group)',
+    `${oneGroup.toFixed(0)} vs ${threeGroups.toFixed(0)} (${((threeGroups / oneGroup) * 100).toFixed(1)}%; ${(threeGroups * 3).toFixed(0)} runs/s)`,
+    'n/a (no fan-out)',
+    'n/a',
+    'n/a',
+    '',
+    '',
+    '',
+  ]);
+  lines.push(['scale: drain rate, 10 vs 10,000 active clients (tasks/s)', `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`, 'n/a (no per-client lists)', 'n/a', 'n/a', '', '', '']);
+  return [
+    '| measure | nestjs-redis-tasks | BullMQ | Bee-Queue | Nest Transport.REDIS | vs BullMQ | vs Bee-Queue | vs Nest REDIS |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...lines.map((line) => `| ${line.join(' | ')} |`),
+  ].join('\n');
 }
 
 function formatMs(ms: number): string {
@@ -277,12 +488,51 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'producer') {
+    // The producer rows alone, for every library (quick to iterate on the producer path).
+    for (const driver of [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url), new NestRedisDriver(url)]) {
+      log(`\n== ${driver.name}`);
+      await producerSide(driver, {} as Figures);
+      await driver.close();
+    }
+    await redis.quit();
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'latency') {
+    const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
+    const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
+    const names = (process.env.BENCH_DRIVERS ?? 'ours,bull,bee').split(',');
+    const make = (name: string, at: string): Driver => (name === 'ours' ? new OursDriver(at) : name === 'bull' ? new BullMqDriver(at) : new BeeQueueDriver(at));
+    for (const name of names) {
+      const driver = make(name, url);
+      log(`\n== ${driver.name}`);
+      const aofDriver = aofUrl && aofServer ? make(name, aofUrl) : undefined;
+      await latencyRows(driver, {} as Figures, aofDriver && aofServer ? { driver: aofDriver, server: aofServer } : undefined);
+      await driver.close();
+      await aofDriver?.close();
+    }
+    await aofServer?.quit();
+    await redis.quit();
+    return;
+  }
   const serverInfo = await redis.info('server');
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1];
+  const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
+  const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
+  const withAof = <D extends Driver>(make: (at: string) => D) => (aofUrl && aofServer ? { driver: make(aofUrl), server: aofServer } : undefined);
   const ours = new OursDriver(url);
   const bull = new BullMqDriver(url);
-  const a = await run(ours);
-  const b = await run(bull);
+  const bee = new BeeQueueDriver(url);
+  const nest = new NestRedisDriver(url);
+  const aofOurs = withAof((at) => new OursDriver(at));
+  const aofBull = withAof((at) => new BullMqDriver(at));
+  const aofBee = withAof((at) => new BeeQueueDriver(at));
+  const a = await run(ours, aofOurs);
+  const b = await run(bull, aofBull);
+  const q = await run(bee, aofBee);
+  const n = await runPubSub(nest);
+  for (const driver of [aofOurs, aofBull, aofBee, { driver: nest }]) await driver?.driver.close();
+  await aofServer?.quit();
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
   log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
@@ -292,55 +542,36 @@ async function main(): Promise<void> {
   log(`1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`);
   await ours.close();
   await bull.close();
+  await bee.close();
   const durabilityTable = await durability();
 
-  const ratio = (x: number, y: number) => `${(x / y).toFixed(2)}×`;
-  const rows: [string, string, string, string][] = [
-    ['enqueue, single awaited emit / add (tasks/s)', a.enqueueSingle.toFixed(0), b.enqueueSingle.toFixed(0), ratio(a.enqueueSingle, b.enqueueSingle)],
-    [`enqueue, emitBatch / addBulk of ${BATCH} (tasks/s)`, a.enqueueBatch.toFixed(0), b.enqueueBatch.toFixed(0), ratio(a.enqueueBatch, b.enqueueBatch)],
-    ...[1, 16, 64].map((c): [string, string, string, string] => [
-      `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`,
-      a.drain[c].toFixed(0),
-      b.drain[c].toFixed(0),
-      ratio(a.drain[c], b.drain[c]),
-    ]),
-    ['enqueue → handler start p50 at 2,000/s (ms)', a.latencyP50.toFixed(2), b.latencyP50.toFixed(2), ratio(b.latencyP50, a.latencyP50) + ' lower'],
-    ['enqueue → handler start p99 at 2,000/s (ms)', a.latencyP99.toFixed(2), b.latencyP99.toFixed(2), ratio(b.latencyP99, a.latencyP99) + ' lower'],
-    ['Redis commands per task, end to end (Lua included)', a.cost.redisCommandsPerTask.toFixed(2), b.cost.redisCommandsPerTask.toFixed(2), ratio(b.cost.redisCommandsPerTask, a.cost.redisCommandsPerTask) + ' fewer'],
-    ['client commands per task, enqueue included (≥ round trips), c=16', a.cost.clientCommandsPerTask.toFixed(2), b.cost.clientCommandsPerTask.toFixed(2), ratio(b.cost.clientCommandsPerTask, a.cost.clientCommandsPerTask) + ' fewer'],
-    ['Redis CPU per task (µs)', a.cost.redisCpuMicrosPerTask.toFixed(1), b.cost.redisCpuMicrosPerTask.toFixed(1), ratio(b.cost.redisCpuMicrosPerTask, a.cost.redisCpuMicrosPerTask) + ' less'],
-    ['Node CPU per task, producer + worker (µs)', a.cost.nodeCpuMicrosPerTask.toFixed(1), b.cost.nodeCpuMicrosPerTask.toFixed(1), ratio(b.cost.nodeCpuMicrosPerTask, a.cost.nodeCpuMicrosPerTask) + ' less'],
-    ['bytes in Redis per pending task', a.bytesPerPending.toFixed(0), b.bytesPerPending.toFixed(0), ratio(b.bytesPerPending, a.bytesPerPending) + ' less'],
-    ['keys (bytes) left after the drain', `${a.keysLeftAfterDrain} (${a.bytesLeftAfterDrain})`, `${b.keysLeftAfterDrain} (${b.bytesLeftAfterDrain})`, ''],
-    [`fairness: other client's task start, ${FLOOD_TASKS} pending of one client`, formatMs(a.fairnessDelayMs), formatMs(b.fairnessDelayMs), ''],
-    [
-      'consumer groups: tasks/s with 1 vs 3 groups (each task run once per group)',
-      `${oneGroup.toFixed(0)} vs ${threeGroups.toFixed(0)} (${((threeGroups / oneGroup) * 100).toFixed(1)}%; ${(threeGroups * 3).toFixed(0)} runs/s)`,
-      'n/a (no fan-out)',
-      '',
-    ],
-    ['scale: drain rate, 10 vs 10,000 active clients (tasks/s)', `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`, 'n/a (no per-client lists)', ''],
-  ];
-  const table = [
-    '| measure | nestjs-redis-tasks | BullMQ | ratio |',
-    '|---|---:|---:|---:|',
-    ...rows.map((row) => `| ${row.join(' | ')} |`),
-  ].join('\n');
+  const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
   const version = (name: string) =>
     (JSON.parse(readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), 'utf8')) as { version: string }).version;
-  const versions = { node: process.version, redis: redisVersion, bullmq: version('bullmq'), ioredis: version('ioredis'), nest: version('@nestjs/microservices') };
+  const versions = {
+    node: process.version,
+    redis: redisVersion,
+    bullmq: version('bullmq'),
+    bee: version('bee-queue'),
+    ioredis: version('ioredis'),
+    nest: version('@nestjs/microservices'),
+  };
   const machine = `${type()}, ${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB`;
   const header = [
     '# Benchmark results',
     '',
-    `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; both libraries in the same run, on the same Redis,`,
-    'producer and worker in one process, no-op handler; BullMQ jobs with `removeOnComplete`.',
-    `Throughput rows are the median of ${REPEATS} runs. "Client commands" counts every command the process sent`,
-    '(producer included: each single enqueue is one), an upper bound of round trips.',
+    `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; every library in the same run, on the same Redis,`,
+    'producer and worker in one process, no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,',
+    "Bee-Queue jobs with `removeOnSuccess` (and `storeJobs: false`); Nest's `Transport.REDIS` is pub/sub (no backlog: no drain rows).",
+    `Each figure is the median of ${REPEATS} runs, with the lowest and highest in parentheses. Ratios are ours against each`,
+    'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
+    'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
+    '`appendfsync everysec` on the project\'s disk). "Client commands" counts every ioredis command the process sent',
+    '(producer included), an upper bound of round trips (Bee-Queue uses node-redis: not counted).',
     '',
     `- Machine: ${machine}`,
-    `- Versions: Node ${versions.node}, Redis ${versions.redis}, BullMQ ${versions.bullmq}, ioredis ${versions.ioredis}, @nestjs/microservices ${versions.nest}`,
+    `- Versions: Node ${versions.node}, Redis ${versions.redis}, BullMQ ${versions.bullmq}, Bee-Queue ${versions.bee}, ioredis ${versions.ioredis}, @nestjs/microservices ${versions.nest}`,
     `- Redis: ${process.env.BENCH_REDIS_SOURCE ?? url}`,
     '',
   ].join('\n');

@@ -27,14 +27,15 @@ console.log(`bench uses Redis ${redis.version} at ${redis.url} (${redis.source})
 const extra = [];
 const env = { ...process.env, REDIS_URL: redis.url, BENCH_REDIS_SOURCE: redis.source };
 const dataDir = mkdtempSync(join(process.cwd(), '.bench-data-'));
+const aof = async (name, fsync, args = []) => {
+  const dir = mkdtempSync(join(dataDir, `${name}-`));
+  const server = await startRedisServer(['--dir', dir, '--appendonly', 'yes', '--appendfsync', fsync, ...args]);
+  extra.push(server);
+  return server;
+};
+// The latency rows run again on AOF everysec (every library on the same server).
+if (hasRedisServer()) env.BENCH_AOF_EVERYSEC_URL = (await aof('everysec', 'everysec')).url;
 if (hasRedisServer() && process.env.BENCH_DURABILITY !== '0') {
-  const aof = async (name, fsync, args = []) => {
-    const dir = mkdtempSync(join(dataDir, `${name}-`));
-    const server = await startRedisServer(['--dir', dir, '--appendonly', 'yes', '--appendfsync', fsync, ...args]);
-    extra.push(server);
-    return server;
-  };
-  env.BENCH_AOF_EVERYSEC_URL = (await aof('everysec', 'everysec')).url;
   env.BENCH_AOF_ALWAYS_URL = (await aof('always', 'always')).url;
   const replicate = async (primary, fsync) => {
     const dir = mkdtempSync(join(dataDir, 'replica-'));
