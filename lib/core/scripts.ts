@@ -67,7 +67,7 @@ export function scriptDefinitions(): ScriptDefinition[] {
 
 /** The commands the scripts add to a connection (see each `.lua` header for the contract). */
 export interface TaskCommands {
-  enqueueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<(0 | string)[]>;
+  enqueueTasks(root: string, ...tasks: (string | number)[]): Promise<(0 | string)[]>;
   claimTasks(
     ring: string,
     processing: string,

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
-import type { Observable } from 'rxjs';
+import { Observable } from 'rxjs';
 import type { ReplyMessage } from '../core/claimed-task.js';
 import {
   closeConnection,
@@ -23,6 +23,8 @@ import type { RedisConnection, TaskRedis } from '../core/scripts.js';
 import { watchConnection } from './connection-events.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
+
+const ignore = (): void => undefined;
 
 interface PendingReply {
   readonly queue: string;
@@ -49,6 +51,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   private readonly replyChannel: string;
   private readonly replies = new Map<string, PendingReply>();
   private connection: OwnedConnection | undefined;
+  /** Set once connect() resolved (and cleared by close()): emits then skip it. */
+  private connected = false;
   private connecting: Promise<TaskRedis> | undefined;
   private producer: TaskProducer | undefined;
   private subscriber: RedisConnection | undefined;
@@ -64,10 +68,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
 
   /** Opens the connection once; later calls share the same promise (Nest calls it on every emit). */
   connect(): Promise<TaskRedis> {
-    this.connecting ??= this.open().catch((error: unknown) => {
-      this.connecting = undefined;
-      throw error;
-    });
+    this.connecting ??= this.open().then(
+      (redis) => {
+        this.connected = true;
+        return redis;
+      },
+      (error: unknown) => {
+        this.connecting = undefined;
+        throw error;
+      },
+    );
     return this.connecting;
   }
 
@@ -84,7 +94,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     if (!Array.isArray(items)) {
       throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
     }
-    await this.connect();
+    // Connected: handed over in this turn, so calls made in one turn are written in call order.
+    if (!this.connected) await this.connect();
     const now = Date.now();
     return this.requireProducer().enqueue(
       this.normalizePattern(pattern as string),
@@ -92,9 +103,30 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     );
   }
 
-  /** Enqueues a task; the Observable emits its receipt (task id, duplicate or not) once Redis wrote it. */
+  /**
+   * Enqueues a task; the Observable emits its receipt (task id, duplicate or not) once Redis wrote it.
+   * Like Nest's own `emit`, the task is sent whether or not anything subscribes; unlike it, a late
+   * subscriber still gets the receipt (or the error).
+   */
   override emit<TResult = RedisTaskReceipt, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
-    return super.emit<TResult, TInput>(pattern, data);
+    if (pattern === null || pattern === undefined || data === null || data === undefined) {
+      return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException
+    }
+    const producer = this.producer;
+    // Connected: straight to the producer (no promise for connect(), no Subject per emit).
+    const written = producer && this.connected
+      ? producer.enqueueOne(this.normalizePattern(pattern as string), this.toItem(data))
+      : this.connect().then(() => this.requireProducer().enqueueOne(this.normalizePattern(pattern as string), this.toItem(data)));
+    written.catch(ignore); // reported to subscribers; nobody subscribing is no unhandled rejection
+    return new Observable<TResult>((subscriber) => {
+      written.then(
+        (receipt) => {
+          subscriber.next(receipt as TResult);
+          subscriber.complete();
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+    });
   }
 
   /** Enqueues a task for a `@MessagePattern` handler; the Observable emits the handler's result. */
@@ -115,6 +147,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     this.subscribing = undefined;
     this.connection = undefined;
     this.connecting = undefined;
+    this.connected = false;
     this.producer = undefined;
     this.checking = undefined;
     if (subscriber) {
@@ -140,8 +173,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   protected async dispatchEvent<T = RedisTaskReceipt>(packet: ReadPacket): Promise<T> {
-    const [receipt] = await this.requireProducer().enqueue(this.normalizePattern(packet.pattern), [this.toItem(packet.data)]);
-    return receipt as T;
+    return (await this.requireProducer().enqueueOne(this.normalizePattern(packet.pattern), this.toItem(packet.data))) as T;
   }
 
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
@@ -166,8 +198,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       }, this.options.replyTimeoutMs);
     }
     this.subscribeToReplies()
-      .then(() => this.requireProducer().enqueue(queue, [{ ...item, id, replyTo: this.replyChannel }]))
-      .then(([receipt]) => {
+      .then(() => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: this.replyChannel }))
+      .then((receipt) => {
         // A refused duplicate never runs under this id: no reply would ever come.
         if (receipt.duplicate) {
           throw new DuplicateTaskError(queue, receipt.id);

@@ -2,6 +2,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it } from '@jest/glo
 import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
 import { QueueKeys } from '../../lib/core/keys.js';
 import { ScriptKeys } from '../../lib/core/script-keys.js';
+import { pushEnqueueArgs } from '../../lib/core/task-items.js';
 import { claimAs, deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
@@ -22,14 +23,21 @@ interface Options {
 
 /** Calls enqueueTasks as the producer does; resolves with the script's per-task results. */
 async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
-  const scriptKeys = new ScriptKeys([keys.ring, keys.delayed, keys.sequence, keys.ring, keys.prioritized, keys.groups, keys.faults]);
-  const args: (string | number)[] = [keys.dueChannel, keys.root];
+  const args: (string | number)[] = [];
   for (const [clientId, id, options = {}] of tasks) {
     const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
-    const dedup = options.dedupKey === undefined ? 4 : scriptKeys.indexOf(keys.dedup(options.dedupKey));
-    args.push(...scriptKeys.client(keys, clientId), clientId, raw, options.priority ?? 0, options.delayMs ?? 0, dedup, 60_000, id);
+    pushEnqueueArgs(args, {
+      id,
+      clientId,
+      entry: raw,
+      priority: options.priority ?? 0,
+      delayMs: options.delayMs ?? 0,
+      dedupKey: options.dedupKey,
+      dedupTtlMs: 60_000,
+      awaitsReply: false,
+    });
   }
-  return redis.enqueueTasks(...(scriptKeys.args as [number]), ...args);
+  return redis.enqueueTasks(keys.root, ...args);
 }
 
 /** Enqueues plain tasks per client; resolves with how many were enqueued. */

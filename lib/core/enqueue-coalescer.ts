@@ -1,0 +1,152 @@
+import type { DurabilityOptions } from './options.js';
+import type { QueueKeys } from './keys.js';
+import type { TaskRedis } from './scripts.js';
+import { pushEnqueueArgs, type PreparedTask } from './task-items.js';
+
+/** One caller's tasks for one shard, and how to answer that caller. */
+export interface EnqueuePart {
+  readonly keys: QueueKeys;
+  readonly tasks: readonly PreparedTask[];
+  /** Set when the part went to Redis in a script call. */
+  sent: boolean;
+  /** Set once the caller was answered or failed: a settled part is never sent, nor answered again. */
+  settled: boolean;
+  /** The call's results; this part's are `results[at]` to `results[at + tasks.length - 1]`. */
+  answer(results: readonly (0 | string)[], at: number): void;
+  fail(error: Error | typeof TIMED_OUT | ReplicationShortfall): void;
+}
+
+/** How the calls of a group of producers are made: producers with the same settings share calls. */
+export interface CallSettings {
+  /** Most tasks in one script call (a part is never split: a caller's chunk stays all or nothing). */
+  readonly chunkSize: number;
+  /** A call not answered in this long fails its parts as maybe written. */
+  readonly timeoutMs: number;
+  readonly durability?: DurabilityOptions;
+}
+
+/** The call got no answer within its timeout (it may have been written). */
+export const TIMED_OUT = Symbol('timed out');
+
+/** The enqueue was written, but fewer replicas than asked confirmed it in time. */
+export class ReplicationShortfall {
+  constructor(readonly acknowledged: number) {}
+}
+
+interface Bucket {
+  readonly settings: CallSettings;
+  readonly keys: QueueKeys;
+  readonly parts: EnqueuePart[];
+}
+
+/**
+ * Coalesced enqueue: every part handed over in one event-loop turn (emits and batches of every
+ * producer on one connection) goes to Redis as one script call per shard and settings, chunked by
+ * `chunkSize`, right after the turn's synchronous code and promise callbacks ran (`process.nextTick`,
+ * no timer: a lone emit is not delayed). Each part is answered on its own when the call returns.
+ */
+export class EnqueueCoalescer {
+  /** Settings signature -> shard root -> parts waiting for this turn's flush. */
+  private readonly waiting = new Map<string, Map<string, Bucket>>();
+  private scheduled = false;
+
+  constructor(private readonly redis: TaskRedis) {}
+
+  add(signature: string, settings: CallSettings, part: EnqueuePart): void {
+    let roots = this.waiting.get(signature);
+    if (!roots) {
+      roots = new Map();
+      this.waiting.set(signature, roots);
+    }
+    const bucket = roots.get(part.keys.root);
+    if (bucket) bucket.parts.push(part);
+    else roots.set(part.keys.root, { settings, keys: part.keys, parts: [part] });
+    if (!this.scheduled) {
+      this.scheduled = true;
+      process.nextTick(this.flush);
+    }
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    for (const roots of this.waiting.values()) {
+      for (const bucket of roots.values()) this.flushBucket(bucket);
+    }
+    this.waiting.clear();
+  };
+
+  private flushBucket({ settings, keys, parts }: Bucket): void {
+    let call: EnqueuePart[] = [];
+    let size = 0;
+    for (const part of parts) {
+      if (part.settled) continue; // failed while waiting (the producer closed): never sent
+      if (size > 0 && size + part.tasks.length > settings.chunkSize) {
+        this.call(settings, keys, call);
+        call = [];
+        size = 0;
+      }
+      call.push(part);
+      size += part.tasks.length;
+    }
+    if (call.length > 0) this.call(settings, keys, call);
+  }
+
+  private call(settings: CallSettings, keys: QueueKeys, parts: EnqueuePart[]): void {
+    const args: (string | number)[] = [];
+    for (const part of parts) {
+      part.sent = true;
+      for (const task of part.tasks) pushEnqueueArgs(args, task);
+    }
+    const timer = setTimeout(() => {
+      for (const part of parts) part.fail(TIMED_OUT);
+    }, settings.timeoutMs);
+    const written = settings.durability ? this.replicated(keys, args, settings.durability) : this.redis.enqueueTasks(keys.root, ...args);
+    written.then(
+      (results) => {
+        clearTimeout(timer);
+        let at = 0;
+        for (const part of parts) {
+          part.answer(results, at);
+          at += part.tasks.length;
+        }
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        for (const part of parts) part.fail(error instanceof Error || error instanceof ReplicationShortfall ? error : new Error(String(error)));
+      },
+    );
+  }
+
+  /**
+   * The enqueue and a WAIT in one pipeline (one round trip): both go to the node holding the shard's
+   * slot, and WAIT covers the writes made on that connection before it.
+   */
+  private async replicated(keys: QueueKeys, args: (string | number)[], { replicas, timeoutMs }: DurabilityOptions): Promise<(0 | string)[]> {
+    const pipeline = this.redis.pipeline() as unknown as {
+      enqueueTasks(root: string, ...args: (string | number)[]): unknown;
+      wait(replicas: number, timeout: number): unknown;
+      exec(): Promise<[Error | null, unknown][] | null>;
+    };
+    pipeline.enqueueTasks(keys.root, ...args);
+    pipeline.wait(replicas, timeoutMs);
+    const replies = await pipeline.exec();
+    const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
+    if (enqueueError) throw enqueueError;
+    const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
+    if (waitError) throw waitError;
+    if (Number(acknowledged) < replicas) throw new ReplicationShortfall(Number(acknowledged));
+    return results as (0 | string)[];
+  }
+}
+
+const coalescers = new WeakMap<TaskRedis, EnqueueCoalescer>();
+
+/** The coalescer of a connection, shared by every producer using it. */
+export function coalescerOf(redis: TaskRedis): EnqueueCoalescer {
+  let coalescer = coalescers.get(redis);
+  if (!coalescer) {
+    coalescer = new EnqueueCoalescer(redis);
+    coalescers.set(redis, coalescer);
+  }
+  return coalescer;
+}

@@ -1,0 +1,107 @@
+-- enqueueTasks-1.lua
+-- Purpose: enqueue tasks, all of one call or none: each goes to its client's pending tasks (list, or
+--   priority set when it has a priority), or to the delayed set when it has a delay; a task with a
+--   deduplication key is refused while another live task holds that key. When consumer groups other
+--   than `default` are registered, every group gets its own copy (fan-out in the same call): a group's
+--   keys are the shard's keys under `<root>:g:<group>` (`default`: the root itself).
+--   Never fails halfway (all or none holds even against broken data): the groups set is read before the
+--   first write, and any key written that holds the wrong type (a client's list, the ring, the delayed
+--   set, a deduplication key) is quarantined (see guard) and the write repeated; no extra command runs
+--   unless a write fails.
+--   The producer's hottest call, so its request is small: one key, the shard's root, from which every
+--   key is named here, and two fields per plain task (coalesced emits of one event-loop turn arrive as
+--   one call).
+-- Includes: guard, pushTask
+-- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
+--   `<base>:priority:<client>`, `<root>:dedup:<key>`, ... as `QueueKeys` spells them; a test pins that
+--   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
+-- KEYS[1]: the shard's key root, `prefix:{pattern...}` (not a key itself; declared so the call goes to
+--   the node of its slot)
+-- ARGV[1..]: per task, either 2 fields (a plain task): client id, encoded entry; or 8 fields (a task with
+--   options): '' (client ids are never empty), client id, encoded entry, priority (0 = none), delay in
+--   ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id
+-- Returns: array with one element per task: 0 when enqueued, or the id of the live task that holds its
+--   deduplication key (the task was refused as a duplicate)
+-- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
+--   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
+--   workers); PUBLISH of a new earliest due time on `<root>:due`.
+local root = KEYS[1]
+local results = {}
+local n = 0
+-- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
+local bases = {}
+for _, group in ipairs(redis.call('SMEMBERS', root .. ':groups')) do
+  if group == 'default' then
+    bases[#bases + 1] = root
+  else
+    bases[#bases + 1] = root .. ':g:' .. group
+  end
+end
+if #bases == 0 then
+  bases[1] = root
+end
+-- Each base's fixed keys, named once per call.
+local keysOf = {}
+for i, base in ipairs(bases) do
+  keysOf[i] = { ring = base .. ':ring', sequence = base .. ':sequence', prioritized = base .. ':prioritized',
+    faults = base .. ':faults', delayed = base .. ':delayed', pending = base .. ':pending:', priority = base .. ':priority:' }
+end
+
+local now = nil
+local earliestByBase = {}
+local a = 1
+local count = #ARGV
+while a <= count do
+  local client, entry, priority, delay, dedup, ttl, id
+  if ARGV[a] == '' then
+    client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
+    a = a + 8
+  else
+    client, entry, priority, delay, dedup = ARGV[a], ARGV[a + 1], 0, 0, ''
+    a = a + 2
+  end
+  n = n + 1
+  local holder = nil
+  if dedup ~= '' then
+    local key = root .. ':dedup:' .. dedup
+    if not redis.call('SET', key, id, 'NX', 'PX', ttl) then
+      holder = redis.pcall('GET', key)
+      if type(holder) == 'table' then
+        -- Not a deduplication key of ours (another type): set aside, then this task takes the key.
+        quarantineKey(root .. ':faults', key, 'string')
+        redis.call('SET', key, id, 'NX', 'PX', ttl)
+        holder = nil
+      end
+    end
+  end
+  if holder then
+    results[n] = holder
+  else
+    results[n] = 0
+    if delay > 0 then
+      if not now then
+        local time = redis.call('TIME')
+        now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+      end
+      local due = now + delay
+      for i, k in ipairs(keysOf) do
+        healingCall(k.faults, 'zset', 'ZADD', k.delayed, due, entry)
+        if not earliestByBase[i] or due < earliestByBase[i] then
+          earliestByBase[i] = due
+        end
+      end
+    else
+      for _, k in ipairs(keysOf) do
+        pushTask(k.pending .. client, k.priority .. client, k.ring, k.sequence, k.prioritized, client, entry, priority, false,
+          k.faults)
+      end
+    end
+  end
+end
+for i, due in pairs(earliestByBase) do
+  local head = redis.call('ZRANGE', keysOf[i].delayed, 0, 0, 'WITHSCORES')
+  if tonumber(head[2]) >= due then
+    redis.call('PUBLISH', root .. ':due', due)
+  end
+end
+return results

@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import { encodeNewEntry } from './codec.js';
+import { describe } from './options-describe.js';
+import { validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
+import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem } from './rules.js';
+import { InvalidTaskError, PayloadTooLargeError } from './errors.js';
+
+/** One task to enqueue. */
+export interface EnqueueItem {
+  readonly payload: unknown;
+  readonly clientId: string;
+  /** Reply channel of a `send()` caller. */
+  readonly replyTo?: string;
+  /** Task id; generated when absent. */
+  readonly id?: string;
+  readonly maxAttempts?: number;
+  readonly backoff?: BackoffOptions;
+  /** Higher runs first within its client; 0 (the default) is the plain FIFO list. */
+  readonly priority?: number;
+  /** Run no earlier than this many ms from now (Redis clock). */
+  readonly delayMs?: number;
+  /** Run no earlier than this time (ms since the epoch); turned into a delay at enqueue. */
+  readonly runAt?: number;
+  /** Not run after this time (ms since the epoch): dead letters with reason `expired`. */
+  readonly expiresAt?: number;
+  /** A second live task with this key is refused (reported as a duplicate). */
+  readonly dedupKey?: string;
+  /** How long the deduplication key holds at most, if the task never completes (ms). */
+  readonly dedupTtlMs?: number;
+}
+
+/** A checked item, encoded as Redis will store it. */
+export interface PreparedTask {
+  readonly id: string;
+  readonly clientId: string;
+  readonly entry: string;
+  readonly priority: number;
+  readonly delayMs: number;
+  readonly dedupKey?: string;
+  readonly dedupTtlMs: number;
+  /** A send() task: kept until its reply comes, so its caller can cancel it. */
+  readonly awaitsReply: boolean;
+}
+
+/** What a task is checked against besides its own fields. */
+export interface ItemLimits {
+  readonly maxPayloadBytes: number;
+  /** Default TTL of deduplication keys (ms). */
+  readonly dedupTtlMs: number;
+}
+
+/**
+ * Task ids: a random per-process part (72 bits, base64url) and a counter, so they are unique across
+ * processes without asking Redis, cheap to make, and short on the wire (14 to 20 characters).
+ */
+const ID_NONCE = randomBytes(9).toString('base64url');
+let idCount = 0;
+
+export function newTaskId(): string {
+  return ID_NONCE + (idCount++).toString(36);
+}
+
+/**
+ * Checks one item and encodes it; throws `InvalidTaskError` (or `PayloadTooLargeError`) naming the
+ * problem, and its index when it is part of a batch. The same rules for every item, whatever built it
+ * (a builder, a hand-made record, a plain payload).
+ */
+export function prepareTask(item: EnqueueItem, now: number, index: number | undefined, limits: ItemLimits): PreparedTask {
+  const fail = (message: string): never => {
+    throw new InvalidTaskError(index === undefined ? message : `item ${index}: ${message} (nothing of the batch was enqueued)`, index);
+  };
+  const id = item.id ?? newTaskId();
+  const clientProblem = nameProblem(item.clientId);
+  if (clientProblem) {
+    fail(`the client id ${clientProblem}, got ${describe(item.clientId)}`);
+  }
+  const payload = serializePayload(item.payload, index, limits.maxPayloadBytes);
+  // A plain task (the common case) has nothing more to check.
+  if (
+    item.maxAttempts === undefined &&
+    item.backoff === undefined &&
+    item.priority === undefined &&
+    item.delayMs === undefined &&
+    item.runAt === undefined &&
+    item.expiresAt === undefined &&
+    item.dedupKey === undefined
+  ) {
+    const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo }, payload);
+    return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, dedupTtlMs: limits.dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+  }
+  try {
+    if (item.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
+    if (item.backoff !== undefined) validateBackoff('backoff', item.backoff, (field, message) => new Error(`${field} ${message}`));
+  } catch (error) {
+    fail((error as Error).message);
+  }
+  const priority = item.priority ?? 0;
+  if (!Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
+    fail(`priority must be an integer from 0 to ${MAX_PRIORITY}, got ${String(priority)}`);
+  }
+  let delayMs = item.delayMs ?? 0;
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
+    fail(`delay must be a non-negative number of milliseconds, got ${String(delayMs)}`);
+  }
+  if (item.runAt !== undefined) {
+    if (typeof item.runAt !== 'number' || !Number.isFinite(item.runAt)) {
+      fail(`runAt must be a time, got ${String(item.runAt)}`);
+    }
+    delayMs = Math.max(delayMs, item.runAt - now);
+  }
+  delayMs = Math.ceil(delayMs);
+  if (delayMs > MAX_DELAY_MS) {
+    fail(`the task would be due in ${Math.round(delayMs / 86_400_000)} days; the longest delay is ${MAX_DELAY_MS / 86_400_000} days`);
+  }
+  if (item.expiresAt !== undefined) {
+    if (typeof item.expiresAt !== 'number' || !Number.isFinite(item.expiresAt)) {
+      fail(`expiresAt must be a time, got ${String(item.expiresAt)}`);
+    }
+    if (item.expiresAt <= now) {
+      fail(`the task expired before it was enqueued (expiresAt ${new Date(item.expiresAt).toISOString()} is in the past)`);
+    }
+    if (item.expiresAt <= now + delayMs) {
+      fail('the task would expire before its delay ends');
+    }
+  }
+  const dedupTtlMs = item.dedupTtlMs ?? limits.dedupTtlMs;
+  if (item.dedupKey !== undefined) {
+    if (typeof item.dedupKey !== 'string' || item.dedupKey.length === 0 || item.dedupKey.length > MAX_DEDUP_KEY_LENGTH) {
+      fail(`the deduplication key must be a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters, got ${describe(item.dedupKey)}`);
+    }
+    if (!Number.isSafeInteger(dedupTtlMs) || dedupTtlMs < 1) {
+      fail(`the deduplication TTL must be a positive integer of milliseconds, got ${String(dedupTtlMs)}`);
+    }
+  }
+  const entry = encodeNewEntry(
+    {
+      id,
+      clientId: item.clientId,
+      enqueuedAt: now,
+      replyTo: item.replyTo,
+      maxAttempts: item.maxAttempts,
+      backoff: item.backoff,
+      priority,
+      expiresAt: item.expiresAt,
+      dedupKey: item.dedupKey,
+    },
+    payload,
+  );
+  return { id, clientId: item.clientId, entry, priority, delayMs, dedupKey: item.dedupKey, dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+}
+
+function serializePayload(payload: unknown, index: number | undefined, maxPayloadBytes: number): string {
+  const where = index === undefined ? 'the payload' : `item ${index}'s payload`;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload === undefined ? null : payload);
+  } catch (error) {
+    throw new InvalidTaskError(`${where} cannot be serialized to JSON: ${(error as Error).message}`, index);
+  }
+  if (json === undefined) {
+    throw new InvalidTaskError(`${where} cannot be serialized to JSON (got a ${typeof payload})`, index);
+  }
+  // Each UTF-16 unit is at most 3 UTF-8 bytes: most payloads are measured without counting.
+  if (json.length * 3 > maxPayloadBytes) {
+    const bytes = Buffer.byteLength(json);
+    if (bytes > maxPayloadBytes) {
+      throw new PayloadTooLargeError(bytes, maxPayloadBytes, index);
+    }
+  }
+  return json;
+}
+
+/**
+ * The request arguments of one task for the enqueue script (see enqueueTasks-1.lua): a plain task is
+ * its client id and entry; a task with options is marked by a leading '' (client ids are never empty).
+ */
+export function pushEnqueueArgs(args: (string | number)[], task: PreparedTask): void {
+  if (task.priority === 0 && task.delayMs === 0 && task.dedupKey === undefined) {
+    args.push(task.clientId, task.entry);
+  } else {
+    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.dedupKey ?? '', task.dedupTtlMs, task.id);
+  }
+}
