@@ -49,6 +49,7 @@ export class EnqueueCoalescer {
   /** Settings signature -> shard root -> parts waiting for this turn's flush. */
   private readonly waiting = new Map<string, Map<string, Bucket>>();
   private scheduled = false;
+  private readonly deadlines = new Deadlines();
 
   constructor(private readonly redis: TaskRedis) {}
 
@@ -97,13 +98,12 @@ export class EnqueueCoalescer {
       part.sent = true;
       for (const task of part.tasks) pushEnqueueArgs(args, task);
     }
-    const timer = setTimeout(() => {
-      for (const part of parts) part.fail(TIMED_OUT);
-    }, settings.timeoutMs);
+    const call: Call = { parts, deadline: Date.now() + settings.timeoutMs - this.deadlines.granularity(settings.timeoutMs) };
+    this.deadlines.add(call);
     const written = settings.durability ? this.replicated(keys, args, settings.durability) : this.redis.enqueueTasks(keys.root, ...args);
     written.then(
       (results) => {
-        clearTimeout(timer);
+        this.deadlines.delete(call);
         let at = 0;
         for (const part of parts) {
           part.answer(results, at);
@@ -111,7 +111,7 @@ export class EnqueueCoalescer {
         }
       },
       (error: unknown) => {
-        clearTimeout(timer);
+        this.deadlines.delete(call);
         for (const part of parts) part.fail(error instanceof Error || error instanceof ReplicationShortfall ? error : new Error(String(error)));
       },
     );
@@ -136,6 +136,56 @@ export class EnqueueCoalescer {
     if (waitError) throw waitError;
     if (Number(acknowledged) < replicas) throw new ReplicationShortfall(Number(acknowledged));
     return results as (0 | string)[];
+  }
+}
+
+interface Call {
+  readonly parts: readonly EnqueuePart[];
+  /** When its parts fail as maybe written, unless answered (Date.now() ms). */
+  readonly deadline: number;
+}
+
+/**
+ * The calls waiting for Redis, failed once past their deadline. One shared, unref'd interval checks
+ * them (kept while calls come, stopped once none is waiting), instead of a timer made and cleared per
+ * call: a call fails within its timeout, up to one check earlier.
+ */
+class Deadlines {
+  private readonly calls = new Set<Call>();
+  private timer: NodeJS.Timeout | undefined;
+  private everyMs = 0;
+
+  /** How often the calls of this timeout are checked (and so how much earlier than it they may fail). */
+  granularity(timeoutMs: number): number {
+    return Math.min(100, Math.max(1, Math.floor(timeoutMs / 20)));
+  }
+
+  add(call: Call): void {
+    this.calls.add(call);
+    const everyMs = this.granularity(call.deadline - Date.now());
+    if (this.timer && everyMs >= this.everyMs) return;
+    if (this.timer) clearInterval(this.timer);
+    this.everyMs = everyMs;
+    this.timer = setInterval(() => this.check(), everyMs);
+    this.timer.unref();
+  }
+
+  delete(call: Call): void {
+    this.calls.delete(call);
+  }
+
+  private check(): void {
+    if (this.calls.size === 0) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      return;
+    }
+    const now = Date.now();
+    for (const call of this.calls) {
+      if (call.deadline > now) continue;
+      this.calls.delete(call);
+      for (const part of call.parts) part.fail(TIMED_OUT);
+    }
   }
 }
 
