@@ -109,8 +109,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * subscriber still gets the receipt (or the error).
    */
   override emit<TResult = RedisTaskReceipt, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
-    if (pattern === null || pattern === undefined || data === null || data === undefined) {
-      return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException
+    if (pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
+      return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException; a dispatch hook sees the packet
     }
     const producer = this.producer;
     // Connected: straight to the producer (no promise for connect(), no Subject per emit).
@@ -129,9 +129,21 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     });
   }
 
-  /** Enqueues a task for a `@MessagePattern` handler; the Observable emits the handler's result. */
+  /**
+   * Enqueues a task for a `@MessagePattern` handler; the Observable emits the handler's result. As
+   * with Nest's own `send`, nothing is sent until it is subscribed to.
+   */
   override send<TResult = unknown, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
-    return super.send<TResult, TInput>(pattern, data);
+    if (!this.connected || pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
+      return super.send<TResult, TInput>(pattern, data);
+    }
+    // Connected: no promise for connect() and no mergeMap per call.
+    return new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer)));
+  }
+
+  /** Nest 12's `setOnDispatchHook` (instrumentation) sees every packet: then Nest's own path is kept. */
+  private get dispatchHooked(): boolean {
+    return (this as unknown as { onDispatchHook?: unknown }).onDispatchHook !== undefined;
   }
 
   async close(): Promise<void> {

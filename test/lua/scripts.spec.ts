@@ -3,7 +3,7 @@ import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
 import { QueueKeys } from '../../lib/core/keys.js';
 import { ScriptKeys } from '../../lib/core/script-keys.js';
 import { pushEnqueueArgs } from '../../lib/core/task-items.js';
-import { claimAs, deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
+import { claimAs, deleteKeys, keysUnder, openRedis, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
 let prefix: string;
@@ -87,6 +87,32 @@ describe('enqueueTasks', () => {
     await enqueue(['a', ['1']], ['b', ['2', '3']]);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b']);
     expect(await redis.llen(keys.pending('b'))).toBe(2);
+  });
+
+  it('names every key it writes from the root as keys.ts names them (plain, priority, delay, deduplication)', async () => {
+    const subscriber = redis.duplicate();
+    const due: string[] = [];
+    await subscriber.subscribe(keys.dueChannel);
+    subscriber.on('message', (_channel: string, message: string) => due.push(message));
+    try {
+      const results = await enqueueWith([['a', '1'], ['b', '2', { priority: 3 }], ['c', '3', { delayMs: 60_000 }], ['d', '4', { dedupKey: 'k' }], ['d', '5', { dedupKey: 'k' }]]);
+      expect(results).toEqual([0, 0, 0, 0, '4']);
+      expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'd']);
+      expect(await redis.llen(keys.pending('a'))).toBe(1);
+      expect(await redis.zcard(keys.priority('b'))).toBe(1);
+      expect(await redis.get(keys.prioritized)).toBe('1');
+      expect(await redis.get(keys.sequence)).toBe('1');
+      expect(await redis.zcard(keys.delayed)).toBe(1);
+      expect(await redis.get(keys.dedup('k'))).toBe('4');
+      expect(await redis.llen(keys.pending('d'))).toBe(1);
+      await waitFor(() => due.length === 1, 'the new earliest due time published on the due channel');
+      // Nothing was written outside the names above.
+      const expected = [keys.ring, keys.pending('a'), keys.pending('d'), keys.priority('b'), keys.prioritized, keys.sequence, keys.delayed, keys.dedup('k')];
+      const written = (await keysUnder(redis, prefix)).filter((key) => key !== keys.workers && key !== keys.heartbeats);
+      expect(written.sort()).toEqual(expected.sort());
+    } finally {
+      await subscriber.quit();
+    }
   });
 
   it('enqueues a batch of 2,500 in one call', async () => {
