@@ -48,6 +48,8 @@ interface Figures {
   emitParallel: Sample;
   emitCpuMicros: Sample;
   emitSequential: Sample;
+  /** Bare ioredis PINGs one at a time, measured right after this library's single emits. */
+  pingFloor?: Sample;
   bytesPerEmit: number;
   sendParallel?: Sample;
   enqueueBatch?: Sample;
@@ -83,7 +85,7 @@ async function bytesReceived(server: Redis): Promise<number> {
 /** One awaited emit at a time (no worker running); also the bytes sent to Redis per emit. */
 async function emitSequential(driver: Driver): Promise<{ rate: number; bytes: number }> {
   await driver.begin('single');
-  for (const task of tasks(500)) await driver.enqueue(task); // warm-up, not timed
+  for (const task of tasks(2_000)) await driver.enqueue(task); // warm-up (JIT), not timed
   const bytesBefore = await bytesReceived(redis);
   const start = performance.now();
   for (const task of tasks(SINGLE_TASKS)) await driver.enqueue(task);
@@ -91,6 +93,20 @@ async function emitSequential(driver: Driver): Promise<{ rate: number; bytes: nu
   const bytes = ((await bytesReceived(redis)) - bytesBefore) / SINGLE_TASKS;
   await deleteMatching(redis, driver.keyPattern);
   return { rate, bytes };
+}
+
+/**
+ * The floor of a round trip one at a time on this machine: a bare ioredis PING awaited in a loop (no
+ * queue library), so the single-emit rows can be read against what the client library itself allows.
+ */
+async function pingFloor(): Promise<number> {
+  const client = new Redis(url);
+  for (let i = 0; i < 2_000; i++) await client.ping();
+  const start = performance.now();
+  for (let i = 0; i < SINGLE_TASKS; i++) await client.ping();
+  const rate = SINGLE_TASKS / ((performance.now() - start) / 1000);
+  client.disconnect();
+  return rate;
 }
 
 /** `inFlight` awaited emits at all times (no worker running): tasks/s and Node CPU per emit. */
@@ -262,6 +278,8 @@ async function producerSide(driver: Driver, figures: Figures): Promise<void> {
   sequential.sort((a, b) => a - b);
   figures.emitSequential = { median: sequential[Math.floor(sequential.length / 2)], min: sequential[0], max: sequential[sequential.length - 1] };
   log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
+  figures.pingFloor = await repeat(pingFloor);
+  log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
   const parallel: { rate: number; cpuMicros: number }[] = [];
   for (let i = 0; i < REPEATS; i++) parallel.push(await emitParallel(driver));
   const sample = (values: number[]): Sample => {
@@ -381,6 +399,7 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   const rows: Row[] = [
     { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
     { label: 'emit, one awaited at a time (tasks/s)', get: (f) => f.emitSequential, better: 'higher' },
+    { label: 'floor: bare ioredis PING, one awaited at a time, measured after each (round trips/s)', get: (f) => f.pingFloor, better: 'higher' },
     { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
     { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
     { label: 'bytes sent to Redis per single emit', get: (f) => f.bytesPerEmit, better: 'lower' },

@@ -1,3 +1,4 @@
+import { ackCoalescerOf } from './ack-coalescer.js';
 import type { TaskEnvelope } from './codec.js';
 import { toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './dead-letter.js';
 import type { QueueKeys } from './keys.js';
@@ -40,19 +41,20 @@ export class ClaimedTask {
     return this.keys.processing(this.options.workerId);
   }
 
-  /** Success: the task leaves Redis; a `send()` caller gets `reply` (the reply message, already JSON). */
-  async acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
-    const replyArgs = envelope.replyTo && reply !== undefined ? [envelope.replyTo, reply, this.options.resultTtlMs] : [];
-    const settled = await this.redis.ackTask(
-      this.processingKey,
-      this.keys.result(envelope.id),
-      this.dedupKey(envelope),
-      ...this.settleKeys,
+  /**
+   * Success: the task leaves Redis; a `send()` caller gets `reply` (the reply message, already JSON).
+   * Acknowledgements made in one event-loop turn share one script call (each fenced on its own token).
+   */
+  acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
+    const replies = envelope.replyTo !== undefined && reply !== undefined;
+    return ackCoalescerOf(this.redis).acknowledge(this.keys, this.processingKey, [
       this.token,
-      envelope.dedupKey === undefined ? '' : envelope.id,
-      ...replyArgs,
-    );
-    return settled === 1;
+      envelope.id,
+      envelope.dedupKey ?? '',
+      replies ? (envelope.replyTo as string) : '',
+      replies ? reply : '',
+      this.options.resultTtlMs,
+    ]);
   }
 
   /**

@@ -93,19 +93,16 @@ export interface TaskCommands {
     tokenPrefix: string,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number]>;
-  ackTask(
+  ackTasks(
     processing: string,
-    result: string,
-    dedup: string,
     counted: string,
     inflight: string,
     parked: string,
     ring: string,
     counters: string,
-    token: string,
-    dedupHolder: string,
-    ...reply: (string | number)[]
-  ): Promise<0 | 1>;
+    root: string,
+    ...tasks: (string | number)[]
+  ): Promise<(0 | 1)[]>;
   deadLetterTask(
     processing: string,
     deadLetters: string,

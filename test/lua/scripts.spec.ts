@@ -56,6 +56,13 @@ function settleKeys(): [string, string, string, string, string] {
   return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
 }
 
+/** Acknowledges one task with ackTasks (as the worker does, alone in its call); resolves 1 or 0. */
+async function ack(token: string, id: string, options: { dedupKey?: string; channel?: string; reply?: string } = {}): Promise<0 | 1> {
+  const [result] = await redis.ackTasks(keys.processing(worker), keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.root,
+    token, id, options.dedupKey ?? '', options.channel ?? '', options.reply ?? '', 5_000);
+  return result;
+}
+
 function ids(reply: string[] | -1 | -2): string[] {
   if (reply === -1 || reply === -2) throw new Error(`claim refused (${reply})`);
   return reply.filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
@@ -274,20 +281,37 @@ describe('rotation over the ring', () => {
   });
 });
 
-describe('ackTask', () => {
+describe('ackTasks', () => {
   it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '')).toBe(1);
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '')).toBe(0);
+    expect(await ack(token, '1')).toBe(1);
+    expect(await ack(token, '1')).toBe(0);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
+  });
+
+  it('settles several tasks in one call, each fenced on its own token', async () => {
+    await enqueueWith([['a', '1'], ['a', '2', { dedupKey: 'k' }], ['a', '3']]);
+    const tokens = ((await claim('a', 3)) as string[]).filter((_, i) => i % 2 === 0);
+    const reply = JSON.stringify({ id: '3', response: 7 });
+    const results = await redis.ackTasks(keys.processing(worker), keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.root,
+      tokens[0], '1', '', '', '', 5_000,
+      'not-a-held-token', 'x', '', '', '', 5_000,
+      tokens[1], '2', 'k', '', '', 5_000,
+      tokens[2], '3', '', `${prefix}:replies:x`, reply, 5_000);
+    expect(results).toEqual([1, 0, 1, 1]);
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+    expect(await redis.exists(keys.dedup('k'))).toBe(0);
+    expect(await redis.get(keys.result('3'))).toBe(reply);
+    expect(await redis.exists(keys.result('1'), keys.result('2'))).toBe(0);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('3');
   });
 
   it('stores the reply with a TTL for a send() task', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const reply = JSON.stringify({ id: '1', response: 42 });
-    expect(await redis.ackTask(keys.processing(worker), keys.result('1'), keys.ring, ...settleKeys(), token, '', `${prefix}:replies:x`, reply, 5_000)).toBe(1);
+    expect(await ack(token, '1', { channel: `${prefix}:replies:x`, reply })).toBe(1);
     expect(await redis.get(keys.result('1'))).toBe(reply);
     const ttl = await redis.pttl(keys.result('1'));
     expect(ttl).toBeGreaterThan(0);
@@ -480,8 +504,7 @@ describe('deduplication', () => {
     expect(await redis.llen(keys.pending('a'))).toBe(1);
     expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
     const [token] = (await claim('a', 1)) as string[];
-    // Another task's id does not free the key; the holder's does.
-    expect(await redis.ackTask(keys.processing(worker), keys.result('first'), keys.dedup('k'), ...settleKeys(), token, 'first')).toBe(1);
+    expect(await ack(token, 'first', { dedupKey: 'k' })).toBe(1);
     expect(await redis.exists(keys.dedup('k'))).toBe(0);
     expect(await enqueueWith([['a', 'third', { dedupKey: 'k' }]])).toEqual([0]);
   });
@@ -599,7 +622,7 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     await enqueue(['a', ['a1']]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.counters, 'x');
-    expect(await redis.ackTask(keys.processing(worker), keys.result('a1'), keys.ring, ...settleKeys(), token, '')).toBe(1);
+    expect(await ack(token, 'a1')).toBe(1);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
   });
 

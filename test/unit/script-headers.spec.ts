@@ -6,7 +6,7 @@ const scripts = readScriptDefinitions();
 describe('Lua script contract headers', () => {
   it('finds the scripts', () => {
     expect(scripts.map((script) => script.name)).toEqual(
-      expect.arrayContaining(['enqueueTasks', 'claimTasks', 'ackTask', 'deadLetterTask', 'requeueTasks', 'heartbeatWorker']),
+      expect.arrayContaining(['enqueueTasks', 'claimTasks', 'ackTasks', 'deadLetterTask', 'requeueTasks', 'heartbeatWorker']),
     );
   });
 
