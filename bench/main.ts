@@ -267,31 +267,46 @@ async function fairness(driver: Driver): Promise<number> {
 
 const spread = (s: Sample, digits = 0) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
 
-/** The producer-side rows, which every library (Nest's pub/sub transport included) can run. */
-async function producerSide(driver: Driver, figures: Figures): Promise<void> {
-  const sequential: number[] = [];
-  for (let i = 0; i < REPEATS; i++) {
-    const { rate, bytes } = await emitSequential(driver);
-    sequential.push(rate);
-    figures.bytesPerEmit = bytes;
+const sampleOf = (values: number[]): Sample => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { median: sorted[Math.floor(sorted.length / 2)], min: sorted[0], max: sorted[sorted.length - 1] };
+};
+
+/**
+ * The producer-side rows, which every library (Nest's pub/sub transport included) can run. Rounds
+ * interleave the libraries (each round runs every library once, then the next round), so drift on a
+ * noisy machine hits all alike; a bare ioredis PING loop runs beside each as the round trip's floor.
+ */
+async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise<void> {
+  const runs = drivers.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[] }));
+  for (let round = 0; round < REPEATS; round++) {
+    for (const [d, driver] of drivers.entries()) {
+      const { rate, bytes } = await emitSequential(driver);
+      runs[d].sequential.push(rate);
+      all[d].bytesPerEmit = bytes;
+      runs[d].ping.push(await pingFloor());
+    }
+    for (const [d, driver] of drivers.entries()) {
+      const { rate, cpuMicros } = await emitParallel(driver);
+      runs[d].parallel.push(rate);
+      runs[d].cpu.push(cpuMicros);
+    }
+    for (const [d, driver] of drivers.entries()) {
+      if (driver.request) runs[d].send.push(await sendParallel(driver));
+    }
   }
-  sequential.sort((a, b) => a - b);
-  figures.emitSequential = { median: sequential[Math.floor(sequential.length / 2)], min: sequential[0], max: sequential[sequential.length - 1] };
-  log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
-  figures.pingFloor = await repeat(pingFloor);
-  log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
-  const parallel: { rate: number; cpuMicros: number }[] = [];
-  for (let i = 0; i < REPEATS; i++) parallel.push(await emitParallel(driver));
-  const sample = (values: number[]): Sample => {
-    values.sort((a, b) => a - b);
-    return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
-  };
-  figures.emitParallel = sample(parallel.map((p) => p.rate));
-  figures.emitCpuMicros = sample(parallel.map((p) => p.cpuMicros));
-  log(`emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`);
-  if (driver.request) {
-    figures.sendParallel = await repeat(() => sendParallel(driver));
-    log(`send() request/reply, 64 in flight: ${spread(figures.sendParallel)} tasks/s`);
+  for (const [d, driver] of drivers.entries()) {
+    const figures = all[d];
+    figures.emitSequential = sampleOf(runs[d].sequential);
+    figures.pingFloor = sampleOf(runs[d].ping);
+    figures.emitParallel = sampleOf(runs[d].parallel);
+    figures.emitCpuMicros = sampleOf(runs[d].cpu);
+    if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
+    log(`\n== ${driver.name}: producer side`);
+    log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
+    log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
+    log(`emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`);
+    if (figures.sendParallel) log(`send() request/reply, 64 in flight: ${spread(figures.sendParallel)} tasks/s`);
   }
 }
 
@@ -310,10 +325,8 @@ async function latencyRows(driver: Driver, figures: Figures, aof?: { driver: Dri
 }
 
 /** Everything a queue library can run: producer rows, batch, drains, latency, cost, fairness. */
-async function run(driver: Driver, aof?: { driver: Driver; server: Redis }): Promise<Figures> {
+async function run(driver: Driver, figures: Figures, aof?: { driver: Driver; server: Redis }): Promise<Figures> {
   log(`\n== ${driver.name}`);
-  const figures = {} as Figures;
-  await producerSide(driver, figures);
   figures.enqueueBatch = await repeat(() => enqueueBatch(driver));
   log(`enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
   figures.drain = {};
@@ -347,10 +360,9 @@ async function run(driver: Driver, aof?: { driver: Driver; server: Redis }): Pro
 }
 
 /** Nest's pub/sub transport: producer rows and latency only (it keeps no task to drain). */
-async function runPubSub(driver: Driver): Promise<Figures> {
+async function runPubSub(driver: Driver, figures: Figures): Promise<Figures> {
   log(`\n== ${driver.name}`);
-  const figures = { drain: {} } as unknown as Figures;
-  await producerSide(driver, figures);
+  figures.drain = {};
   await latencyRows(driver, figures);
   return figures;
 }
@@ -509,11 +521,9 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'producer') {
     // The producer rows alone, for every library (quick to iterate on the producer path).
-    for (const driver of [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url), new NestRedisDriver(url)]) {
-      log(`\n== ${driver.name}`);
-      await producerSide(driver, {} as Figures);
-      await driver.close();
-    }
+    const drivers = [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url), new NestRedisDriver(url)];
+    await producerRows(drivers, drivers.map(() => ({}) as Figures));
+    for (const driver of drivers) await driver.close();
     await redis.quit();
     return;
   }
@@ -546,10 +556,12 @@ async function main(): Promise<void> {
   const aofOurs = withAof((at) => new OursDriver(at));
   const aofBull = withAof((at) => new BullMqDriver(at));
   const aofBee = withAof((at) => new BeeQueueDriver(at));
-  const a = await run(ours, aofOurs);
-  const b = await run(bull, aofBull);
-  const q = await run(bee, aofBee);
-  const n = await runPubSub(nest);
+  const [a, b, q, n] = [ours, bull, bee, nest].map(() => ({}) as Figures);
+  await producerRows([ours, bull, bee, nest], [a, b, q, n]);
+  await run(ours, a, aofOurs);
+  await run(bull, b, aofBull);
+  await run(bee, q, aofBee);
+  await runPubSub(nest, n);
   for (const driver of [aofOurs, aofBull, aofBee, { driver: nest }]) await driver?.driver.close();
   await aofServer?.quit();
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
