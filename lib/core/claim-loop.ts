@@ -52,6 +52,8 @@ const MAX_CALLS_IN_FLIGHT = 2;
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
+  /** Resolves once close() was called. */
+  private readonly stopping = new Promise<void>((resolve) => this.stop.signal.addEventListener('abort', () => resolve(), { once: true }));
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
   /** Tokens of succeeded tasks not yet acknowledged in Redis, with who waits for the outcome. */
@@ -248,7 +250,12 @@ export class ClaimLoop {
         void this.flushAcks();
       }
       const { ring } = this.keys;
-      await this.track('blocking', this.options.blockTimeoutMs, this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000));
+      const blocked = this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000);
+      // close() cuts the blocking connection, but ioredis leaves a command waiting for a reconnection
+      // pending forever when it is cut between two attempts: stopping must not wait for it.
+      blocked.catch(() => undefined);
+      await this.track('blocking', this.options.blockTimeoutMs, Promise.race([blocked, this.stopping]));
+      if (this.stopped) return;
       this.outage.succeeded();
     } catch (error) {
       if (!this.stopped) {

@@ -138,6 +138,30 @@ describe('self-healing worker', () => {
 });
 
 describe('outage log lines', () => {
+  it('closes a worker whose blocking connection waits between two reconnection attempts (it used to hang forever)', async () => {
+    const own = await startRedisServer();
+    // Attempts 1.5 s apart: the blocking connection spends the outage between two attempts. One retry per
+    // command on the main connection, so the shutdown's own commands give up quickly while Redis is down.
+    const connection = new Redis(own.url, { maxRetriesPerRequest: 1, retryStrategy: () => 1_500 });
+    connection.on('error', () => undefined);
+    try {
+      const { logger } = await worker(own.url, testPrefix('close-outage'), { connection, heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100 });
+      const app = started.pop()!;
+      await own.kill();
+      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the claim loop to wait on a reconnecting connection');
+      let timer: NodeJS.Timeout | undefined;
+      const closed = await Promise.race([
+        app.close().then(() => 'closed'),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still closing after 20 s'), 20_000))),
+      ]);
+      clearTimeout(timer);
+      expect(closed).toBe('closed');
+    } finally {
+      connection.disconnect();
+      await own.stop();
+    }
+  }, 40_000);
+
   it('measure an outage from when the connection was lost, and call a dead Redis unreachable, not half-open', async () => {
     const own = await startRedisServer();
     let restarted: RedisServer | undefined;
