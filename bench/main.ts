@@ -109,20 +109,23 @@ async function pingFloor(): Promise<number> {
   return rate;
 }
 
+/** Runs `n` calls of `call`, `inFlight` of them awaited at all times. */
+async function keepInFlight(n: number, inFlight: number, call: (task: BenchTask) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < n) {
+        const i = next++;
+        await call({ i, t: performance.now() });
+      }
+    }),
+  );
+}
+
 /** `inFlight` awaited emits at all times (no worker running): tasks/s and Node CPU per emit. */
 async function emitParallel(driver: Driver, inFlight = 64): Promise<{ rate: number; cpuMicros: number }> {
   await driver.begin('par');
-  const run = async (n: number) => {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: inFlight }, async () => {
-        while (next < n) {
-          const i = next++;
-          await driver.enqueue({ i, t: performance.now() });
-        }
-      }),
-    );
-  };
+  const run = (n: number) => keepInFlight(n, inFlight, (task) => driver.enqueue(task));
   await run(2_000); // warm-up, not timed
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
@@ -139,17 +142,7 @@ async function sendParallel(driver: Driver, inFlight = 64): Promise<number> {
   if (!request) return Number.NaN;
   await driver.begin('send');
   await driver.startWorker(64, () => undefined);
-  const run = async (n: number) => {
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: inFlight }, async () => {
-        while (next < n) {
-          const i = next++;
-          await request({ i, t: performance.now() });
-        }
-      }),
-    );
-  };
+  const run = (n: number) => keepInFlight(n, inFlight, request);
   await run(1_000); // warm-up, not timed
   const start = performance.now();
   await run(SEND_TASKS);

@@ -1,4 +1,5 @@
 import type { QueueKeys } from './keys.js';
+import { perConnection } from './per-connection.js';
 import type { TaskRedis } from './scripts.js';
 
 /** One acknowledgement waiting for its call: the script's 6 fields, and its caller. */
@@ -53,14 +54,5 @@ export class AckCoalescer {
   };
 }
 
-const coalescers = new WeakMap<TaskRedis, AckCoalescer>();
-
 /** The acknowledgement coalescer of a connection (shared by every worker using it). */
-export function ackCoalescerOf(redis: TaskRedis): AckCoalescer {
-  let coalescer = coalescers.get(redis);
-  if (!coalescer) {
-    coalescer = new AckCoalescer(redis);
-    coalescers.set(redis, coalescer);
-  }
-  return coalescer;
-}
+export const ackCoalescerOf = perConnection((redis) => new AckCoalescer(redis));

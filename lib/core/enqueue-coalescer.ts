@@ -1,5 +1,6 @@
 import type { DurabilityOptions } from './options.js';
 import type { QueueKeys } from './keys.js';
+import { perConnection } from './per-connection.js';
 import type { TaskRedis } from './scripts.js';
 import { pushEnqueueArgs, type PreparedTask } from './task-items.js';
 
@@ -189,14 +190,5 @@ class Deadlines {
   }
 }
 
-const coalescers = new WeakMap<TaskRedis, EnqueueCoalescer>();
-
 /** The coalescer of a connection, shared by every producer using it. */
-export function coalescerOf(redis: TaskRedis): EnqueueCoalescer {
-  let coalescer = coalescers.get(redis);
-  if (!coalescer) {
-    coalescer = new EnqueueCoalescer(redis);
-    coalescers.set(redis, coalescer);
-  }
-  return coalescer;
-}
+export const coalescerOf = perConnection((redis) => new EnqueueCoalescer(redis));
