@@ -99,8 +99,7 @@ export class EnqueueCoalescer {
       part.sent = true;
       for (const task of part.tasks) pushEnqueueArgs(args, task);
     }
-    const call: Call = { parts, deadline: Date.now() + settings.timeoutMs - this.deadlines.granularity(settings.timeoutMs) };
-    this.deadlines.add(call);
+    const call = this.deadlines.add(parts, settings.timeoutMs);
     const written = settings.durability ? this.replicated(keys, args, settings.durability) : this.redis.enqueueTasks(keys.root, ...args);
     written.then(
       (results) => {
@@ -156,19 +155,18 @@ class Deadlines {
   private timer: NodeJS.Timeout | undefined;
   private everyMs = 0;
 
-  /** How often the calls of this timeout are checked (and so how much earlier than it they may fail). */
-  granularity(timeoutMs: number): number {
-    return Math.min(100, Math.max(1, Math.floor(timeoutMs / 20)));
-  }
-
-  add(call: Call): void {
+  /** Tracks a call sent now; it fails within `timeoutMs` (up to one check earlier) unless answered. */
+  add(parts: readonly EnqueuePart[], timeoutMs: number): Call {
+    const everyMs = Math.min(100, Math.max(1, Math.floor(timeoutMs / 20)));
+    const call: Call = { parts, deadline: Date.now() + timeoutMs - everyMs };
     this.calls.add(call);
-    const everyMs = this.granularity(call.deadline - Date.now());
-    if (this.timer && everyMs >= this.everyMs) return;
-    if (this.timer) clearInterval(this.timer);
-    this.everyMs = everyMs;
-    this.timer = setInterval(() => this.check(), everyMs);
-    this.timer.unref();
+    if (!this.timer || everyMs < this.everyMs) {
+      if (this.timer) clearInterval(this.timer);
+      this.everyMs = everyMs;
+      this.timer = setInterval(() => this.check(), everyMs);
+      this.timer.unref();
+    }
+    return call;
   }
 
   delete(call: Call): void {
