@@ -4,6 +4,7 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport, type ClientProxy } from '@nestjs/microservices';
 import BeeQueue from 'bee-queue';
+import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
 import type { BenchTask, Driver } from './drivers.js';
 
@@ -153,5 +154,60 @@ export class NestRedisDriver implements Driver {
   private requireClient(): ClientProxy {
     if (!this.client) throw new Error('begin() first');
     return this.client;
+  }
+}
+
+/**
+ * The physical floor of the latency rows: no queue library, two bare ioredis connections, an RPUSH
+ * of the task to one list and a worker blocked in BLPOP on it (the least any Redis queue needs: one
+ * round trip to enqueue, one blocked pop woken). Run beside each library on the same schedule, it
+ * shows how much of a p99 is this machine's (timers, scheduling, the loopback) and how much is ours.
+ */
+export class BareHandoffDriver implements Pick<Driver, 'name' | 'begin' | 'enqueue' | 'startWorker' | 'stopWorker' | 'keyPattern' | 'close'> {
+  readonly name = 'bare ioredis RPUSH → BLPOP';
+  private readonly producer: Redis;
+  private list = '';
+  private consumer: Redis | undefined;
+  private consuming: Promise<void> | undefined;
+
+  constructor(private readonly url: string) {
+    this.producer = new Redis(url);
+  }
+
+  get keyPattern(): string {
+    return `${this.list}*`;
+  }
+
+  begin(phase: string): Promise<void> {
+    this.list = `floor${randomBytes(3).toString('hex')}-${phase}`;
+    return Promise.resolve();
+  }
+
+  async enqueue(data: BenchTask): Promise<void> {
+    await this.producer.rpush(this.list, JSON.stringify(data));
+  }
+
+  async startWorker(_concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
+    const consumer = (this.consumer = new Redis(this.url));
+    await consumer.ping();
+    const list = this.list;
+    this.consuming = (async () => {
+      for (;;) {
+        const popped = await consumer.blpop(list, 0).catch(() => null);
+        if (!popped) return; // disconnected by stopWorker()
+        handler(JSON.parse(popped[1]) as BenchTask);
+      }
+    })();
+  }
+
+  async stopWorker(): Promise<void> {
+    this.consumer?.disconnect();
+    await this.consuming;
+    this.consumer = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.stopWorker();
+    this.producer.disconnect();
   }
 }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type } from 'node:os';
 import { Redis } from 'ioredis';
-import { BeeQueueDriver, NestRedisDriver } from './anchors.js';
+import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
@@ -56,6 +56,9 @@ interface Figures {
   drain: Record<number, Sample>;
   latency: Record<number, Latency>;
   aofLatency: Record<number, Latency>;
+  /** The bare RPUSH → BLPOP hand-off measured right after this library's latency rows. */
+  latencyFloor?: Latency;
+  aofLatencyFloor?: Latency;
   cost?: Cost;
   bytesPerPending?: number;
   keysLeftAfterDrain?: number;
@@ -67,7 +70,7 @@ const redis = new Redis(url);
 const done = new Completion();
 const tasks = (n: number, from = 0): BenchTask[] => Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
 const log = (line: string) => console.log(line);
-const LATENCY_CONCURRENCIES = [1, 16, 64];
+const LATENCY_CONCURRENCIES = (process.env.BENCH_LATENCY_CONCURRENCIES ?? '1,16,64').split(',').map(Number);
 
 async function fill(driver: Driver, n: number, clientId?: string | ((index: number) => string)): Promise<void> {
   for (let start = 0; start < n; start += BATCH) {
@@ -198,7 +201,10 @@ async function endToEnd(driver: Driver): Promise<Cost> {
 }
 
 /** Enqueue -> handler start at a steady rate (2,000 tasks/s), worker at `concurrency`. */
-async function latency(driver: Driver, concurrency: number, server = redis): Promise<{ p50: number; p99: number }> {
+/** What the latency rows need of a queue (the bare hand-off floor has only this). */
+type LatencyDriver = Pick<Driver, 'begin' | 'enqueue' | 'startWorker' | 'stopWorker' | 'keyPattern'>;
+
+async function latency(driver: LatencyDriver, concurrency: number, server = redis): Promise<{ p50: number; p99: number }> {
   await driver.begin(`latency${concurrency}`);
   const samples: number[] = [];
   done.reset();
@@ -228,7 +234,7 @@ async function latency(driver: Driver, concurrency: number, server = redis): Pro
 }
 
 /** Latency runs repeated; each percentile's median and spread over the runs. */
-async function latencies(driver: Driver, concurrency: number, server = redis): Promise<Latency> {
+async function latencies(driver: LatencyDriver, concurrency: number, server = redis): Promise<Latency> {
   const runs: { p50: number; p99: number }[] = [];
   for (let i = 0; i < REPEATS; i++) runs.push(await latency(driver, concurrency, server));
   const sample = (values: number[]): Sample => {
@@ -309,12 +315,26 @@ async function latencyRows(driver: Driver, figures: Figures, aof?: { driver: Dri
     const result = (figures.latency[concurrency] = await latencies(driver, concurrency));
     log(`enqueue -> handler start at 2,000 tasks/s, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
   }
+  figures.latencyFloor = await handoffFloor(url, redis);
   figures.aofLatency = {};
   if (!aof) return;
   for (const concurrency of LATENCY_CONCURRENCIES) {
     const result = (figures.aofLatency[concurrency] = await latencies(aof.driver, concurrency, aof.server));
     log(`same with AOF everysec, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
   }
+  figures.aofLatencyFloor = await handoffFloor(process.env.BENCH_AOF_EVERYSEC_URL ?? url, aof.server);
+}
+
+/**
+ * The latency floor beside a library (right after its rows, same schedule, same server): two bare
+ * ioredis connections handing tasks over with RPUSH and BLPOP, no queue library at all.
+ */
+async function handoffFloor(at: string, server: Redis): Promise<Latency> {
+  const floor = new BareHandoffDriver(at);
+  const result = await latencies(floor, 1, server);
+  await floor.close();
+  log(`floor: ${floor.name} hand-off at 2,000 tasks/s: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+  return result;
 }
 
 /** Everything a queue library can run: producer rows, batch, drains, latency, cost, fairness. */
@@ -396,11 +416,14 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     if (x === undefined || y === undefined || Number.isNaN(x) || Number.isNaN(y) || x === 0) return '';
     return `${(row.better === 'higher' ? x / y : y / x).toFixed(2)}×`;
   };
-  const latencyRows = (name: string, pick: (f: Figures) => Record<number, Latency> | undefined): Row[] =>
-    LATENCY_CONCURRENCIES.flatMap((c): Row[] => [
+  const latencyRows = (name: string, pick: (f: Figures) => Record<number, Latency> | undefined, floor: (f: Figures) => Latency | undefined): Row[] => [
+    ...LATENCY_CONCURRENCIES.flatMap((c): Row[] => [
       { label: `${name}, concurrency ${c}: p50 (ms)`, get: (f) => pick(f)?.[c]?.p50, better: 'lower', digits: 2 },
       { label: `${name}, concurrency ${c}: p99 (ms)`, get: (f) => pick(f)?.[c]?.p99, better: 'lower', digits: 2 },
-    ]);
+    ]),
+    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, measured after each: p50 (ms)', get: (f) => floor(f)?.p50, better: 'lower', digits: 2 },
+    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, measured after each: p99 (ms)', get: (f) => floor(f)?.p99, better: 'lower', digits: 2 },
+  ];
   const rows: Row[] = [
     { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
     { label: 'emit, one awaited at a time (tasks/s)', get: (f) => f.emitSequential, better: 'higher' },
@@ -410,8 +433,8 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     { label: 'bytes sent to Redis per single emit', get: (f) => f.bytesPerEmit, better: 'lower' },
     { label: `enqueue, emitBatch / addBulk / saveAll of ${BATCH} (tasks/s)`, get: (f) => f.enqueueBatch, better: 'higher' },
     ...[1, 16, 64].map((c): Row => ({ label: `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`, get: (f) => f.drain[c], better: 'higher' })),
-    ...latencyRows('enqueue → handler start at 2,000/s', (f) => f.latency),
-    ...latencyRows('same, AOF everysec', (f) => f.aofLatency),
+    ...latencyRows('enqueue → handler start at 2,000/s', (f) => f.latency, (f) => f.latencyFloor),
+    ...latencyRows('same, AOF everysec', (f) => f.aofLatency, (f) => f.aofLatencyFloor),
     { label: 'Redis commands per task, end to end (Lua included)', get: (f) => f.cost?.redisCommandsPerTask, better: 'lower', digits: 2 },
     { label: 'Redis CPU per task, end to end (µs)', get: (f) => f.cost?.redisCpuMicrosPerTask, better: 'lower', digits: 1 },
     { label: 'Node CPU per task, producer + worker (µs)', get: (f) => f.cost?.nodeCpuMicrosPerTask, better: 'lower', digits: 1 },
