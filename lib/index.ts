@@ -19,10 +19,10 @@ export {
   type RemovedGroup,
   type RequeueDeadLettersResult,
   type WorkerInfo,
-} from './core/admin.js';
-export type { SweepResult } from './core/reaper.js';
-export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/outcomes.js';
-export type { BackoffOptions, RetryOptions } from './core/retry-policy.js';
+} from './core/admin/admin.js';
+export type { SweepResult } from './core/reaper/reaper.js';
+export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js';
+export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
 export {
@@ -32,7 +32,7 @@ export {
   type DurabilityOptions,
   type RedisTaskConnection,
   type RedisTaskTransportOptions,
-} from './core/options.js';
+} from './core/config/options.js';
 export {
   ClosedError,
   DuplicateTaskError,
@@ -49,8 +49,8 @@ export {
   ReplyTimeoutError,
   ShardCountMismatchError,
   UnserializableResultError,
-} from './core/errors.js';
-export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/dead-letter.js';
-export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/keys.js';
-export { UnsafeRedisError, type EvictionPolicyCheck } from './core/guardrails.js';
-export { ACL_COMMANDS, aclRule } from './core/acl.js';
+} from './core/model/errors.js';
+export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/model/dead-letter.js';
+export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/redis/keys.js';
+export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
+export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';

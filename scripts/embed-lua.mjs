@@ -1,10 +1,10 @@
-// Embeds the Lua scripts into a generated module, lib/core/scripts/sources.generated.ts, so the library
+// Embeds the Lua scripts into a generated module, lib/core/redis/scripts/sources.generated.ts, so the library
 // reads no files at run time and its ESM and CommonJS builds find the scripts alike (no import.meta).
 // The .lua files stay the source of truth; every build, type check, lint, test and sample run calls this
 // first. Usage: node scripts/embed-lua.mjs
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 
-const dir = new URL('../lib/core/scripts/', import.meta.url);
+const dir = new URL('../lib/core/redis/scripts/', import.meta.url);
 const read = (folder) =>
   Object.fromEntries(
     readdirSync(new URL(folder, dir))

@@ -1,5 +1,5 @@
-import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmin } from '../core/admin.js';
-import type { DeadLetterReason, DeadLetterRecord } from '../core/dead-letter.js';
+import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmin } from '../core/admin/admin.js';
+import type { DeadLetterReason, DeadLetterRecord } from '../core/model/dead-letter.js';
 import { duration, table } from './format.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;

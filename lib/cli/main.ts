@@ -4,13 +4,13 @@
  * Exit codes: 0 done, 1 Redis could not be reached or failed, 2 bad usage, 3 unknown queue, 4 no such
  * dead letter.
  */
-import { redactUrl } from '../core/redact.js';
+import { redactUrl } from '../core/support/redact.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { TaskAdmin } from '../core/admin.js';
-import { PrefixKeys } from '../core/keys.js';
-import { defineScripts } from '../core/scripts.js';
-import { ShardCounts } from '../core/shard-counts.js';
+import { TaskAdmin } from '../core/admin/admin.js';
+import { PrefixKeys } from '../core/redis/keys.js';
+import { defineScripts } from '../core/redis/scripts.js';
+import { ShardCounts } from '../core/redis/layouts.js';
 import { CliError, EXIT, run, USAGE } from './commands.js';
 
 async function main(argv: string[]): Promise<number> {

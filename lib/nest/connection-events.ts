@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '@nestjs/common';
-import type { RedisConnection } from '../core/scripts.js';
-import { OutageReporter } from '../core/logger.js';
-import { scrubRedisError } from '../core/redact.js';
+import type { RedisConnection } from '../core/redis/scripts.js';
+import { OutageReporter } from '../core/support/logger.js';
+import { scrubRedisError } from '../core/support/redact.js';
 import { RedisTaskStatus } from './redis-task.events.js';
 
 /**

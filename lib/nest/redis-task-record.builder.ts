@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import { InvalidTaskError } from '../core/errors.js';
-import { nameProblem } from '../core/rules.js';
-import { validateBackoff, validateMaxAttempts, type BackoffOptions } from '../core/retry-policy.js';
+import { InvalidTaskError } from '../core/model/errors.js';
+import { nameProblem, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
+import type { BackoffOptions } from '../core/model/retry-policy.js';
 
 /** Per-task settings that override the client's defaults. */
 export interface RedisTaskRecordOptions {

@@ -1,10 +1,10 @@
-import { scrubbing } from '../core/redact.js';
+import { scrubbing } from '../core/support/redact.js';
 import { Injectable } from '@nestjs/common';
-import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin.js';
-import type { DeadLetterRecord } from '../core/dead-letter.js';
-import { DEFAULT_GROUP, PrefixKeys } from '../core/keys.js';
-import { validateGroup } from '../core/options.js';
-import { ShardCounts } from '../core/shard-counts.js';
+import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
+import type { DeadLetterRecord } from '../core/model/dead-letter.js';
+import { DEFAULT_GROUP, PrefixKeys } from '../core/redis/keys.js';
+import { validateGroup } from '../core/config/options.js';
+import { ShardCounts } from '../core/redis/layouts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**

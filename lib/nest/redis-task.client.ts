@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import { Observable } from 'rxjs';
-import type { ReplyMessage } from '../core/claimed-task.js';
+import type { ReplyMessage } from '../core/worker/claimed-task.js';
 import {
   closeConnection,
   describeServer,
@@ -12,14 +12,14 @@ import {
   quit,
   watchOf,
   type OwnedConnection,
-} from '../core/connection.js';
-import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/errors.js';
-import { checkServer } from '../core/guardrails.js';
-import { PrefixKeys } from '../core/keys.js';
-import { ShardCounts } from '../core/shard-counts.js';
-import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/options.js';
-import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer.js';
-import type { RedisConnection, TaskRedis } from '../core/scripts.js';
+} from '../core/redis/connection.js';
+import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/model/errors.js';
+import { checkServer } from '../core/redis/guardrails.js';
+import { PrefixKeys } from '../core/redis/keys.js';
+import { ShardCounts } from '../core/redis/layouts.js';
+import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
+import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
+import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
 import { watchConnection } from './connection-events.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';

@@ -1,4 +1,4 @@
-import type { TaskOutcomeEvent } from '../core/outcomes.js';
+import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
 
 /** Connection states reported on `RedisTaskTransport.status` and `RedisTaskClient.status`. */
 export enum RedisTaskStatus {

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter, Gauge, Histogram, register as defaultRegistry, type Registry } from 'prom-client';
-import type { QueueStats } from '../core/admin.js';
-import type { TaskOutcomeEvent } from '../core/outcomes.js';
+import type { QueueStats } from '../core/admin/admin.js';
+import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import type { RedisTaskTransport } from './redis-task.transport.js';
 

@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import type { RedisTaskClientOptions } from '../core/options.js';
+import type { RedisTaskClientOptions } from '../core/config/options.js';
 
 /** Options of `RedisTaskModule.forRoot`: the client's, plus the reaper's schedule. */
 export interface RedisTaskModuleOptions extends RedisTaskClientOptions {

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { InvalidOptionError } from '../core/errors.js';
+import { InvalidOptionError } from '../core/model/errors.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import { RedisTaskClient } from './redis-task.client.js';
 import { REDIS_TASK_MODULE_OPTIONS, RedisTaskConfigurableModule, type RedisTaskModuleOptions } from './redis-task.module-definition.js';

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { PrefixKeys } from '../core/keys.js';
-import { ShardCounts } from '../core/shard-counts.js';
-import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
+import { PrefixKeys } from '../core/redis/keys.js';
+import { ShardCounts } from '../core/redis/layouts.js';
+import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
 

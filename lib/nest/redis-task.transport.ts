@@ -11,18 +11,19 @@ import {
   quit,
   watchOf,
   type OwnedConnection,
-} from '../core/connection.js';
-import { ClosedError, InvalidOptionError, NonRetryableTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/errors.js';
-import { scrubRedisError } from '../core/redact.js';
-import { printableLogger } from '../core/logger.js';
-import { checkServer, isPermissionError } from '../core/guardrails.js';
-import { PrefixKeys } from '../core/keys.js';
-import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/options.js';
-import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper.js';
-import { ShardCounts } from '../core/shard-counts.js';
-import { mergeRetry, validateRetry, type RetryPolicy } from '../core/retry-policy.js';
-import type { RedisConnection, TaskRedis } from '../core/scripts.js';
-import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker.js';
+} from '../core/redis/connection.js';
+import { ClosedError, InvalidOptionError, NonRetryableTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/model/errors.js';
+import { scrubRedisError } from '../core/support/redact.js';
+import { printableLogger } from '../core/support/logger.js';
+import { checkServer, isPermissionError } from '../core/redis/guardrails.js';
+import { PrefixKeys } from '../core/redis/keys.js';
+import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
+import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
+import { ShardCounts } from '../core/redis/layouts.js';
+import { mergeRetry, type RetryPolicy } from '../core/model/retry-policy.js';
+import { validateRetry } from '../core/config/rules.js';
+import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
+import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker/worker.js';
 import { watchConnection } from './connection-events.js';
 import { REDIS_TASK_TRANSPORT } from './constants.js';
 import { capturedError, installErrorCapture } from './error-capture.js';

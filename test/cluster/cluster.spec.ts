@@ -3,9 +3,9 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Cluster } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { checkClusterLayout } from '../../lib/core/guardrails.js';
-import { hashSlot } from '../../lib/core/hash-slot.js';
-import { defineScripts } from '../../lib/core/scripts.js';
+import { checkClusterLayout } from '../../lib/core/redis/guardrails.js';
+import { hashSlot } from '../../lib/core/redis/hash-slot.js';
+import { defineScripts } from '../../lib/core/redis/scripts.js';
 import {
   PrefixKeys,
   RedisTaskAdmin,
@@ -17,6 +17,7 @@ import {
   type RedisTaskTransportOptions,
 } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { claimAs, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
 import { startCluster } from '../support/topology.js';
 
@@ -197,7 +198,7 @@ describe('Redis Cluster (3 primaries)', () => {
     // A worker that claims one task on each shard, then dies: its lease (50 ms) runs out.
     const scripts = defineScripts(redis) as unknown as TestRedis;
     for (const shard of layout.shards) {
-      await scripts.heartbeatWorker(shard.workers, shard.processing('ghost'), shard.heartbeats, 'ghost', 50);
+      await gatewayOf(scripts).heartbeat(shard, 'ghost', 50);
       expect(await claimAs(scripts, shard, 'ghost', 1)).toHaveLength(2);
     }
     const { transport } = await worker(prefix, { shards: 3, reaperIntervalMs: false });

@@ -1,8 +1,8 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { decodeEntry } from '../../lib/core/codec.js';
-import { forceReconnect } from '../../lib/core/connection.js';
+import { decodeEntry } from '../../lib/core/model/codec.js';
+import { forceReconnect } from '../../lib/core/redis/connection.js';
 import {
   InvalidTaskError,
   PayloadTooLargeError,
@@ -13,7 +13,7 @@ import {
   type RedisTaskClientOptions,
   type RedisTaskReceipt,
 } from '../../lib/index.js';
-import type { TaskRedis } from '../../lib/core/scripts.js';
+import type { TaskRedis } from '../../lib/core/redis/scripts.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
 
 const redis = openRedis();

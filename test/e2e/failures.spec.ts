@@ -3,8 +3,8 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
-import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
-import { requeueProcessing } from '../../lib/core/requeue.js';
+import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
+import { requeueProcessing } from '../../lib/core/redis/requeue.js';
 import {
   InvalidOptionError,
   NonRetryableTaskError,

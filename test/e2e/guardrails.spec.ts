@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { versionAtLeast } from '../../lib/core/guardrails.js';
+import { versionAtLeast } from '../../lib/core/redis/guardrails.js';
 import { RedisTaskClient, RedisTaskTransport, UnsafeRedisError } from '../../lib/index.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startWorker } from '../support/nest.js';

@@ -2,7 +2,7 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
+import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import {
   DuplicateTaskError,
   InvalidTaskError,

@@ -3,8 +3,8 @@ import { Controller, Injectable, Module } from '@nestjs/common';
 import { ClientsModule, Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
-import { encodeEntry } from '../../lib/core/codec.js';
-import type { DeadLetterRecord } from '../../lib/core/dead-letter.js';
+import { encodeEntry } from '../../lib/core/model/codec.js';
+import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import {
   PrefixKeys,
   RedisTaskClient,
@@ -15,6 +15,7 @@ import {
   type RedisTaskInfo,
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { claimAs, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
@@ -269,7 +270,7 @@ describe('restarts lose nothing', () => {
     await client.emitBatch('avatar.resize', [{ n: 1 }, { n: 2 }]);
     const queue = keys.queue('avatar.resize');
     // A previous run of "crashed-1" claimed both tasks and died without settling them.
-    await redis.heartbeatWorker(queue.workers, queue.processing('crashed-1'), queue.heartbeats, 'crashed-1', 30_000);
+    await gatewayOf(redis).heartbeat(queue, 'crashed-1', 30_000);
     const claimed = await claimAs(redis, queue, 'crashed-1', 2);
     expect(claimed).toHaveLength(4);
     expect(await redis.llen(queue.ring)).toBe(0);

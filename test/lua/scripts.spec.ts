@@ -1,11 +1,12 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from '@jest/globals';
-import { decodeEntry, encodeEntry } from '../../lib/core/codec.js';
-import { QueueKeys } from '../../lib/core/keys.js';
-import { ScriptKeys } from '../../lib/core/script-keys.js';
-import { pushEnqueueArgs } from '../../lib/core/task-items.js';
+import { decodeEntry, encodeEntry } from '../../lib/core/model/codec.js';
+import { QueueKeys } from '../../lib/core/redis/keys.js';
+import { gatewayOf, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
+import { pushEnqueueArgs } from '../../lib/core/producer/task-items.js';
 import { claimAs, deleteKeys, keysUnder, openRedis, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
+const gateway = gatewayOf(redis);
 let prefix: string;
 let keys: QueueKeys;
 const worker = 'w1';
@@ -37,7 +38,7 @@ async function enqueueWith(tasks: [clientId: string, id: string, options?: Optio
       awaitsReply: false,
     });
   }
-  return redis.enqueueTasks(keys.root, ...args);
+  return gateway.enqueue(keys, args);
 }
 
 /** Enqueues plain tasks per client; resolves with how many were enqueued. */
@@ -47,31 +48,31 @@ async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<
 }
 
 /** Claims up to `count` tasks round-robin over the ring (the client id is what the ring says). */
-async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | -1 | -2> {
+async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | 'unregistered' | 'paused'> {
   return claimAs(redis, keys, workerId, count);
 }
 
-/** counted, inflight, parked, ring, counters: the keys every settle script ends with. */
-function settleKeys(): [string, string, string, string, string] {
-  return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
-}
-
 /** Acknowledges one task with ackTasks (as the worker does, alone in its call); resolves 1 or 0. */
-async function ack(token: string, id: string, options: { dedupKey?: string; channel?: string; reply?: string } = {}): Promise<0 | 1> {
-  const [result] = await redis.ackTasks(keys.processing(worker), keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.root,
-    token, id, options.dedupKey ?? '', options.channel ?? '', options.reply ?? '', 5_000);
-  return result;
+async function ack(token: string, id: string, options: { dedupKey?: string; channel?: string; reply?: string } = {}): Promise<boolean> {
+  const [held] = await gateway.acknowledge(keys, worker, [token, id, options.dedupKey ?? '', options.channel ?? '', options.reply ?? '', 5_000]);
+  return held;
 }
 
-function ids(reply: string[] | -1 | -2): string[] {
-  if (reply === -1 || reply === -2) throw new Error(`claim refused (${reply})`);
-  return reply.filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
+/** The token/entry pairs of a claim, or a throw saying why nothing was claimed. */
+function pairsOf(reply: readonly string[] | 'unregistered' | 'paused' | ClaimOutcome): readonly string[] {
+  if (typeof reply === 'string') throw new Error(`claim refused (${reply})`);
+  if ('kind' in reply) return pairsOf(reply.kind === 'claimed' ? reply.pairs : reply.kind);
+  return reply;
+}
+
+function ids(reply: readonly string[] | 'unregistered' | 'paused' | ClaimOutcome): string[] {
+  return pairsOf(reply).filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
 }
 
 beforeEach(async () => {
   prefix = testPrefix('lua');
   keys = new QueueKeys(prefix, 'resize');
-  await redis.heartbeatWorker(keys.workers, keys.processing(worker), keys.heartbeats, worker, 30_000);
+  await gateway.heartbeat(keys, worker, 30_000);
 });
 
 afterEach(async () => {
@@ -141,7 +142,7 @@ describe('consumer groups (enqueueTasks fan-out)', () => {
       expect(await redis.zcard(scoped.priority('a'))).toBe(1);
       expect(await redis.get(scoped.prioritized)).toBe('1');
       expect(await redis.zcard(scoped.delayed)).toBe(1);
-      await redis.heartbeatWorker(scoped.workers, scoped.processing(worker), scoped.heartbeats, worker, 30_000);
+      await gateway.heartbeat(scoped, worker, 30_000);
       expect(ids(await claimAs(redis, scoped, worker, 5))).toEqual(['2', '1']);
     }
     // The implicit group was not registered: it gets no copy.
@@ -184,24 +185,18 @@ describe('claimTasks', () => {
     await enqueue(['a', ['1', '2', '3']]);
     const [t1, , t2] = (await claim('a', 2)) as string[];
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
-    const [lost, claimed] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 1, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1, t2,
-    );
+    const { lost, outcome } = await gateway.claim(keys, { workerId: worker, wanted: 1, clientConcurrency: 0, tokenPrefix: 'again.', acks: [t1, t2] });
     expect(lost).toEqual([t2]);
-    expect(ids(claimed)).toEqual(['3']);
-    expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([(claimed as string[])[0]]);
+    expect(ids(outcome)).toEqual(['3']);
+    expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([pairsOf(outcome)[0]]);
   });
 
   it('claims nothing from a paused queue but still acknowledges, and claims again once resumed', async () => {
     await enqueue(['a', ['1', '2']]);
     const [t1] = (await claim('a', 1)) as string[];
     await redis.set(keys.paused, '1');
-    const [lost, claimed] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 5, worker, keys.pending(''), keys.priority(''), 0, 'again.', t1,
-    );
-    expect([lost, claimed]).toEqual([[], -2]);
+    const { lost, outcome } = await gateway.claim(keys, { workerId: worker, wanted: 5, clientConcurrency: 0, tokenPrefix: 'again.', acks: [t1] });
+    expect([lost, outcome]).toEqual([[], { kind: 'paused' }]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
     expect(await redis.hget(keys.counters, 'completed')).toBe('1');
     await redis.del(keys.paused);
@@ -216,7 +211,7 @@ describe('claimTasks', () => {
 
   it('refuses a worker that is not registered', async () => {
     await enqueue(['a', ['1']]);
-    expect(await claim('a', 1, 'unknown-worker')).toBe(-1);
+    expect(await claim('a', 1, 'unknown-worker')).toBe('unregistered');
     expect(await redis.llen(keys.pending('a'))).toBe(1);
   });
 
@@ -254,12 +249,9 @@ describe('rotation over the ring', () => {
   it('takes a rate-limited client off the ring once its burst is used, until releaseThrottled puts it back', async () => {
     await enqueue(['slow', ['s1', 's2', 's3', 's4']], ['fast', ['f1', 'f2', 'f3', 'f4']]);
     await redis.hset(keys.rates, 'slow', 10); // 10/s: a burst of 1, then one task per 100 ms
-    const [, claimed, throttledUntil] = await redis.claimTasks(
-      keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 8, worker, keys.pending(''), keys.priority(''), 0, 'rated.',
-    );
+    const { outcome, throttledUntil = 0 } = await gateway.claim(keys, { workerId: worker, wanted: 8, clientConcurrency: 0, tokenPrefix: 'rated.', acks: [] });
     // slow gets its one token, then is throttled; fast drains meanwhile.
-    expect(ids(claimed)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
+    expect(ids(outcome)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
     const [seconds, micros] = await redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     expect(throttledUntil - now).toBeGreaterThan(50);
@@ -267,8 +259,8 @@ describe('rotation over the ring', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
     expect(Number(await redis.zscore(keys.throttled, 'slow'))).toBe(throttledUntil);
     // Before its token is due nothing is released; at the due time it is back on the ring.
-    expect(await redis.releaseThrottled(keys.throttled, keys.ring, throttledUntil - 1)).toEqual([0, throttledUntil]);
-    expect(await redis.releaseThrottled(keys.throttled, keys.ring, throttledUntil)).toEqual([1, 0]);
+    expect(await gateway.releaseThrottled(keys, throttledUntil - 1)).toEqual({ released: 0, nextDueAt: throttledUntil });
+    expect(await gateway.releaseThrottled(keys, throttledUntil)).toEqual({ released: 1 });
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['slow']);
   });
 
@@ -285,8 +277,8 @@ describe('ackTasks', () => {
   it('acknowledges a held token once, and refuses it afterwards (fencing)', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await ack(token, '1')).toBe(1);
-    expect(await ack(token, '1')).toBe(0);
+    expect(await ack(token, '1')).toBe(true);
+    expect(await ack(token, '1')).toBe(false);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
   });
 
@@ -294,12 +286,13 @@ describe('ackTasks', () => {
     await enqueueWith([['a', '1'], ['a', '2', { dedupKey: 'k' }], ['a', '3']]);
     const tokens = ((await claim('a', 3)) as string[]).filter((_, i) => i % 2 === 0);
     const reply = JSON.stringify({ id: '3', response: 7 });
-    const results = await redis.ackTasks(keys.processing(worker), keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.root,
+    const results = await gateway.acknowledge(keys, worker, [
       tokens[0], '1', '', '', '', 5_000,
       'not-a-held-token', 'x', '', '', '', 5_000,
       tokens[1], '2', 'k', '', '', 5_000,
-      tokens[2], '3', '', `${prefix}:replies:x`, reply, 5_000);
-    expect(results).toEqual([1, 0, 1, 1]);
+      tokens[2], '3', '', `${prefix}:replies:x`, reply, 5_000,
+    ]);
+    expect(results).toEqual([true, false, true, true]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
     expect(await redis.exists(keys.dedup('k'))).toBe(0);
     expect(await redis.get(keys.result('3'))).toBe(reply);
@@ -311,7 +304,7 @@ describe('ackTasks', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const reply = JSON.stringify({ id: '1', response: 42 });
-    expect(await ack(token, '1', { channel: `${prefix}:replies:x`, reply })).toBe(1);
+    expect(await ack(token, '1', { channel: `${prefix}:replies:x`, reply })).toBe(true);
     expect(await redis.get(keys.result('1'))).toBe(reply);
     const ttl = await redis.pttl(keys.result('1'));
     expect(ttl).toBeGreaterThan(0);
@@ -325,11 +318,11 @@ describe('deadLetterTask', () => {
     const reply = (await claim('a', 3)) as string[];
     for (let i = 0; i < reply.length; i += 2) {
       const record = JSON.stringify({ id: String(i / 2 + 1), reason: 'failed' });
-      expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), reply[i], record, 2, '')).toBe(1);
+      expect(await gateway.deadLetter(keys, worker, reply[i], { record: record, cap: 2 })).toBe(true);
     }
     const dead = (await redis.lrange(keys.deadLetters, 0, -1)).map((raw) => JSON.parse(raw).id);
     expect(dead).toEqual(['3', '2']);
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), reply[0], '{}', 2, '')).toBe(0);
+    expect(await gateway.deadLetter(keys, worker, reply[0], { record: '{}', cap: 2 })).toBe(false);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '3', failed: '3' });
   });
 
@@ -337,16 +330,14 @@ describe('deadLetterTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const record = JSON.stringify({ id: '1', reason: 'expired', payload: { reason: 'failed' } });
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), token, record, 5, '')).toBe(1);
+    expect(await gateway.deadLetter(keys, worker, token, { record: record, cap: 5 })).toBe(true);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
   });
 });
 
 describe('requeueTasks', () => {
   async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
-    const fields = tokens.flatMap((token) => [token, ...scriptKeys.client(keys, clientId), clientId, priority]);
-    return redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt, ...fields);
+    return gateway.requeue(keys, worker, countAttempt === 1, tokens.map((token) => ({ token, clientId, priority })));
   }
 
   it('returns tasks to the head of their lists in claim order and puts the client back on the ring', async () => {
@@ -385,7 +376,7 @@ describe('requeueTasks', () => {
 describe('heartbeatWorker', () => {
   it('records the lease expiry on the Redis clock', async () => {
     const [seconds] = await redis.time();
-    const [now] = await redis.heartbeatWorker(keys.workers, keys.processing('w2'), keys.heartbeats, 'w2', 5_000);
+    const { now } = await gateway.heartbeat(keys, 'w2', 5_000);
     expect(Math.abs(now - Number(seconds) * 1000)).toBeLessThan(2_000);
     expect(Number(await redis.zscore(keys.workers, 'w2'))).toBe(now + 5_000);
   });
@@ -395,7 +386,7 @@ describe('heartbeatWorker', () => {
     const reply = (await claim('a', 3)) as string[];
     const [t1, , t2, , t3] = reply;
     await redis.hdel(keys.processing(worker), t1); // recovered by a reaper meanwhile
-    const [, lost, orphaned] = await redis.heartbeatWorker(keys.workers, keys.processing(worker), keys.heartbeats, worker, 5_000, t1, t2);
+    const { lost, orphaned } = await gateway.heartbeat(keys, worker, 5_000, [t1, t2]);
     expect(lost).toEqual([t1]);
     expect(orphaned).toEqual([t3]);
   });
@@ -406,12 +397,13 @@ describe('retryTask', () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
     const [seconds] = await redis.time();
-    const due = await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), token, 2_000);
+    const retried = await gateway.retry(keys, worker, token, 2_000);
+    const due = retried.kind === 'scheduled' ? retried.dueAt : 0;
     expect(due - Number(seconds) * 1000).toBeGreaterThanOrEqual(1_000);
     const [entry, score] = await redis.zrange(keys.delayed, '0', '-1', 'WITHSCORES');
     expect(Number(score)).toBe(due);
     expect(decodeEntry(entry)).toMatchObject({ ok: true, entry: { attempts: 1 } });
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), token, 2_000)).toBe(0);
+    expect(await gateway.retry(keys, worker, token, 2_000)).toEqual({ kind: 'lost' });
     // Counted once: the refused second call changed nothing.
     expect(await redis.hgetall(keys.counters)).toEqual({ failed: '1', retried: '1' });
   });
@@ -421,7 +413,7 @@ describe('promoteTasks', () => {
   it('moves entries still delayed to the tail of their lists once, adding clients to the ring', async () => {
     const e1 = entry('1', 'a', 1);
     await redis.zadd(keys.delayed, 1, e1);
-    const promote = () => redis.promoteTasks(7, keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pending('a'), keys.priority('a'), e1, 6, 7, 'a', 0);
+    const promote = () => gateway.promote(keys, [{ entry: e1, clientId: 'a', priority: 0 }]);
     const [first, second] = await Promise.all([promote(), promote()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([e1]);
@@ -434,9 +426,9 @@ describe('forgetWorker', () => {
   it('removes an expired worker with an empty hash, but not one that renewed its lease or holds tasks', async () => {
     await redis.zadd(keys.workers, 100, 'dead', 100, 'busy', 10_000, 'renewed');
     await redis.hset(keys.processing('busy'), '1', 'x');
-    expect(await redis.forgetWorker(keys.workers, keys.processing('dead'), keys.heartbeats, 'dead', 500)).toBe(1);
-    expect(await redis.forgetWorker(keys.workers, keys.processing('busy'), keys.heartbeats, 'busy', 500)).toBe(0);
-    expect(await redis.forgetWorker(keys.workers, keys.processing('renewed'), keys.heartbeats, 'renewed', 500)).toBe(0);
+    expect(await gateway.forgetWorker(keys, 'dead', 500)).toBe(true);
+    expect(await gateway.forgetWorker(keys, 'busy', 500)).toBe(false);
+    expect(await gateway.forgetWorker(keys, 'renewed', 500)).toBe(false);
     expect(await redis.zrange(keys.workers, '0', '-1')).toEqual(['busy', 'renewed', worker]);
   });
 });
@@ -446,7 +438,7 @@ describe('requeueDeadLetters', () => {
     const record = JSON.stringify({ id: '9', clientId: 'a', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);
     const fresh = entry('9', 'a');
-    const requeue = () => redis.requeueDeadLetters(7, keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pending('a'), keys.priority('a'), record, 6, 7, 'a', fresh, 0);
+    const requeue = () => gateway.requeueDeadLetters(keys, [{ raw: record, clientId: 'a', entry: fresh, priority: 0 }]);
     const [first, second] = await Promise.all([requeue(), requeue()]);
     expect(first + second).toBe(1);
     expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([fresh]);
@@ -478,9 +470,7 @@ describe('priorities', () => {
     const reply = (await claim('a', 2)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
     await enqueueWith([['a', 'p-3', { priority: 5 }]]);
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
-    const fields = [reply[2], reply[0]].flatMap((token) => [token, ...scriptKeys.client(keys, 'a'), 'a', 5]);
-    expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(2);
+    expect(await gateway.requeue(keys, worker, false, [reply[2], reply[0]].map((token) => ({ token, clientId: 'a', priority: 5 })))).toBe(2);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
     expect(ids(await claim('a', 3))).toEqual(['p-1', 'p-2', 'p-3']);
   });
@@ -504,7 +494,7 @@ describe('deduplication', () => {
     expect(await redis.llen(keys.pending('a'))).toBe(1);
     expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
     const [token] = (await claim('a', 1)) as string[];
-    expect(await ack(token, 'first', { dedupKey: 'k' })).toBe(1);
+    expect(await ack(token, 'first', { dedupKey: 'k' })).toBe(true);
     expect(await redis.exists(keys.dedup('k'))).toBe(0);
     expect(await enqueueWith([['a', 'third', { dedupKey: 'k' }]])).toEqual([0]);
   });
@@ -513,7 +503,7 @@ describe('deduplication', () => {
     await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.dedup('k'), 'someone-else');
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('first'), keys.dedup('k'), ...settleKeys(), token, '{}', 5, 'first')).toBe(1);
+    expect(await gateway.deadLetter(keys, worker, token, { record: '{}', cap: 5, taskId: 'first', dedupKey: 'k' })).toBe(true);
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });
@@ -535,13 +525,11 @@ describe('per-client concurrency cap', () => {
   it('releases the slot on retry, dead letter and requeue too, and forgets a client with nothing left', async () => {
     await enqueue(['a', ['a1', 'a2', 'a3', 'a4']]);
     const [t1] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 60_000)).toBeGreaterThan(0);
+    expect(await gateway.retry(keys, worker, t1, 60_000)).toMatchObject({ kind: 'scheduled' });
     const [t2] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    expect(await redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), t2, '{}', 5, '')).toBe(1);
+    expect(await gateway.deadLetter(keys, worker, t2, { record: '{}', cap: 5 })).toBe(true);
     const [t3] = (await claimAs(redis, keys, worker, 5, [], 1)) as string[];
-    const scriptKeys = new ScriptKeys([keys.processing(worker), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
-    const fields = [t3, ...scriptKeys.client(keys, 'a'), 'a', 0];
-    expect(await redis.requeueTasks(...(scriptKeys.args as [number]), 0, ...fields)).toBe(1);
+    expect(await gateway.requeue(keys, worker, false, [{ token: t3, clientId: 'a', priority: 0 }])).toBe(1);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
     expect(await redis.exists(keys.inflight, keys.counted, keys.parked)).toBe(0);
     const claimed = (await claimAs(redis, keys, worker, 5, [], 2)) as string[];
@@ -607,14 +595,14 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     await enqueue(['a', ['a1', 'a2']]);
     const [t1, , t2] = (await claim('a', 2)) as string[];
     await redis.set(keys.delayed, 'x');
-    await expect(redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 10)).rejects.toThrow(/holds a string, not a zset/);
+    await expect(gateway.retry(keys, worker, t1, 10)).rejects.toThrow(/holds a string, not a zset/);
     await redis.set(keys.deadLetters, 'x');
     await expect(
-      redis.deadLetterTask(keys.processing(worker), keys.deadLetters, keys.result('x'), keys.ring, ...settleKeys(), t2, '{}', 5, ''),
+      gateway.deadLetter(keys, worker, t2, { record: '{}', cap: 5 }),
     ).rejects.toThrow(/holds a string, not a list/);
     expect(await redis.hlen(keys.processing(worker))).toBe(2);
     await redis.del(keys.delayed, keys.deadLetters);
-    expect(await redis.retryTask(keys.processing(worker), keys.delayed, ...settleKeys(), t1, 10)).toBeGreaterThan(0);
+    expect(await gateway.retry(keys, worker, t1, 10)).toMatchObject({ kind: 'scheduled' });
     expect(await everyTaskId()).toEqual(['a1', 'a2']);
   });
 
@@ -622,7 +610,7 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     await enqueue(['a', ['a1']]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.counters, 'x');
-    expect(await ack(token, 'a1')).toBe(1);
+    expect(await ack(token, 'a1')).toBe(true);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
   });
 
@@ -653,14 +641,9 @@ describe('broken data in Redis: no script fails halfway, one broken client never
 describe('claimTasks sent twice (ioredis resends a call whose reply a reconnection lost)', () => {
   it('claims other tasks under other tokens the second time, overwriting nothing', async () => {
     await enqueue(['a', ['1', '2', '3', '4']]);
-    const call = () =>
-      redis.claimTasks(
-        keys.ring, keys.processing(worker), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-        keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, 2, worker,
-        keys.pending(''), keys.priority(''), 0, 'same-prefix.',
-      );
-    const [, first] = await call();
-    const [, second] = await call();
+    const call = async () => (await gateway.claim(keys, { workerId: worker, wanted: 2, clientConcurrency: 0, tokenPrefix: 'same-prefix.', acks: [] })).outcome;
+    const first = await call();
+    const second = await call();
     expect([...ids(first), ...ids(second)]).toEqual(['1', '2', '3', '4']);
     const held = await redis.hgetall(keys.processing(worker));
     expect(Object.keys(held)).toHaveLength(4);

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { QueueKeys } from '../../lib/core/keys.js';
-import { defineScripts, type TaskCommands } from '../../lib/core/scripts.js';
+import type { QueueKeys } from '../../lib/core/redis/keys.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import { defineScripts, type TaskCommands } from '../../lib/core/redis/scripts.js';
 
 /** The Redis the global setup found or started (never a mock). */
 export function redisUrl(): string {
@@ -75,8 +76,8 @@ export function gate(): { promise: Promise<void>; open: () => void } {
 
 /**
  * Claims up to `count` tasks as `workerId` would (round-robin over the ring), acknowledging `acks`
- * first. Resolves with the flat token/entry array, -1 when the worker is not registered, -2 when the
- * queue is paused.
+ * first, through the script gateway. Resolves with the flat token/entry array, or with why nothing
+ * could be claimed (`unregistered`, `paused`).
  */
 export async function claimAs(
   redis: TestRedis,
@@ -85,31 +86,13 @@ export async function claimAs(
   count: number,
   acks: string[] = [],
   clientCap = 0,
-): Promise<string[] | -1 | -2> {
-  const [, claimed] = await redis.claimTasks(
-    queue.ring,
-    queue.processing(workerId),
-    queue.faults,
-    queue.workers,
-    queue.prioritized,
-    queue.counted,
-    queue.inflight,
-    queue.parked,
-    queue.paused,
-    queue.counters,
-    queue.weights,
-    queue.credit,
-    queue.rates,
-    queue.throttled,
-    queue.buckets,
-    queue.sequence,
-    count,
+): Promise<string[] | 'unregistered' | 'paused'> {
+  const { outcome } = await gatewayOf(redis).claim(queue, {
     workerId,
-    queue.pending(''),
-    queue.priority(''),
-    clientCap,
-    `${randomBytes(4).toString('hex')}.`,
-    ...acks,
-  );
-  return claimed;
+    wanted: count,
+    clientConcurrency: clientCap,
+    tokenPrefix: `${randomBytes(4).toString('hex')}.`,
+    acks,
+  });
+  return outcome.kind === 'claimed' ? [...outcome.pairs] : outcome.kind;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { decodeEntry, encodeEntry, encodeNewEntry } from '../../lib/core/codec.js';
-import { encodeQueueName, QueueKeys } from '../../lib/core/keys.js';
+import { decodeEntry, encodeEntry, encodeNewEntry } from '../../lib/core/model/codec.js';
+import { encodeQueueName, QueueKeys } from '../../lib/core/redis/keys.js';
 
 describe('task entries', () => {
   it('round-trips an envelope with its attempt count', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { fnv1a, hashSlot } from '../../lib/core/hash-slot.js';
-import { PrefixKeys, shardTag } from '../../lib/core/keys.js';
+import { fnv1a, hashSlot } from '../../lib/core/redis/hash-slot.js';
+import { PrefixKeys, shardTag } from '../../lib/core/redis/keys.js';
 
 describe('hashSlot', () => {
   it('is CRC16/XMODEM modulo 16384 (check value of "123456789" is 0x31C3)', () => {

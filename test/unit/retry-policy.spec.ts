@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { backoffDelay, DEFAULT_RETRY_POLICY, mergeRetry } from '../../lib/core/retry-policy.js';
+import { backoffDelay, DEFAULT_RETRY_POLICY, mergeRetry } from '../../lib/core/model/retry-policy.js';
 
 describe('backoff', () => {
   const exponential = { type: 'exponential' as const, delayMs: 100, maxDelayMs: 1_000, jitter: 0 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { readScriptDefinitions } from '../../lib/core/scripts.js';
+import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
 
 const scripts = readScriptDefinitions();
 

@@ -1,4 +1,4 @@
-import { printable } from './rules.js';
+import { printable } from './describe.js';
 /** What the core needs from a logger; Nest's `Logger` fits as it is. */
 export interface TaskLogger {
   log(message: string): void;

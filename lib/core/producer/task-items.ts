@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { encodeNewEntry } from './codec.js';
-import { describe } from './options-describe.js';
-import { validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
-import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem } from './rules.js';
-import { InvalidTaskError, PayloadTooLargeError } from './errors.js';
+import { encodeNewEntry } from '../model/codec.js';
+import { describe } from '../support/describe.js';
+import type { BackoffOptions } from '../model/retry-policy.js';
+import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../config/rules.js';
+import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 
 /** One task to enqueue. */
 export interface EnqueueItem {

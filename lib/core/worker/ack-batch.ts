@@ -1,6 +1,6 @@
-import type { QueueKeys } from './keys.js';
-import { perConnection } from './per-connection.js';
-import type { TaskRedis } from './scripts.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { perConnection } from '../redis/per-connection.js';
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 
 /** One acknowledgement waiting for its call: the script's 6 fields, and its caller. */
 interface PendingAck {
@@ -11,7 +11,7 @@ interface PendingAck {
 
 interface Batch {
   readonly keys: QueueKeys;
-  readonly processing: string;
+  readonly workerId: string;
   readonly acks: PendingAck[];
 }
 
@@ -20,18 +20,19 @@ interface Batch {
  * free) made in one event-loop turn: one `ackTasks` call per worker and queue shard, right after the
  * turn (`process.nextTick`). Each stays fenced on its own token and is answered on its own.
  */
-export class AckCoalescer {
+export class AckBatch {
   private readonly waiting = new Map<string, Batch>();
   private scheduled = false;
 
-  constructor(private readonly redis: TaskRedis) {}
+  constructor(private readonly gateway: ScriptGateway) {}
 
   /** Resolves true once Redis removed the task, false when the worker no longer held it (lease lost). */
-  acknowledge(keys: QueueKeys, processing: string, fields: readonly (string | number)[]): Promise<boolean> {
+  acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      const batch = this.waiting.get(processing);
+      const batchKey = keys.processing(workerId);
+      const batch = this.waiting.get(batchKey);
       if (batch) batch.acks.push({ fields, resolve, reject });
-      else this.waiting.set(processing, { keys, processing, acks: [{ fields, resolve, reject }] });
+      else this.waiting.set(batchKey, { keys, workerId, acks: [{ fields, resolve, reject }] });
       if (!this.scheduled) {
         this.scheduled = true;
         process.nextTick(this.flush);
@@ -43,16 +44,16 @@ export class AckCoalescer {
     this.scheduled = false;
     const batches = [...this.waiting.values()];
     this.waiting.clear();
-    for (const { keys, processing, acks } of batches) {
+    for (const { keys, workerId, acks } of batches) {
       const args: (string | number)[] = [];
       for (const ack of acks) args.push(...ack.fields);
-      this.redis.ackTasks(processing, keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.root, ...args).then(
-        (results) => acks.forEach((ack, i) => ack.resolve(results[i] === 1)),
+      this.gateway.acknowledge(keys, workerId, args).then(
+        (held) => acks.forEach((ack, i) => ack.resolve(held[i])),
         (error: unknown) => acks.forEach((ack) => ack.reject(error)),
       );
     }
   };
 }
 
-/** The acknowledgement coalescer of a connection (shared by every worker using it). */
-export const ackCoalescerOf = perConnection((redis) => new AckCoalescer(redis));
+/** The acknowledgement batch of a connection (shared by every worker using it). */
+export const ackBatchOf = perConnection((redis) => new AckBatch(gatewayOf(redis)));

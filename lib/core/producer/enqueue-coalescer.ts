@@ -1,7 +1,8 @@
-import type { DurabilityOptions } from './options.js';
-import type { QueueKeys } from './keys.js';
-import { perConnection } from './per-connection.js';
-import type { TaskRedis } from './scripts.js';
+import type { DurabilityOptions } from '../config/options.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import { perConnection } from '../redis/per-connection.js';
+import type { TaskRedis } from '../redis/scripts.js';
 import { pushEnqueueArgs, type PreparedTask } from './task-items.js';
 
 /** One caller's tasks for one shard, and how to answer that caller. */
@@ -52,7 +53,11 @@ export class EnqueueCoalescer {
   private scheduled = false;
   private readonly deadlines = new Deadlines();
 
-  constructor(private readonly redis: TaskRedis) {}
+  private readonly gateway: ScriptGateway;
+
+  constructor(redis: TaskRedis) {
+    this.gateway = gatewayOf(redis);
+  }
 
   add(signature: string, settings: CallSettings, part: EnqueuePart): void {
     let roots = this.waiting.get(signature);
@@ -100,7 +105,13 @@ export class EnqueueCoalescer {
       for (const task of part.tasks) pushEnqueueArgs(args, task);
     }
     const call = this.deadlines.add(parts, settings.timeoutMs);
-    const written = settings.durability ? this.replicated(keys, args, settings.durability) : this.redis.enqueueTasks(keys.root, ...args);
+    const durability = settings.durability;
+    const written = durability
+      ? this.gateway.enqueueReplicated(keys, args, durability).then((replicated) => {
+          if (replicated.kind === 'short') throw new ReplicationShortfall(replicated.acknowledged);
+          return replicated.results;
+        })
+      : this.gateway.enqueue(keys, args);
     written.then(
       (results) => {
         this.deadlines.delete(call);
@@ -115,27 +126,6 @@ export class EnqueueCoalescer {
         for (const part of parts) part.fail(error instanceof Error || error instanceof ReplicationShortfall ? error : new Error(String(error)));
       },
     );
-  }
-
-  /**
-   * The enqueue and a WAIT in one pipeline (one round trip): both go to the node holding the shard's
-   * slot, and WAIT covers the writes made on that connection before it.
-   */
-  private async replicated(keys: QueueKeys, args: (string | number)[], { replicas, timeoutMs }: DurabilityOptions): Promise<(0 | string)[]> {
-    const pipeline = this.redis.pipeline() as unknown as {
-      enqueueTasks(root: string, ...args: (string | number)[]): unknown;
-      wait(replicas: number, timeout: number): unknown;
-      exec(): Promise<[Error | null, unknown][] | null>;
-    };
-    pipeline.enqueueTasks(keys.root, ...args);
-    pipeline.wait(replicas, timeoutMs);
-    const replies = await pipeline.exec();
-    const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
-    if (enqueueError) throw enqueueError;
-    const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
-    if (waitError) throw waitError;
-    if (Number(acknowledged) < replicas) throw new ReplicationShortfall(Number(acknowledged));
-    return results as (0 | string)[];
   }
 }
 

@@ -1,14 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { capRaw } from './claimed-task.js';
-import { decodeEntry, guessTaskId } from './codec.js';
-import type { DeadLetterRecord } from './dead-letter.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
-import type { TaskLogger } from './logger.js';
-import { requeueProcessing } from './requeue.js';
-import type { ShardCounts } from './shard-counts.js';
-import { ScriptKeys } from './script-keys.js';
-import type { TaskRedis } from './scripts.js';
+import { decodeEntry, guessTaskId } from '../model/codec.js';
+import { malformedRecord } from '../model/dead-letter.js';
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import type { TaskLogger } from '../support/logger.js';
+import { requeueProcessing } from '../redis/requeue.js';
+import type { ShardCounts } from '../redis/layouts.js';
+import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
 export interface SweepResult {
@@ -40,6 +39,7 @@ const PROMOTE_BATCH = 500;
  */
 export class TaskReaper {
   private readonly owner = randomBytes(8).toString('hex');
+  private readonly gateway: ScriptGateway;
   /** Redis clock minus this process's clock, as last measured (due times are on the Redis clock). */
   clockOffsetMs = 0;
 
@@ -49,7 +49,9 @@ export class TaskReaper {
     private readonly layouts: ShardCounts,
     private readonly options: ReaperOptions,
     private readonly logger?: TaskLogger,
-  ) {}
+  ) {
+    this.gateway = gatewayOf(redis);
+  }
 
   /** Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix. */
   async sweep(queues?: readonly string[]): Promise<SweepResult> {
@@ -103,7 +105,7 @@ export class TaskReaper {
       try {
         await this.recover(keys, dead, now, result);
       } finally {
-        await this.redis.releaseLock(keys.reaperLock, this.owner);
+        await this.gateway.releaseReaperLock(keys, this.owner);
       }
     }
     const promotion = await this.promoteDue(keys, now);
@@ -120,7 +122,7 @@ export class TaskReaper {
         const { requeued, malformed } = await requeueProcessing(this.redis, keys, settle, { countAttempt: true, logger: this.logger });
         result.recovered += requeued;
         result.deadLettered += malformed;
-        result.workersRemoved += await this.redis.forgetWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, now);
+        if (await this.gateway.forgetWorker(keys, workerId, now)) result.workersRemoved++;
         if (requeued > 0) {
           this.logger?.warn(`recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`);
         }
@@ -132,14 +134,13 @@ export class TaskReaper {
     let promoted = 0;
     let deadLettered = 0;
     // Rate-limited clients whose next token is due go back on the ring.
-    const [, throttledDue] = await this.redis.releaseThrottled(keys.throttled, keys.ring, now);
+    const { nextDueAt: throttledDue } = await this.gateway.releaseThrottled(keys, now);
     for (;;) {
       const due = await this.redis.zrangebyscore(keys.delayed, '-inf', now, 'LIMIT', 0, PROMOTE_BATCH);
       if (due.length === 0) {
         break;
       }
-      const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
-      const fields: (string | number)[] = [];
+      const ready: { entry: string; clientId: string; priority: number }[] = [];
       for (const entry of due) {
         const decoded = decodeEntry(entry);
         if (!decoded.ok) {
@@ -147,10 +148,10 @@ export class TaskReaper {
           continue;
         }
         const { clientId, priority } = decoded.entry.envelope;
-        fields.push(entry, ...scriptKeys.client(keys, clientId), clientId, priority ?? 0);
+        ready.push({ entry, clientId, priority: priority ?? 0 });
       }
-      if (fields.length > 0) {
-        promoted += await this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
+      if (ready.length > 0) {
+        promoted += await this.gateway.promote(keys, ready);
       }
       if (due.length < PROMOTE_BATCH) {
         break;
@@ -158,21 +159,12 @@ export class TaskReaper {
     }
     // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
     const next = await (this.redis as Redis).zrange(keys.delayed, '0', '0', 'WITHSCORES');
-    const dues = [next.length === 2 ? Number(next[1]) : undefined, throttledDue > 0 ? throttledDue : undefined].filter((due) => due !== undefined);
+    const dues = [next.length === 2 ? Number(next[1]) : undefined, throttledDue].filter((due) => due !== undefined);
     return { promoted, deadLettered, nextDueAt: dues.length > 0 ? Math.min(...dues) : undefined };
   }
 
   private async deadLetterDelayed(keys: QueueKeys, entry: string, reason: string): Promise<number> {
-    const record: DeadLetterRecord = {
-      id: guessTaskId(entry),
-      pattern: keys.queue,
-      reason: 'malformed',
-      detail: reason,
-      attempts: 0,
-      deadAt: Date.now(),
-      workerId: 'reaper',
-      raw: capRaw(entry),
-    };
+    const record = malformedRecord(keys.queue, entry, reason, 'reaper', guessTaskId(entry));
     const results = await this.redis
       .multi()
       .zrem(keys.delayed, entry)

@@ -94,3 +94,16 @@ function safeString(value: unknown, fallback: string): string {
 function cap(text: string, limit: number): string {
   return text.length > limit ? `${text.slice(0, limit)}… (${text.length - limit} more characters)` : text;
 }
+
+/** Most of an undecodable entry kept in its dead letter (characters); the rest is counted, not stored. */
+export const MAX_RAW_IN_DEAD_LETTER = 65_536;
+
+/** At most MAX_RAW_IN_DEAD_LETTER characters of an undecodable entry, saying how much was left out. */
+export function capRaw(raw: string): string {
+  return raw.length > MAX_RAW_IN_DEAD_LETTER ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)` : raw;
+}
+
+/** The record of an entry that cannot be decoded: kept for inspection (capped), never run. */
+export function malformedRecord(pattern: string, raw: string, detail: string, workerId: string, id: string | undefined): DeadLetterRecord {
+  return { id, pattern, reason: 'malformed', detail, attempts: 0, deadAt: Date.now(), workerId, raw: capRaw(raw) };
+}

@@ -1,9 +1,16 @@
-import { decodeEntry, guessTaskId } from './codec.js';
+import { decodeEntry, guessTaskId } from '../model/codec.js';
 import type { QueueKeys } from './keys.js';
-import type { TaskLogger } from './logger.js';
+import type { TaskLogger } from '../support/logger.js';
 import type { TaskRedis } from './scripts.js';
-import { ClaimedTask, type SettleOptions } from './claimed-task.js';
-import { ScriptKeys } from './script-keys.js';
+import { malformedRecord } from '../model/dead-letter.js';
+import { gatewayOf, type HeldTask } from './gateway.js';
+
+/** Whose processing hash, and how its dead letters are written. */
+export interface SettleOptions {
+  readonly workerId: string;
+  readonly deadLetterCap: number;
+  readonly resultTtlMs: number;
+}
 
 export interface RequeueResult {
   readonly requeued: number;
@@ -23,35 +30,34 @@ export async function requeueProcessing(
   options: { countAttempt: boolean; tokens?: readonly string[]; logger?: TaskLogger },
 ): Promise<RequeueResult> {
   const processing = keys.processing(settle.workerId);
-  const held = (await redis.hgetall(processing)) as Record<string, string>;
+  const entries = (await redis.hgetall(processing)) as Record<string, string>;
   const wanted = options.tokens ? new Set(options.tokens) : undefined;
-  const tokens = Object.keys(held)
+  const tokens = Object.keys(entries)
     .filter((token) => !wanted || wanted.has(token))
     // Newest first: each LPUSH puts an older task in front of a newer one, restoring claim order (one
     // process's tokens sort in claim order; see ClaimLoop).
     .sort()
     .reverse();
-  const scriptKeys = new ScriptKeys([processing, keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
-  const fields: (string | number)[] = [];
+  const gateway = gatewayOf(redis);
+  const held: HeldTask[] = [];
   let malformed = 0;
   for (const token of tokens) {
-    const decoded = decodeEntry(held[token]);
+    const decoded = decodeEntry(entries[token]);
     if (!decoded.ok) {
-      const task = new ClaimedTask(redis, keys, token, held[token], settle);
-      if (await task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason })) {
+      const id = guessTaskId(entries[token]);
+      const record = malformedRecord(keys.queue, entries[token], decoded.reason, settle.workerId, id);
+      if (await gateway.deadLetter(keys, settle.workerId, token, { record: JSON.stringify(record), cap: settle.deadLetterCap, taskId: id })) {
         malformed++;
-        options.logger?.warn(
-          `moved malformed task ${guessTaskId(held[token]) ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`,
-        );
+        options.logger?.warn(`moved malformed task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
       }
       continue;
     }
     const { clientId, priority } = decoded.entry.envelope;
-    fields.push(token, ...scriptKeys.client(keys, clientId), clientId, priority ?? 0);
+    held.push({ token, clientId, priority: priority ?? 0 });
   }
-  if (fields.length === 0) {
+  if (held.length === 0) {
     return { requeued: 0, malformed };
   }
-  const requeued = await redis.requeueTasks(...(scriptKeys.args as [number]), options.countAttempt ? 1 : 0, ...fields);
+  const requeued = await gateway.requeue(keys, settle.workerId, options.countAttempt, held);
   return { requeued, malformed };
 }

@@ -1,20 +1,12 @@
-import { ackCoalescerOf } from './ack-coalescer.js';
-import type { TaskEnvelope } from './codec.js';
-import { toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './dead-letter.js';
-import type { QueueKeys } from './keys.js';
-import { MAX_RAW_IN_DEAD_LETTER } from './rules.js';
-import type { TaskRedis } from './scripts.js';
+import { ackBatchOf } from './ack-batch.js';
+import type { TaskEnvelope } from '../model/codec.js';
+import { capRaw, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { SettleOptions } from '../redis/requeue.js';
+import type { TaskRedis } from '../redis/scripts.js';
 
-export interface SettleOptions {
-  readonly workerId: string;
-  readonly deadLetterCap: number;
-  readonly resultTtlMs: number;
-}
-
-/** At most MAX_RAW_IN_DEAD_LETTER characters of an undecodable entry, saying how much was left out. */
-export function capRaw(raw: string): string {
-  return raw.length > MAX_RAW_IN_DEAD_LETTER ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)` : raw;
-}
+export type { SettleOptions };
 
 /** What a reply to a `send()` caller carries (published and stored as JSON). */
 export interface ReplyMessage {
@@ -29,13 +21,17 @@ export interface ReplyMessage {
  * nothing was changed and the task is someone else's now.
  */
 export class ClaimedTask {
+  private readonly gateway: ScriptGateway;
+
   constructor(
     private readonly redis: TaskRedis,
     readonly keys: QueueKeys,
     readonly token: string,
     readonly raw: string,
     private readonly options: SettleOptions,
-  ) {}
+  ) {
+    this.gateway = gatewayOf(redis);
+  }
 
   get processingKey(): string {
     return this.keys.processing(this.options.workerId);
@@ -47,7 +43,7 @@ export class ClaimedTask {
    */
   acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
     const replies = envelope.replyTo !== undefined && reply !== undefined;
-    return ackCoalescerOf(this.redis).acknowledge(this.keys, this.processingKey, [
+    return ackBatchOf(this.redis).acknowledge(this.keys, this.options.workerId, [
       this.token,
       envelope.id,
       envelope.dedupKey ?? '',
@@ -62,8 +58,8 @@ export class ClaimedTask {
    * with the due time, or `undefined` when the task is no longer held.
    */
   async retry(delayMs: number): Promise<number | undefined> {
-    const due = await this.redis.retryTask(this.processingKey, this.keys.delayed, ...this.settleKeys, this.token, delayMs);
-    return due === 0 ? undefined : due;
+    const retried = await this.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
+    return retried.kind === 'scheduled' ? retried.dueAt : undefined;
   }
 
   /** Moves the task to dead letters; a `send()` caller gets `replyError`. */
@@ -93,43 +89,23 @@ export class ClaimedTask {
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
     };
-    const reply =
-      envelope?.replyTo !== undefined
-        ? this.replyArgs(envelope, { id: envelope.id, err: details.replyError ?? details.error })
-        : [];
-    const settled = await this.redis.deadLetterTask(
-      this.processingKey,
-      this.keys.deadLetters,
-      this.keys.result(envelope?.id ?? 'unknown'),
-      this.dedupKey(envelope),
-      ...this.settleKeys,
-      this.token,
-      JSON.stringify(record),
-      this.options.deadLetterCap,
-      envelope?.dedupKey === undefined ? '' : envelope.id,
-      ...reply,
-    );
-    return settled === 1;
-  }
-
-  /** The keys every settle script ends with: those releasing the task's per-client cap slot, and the outcome counters. */
-  private get settleKeys(): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
-    return [this.keys.counted, this.keys.inflight, this.keys.parked, this.keys.ring, this.keys.counters];
-  }
-
-  /** The task's deduplication key, or a key of its queue the script leaves alone when it has none. */
-  private dedupKey(envelope: TaskEnvelope | undefined): string {
-    return envelope?.dedupKey === undefined ? this.keys.ring : this.keys.dedup(envelope.dedupKey);
+    return this.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
+      record: JSON.stringify(record),
+      cap: this.options.deadLetterCap,
+      taskId: envelope?.id,
+      dedupKey: envelope?.dedupKey,
+      reply: envelope?.replyTo !== undefined ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error }) : undefined,
+    });
   }
 
   /** An error reply: what the filter produced, or, when that cannot be JSON, the safe error record. */
-  private replyArgs(envelope: TaskEnvelope, message: ReplyMessage): (string | number)[] {
+  private errorReply(channel: string, message: ReplyMessage): { channel: string; message: string; ttlMs: number } {
     let json: string;
     try {
       json = JSON.stringify(message);
     } catch (error) {
       json = JSON.stringify({ id: message.id, err: toErrorRecord(message.err ?? error) });
     }
-    return [envelope.replyTo as string, json, this.options.resultTtlMs];
+    return { channel, message: json, ttlMs: this.options.resultTtlMs };
   }
 }

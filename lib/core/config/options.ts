@@ -1,24 +1,14 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import { InvalidOptionError } from './errors.js';
-import { MAX_SHARDS } from './keys.js';
-import type { EvictionPolicyCheck } from './guardrails.js';
-import { describe } from './options-describe.js';
-import { redactUrl } from './redact.js';
-import { nameProblem } from './rules.js';
-import { DEFAULT_RETRY_POLICY, defaultJitter, validateBackoff, validateMaxAttempts, type BackoffOptions } from './retry-policy.js';
-
-/**
- * Where Redis is: a `redis://` / `rediss://` URL, ioredis options, cluster nodes, or a connected
- * ioredis instance (which the library never closes; it duplicates it for blocking reads).
- */
-export type RedisTaskConnection =
-  | string
-  | RedisOptions
-  | { nodes: ClusterNode[]; clusterOptions?: ClusterOptions }
-  | Redis
-  | Cluster;
+import { InvalidOptionError } from '../model/errors.js';
+import { MAX_SHARDS } from '../redis/keys.js';
+import type { RedisTaskConnection } from '../redis/connection.js';
+import type { EvictionPolicyCheck } from '../redis/guardrails.js';
+import { describe } from '../support/describe.js';
+import { redactUrl } from '../support/redact.js';
+export type { RedisTaskConnection };
+import { nameProblem, validateBackoff, validateMaxAttempts } from './rules.js';
+import { DEFAULT_RETRY_POLICY, defaultJitter, type BackoffOptions } from '../model/retry-policy.js';
 
 export interface RedisTaskCommonOptions {
   /** Default `redis://127.0.0.1:6379`. */

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { watchOf } from './connection.js';
-import type { QueueKeys } from './keys.js';
-import { OutageReporter, sleep, type TaskLogger } from './logger.js';
-import type { RedisConnection, TaskRedis } from './scripts.js';
+import { watchOf } from '../redis/connection.js';
+import { gatewayOf, type ClaimReply, type ScriptGateway } from '../redis/gateway.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import type { Slots } from './slots.js';
 
 export interface ClaimLoopOptions {
@@ -70,8 +71,10 @@ export class ClaimLoop {
   private pauseWake: (() => void) | undefined;
   private pausedWait: Promise<void> | undefined;
 
+  private readonly gateway: ScriptGateway;
+
   constructor(
-    private readonly redis: TaskRedis,
+    redis: TaskRedis,
     private readonly blocking: RedisConnection,
     private readonly keys: QueueKeys,
     private readonly slots: Slots,
@@ -79,6 +82,7 @@ export class ClaimLoop {
     private readonly hooks: ClaimLoopHooks,
     logger: TaskLogger,
   ) {
+    this.gateway = gatewayOf(redis);
     const watch = watchOf(redis);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
   }
@@ -273,34 +277,16 @@ export class ClaimLoop {
 
   /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
   private async call(wanted: number, acks: [string, (held: boolean) => void][]): Promise<number> {
-    let reply: [string[], string[] | -1 | -2, number];
+    let reply: ClaimReply;
     for (const [token] of acks) this.sending.add(token);
     try {
-      reply = await this.track('command', 0, this.redis.claimTasks(
-        this.keys.ring,
-        this.keys.processing(this.options.workerId),
-        this.keys.faults,
-        this.keys.workers,
-        this.keys.prioritized,
-        this.keys.counted,
-        this.keys.inflight,
-        this.keys.parked,
-        this.keys.paused,
-        this.keys.counters,
-        this.keys.weights,
-        this.keys.credit,
-        this.keys.rates,
-        this.keys.throttled,
-        this.keys.buckets,
-        this.keys.sequence,
+      reply = await this.track('command', 0, this.gateway.claim(this.keys, {
+        workerId: this.options.workerId,
         wanted,
-        this.options.workerId,
-        this.keys.pending(''),
-        this.keys.priority(''),
-        this.options.clientConcurrency,
-        this.nextTokenPrefix(),
-        ...acks.map(([token]) => token),
-      ));
+        clientConcurrency: this.options.clientConcurrency,
+        tokenPrefix: this.nextTokenPrefix(),
+        acks: acks.map(([token]) => token),
+      }));
     } catch (error) {
       for (const [token] of acks) this.sending.delete(token);
       this.slots.release(wanted);
@@ -311,8 +297,8 @@ export class ClaimLoop {
     }
     for (const [token] of acks) this.sending.delete(token);
     this.outage.succeeded();
-    const [lost, claimed, throttledUntil] = reply;
-    if (throttledUntil > 0) {
+    const { lost, outcome, throttledUntil } = reply;
+    if (throttledUntil !== undefined) {
       // A rate-limited client left the ring: have it put back when its next token is due.
       this.hooks.onThrottled(throttledUntil);
     }
@@ -320,23 +306,26 @@ export class ClaimLoop {
     for (const [token, resolve] of acks) {
       resolve(!lostTokens.has(token));
     }
-    if (claimed === -1) {
-      this.slots.release(wanted);
-      await this.hooks.register().catch((error: unknown) => this.outage.failed(error));
-      return 0;
+    switch (outcome.kind) {
+      case 'unregistered':
+        this.slots.release(wanted);
+        await this.hooks.register().catch((error: unknown) => this.outage.failed(error));
+        return 0;
+      case 'paused':
+        // Claim nothing until a resume is announced (or, missing that, for a block timeout).
+        this.slots.release(wanted);
+        await this.waitWhilePaused();
+        return 0;
+      case 'claimed': {
+        const { pairs } = outcome;
+        const count = pairs.length / 2;
+        this.slots.release(wanted - count);
+        for (let i = 0; i < pairs.length; i += 2) {
+          this.hooks.onClaimed(pairs[i], pairs[i + 1]);
+        }
+        return count;
+      }
     }
-    if (claimed === -2) {
-      // Paused: claim nothing until a resume is announced (or, missing that, for a block timeout).
-      this.slots.release(wanted);
-      await this.waitWhilePaused();
-      return 0;
-    }
-    const count = claimed.length / 2;
-    this.slots.release(wanted - count);
-    for (let i = 0; i < claimed.length; i += 2) {
-      this.hooks.onClaimed(claimed[i], claimed[i + 1]);
-    }
-    return count;
   }
 
   /**

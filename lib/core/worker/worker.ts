@@ -1,17 +1,18 @@
 import { ClaimLoop } from './claim-loop.js';
 import { ClaimedTask, type SettleOptions } from './claimed-task.js';
-import { decodeEntry, guessTaskId, type TaskEnvelope } from './codec.js';
-import { forceReconnect, openBlockingConnection, quit, watchOf } from './connection.js';
-import { toErrorRecord, type ErrorRecord } from './dead-letter.js';
-import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from './errors.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
-import { errorMessage, OutageReporter, sleep, type TaskLogger } from './logger.js';
-import { requeueProcessing } from './requeue.js';
-import { backoffDelay, mergeRetry, type RetryPolicy } from './retry-policy.js';
-import type { RedisConnection, TaskRedis } from './scripts.js';
-import { LazyAbort } from './lazy-abort.js';
-import type { TaskOutcomeEvent } from './outcomes.js';
-import type { ShardCounts } from './shard-counts.js';
+import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
+import { forceReconnect, openBlockingConnection, quit, watchOf } from '../redis/connection.js';
+import { toErrorRecord, type ErrorRecord } from '../model/dead-letter.js';
+import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import { errorMessage, OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
+import { requeueProcessing } from '../redis/requeue.js';
+import { backoffDelay, mergeRetry, type RetryPolicy } from '../model/retry-policy.js';
+import { gatewayOf, type Heartbeat, type ScriptGateway } from '../redis/gateway.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import { LazyAbort } from '../support/lazy-abort.js';
+import type { TaskOutcomeEvent } from '../model/outcomes.js';
+import type { ShardCounts } from '../redis/layouts.js';
 import { Slots } from './slots.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
@@ -106,6 +107,7 @@ const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
  */
 export class TaskWorker {
   private readonly slots: Slots;
+  private readonly gateway: ScriptGateway;
   private readonly loops = new Map<QueueKeys, ClaimLoop>();
   private readonly blocking = new Map<ClaimLoop, RedisConnection>();
   private watchdog: NodeJS.Timeout | undefined;
@@ -136,6 +138,7 @@ export class TaskWorker {
     private readonly logger: TaskLogger,
   ) {
     this.slots = new Slots(options.concurrency);
+    this.gateway = gatewayOf(redis);
     const watch = watchOf(redis);
     this.downSince = () => watch.downSince;
     this.heartbeatOutage = new OutageReporter(logger, 'worker heartbeat', this.downSince);
@@ -190,7 +193,7 @@ export class TaskWorker {
           this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
         }
       }
-      await this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), keys.heartbeats, this.workerId, this.leaseWithGrace);
+      await this.gateway.heartbeat(keys, this.workerId, this.leaseWithGrace);
     }
     this.heartbeat = setInterval(() => {
       if (this.beating) return;
@@ -350,8 +353,8 @@ export class TaskWorker {
     clearTimeout(timer);
   }
 
-  private renew(keys: QueueKeys, running: string[] = []): Promise<[number, string[], string[]]> {
-    return this.redis.heartbeatWorker(keys.workers, keys.processing(this.workerId), keys.heartbeats, this.workerId, this.leaseWithGrace, ...running);
+  private renew(keys: QueueKeys, running: string[] = []): Promise<Heartbeat> {
+    return this.gateway.heartbeat(keys, this.workerId, this.leaseWithGrace, running);
   }
 
   /**
@@ -366,7 +369,7 @@ export class TaskWorker {
         // Tokens whose acknowledgement is queued are still held in Redis: they count as running.
         const running = [...this.inFlight.values()].filter((run) => run.keys === keys).map((run) => run.token);
         running.push(...(this.loops.get(keys)?.unacknowledged ?? []));
-        const [, lost, orphaned] = await this.renew(keys, running);
+        const { lost, orphaned } = await this.renew(keys, running);
         for (const token of lost) {
           const run = this.inFlight.get(inFlightId(keys, token));
           if (run && !run.leaseLost) {

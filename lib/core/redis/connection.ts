@@ -1,7 +1,17 @@
-import { Cluster, Redis } from 'ioredis';
-import { RedisConfigurationError } from './errors.js';
-import type { RedisTaskConnection } from './options.js';
+import { Cluster, Redis, type ClusterNode, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { RedisConfigurationError } from '../model/errors.js';
 import { defineScripts, type RedisConnection, type TaskRedis } from './scripts.js';
+
+/**
+ * Where Redis is: a `redis://` / `rediss://` URL, ioredis options, cluster nodes, or a connected
+ * ioredis instance (which the library never closes; it duplicates it for blocking reads).
+ */
+export type RedisTaskConnection =
+  | string
+  | RedisOptions
+  | { nodes: ClusterNode[]; clusterOptions?: ClusterOptions }
+  | Redis
+  | Cluster;
 
 /** A connection and whether this library opened it (and so must close it). */
 export interface OwnedConnection {

@@ -1,12 +1,12 @@
 import type { Redis } from 'ioredis';
-import { decodeEntry, encodeEntry } from './codec.js';
-import { InvalidOptionError } from './errors.js';
-import { validateGroup, validateRate } from './options.js';
-import type { DeadLetterReason, DeadLetterRecord } from './dead-letter.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from './keys.js';
-import type { ShardCounts } from './shard-counts.js';
-import { ScriptKeys } from './script-keys.js';
-import type { TaskRedis } from './scripts.js';
+import { decodeEntry, encodeEntry } from '../model/codec.js';
+import { InvalidOptionError } from '../model/errors.js';
+import { validateGroup, validateRate } from '../config/options.js';
+import type { DeadLetterReason, DeadLetterRecord } from '../model/dead-letter.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import type { ShardCounts } from '../redis/layouts.js';
+import { gatewayOf } from '../redis/gateway.js';
+import type { TaskRedis } from '../redis/scripts.js';
 
 /** Which dead letters an operation applies to: all of them, or those with the given task ids. */
 export type DeadLetterSelection = 'all' | { readonly ids: readonly string[] } | { readonly filter: DeadLetterFilter };
@@ -422,8 +422,7 @@ export class TaskAdmin {
     let requeued = 0;
     let skipped = 0;
     for (let start = 0; start < selected.length; start += CHUNK) {
-      const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
-      const fields: (string | number)[] = [];
+      const letters: { raw: string; clientId: string; entry: string; priority: number }[] = [];
       for (const { raw, record } of selected.slice(start, start + CHUNK)) {
         if (record.reason === 'malformed' || !record.id || !record.clientId || !('payload' in record)) {
           skipped++;
@@ -437,10 +436,10 @@ export class TaskAdmin {
           enqueuedAt: record.enqueuedAt ?? Date.now(),
           ...(record.priority ? { priority: record.priority } : {}),
         });
-        fields.push(raw, ...scriptKeys.client(keys, record.clientId), record.clientId, entry, record.priority ?? 0);
+        letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0 });
       }
-      if (fields.length > 0) {
-        requeued += await this.redis.requeueDeadLetters(...(scriptKeys.args as [number]), ...fields);
+      if (letters.length > 0) {
+        requeued += await gatewayOf(this.redis).requeueDeadLetters(keys, letters);
       }
     }
     return { requeued, skipped };

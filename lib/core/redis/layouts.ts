@@ -1,7 +1,8 @@
-import { ShardCountMismatchError } from './errors.js';
+import { ShardCountMismatchError } from '../model/errors.js';
 import { checkClusterLayout } from './guardrails.js';
-import type { TaskLogger } from './logger.js';
+import type { TaskLogger } from '../support/logger.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueLayout } from './keys.js';
+import { gatewayOf } from './gateway.js';
 import type { TaskRedis } from './scripts.js';
 
 /**
@@ -87,7 +88,6 @@ export class ShardCounts {
   }
 
   private record(queue: string, count: number): Promise<number> {
-    const unsharded = this.keys.queue(queue);
-    return this.redis.recordShardCount(this.keys.shardCount(queue), unsharded.ring, unsharded.delayed, unsharded.workers, count);
+    return gatewayOf(this.redis).recordShardCount(this.keys, queue, count);
   }
 }

@@ -1,14 +1,15 @@
-import type { ConnectionWatch } from './connection.js';
+import type { ConnectionWatch } from '../redis/connection.js';
 import { coalescerOf, ReplicationShortfall, TIMED_OUT, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
-import { scrubbed, scrubRedisError } from './redact.js';
-import { describe } from './options-describe.js';
-import { patternProblem } from './rules.js';
-import { isPermissionError } from './guardrails.js';
-import { ClosedError, InvalidTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from './errors.js';
-import type { QueueKeys, QueueLayout } from './keys.js';
-import type { DurabilityOptions } from './options.js';
-import type { ShardCounts } from './shard-counts.js';
-import type { TaskRedis } from './scripts.js';
+import { scrubbed, scrubRedisError } from '../support/redact.js';
+import { describe } from '../support/describe.js';
+import { patternProblem } from '../config/rules.js';
+import { isPermissionError } from '../redis/guardrails.js';
+import { ClosedError, InvalidTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
+import type { QueueKeys, QueueLayout } from '../redis/keys.js';
+import type { DurabilityOptions } from '../config/options.js';
+import type { ShardCounts } from '../redis/layouts.js';
+import { gatewayOf } from '../redis/gateway.js';
+import type { TaskRedis } from '../redis/scripts.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
 
 export { newTaskId, type EnqueueItem } from './task-items.js';
@@ -314,18 +315,6 @@ export class TaskProducer {
     this.awaitingReply.delete(id);
     if (!waiting) return false;
     const { keys, task } = waiting;
-    const removed = await scrubbed(
-      this.redis.cancelTask(
-        keys.pending(task.clientId),
-        keys.priority(task.clientId),
-        keys.delayed,
-        task.dedupKey === undefined ? keys.ring : keys.dedup(task.dedupKey),
-        keys.prioritized,
-        task.entry,
-        task.priority,
-        task.dedupKey === undefined ? '' : task.id,
-      ),
-    );
-    return removed === 1;
+    return scrubbed(gatewayOf(this.redis).cancel(keys, task));
   }
 }

@@ -1,5 +1,5 @@
 import type { BackoffOptions } from './retry-policy.js';
-import { validateBackoff, validateMaxAttempts } from './retry-policy.js';
+import { backoffProblem, maxAttemptsProblem } from './retry-policy.js';
 
 /**
  * The stored form of a task: `<attempts>|<JSON envelope>`.
@@ -91,11 +91,12 @@ export function decodeEntry(raw: string): DecodeResult {
   if (record.dedupKey !== undefined && (typeof record.dedupKey !== 'string' || record.dedupKey === '')) {
     return { ok: false, reason: `the entry's "dedupKey" is not a non-empty string` };
   }
-  try {
-    if (record.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', record.maxAttempts, fieldError);
-    if (record.backoff !== undefined) validateBackoff('backoff', record.backoff, fieldError);
-  } catch (error) {
-    return { ok: false, reason: (error as Error).message };
+  // The value found is not repeated: it came from Redis, and reasons end up in logs.
+  const retryProblem =
+    (record.maxAttempts !== undefined ? withField('maxAttempts', maxAttemptsProblem(record.maxAttempts)) : undefined) ??
+    (record.backoff !== undefined ? withField('backoff', backoffProblem(record.backoff)) : undefined);
+  if (retryProblem) {
+    return { ok: false, reason: retryProblem };
   }
   return { ok: true, entry: { attempts: Number(prefix), envelope: record as unknown as TaskEnvelope } };
 }
@@ -109,6 +110,6 @@ function isNonNegativeInteger(value: unknown): boolean {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
-function fieldError(field: string, message: string): Error {
-  return new Error(`the entry's "${field}" ${message}`);
+function withField(name: string, found: { field: string; problem: string } | undefined): string | undefined {
+  return found && `the entry's "${name}${found.field}" ${found.problem}`;
 }

@@ -1,7 +1,7 @@
 import { Cluster, type Redis } from 'ioredis';
-import { RedisTaskError } from './errors.js';
+import { RedisTaskError } from '../model/errors.js';
 import type { QueueLayout } from './keys.js';
-import type { TaskLogger } from './logger.js';
+import type { TaskLogger } from '../support/logger.js';
 import type { RedisConnection } from './scripts.js';
 
 /** What to do when Redis may evict keys (`maxmemory-policy` other than `noeviction`). */

@@ -1,6 +1,3 @@
-import { InvalidOptionError } from './errors.js';
-import { describe } from './options-describe.js';
-
 /** How long to wait before the next attempt of a failed task. */
 export interface BackoffOptions {
   /** `fixed`: always `delayMs`; `exponential`: `delayMs * 2^(attempt-1)`, capped by `maxDelayMs`. */
@@ -65,49 +62,44 @@ export function mergeRetry(base: RetryPolicy, ...layers: (RetryOptions | undefin
   return policy;
 }
 
-/** Checks retry settings, throwing an error that names `where` (an option, a pattern, a setter). */
-export function validateRetry(where: string, value: unknown, makeError = defaultError): RetryOptions {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw makeError(where, `must be an object, got ${describe(value)}`);
-  }
-  const { maxAttempts, backoff } = value as Record<string, unknown>;
-  if (maxAttempts !== undefined) {
-    validateMaxAttempts(`${where}.maxAttempts`, maxAttempts, makeError);
-  }
-  if (backoff !== undefined) {
-    validateBackoff(`${where}.backoff`, backoff, makeError);
-  }
-  return value as RetryOptions;
+/** Highest maxAttempts. */
+export const MAX_ATTEMPTS = 1_000_000;
+/** Longest backoff delay (ms): a year. */
+export const MAX_BACKOFF_MS = 31_536_000_000;
+
+/** What is wrong with a retry setting: the field (relative to where it was given), why, and the value. */
+export interface RetryProblem {
+  /** '' for the value itself, else `.type`, `.delayMs`, ... */
+  readonly field: string;
+  readonly problem: string;
+  readonly value: unknown;
 }
 
-export function validateMaxAttempts(where: string, value: unknown, makeError = defaultError): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > 1_000_000) {
-    throw makeError(where, `must be an integer from 1 to 1000000, got ${describe(value)}`);
+/** Why `value` is not a maxAttempts, or undefined. Pure: the config rules and the codec word it. */
+export function maxAttemptsProblem(value: unknown): RetryProblem | undefined {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_ATTEMPTS) {
+    return { field: '', problem: `must be an integer from 1 to ${MAX_ATTEMPTS}`, value };
   }
-  return value;
+  return undefined;
 }
 
-export function validateBackoff(where: string, value: unknown, makeError = defaultError): BackoffOptions {
+/** Why `value` is not a backoff, or undefined. */
+export function backoffProblem(value: unknown): RetryProblem | undefined {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw makeError(where, `must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs?, jitter? }, got ${describe(value)}`);
+    return { field: '', problem: "must be { type: 'fixed' | 'exponential', delayMs, maxDelayMs?, jitter? }", value };
   }
   const { type, delayMs, maxDelayMs, jitter } = value as Record<string, unknown>;
   if (type !== 'fixed' && type !== 'exponential') {
-    throw makeError(`${where}.type`, `must be 'fixed' or 'exponential', got ${describe(type)}`);
+    return { field: '.type', problem: "must be 'fixed' or 'exponential'", value: type };
   }
-  const nonNegative = (name: string, n: unknown) => {
-    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 31_536_000_000) {
-      throw makeError(`${where}.${name}`, `must be an integer number of milliseconds from 0 to one year, got ${describe(n)}`);
+  for (const [name, n] of [['delayMs', delayMs], ['maxDelayMs', maxDelayMs]] as const) {
+    if (n === undefined && name === 'maxDelayMs') continue;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_BACKOFF_MS) {
+      return { field: `.${name}`, problem: 'must be an integer number of milliseconds from 0 to one year', value: n };
     }
-  };
-  nonNegative('delayMs', delayMs);
-  if (maxDelayMs !== undefined) nonNegative('maxDelayMs', maxDelayMs);
-  if (jitter !== undefined && (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1))) {
-    throw makeError(`${where}.jitter`, `must be a number from 0 to 1, got ${describe(jitter)}`);
   }
-  return value as BackoffOptions;
-}
-
-function defaultError(where: string, message: string): Error {
-  return new InvalidOptionError(where, message);
+  if (jitter !== undefined && (typeof jitter !== 'number' || !(jitter >= 0 && jitter <= 1))) {
+    return { field: '.jitter', problem: 'must be a number from 0 to 1', value: jitter };
+  }
+  return undefined;
 }

@@ -1,0 +1,207 @@
+import type { PrefixKeys, QueueKeys } from './keys.js';
+import { perConnection } from './per-connection.js';
+import { ScriptKeys } from './script-keys.js';
+import type { TaskRedis } from './scripts.js';
+
+/**
+ * The one way into the Lua scripts: a method per script that names its own KEYS from the queue's keys
+ * (in the order its `.lua` header states; nobody else knows that order) and answers with tagged results
+ * instead of the scripts' sentinel numbers. Each method's script is named in its comment.
+ */
+export class ScriptGateway {
+  constructor(private readonly redis: TaskRedis) {}
+
+  /** enqueueTasks: `args` as `pushEnqueueArgs` writes them; per task 0 (written) or the id holding its deduplication key. */
+  enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[]> {
+    return this.redis.enqueueTasks(keys.root, ...args);
+  }
+
+  /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
+  async enqueueReplicated(keys: QueueKeys, args: readonly (string | number)[], { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number }): Promise<Replicated> {
+    const pipeline = this.redis.pipeline() as unknown as {
+      enqueueTasks(root: string, ...args: (string | number)[]): unknown;
+      wait(replicas: number, timeout: number): unknown;
+      exec(): Promise<[Error | null, unknown][] | null>;
+    };
+    pipeline.enqueueTasks(keys.root, ...args);
+    pipeline.wait(replicas, timeoutMs);
+    const replies = await pipeline.exec();
+    const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
+    if (enqueueError) throw enqueueError;
+    const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
+    if (waitError) throw waitError;
+    const written = results as (0 | string)[];
+    return Number(acknowledged) < replicas ? { kind: 'short', results: written, acknowledged: Number(acknowledged) } : { kind: 'replicated', results: written };
+  }
+
+  /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
+  async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
+    const [lost, claimed, throttledUntil] = await this.redis.claimTasks(
+      keys.ring, keys.processing(request.workerId), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence,
+      request.wanted, request.workerId, keys.pending(''), keys.priority(''), request.clientConcurrency, request.tokenPrefix, ...request.acks,
+    );
+    const outcome: ClaimOutcome = claimed === -1 ? { kind: 'unregistered' } : claimed === -2 ? { kind: 'paused' } : { kind: 'claimed', pairs: claimed };
+    return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined };
+  }
+
+  /** ackTasks: per acknowledgement (6 fields, see `AckFields`), true when removed, false when no longer held. */
+  async acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean[]> {
+    const k = keys;
+    const results = await this.redis.ackTasks(k.processing(workerId), k.counted, k.inflight, k.parked, k.ring, k.counters, k.root, ...fields);
+    return results.map((held) => held === 1);
+  }
+
+  /** retryTask: the attempt counted, the task due after `delayMs` (Redis clock). */
+  async retry(keys: QueueKeys, workerId: string, token: string, delayMs: number): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
+    const due = await this.redis.retryTask(keys.processing(workerId), keys.delayed, ...settleKeys(keys), token, delayMs);
+    return due === 0 ? LOST : { kind: 'scheduled', dueAt: due };
+  }
+
+  /** deadLetterTask: the held task's record (JSON) to dead letters, its deduplication key freed, its caller answered. */
+  async deadLetter(keys: QueueKeys, workerId: string, token: string, letter: DeadLetterWrite): Promise<boolean> {
+    const { dedupKey, taskId, reply } = letter;
+    const settled = await this.redis.deadLetterTask(
+      keys.processing(workerId), keys.deadLetters, keys.result(taskId ?? 'unknown'), dedupKey === undefined ? keys.ring : keys.dedup(dedupKey),
+      ...settleKeys(keys), token, letter.record, letter.cap, dedupKey === undefined ? '' : (taskId ?? ''),
+      ...(reply ? [reply.channel, reply.message, reply.ttlMs] : []),
+    );
+    return settled === 1;
+  }
+
+  /** requeueTasks: held tasks back to the heads of their clients' lists; how many went back. */
+  requeue(keys: QueueKeys, workerId: string, countAttempt: boolean, tasks: readonly HeldTask[]): Promise<number> {
+    const scriptKeys = new ScriptKeys([keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
+    const fields: (string | number)[] = [];
+    for (const task of tasks) fields.push(task.token, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
+    return this.redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt ? 1 : 0, ...fields);
+  }
+
+  /** promoteTasks: due delayed entries to their clients' lists; how many were promoted. */
+  promote(keys: QueueKeys, tasks: readonly { entry: string; clientId: string; priority: number }[]): Promise<number> {
+    const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
+    const fields: (string | number)[] = [];
+    for (const task of tasks) fields.push(task.entry, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
+    return this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
+  }
+
+  /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
+  requeueDeadLetters(keys: QueueKeys, letters: readonly { raw: string; clientId: string; entry: string; priority: number }[]): Promise<number> {
+    const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
+    const fields: (string | number)[] = [];
+    for (const letter of letters) fields.push(letter.raw, ...scriptKeys.client(keys, letter.clientId), letter.clientId, letter.entry, letter.priority);
+    return this.redis.requeueDeadLetters(...(scriptKeys.args as [number]), ...fields);
+  }
+
+  /** heartbeatWorker: renews the lease; `running` tokens the hash lost, and held tokens nothing runs. */
+  async heartbeat(keys: QueueKeys, workerId: string, leaseMs: number, running: readonly string[] = []): Promise<Heartbeat> {
+    const [now, lost, orphaned] = await this.redis.heartbeatWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, leaseMs, ...running);
+    return { now, lost, orphaned };
+  }
+
+  /** forgetWorker: true when removed; false when it renewed its lease since, or still holds tasks. */
+  async forgetWorker(keys: QueueKeys, workerId: string, expiredBy: number): Promise<boolean> {
+    return (await this.redis.forgetWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, expiredBy)) === 1;
+  }
+
+  /** releaseLock: the reaper's lock of the shard, if `owner` still holds it. */
+  async releaseReaperLock(keys: QueueKeys, owner: string): Promise<boolean> {
+    return (await this.redis.releaseLock(keys.reaperLock, owner)) === 1;
+  }
+
+  /** releaseThrottled: rate-limited clients whose next token is due back on the ring. */
+  async releaseThrottled(keys: QueueKeys, now: number): Promise<{ released: number; nextDueAt?: number }> {
+    const [released, nextDue] = await this.redis.releaseThrottled(keys.throttled, keys.ring, now);
+    return nextDue > 0 ? { released, nextDueAt: nextDue } : { released };
+  }
+
+  /** recordShardCount: the queue's shard count on record (`count` recorded when there is none). */
+  recordShardCount(prefix: PrefixKeys, queue: string, count: number): Promise<number> {
+    const unsharded = prefix.queue(queue);
+    return this.redis.recordShardCount(prefix.shardCount(queue), unsharded.ring, unsharded.delayed, unsharded.workers, count);
+  }
+
+  /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
+  async cancel(keys: QueueKeys, task: { clientId: string; entry: string; priority: number; dedupKey?: string; id: string }): Promise<boolean> {
+    const dedup = task.dedupKey === undefined ? keys.ring : keys.dedup(task.dedupKey);
+    const removed = await this.redis.cancelTask(
+      keys.pending(task.clientId), keys.priority(task.clientId), keys.delayed, dedup, keys.prioritized,
+      task.entry, task.priority, task.dedupKey === undefined ? '' : task.id,
+    );
+    return removed === 1;
+  }
+}
+
+/** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
+function settleKeys(keys: QueueKeys): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
+  return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
+}
+
+const LOST: Lost = { kind: 'lost' };
+
+/** The worker no longer holds the task (its lease was lost): nothing was changed. */
+export interface Lost {
+  readonly kind: 'lost';
+}
+
+export type Replicated =
+  | { readonly kind: 'replicated'; readonly results: (0 | string)[] }
+  /** Written, but fewer replicas than asked confirmed it in time. */
+  | { readonly kind: 'short'; readonly results: (0 | string)[]; readonly acknowledged: number };
+
+export interface ClaimRequest {
+  readonly workerId: string;
+  /** Most tasks to claim (0: only acknowledge). */
+  readonly wanted: number;
+  /** Per-client cap on tasks in flight (0: none). */
+  readonly clientConcurrency: number;
+  /** Unique to this call (see ClaimLoop). */
+  readonly tokenPrefix: string;
+  /** Tokens of succeeded tasks to acknowledge (no reply, no deduplication key). */
+  readonly acks: readonly string[];
+}
+
+export type ClaimOutcome =
+  /** `pairs`: token, encoded entry, token, entry, ... (flat: the hot path allocates no object per task). */
+  | { readonly kind: 'claimed'; readonly pairs: readonly string[] }
+  /** The worker's lease is not on record (expired and forgotten): register again, then claim. */
+  | { readonly kind: 'unregistered' }
+  /** The queue is paused: nothing claimed (acknowledgements still went through). */
+  | { readonly kind: 'paused' };
+
+export interface ClaimReply {
+  /** Acknowledged tokens the worker no longer held. */
+  readonly lost: readonly string[];
+  readonly outcome: ClaimOutcome;
+  /** A rate-limited client left the ring: when its next token is due (Redis time, ms). */
+  readonly throttledUntil?: number;
+}
+
+export interface DeadLetterWrite {
+  /** The dead-letter record, JSON. */
+  readonly record: string;
+  /** Most dead letters kept. */
+  readonly cap: number;
+  readonly taskId?: string;
+  /** The deduplication key the task holds, freed with it. */
+  readonly dedupKey?: string;
+  /** An error reply to a send() caller. */
+  readonly reply?: { readonly channel: string; readonly message: string; readonly ttlMs: number };
+}
+
+/** A task held in a processing hash, going back to its client's list. */
+export interface HeldTask {
+  readonly token: string;
+  readonly clientId: string;
+  readonly priority: number;
+}
+
+export interface Heartbeat {
+  /** Redis time (ms). */
+  readonly now: number;
+  readonly lost: string[];
+  readonly orphaned: string[];
+}
+
+/** The gateway of a connection (scripts are defined per connection). */
+export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));

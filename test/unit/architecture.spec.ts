@@ -1,0 +1,69 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { describe, expect, it } from '@jest/globals';
+import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
+
+const LIB = resolve('lib');
+const CORE = join(LIB, 'core');
+
+/**
+ * The layers of the core, lowest first: a file may import its own folder and the folders of lower
+ * layers, never a higher one nor a sibling of the same layer (the roles on top stay independent).
+ */
+const LAYERS: Record<string, number> = { model: 0, support: 1, redis: 2, config: 3, producer: 4, worker: 4, reaper: 4, admin: 4 };
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return sourceFiles(path);
+    return name.endsWith('.ts') && !name.endsWith('.generated.ts') ? [path] : [];
+  });
+}
+
+function relativeImports(file: string): string[] {
+  const source = readFileSync(file, 'utf8');
+  return [...source.matchAll(/from '(\.[^']+)'/g)].map((match) => resolve(dirname(file), match[1]));
+}
+
+describe('architecture', () => {
+  it('keeps every core file in a role folder', () => {
+    const loose = readdirSync(CORE).filter((name) => !statSync(join(CORE, name)).isDirectory());
+    expect(loose).toEqual([]);
+    expect(readdirSync(CORE).sort()).toEqual(Object.keys(LAYERS).sort());
+  });
+
+  it('has the core import downwards only: model <- support <- redis <- config <- producer, worker, reaper, admin', () => {
+    const wrong: string[] = [];
+    for (const file of sourceFiles(CORE)) {
+      const layer = relative(CORE, file).split('/')[0];
+      for (const target of relativeImports(file)) {
+        const into = relative(CORE, target);
+        if (into.startsWith('..')) {
+          wrong.push(`${relative(LIB, file)} imports ${relative(LIB, target)} (outside the core)`);
+          continue;
+        }
+        const targetLayer = into.split('/')[0];
+        if (targetLayer !== layer && !(LAYERS[targetLayer] < LAYERS[layer])) wrong.push(`${relative(LIB, file)} imports ${into}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('keeps the core free of Nest', () => {
+    const withNest = sourceFiles(CORE).filter((file) => /from '@nestjs\//.test(readFileSync(file, 'utf8')));
+    expect(withNest.map((file) => relative(LIB, file))).toEqual([]);
+  });
+
+  it('calls the Lua scripts only through the gateway (nobody else knows a script KEYS order)', () => {
+    const names = scriptDefinitions().map((script) => script.name);
+    // A script command called on a connection (not a gateway or admin method of the same name).
+    const call = new RegExp(`(?<!gateway|admin|\\))\\.(${names.join('|')})\\(`);
+    const gatewayFolder = join(CORE, 'redis');
+    const callers = sourceFiles(LIB)
+      .filter((file) => !file.startsWith(gatewayFolder + '/'))
+      .filter((file) => call.test(readFileSync(file, 'utf8')));
+    expect(callers.map((file) => relative(LIB, file))).toEqual([]);
+    const insideRedis = sourceFiles(gatewayFolder).filter((file) => !file.endsWith('gateway.ts') && !file.endsWith('scripts.ts'));
+    expect(insideRedis.filter((file) => call.test(readFileSync(file, 'utf8'))).map((file) => relative(LIB, file))).toEqual([]);
+  });
+});
