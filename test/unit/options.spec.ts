@@ -41,6 +41,14 @@ describe('options are validated at construction', () => {
     expect(attempt).toThrow(`option "${option}"`);
   });
 
+  it.each(['serializer', 'deserializer'])("refuses Nest's %s option on the transport and the client (the stored form is fixed)", (option) => {
+    const codec = { serialize: (value: unknown) => value, deserialize: (value: unknown) => value };
+    for (const attempt of [() => new RedisTaskTransport({ [option]: codec } as never), () => new RedisTaskClient({ [option]: codec } as never)]) {
+      expect(attempt).toThrow(InvalidOptionError);
+      expect(attempt).toThrow(`option "${option}" is not supported`);
+    }
+  });
+
   it('fills documented defaults', () => {
     const transport = new RedisTaskTransport();
     expect(transport.options).toMatchObject({

@@ -329,6 +329,14 @@ function validate(options: unknown, checks: Record<string, Check>, what: string)
   const given = options as Record<string, unknown>;
   for (const [key, value] of Object.entries(given)) {
     const check = checks[key];
+    if (key === 'serializer' || key === 'deserializer') {
+      // Nest's own transports take these; here they would be silently meaningless, so they are refused.
+      throw new InvalidOptionError(
+        key,
+        "is not supported: a task is stored in this library's own format, which its Lua scripts read and every worker decodes; " +
+          'send a payload that is already what you want stored (a string, or any JSON value)',
+      );
+    }
     if (!check) {
       throw new InvalidOptionError(key, `is not a known ${what} option (known: ${Object.keys(checks).join(', ')})`);
     }
