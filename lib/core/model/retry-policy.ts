@@ -103,3 +103,53 @@ export function backoffProblem(value: unknown): RetryProblem | undefined {
   }
   return undefined;
 }
+
+/** What to do with a claimed task before running it. */
+export type Admission =
+  | { readonly kind: 'run'; readonly attempt: number }
+  | { readonly kind: 'dead-letter'; readonly reason: 'interrupted' | 'expired'; readonly detail: string };
+
+/**
+ * Whether a claimed task may run: not when earlier runs used up its attempts without finishing (the
+ * worker died, lost its lease, or shut down during a long run), nor when its expiry time has passed.
+ */
+export function admit(facts: { readonly attempts: number; readonly maxAttempts: number; readonly expiresAt?: number; readonly now: number }): Admission {
+  const attempt = facts.attempts + 1;
+  if (attempt > facts.maxAttempts) {
+    return {
+      kind: 'dead-letter',
+      reason: 'interrupted',
+      detail:
+        `${facts.attempts} run(s) were interrupted before finishing (the worker died, lost its lease, or shut down during a run longer than slowRunMs); ` +
+        `maxAttempts is ${facts.maxAttempts}`,
+    };
+  }
+  if (facts.expiresAt !== undefined && facts.expiresAt <= facts.now) {
+    return { kind: 'dead-letter', reason: 'expired', detail: `expired at ${new Date(facts.expiresAt).toISOString()} before a worker could start it` };
+  }
+  return { kind: 'run', attempt };
+}
+
+/** What to do with a task whose run failed. */
+export type Decision =
+  | { readonly kind: 'retry'; readonly delayMs: number }
+  | { readonly kind: 'dead-letter'; readonly reason: 'failed' | 'timeout'; readonly detail: string };
+
+/**
+ * After a failed run: dead letters when the error says not to retry or this was the last attempt (reason
+ * `timeout` when the run passed its handler timeout), else a retry after the policy's backoff.
+ */
+export function decide(
+  failure: { readonly attempt: number; readonly nonRetryable: boolean; readonly timedOut: boolean },
+  policy: RetryPolicy,
+  random = Math.random,
+): Decision {
+  if (failure.nonRetryable || failure.attempt >= policy.maxAttempts) {
+    return {
+      kind: 'dead-letter',
+      reason: failure.timedOut ? 'timeout' : 'failed',
+      detail: failure.nonRetryable ? 'non-retryable error' : `failed all ${policy.maxAttempts} attempt(s)`,
+    };
+  }
+  return { kind: 'retry', delayMs: backoffDelay(policy.backoff, failure.attempt, random) };
+}

@@ -1,0 +1,103 @@
+import type { ScriptGateway } from '../redis/gateway.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { requeueProcessing } from '../redis/requeue.js';
+import type { TaskRedis } from '../redis/scripts.js';
+import { OutageReporter, type TaskLogger } from '../support/logger.js';
+import type { RunningTasks } from './running.js';
+import type { WorkerOptions } from './worker-types.js';
+
+/**
+ * The worker's lease in every queue shard it consumes, renewed by a heartbeat. Each beat reconciles
+ * with Redis: a running task whose token the processing hash lost was recovered by a reaper (this
+ * worker's lease had expired), so its handler is told to stop; a token the hash holds that no handler
+ * runs, twice in a row, is a claim whose reply never arrived, so it goes back to its queue.
+ */
+export class Lease {
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  private beatingSince = 0;
+  private readonly outage: OutageReporter;
+  /** Tokens seen in a processing hash without a running task at the previous beat, per shard. */
+  private readonly orphanSuspects = new Map<string, Set<string>>();
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly gateway: ScriptGateway,
+    private readonly running: RunningTasks,
+    /** Tokens whose acknowledgement is queued on a shard's claim loop: still held, so still running. */
+    private readonly unacknowledged: (keys: QueueKeys) => readonly string[],
+    private readonly options: WorkerOptions,
+    private readonly logger: TaskLogger,
+    downSince: () => number | undefined,
+  ) {
+    this.outage = new OutageReporter(logger, 'worker heartbeat', downSince);
+  }
+
+  /** The lease written at each beat: a blocked loop may miss one beat and keep it. */
+  get leaseMs(): number {
+    return this.options.leaseMs + this.options.heartbeatIntervalMs;
+  }
+
+  /** Takes (or renews) the lease in a shard without reconciling anything. */
+  async take(keys: QueueKeys): Promise<void> {
+    await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs);
+  }
+
+  /** Beats every `heartbeatIntervalMs` over the shards `shards()` lists, one beat at a time. */
+  start(shards: () => readonly QueueKeys[]): void {
+    this.timer = setInterval(() => {
+      if (this.beating) return;
+      this.beatingSince = Date.now();
+      this.beating = this.beat(shards()).finally(() => {
+        this.beating = undefined;
+      });
+    }, this.options.heartbeatIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops beating; resolves once a beat under way ended. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.beating;
+  }
+
+  /** How long the beat under way has waited for Redis, if one is under way. */
+  beatingFor(now: number): number | undefined {
+    return this.beating ? now - this.beatingSince : undefined;
+  }
+
+  private async beat(shards: readonly QueueKeys[]): Promise<void> {
+    try {
+      for (const keys of shards) {
+        const running = [...this.running.tokensOf(keys), ...this.unacknowledged(keys)];
+        const { lost, orphaned } = await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs, running);
+        for (const token of lost) {
+          const run = this.running.find(keys, token);
+          if (run && !run.leaseLost) {
+            run.leaseLost = true;
+            run.abort.abort(new Error('the task was recovered by another process: this worker lost its lease'));
+            this.logger.warn(`lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`);
+          }
+        }
+        await this.requeueOrphans(keys, orphaned);
+      }
+      this.outage.succeeded();
+    } catch (error) {
+      this.outage.failed(error);
+    }
+  }
+
+  private async requeueOrphans(keys: QueueKeys, orphaned: string[]): Promise<void> {
+    const previous = this.orphanSuspects.get(keys.root) ?? new Set<string>();
+    const confirmed = orphaned.filter((token) => previous.has(token));
+    this.orphanSuspects.set(keys.root, new Set(orphaned.filter((token) => !previous.has(token))));
+    if (confirmed.length > 0) {
+      const { requeued } = await requeueProcessing(this.redis, keys, this.options, {
+        countAttempt: false,
+        tokens: confirmed,
+        logger: this.logger,
+      });
+      this.logger.warn(`returned ${requeued} task(s) of "${keys.queue}" whose claim reply was lost to their queue`);
+    }
+  }
+}

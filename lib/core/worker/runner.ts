@@ -1,0 +1,228 @@
+import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
+import { toErrorRecord } from '../model/dead-letter.js';
+import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
+import type { TaskOutcomeEvent } from '../model/outcomes.js';
+import { admit, decide, mergeRetry } from '../model/retry-policy.js';
+import { DEFAULT_GROUP } from '../redis/keys.js';
+import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
+import type { ClaimedTask } from './claimed-task.js';
+import type { Run } from './running.js';
+import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
+
+const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
+
+type Ran = Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>;
+
+/** What the runner needs of the worker around it. */
+export interface RunnerHooks {
+  /** Queues a plain success on its claim loop (acknowledged in batches); undefined when there is none. */
+  acknowledgeInBatch(task: ClaimedTask): Promise<boolean> | undefined;
+  /** Whether shutdown already returned unfinished tasks (late outcomes must not be settled). */
+  released(): boolean;
+}
+
+/**
+ * Runs one claimed task, top-down: decode -> guard (may it run?) -> execute -> decide -> settle ->
+ * report. Every settle is a fenced script; a task whose outcome cannot be written stays held.
+ */
+export class TaskRunner {
+  constructor(
+    private readonly options: WorkerOptions,
+    private readonly executor: TaskExecutor,
+    private readonly hooks: RunnerHooks,
+    private readonly logger: TaskLogger,
+  ) {}
+
+  async run(task: ClaimedTask, run: Run): Promise<void> {
+    const queue = task.keys.queue;
+    // Decode: an entry we cannot read is set aside with the reason (retrying cannot fix it).
+    const decoded = decodeEntry(task.raw);
+    if (!decoded.ok) {
+      const id = guessTaskId(task.raw);
+      if (await this.settle(task, () => task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason }))) {
+        this.report({ outcome: 'dead-lettered', queue, id, attempt: 0, durationMs: 0, reason: 'malformed' });
+      }
+      this.logger.warn(`moved malformed task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
+      return;
+    }
+    const { envelope, attempts } = decoded.entry;
+    const policy = mergeRetry(this.options.retryPolicy(queue), envelope);
+    const about = { queue, id: envelope.id, clientId: envelope.clientId };
+    // Guard: attempts used up by interrupted runs, or expired, it does not start.
+    const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
+    if (admission.kind === 'dead-letter') {
+      const { reason, detail } = admission;
+      const error = reason === 'interrupted' ? { name: 'InterruptedError', message: detail } : undefined;
+      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error }), envelope)) {
+        this.report({ ...about, outcome: 'dead-lettered', attempt: 0, durationMs: 0, reason });
+      }
+      this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
+      return;
+    }
+    // Execute.
+    const { attempt } = admission;
+    const startedAt = performance.now();
+    run.startedAt = Date.now();
+    run.about = envelope;
+    run.attempt = attempt;
+    let outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run);
+    const ran: Ran = { ...about, attempt, durationMs: performance.now() - startedAt };
+    if (run.leaseLost) this.report({ ...ran, outcome: 'lease-lost' });
+    if (this.hooks.released() || run.leaseLost) {
+      // Returned to its queue (shutdown) or recovered elsewhere (lease lost): not ours to settle any more,
+      // and the fenced scripts would refuse it anyway.
+      this.logger.warn(`task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`);
+      return;
+    }
+    if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
+      // Serialized before settling: a result that cannot be sent fails the task now (with an error the
+      // caller receives), instead of a settle that could never be written.
+      const reply = serializeReply(envelope.id, outcome.response);
+      outcome = typeof reply === 'string'
+        ? { status: 'succeeded', response: outcome.response, reply }
+        : { status: 'failed', error: new UnserializableResultError(queue, reply.reason) };
+    }
+    // Decide, settle, report.
+    if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
+    return this.fail(task, envelope, outcome, policy, ran);
+  }
+
+  private async succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> {
+    if (envelope.replyTo === undefined && envelope.dedupKey === undefined) {
+      // The common case rides on the claim loop's next call (acknowledged in batches).
+      const batched = this.hooks.acknowledgeInBatch(task);
+      if (batched) {
+        void batched.then((held) => {
+          if (held) this.report({ ...ran, outcome: 'completed' });
+          else this.warnLeaseLost(task, envelope, ran);
+        });
+        return;
+      }
+    }
+    if (await this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran)) {
+      this.report({ ...ran, outcome: 'completed' });
+    }
+  }
+
+  private async fail(task: ClaimedTask, envelope: TaskEnvelope, outcome: Extract<TaskOutcome, { status: 'failed' }>, policy: Parameters<typeof decide>[1], ran: Ran): Promise<void> {
+    const queue = task.keys.queue;
+    const error = toErrorRecord(outcome.error);
+    const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError }, policy);
+    if (decision.kind === 'dead-letter') {
+      const { reason, detail } = decision;
+      const replyError = outcome.error instanceof UnserializableResultError ? error : outcome.replyError;
+      const attempts = ran.attempt;
+      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
+        this.report({ ...ran, outcome: 'dead-lettered', reason, error });
+        this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
+      }
+      return;
+    }
+    const delay = decision.delayMs;
+    let dueAt: number | undefined;
+    await this.settle(task, async () => {
+      dueAt = await task.retry(delay);
+      return dueAt !== undefined;
+    }, envelope, ran);
+    if (dueAt !== undefined) {
+      this.report({ ...ran, outcome: 'retried', error, retryInMs: delay });
+      this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
+      this.options.onDelayed?.(queue, dueAt);
+    }
+  }
+
+  /**
+   * Runs a fenced settle script, retrying through Redis outages until it answers: a task whose
+   * outcome cannot be written stays in this worker's processing hash, neither acknowledged nor lost.
+   * Resolves false when the worker no longer holds the task (logged once).
+   */
+  private async settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const settled = await write();
+        if (!settled) this.warnLeaseLost(task, envelope, ran);
+        return settled;
+      } catch (error) {
+        if (this.hooks.released()) {
+          this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
+          return false;
+        }
+        if (attempt === 0) {
+          this.logger.error(`could not settle a task of "${task.keys.queue}" (${errorMessage(error)}); retrying`);
+        }
+        await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
+      }
+    }
+  }
+
+  private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope, ran?: Ran): void {
+    this.report({ queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0, ...ran, outcome: 'lease-lost' });
+    this.logger.warn(`task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
+  }
+
+  /** Tells the outcome listener; a listener that throws is logged, never allowed to affect the task. */
+  private report(event: Omit<TaskOutcomeEvent, 'workerId'>): void {
+    if (!this.options.onOutcome) return;
+    try {
+      this.options.onOutcome({ ...event, workerId: this.options.workerId });
+    } catch (error) {
+      this.logger.error(`a task outcome listener threw: ${errorMessage(error)}`);
+    }
+  }
+
+  /** Calls the handler; with a handler timeout, abandons it (as failed) once that passes. */
+  private async execute(envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
+    const timeoutMs = this.options.handlerTimeout?.(queue) ?? 0;
+    const abort = run.abort;
+    let running: Promise<TaskOutcome>;
+    try {
+      running = this.executor({
+        queue,
+        id: envelope.id,
+        clientId: envelope.clientId,
+        attempt,
+        maxAttempts,
+        enqueuedAt: envelope.enqueuedAt,
+        payload: envelope.payload,
+        workerId: this.options.workerId,
+        group: this.options.group ?? DEFAULT_GROUP,
+        expectsReply: envelope.replyTo !== undefined,
+        get signal() {
+          return abort.signal;
+        },
+      });
+    } catch (error) {
+      return { status: 'failed', error };
+    }
+    if (timeoutMs <= 0) {
+      // No timeout: the handler's own rejection is its failure (one promise less per task).
+      return running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
+    }
+    running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
+    // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
+    // failed attempt, even if it ignores the signal and goes on in the background.
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<TaskOutcome>((resolve) => {
+      timer = setTimeout(() => {
+        const error = new HandlerTimeoutError(queue, timeoutMs);
+        abort.abort(error);
+        this.logger.warn(`task ${envelope.id} of "${queue}" passed its handler timeout of ${timeoutMs} ms; abandoned as failed`);
+        resolve({ status: 'failed', error });
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([running, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** The reply to a `send()` caller as JSON, or why the response cannot be one. */
+function serializeReply(id: string, response: unknown): string | { reason: string } {
+  try {
+    return JSON.stringify({ id, response: response ?? null });
+  } catch (error) {
+    return { reason: errorMessage(error) };
+  }
+}

@@ -1,0 +1,94 @@
+import type { TaskEnvelope } from '../model/codec.js';
+import type { QueueKeys } from '../redis/keys.js';
+import { LazyAbort } from '../support/lazy-abort.js';
+import type { TaskLogger } from '../support/logger.js';
+
+/** One run of a task on this worker, from its claim until it settled (or was given up). */
+export interface Run {
+  readonly keys: QueueKeys;
+  readonly token: string;
+  readonly abort: LazyAbort;
+  done?: Promise<void>;
+  leaseLost?: boolean;
+  /** When its handler started (Date.now()), once it has. */
+  startedAt?: number;
+  /** What the slow-run warning names (read only when it is given). */
+  about?: TaskEnvelope;
+  attempt?: number;
+  warnedSlow?: boolean;
+}
+
+/** The runs under way on a worker, by queue shard and fencing token. */
+export class RunningTasks {
+  private readonly runs = new Map<string, Run>();
+
+  get size(): number {
+    return this.runs.size;
+  }
+
+  /** A new run of a claimed task; undefined when that token is already running (never, tokens being unique). */
+  begin(keys: QueueKeys, token: string): Run | undefined {
+    const id = runId(keys, token);
+    if (this.runs.has(id)) return undefined;
+    const run: Run = { keys, token, abort: new LazyAbort() };
+    this.runs.set(id, run);
+    return run;
+  }
+
+  end(run: Run): void {
+    this.runs.delete(runId(run.keys, run.token));
+  }
+
+  find(keys: QueueKeys, token: string): Run | undefined {
+    return this.runs.get(runId(keys, token));
+  }
+
+  /** Tokens of the runs of one queue shard. */
+  tokensOf(keys: QueueKeys): string[] {
+    const tokens: string[] = [];
+    for (const run of this.runs.values()) if (run.keys === keys) tokens.push(run.token);
+    return tokens;
+  }
+
+  /** Tokens of a shard's runs that have gone on for `slowRunMs` or more (their interruption counts as an attempt). */
+  longRunning(keys: QueueKeys, now: number, slowRunMs: number): string[] {
+    const tokens: string[] = [];
+    for (const run of this.runs.values()) {
+      if (run.keys === keys && run.startedAt !== undefined && now - run.startedAt >= slowRunMs) tokens.push(run.token);
+    }
+    return tokens;
+  }
+
+  /** Resolves when every run ended, or after `timeoutMs`. */
+  async settled(timeoutMs: number): Promise<void> {
+    if (this.runs.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([Promise.allSettled([...this.runs.values()].map((run) => run.done)), timeout]);
+    clearTimeout(timer);
+  }
+
+  abortAll(reason: Error): void {
+    for (const run of this.runs.values()) run.abort.abort(reason);
+  }
+
+  /** Warns once about each run going on past `slowRunMs` (a hang that nothing else reports). */
+  warnSlow(now: number, slowRunMs: number, logger: TaskLogger): void {
+    for (const run of this.runs.values()) {
+      if (run.startedAt !== undefined && !run.warnedSlow && now - run.startedAt >= slowRunMs) {
+        run.warnedSlow = true;
+        logger.warn(
+          `task ${run.about?.id ?? '?'} of "${run.keys.queue}" (attempt ${run.attempt ?? '?'}) has been running for ${now - run.startedAt} ms (slowRunMs ${slowRunMs}); ` +
+            'if the worker shuts down before it ends, the interruption counts as an attempt',
+        );
+      }
+    }
+  }
+}
+
+function runId(keys: QueueKeys, token: string): string {
+  // Tokens are unique per process; the shard's root keeps ids of different shards apart all the same.
+  return `${keys.root}\u0000${token}`;
+}
