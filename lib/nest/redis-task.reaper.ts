@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { ShardCounts } from '../core/redis/layouts.js';
-import { ReaperSchedule, TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
+import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
+import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
 

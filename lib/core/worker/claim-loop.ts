@@ -1,11 +1,14 @@
-import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { watchOf } from '../redis/connection.js';
 import { gatewayOf, type ClaimReply, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import { ClaimAcks, nextTokenPrefix, type TakenAck } from './claim-acks.js';
+import { OperationsUnderWay, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
+
+export type { LoopConnection, Overdue } from './overdue.js';
 
 export interface ClaimLoopOptions {
   readonly workerId: string;
@@ -24,22 +27,7 @@ export interface ClaimLoopHooks {
   onThrottled(dueAt: number): void;
 }
 
-/** Which connection an operation waits on. */
-export type LoopConnection = 'blocking' | 'command';
-
-/** An operation of the loop that Redis has not answered for longer than it should take. */
-export interface Overdue {
-  readonly connection: LoopConnection;
-  /** How long past its allowance (ms). */
-  readonly overdueMs: number;
-}
-
 const RETRY_DELAY_MS = 500;
-/** Random per process: with the call count, makes every claim call's token prefix unique. */
-const TOKEN_NONCE = randomBytes(6).toString('base64url');
-let callCount = 0;
-/** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
-const ACK_CHUNK = 1_000;
 /** Claim calls of one loop under way at once. */
 const MAX_CALLS_IN_FLIGHT = 2;
 
@@ -57,15 +45,12 @@ export class ClaimLoop {
   private readonly stopping = new Promise<void>((resolve) => this.stop.signal.addEventListener('abort', () => resolve(), { once: true }));
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
-  /** Tokens of succeeded tasks not yet acknowledged in Redis, with who waits for the outcome. */
-  private readonly acks = new Map<string, (held: boolean) => void>();
-  /** Tokens whose acknowledgement is on its way to Redis. */
-  private readonly sending = new Set<string>();
+  /** Acknowledgements of succeeded tasks waiting for the next call. */
+  private readonly acks = new ClaimAcks();
   private blocked = false;
   private flushing: Promise<void> | undefined;
   private wakeLoop: (() => void) | undefined;
-  /** Redis operations under way: when each started, and how long it may take (a blocking read: its timeout). */
-  private readonly outstanding = new Map<symbol, { since: number; allowanceMs: number; connection: LoopConnection }>();
+  private readonly underWay = new OperationsUnderWay();
   /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
   private failure: { error: unknown } | undefined;
   private pauseWake: (() => void) | undefined;
@@ -140,22 +125,7 @@ export class ClaimLoop {
 
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
   overdue(now = Date.now()): Overdue | undefined {
-    let worst: Overdue | undefined;
-    for (const { since, allowanceMs, connection } of this.outstanding.values()) {
-      const overdueMs = now - since - allowanceMs;
-      if (overdueMs > 0 && (!worst || overdueMs > worst.overdueMs)) worst = { connection, overdueMs };
-    }
-    return worst;
-  }
-
-  private async track<T>(connection: LoopConnection, allowanceMs: number, operation: Promise<T>): Promise<T> {
-    const id = Symbol();
-    this.outstanding.set(id, { since: Date.now(), allowanceMs, connection });
-    try {
-      return await operation;
-    } finally {
-      this.outstanding.delete(id);
-    }
+    return this.underWay.overdue(now);
   }
 
   /**
@@ -164,7 +134,7 @@ export class ClaimLoop {
    */
   acknowledge(token: string): Promise<boolean> {
     return new Promise((resolve) => {
-      this.acks.set(token, resolve);
+      this.acks.add(token, resolve);
       if (this.blocked || this.stopped) {
         void this.flushAcks();
       } else {
@@ -175,7 +145,7 @@ export class ClaimLoop {
 
   /** Tokens whose acknowledgement is queued: still held in Redis, so still this worker's. */
   get unacknowledged(): string[] {
-    return [...this.acks.keys(), ...this.sending];
+    return this.acks.unacknowledged;
   }
 
   /** Stops claiming and sends the queued acknowledgements; resolves when the loop has left Redis. */
@@ -220,7 +190,7 @@ export class ClaimLoop {
       if (woken) woken = false;
       else await nextTurn();
       const wanted = this.slots.take(this.options.prefetch);
-      const acks = this.takeAcks();
+      const acks = this.acks.take();
       if (wanted === 0 && acks.length === 0) {
         continue;
       }
@@ -262,7 +232,7 @@ export class ClaimLoop {
       // close() cuts the blocking connection, but ioredis leaves a command waiting for a reconnection
       // pending forever when it is cut between two attempts: stopping must not wait for it.
       blocked.catch(() => undefined);
-      await this.track('blocking', this.options.blockTimeoutMs, Promise.race([blocked, this.stopping]));
+      await this.underWay.track('blocking', this.options.blockTimeoutMs, Promise.race([blocked, this.stopping]));
       if (this.stopped) return;
       this.outage.succeeded();
     } catch (error) {
@@ -276,36 +246,30 @@ export class ClaimLoop {
   }
 
   /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
-  private async call(wanted: number, acks: [string, (held: boolean) => void][]): Promise<number> {
+  private async call(wanted: number, acks: TakenAck[]): Promise<number> {
     let reply: ClaimReply;
-    for (const [token] of acks) this.sending.add(token);
     try {
-      reply = await this.track('command', 0, this.gateway.claim(this.keys, {
+      reply = await this.underWay.track('command', 0, this.gateway.claim(this.keys, {
         workerId: this.options.workerId,
         wanted,
         clientConcurrency: this.options.clientConcurrency,
-        tokenPrefix: this.nextTokenPrefix(),
+        tokenPrefix: nextTokenPrefix(),
         acks: acks.map(([token]) => token),
       }));
     } catch (error) {
-      for (const [token] of acks) this.sending.delete(token);
       this.slots.release(wanted);
-      this.requeueAcks(acks);
+      this.acks.failed(acks);
       this.outage.failed(error);
       await sleep(RETRY_DELAY_MS, this.stop.signal);
       return -1;
     }
-    for (const [token] of acks) this.sending.delete(token);
     this.outage.succeeded();
     const { lost, outcome, throttledUntil } = reply;
     if (throttledUntil !== undefined) {
       // A rate-limited client left the ring: have it put back when its next token is due.
       this.hooks.onThrottled(throttledUntil);
     }
-    const lostTokens = new Set(lost);
-    for (const [token, resolve] of acks) {
-      resolve(!lostTokens.has(token));
-    }
+    this.acks.answered(acks, lost);
     switch (outcome.kind) {
       case 'unregistered':
         this.slots.release(wanted);
@@ -337,7 +301,7 @@ export class ClaimLoop {
     this.flushing ??= (async () => {
       await nextTurn();
       while (this.acks.size > 0) {
-        if ((await this.call(0, this.takeAcks())) === -1 && this.stopped) {
+        if ((await this.call(0, this.acks.take())) === -1 && this.stopped) {
           return;
         }
       }
@@ -345,32 +309,5 @@ export class ClaimLoop {
       this.flushing = undefined;
     });
     return this.flushing;
-  }
-
-  /**
-   * A fencing-token prefix no other claim call ever gets: this process's random nonce and a call count.
-   * With it, a Redis rollback (a failover to a lagging replica, a restart from an older AOF) cannot hand
-   * out a token a running task still holds; the script adds its own counter, so the same call sent twice
-   * (ioredis resends a command whose reply a reconnection lost) cannot either.
-   */
-  private nextTokenPrefix(): string {
-    // Fixed width, so one process's tokens sort in claim order (requeueing restores that order).
-    return `${TOKEN_NONCE}${(++callCount).toString(36).padStart(10, '0')}.`;
-  }
-
-  private takeAcks(): [string, (held: boolean) => void][] {
-    const taken: [string, (held: boolean) => void][] = [];
-    for (const entry of this.acks) {
-      taken.push(entry);
-      this.acks.delete(entry[0]);
-      if (taken.length === ACK_CHUNK) break;
-    }
-    return taken;
-  }
-
-  private requeueAcks(acks: [string, (held: boolean) => void][]): void {
-    for (const [token, resolve] of acks) {
-      this.acks.set(token, resolve);
-    }
   }
 }
