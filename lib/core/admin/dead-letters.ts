@@ -1,0 +1,141 @@
+import { encodeEntry } from '../model/codec.js';
+import type { DeadLetterReason, DeadLetterRecord } from '../model/dead-letter.js';
+import { type QueueKeys } from '../redis/keys.js';
+import { gatewayOf } from '../redis/gateway.js';
+import { AdminPart } from './part.js';
+
+/** Which dead letters an operation applies to: all of them, or those with the given task ids. */
+export type DeadLetterSelection = 'all' | { readonly ids: readonly string[] } | { readonly filter: DeadLetterFilter };
+
+/** Dead letters matching every given field. */
+export interface DeadLetterFilter {
+  readonly reason?: DeadLetterReason;
+  readonly clientId?: string;
+  /** A substring of the error's message (or, without an error, of the detail). */
+  readonly error?: string;
+  /** Only those that died at least this long ago (ms). */
+  readonly olderThanMs?: number;
+}
+
+/** Whether a record is one the selection names. */
+export function selects(selection: DeadLetterSelection, record: DeadLetterRecord, now = Date.now()): boolean {
+  if (selection === 'all') return true;
+  if ('ids' in selection) return record.id !== undefined && selection.ids.includes(record.id);
+  const { reason, clientId, error, olderThanMs } = selection.filter;
+  return (
+    (reason === undefined || record.reason === reason) &&
+    (clientId === undefined || record.clientId === clientId) &&
+    (error === undefined || (record.error?.message ?? record.detail ?? '').includes(error)) &&
+    (olderThanMs === undefined || now - record.deadAt >= olderThanMs)
+  );
+}
+
+export interface RequeueDeadLettersResult {
+  /** Dead letters given a fresh run (attempts reset). */
+  readonly requeued: number;
+  /** Selected records that cannot run again (malformed: no client or payload to run). */
+  readonly skipped: number;
+}
+
+const CHUNK = 500;
+
+/** The dead letters of a queue: list, count, requeue (a fresh run) and purge, by selection. */
+export class DeadLetters extends AdminPart {
+  /** Dead letters of a queue, newest first. */
+  async listDeadLetters(queue: string, { offset = 0, limit = 100 } = {}): Promise<DeadLetterRecord[]> {
+    const records: DeadLetterRecord[] = [];
+    let skip = offset;
+    for (const keys of await this.shards(queue)) {
+      if (records.length >= limit) break;
+      const raw = await this.redis.lrange(keys.deadLetters, skip, skip + limit - records.length - 1);
+      records.push(...raw.map((record) => parseRecord(record)));
+      // Records of this shard that the offset skipped; the rest of the offset applies to the next shard.
+      skip = raw.length > 0 ? 0 : Math.max(0, skip - (await this.redis.llen(keys.deadLetters)));
+    }
+    return records;
+  }
+
+  async countDeadLetters(queue: string): Promise<number> {
+    let count = 0;
+    for (const keys of await this.shards(queue)) {
+      count += await this.redis.llen(keys.deadLetters);
+    }
+    return count;
+  }
+
+  /**
+   * Gives selected dead letters a fresh run: each goes to the tail of its client's list with its
+   * attempts reset, removed from dead letters in the same atomic step (so it runs once, even when two
+   * operators requeue it at the same time).
+   */
+  async requeueDeadLetters(queue: string, selection: DeadLetterSelection): Promise<RequeueDeadLettersResult> {
+    let requeued = 0;
+    let skipped = 0;
+    // A dead letter goes back to the shard it died in, which is its client's shard.
+    for (const keys of await this.shards(queue)) {
+      const result = await this.requeueShard(keys, selection);
+      requeued += result.requeued;
+      skipped += result.skipped;
+    }
+    return { requeued, skipped };
+  }
+
+  private async requeueShard(keys: QueueKeys, selection: DeadLetterSelection): Promise<RequeueDeadLettersResult> {
+    const selected = await this.select(keys, selection);
+    let requeued = 0;
+    let skipped = 0;
+    for (let start = 0; start < selected.length; start += CHUNK) {
+      const letters: { raw: string; clientId: string; entry: string; priority: number }[] = [];
+      for (const { raw, record } of selected.slice(start, start + CHUNK)) {
+        if (record.reason === 'malformed' || !record.id || !record.clientId || !('payload' in record)) {
+          skipped++;
+          continue;
+        }
+        // A fresh run: attempts reset; no expiry or deduplication key is carried over.
+        const entry = encodeEntry({
+          id: record.id,
+          clientId: record.clientId,
+          payload: record.payload,
+          enqueuedAt: record.enqueuedAt ?? Date.now(),
+          ...(record.priority ? { priority: record.priority } : {}),
+        });
+        letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0 });
+      }
+      if (letters.length > 0) {
+        requeued += await gatewayOf(this.redis).requeueDeadLetters(keys, letters);
+      }
+    }
+    return { requeued, skipped };
+  }
+
+  /** Deletes selected dead letters; resolves with how many were removed. */
+  async purgeDeadLetters(queue: string, selection: DeadLetterSelection): Promise<number> {
+    let removed = 0;
+    for (const keys of await this.shards(queue)) {
+      const key = keys.deadLetters;
+      if (selection === 'all') {
+        removed += await this.redis.llen(key);
+        await this.redis.del(key);
+        continue;
+      }
+      for (const { raw } of await this.select(keys, selection)) {
+        removed += await this.redis.lrem(key, 1, raw);
+      }
+    }
+    return removed;
+  }
+
+  private async select(keys: QueueKeys, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
+    const all = await this.redis.lrange(keys.deadLetters, 0, -1);
+    const now = Date.now();
+    return all.map((raw) => ({ raw, record: parseRecord(raw) })).filter(({ record }) => selects(selection, record, now));
+  }
+}
+
+function parseRecord(raw: string): DeadLetterRecord {
+  try {
+    return JSON.parse(raw) as DeadLetterRecord;
+  } catch {
+    return { pattern: '?', reason: 'malformed', detail: 'the dead-letter record is not valid JSON', attempts: 0, deadAt: 0, workerId: '?', raw };
+  }
+}

@@ -1,0 +1,19 @@
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import type { ShardCounts } from '../redis/layouts.js';
+import type { TaskRedis } from '../redis/scripts.js';
+
+/** What every part of the admin API works with: the connection, the prefix's keys, the layouts, one consumer group. */
+export abstract class AdminPart {
+  constructor(
+    protected readonly redis: TaskRedis,
+    protected readonly keys: PrefixKeys,
+    protected readonly layouts: ShardCounts,
+    /** The consumer group whose copies this part reads and changes. */
+    readonly group = DEFAULT_GROUP,
+  ) {}
+
+  /** The queue's shards (the count on record in Redis), as this group's keys. */
+  protected async shards(queue: string): Promise<readonly QueueKeys[]> {
+    return (await this.layouts.layout(queue)).shards.map((shard) => shard.forGroup(this.group));
+  }
+}

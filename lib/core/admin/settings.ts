@@ -1,0 +1,67 @@
+import { InvalidOptionError } from '../model/errors.js';
+import { validateRate } from '../config/options.js';
+import { AdminPart } from './part.js';
+
+/** Largest client weight. */
+export const MAX_WEIGHT = 1_000;
+
+/** What operators change on a running queue: client weights and rate limits, pause and resume. */
+export class QueueSettings extends AdminPart {
+  /**
+   * Gives a client a share of claims proportional to its weight (1 to 1,000; 1, the default, removes
+   * it): a client of weight 3 gets three tasks for every one of a client of weight 1 while both have work.
+   */
+  async setClientWeight(queue: string, clientId: string, weight: number): Promise<void> {
+    if (typeof clientId !== 'string' || clientId.length === 0) {
+      throw new InvalidOptionError('clientId', `must be a non-empty string, got ${JSON.stringify(clientId)}`);
+    }
+    if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > MAX_WEIGHT) {
+      throw new InvalidOptionError('weight', `must be an integer from 1 to ${MAX_WEIGHT}, got ${String(weight)}`);
+    }
+    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
+    if (weight === 1) {
+      await this.redis.hdel(keys.weights, clientId);
+    } else {
+      await this.redis.hset(keys.weights, clientId, weight);
+    }
+  }
+
+  /**
+   * Limits how many tasks of one client start per second (overriding the pattern's `clientRateLimit`),
+   * or removes the override with null.
+   */
+  async setClientRateLimit(queue: string, clientId: string, rate: number | null): Promise<void> {
+    if (typeof clientId !== 'string' || clientId.length === 0 || clientId === '*') {
+      throw new InvalidOptionError('clientId', `must be a client id, got ${JSON.stringify(clientId)}`);
+    }
+    if (rate !== null) validateRate('rate', rate);
+    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
+    await (rate === null ? this.redis.hdel(keys.rates, clientId) : this.redis.hset(keys.rates, clientId, rate));
+  }
+
+  /** Clients whose weight is not 1. */
+  async clientWeights(queue: string): Promise<Record<string, number>> {
+    const weights: Record<string, number> = {};
+    for (const keys of await this.shards(queue)) {
+      for (const [clientId, weight] of Object.entries((await this.redis.hgetall(keys.weights)) as Record<string, string>)) {
+        weights[clientId] = Number(weight);
+      }
+    }
+    return weights;
+  }
+
+  /** Workers stop claiming from the queue (tasks running finish; producers still enqueue). */
+  async pause(queue: string): Promise<void> {
+    for (const keys of await this.shards(queue)) {
+      await this.redis.set(keys.paused, String(Date.now()));
+    }
+  }
+
+  /** Workers claim from the queue again; blocked loops are told at once. */
+  async resume(queue: string): Promise<void> {
+    for (const keys of await this.shards(queue)) {
+      await this.redis.del(keys.paused);
+      await this.redis.publish(keys.controlChannel, 'resume');
+    }
+  }
+}
