@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/model/errors.js';
-import { nameProblem, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
+import { MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
 import type { BackoffOptions } from '../core/model/retry-policy.js';
 
 /** Per-task settings that override the client's defaults. */
@@ -43,8 +43,6 @@ export class RedisTaskRecord<TData = unknown> {
     return typeof value === 'object' && value !== null && (value as { [RECORD_BRAND]?: unknown })[RECORD_BRAND] === true;
   }
 }
-
-const MAX_PRIORITY = 1_000_000;
 
 export class RedisTaskRecordBuilder<TData = unknown> {
   private options: RedisTaskRecordOptions = {};

@@ -3,7 +3,7 @@ import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import { DEFAULT_GROUP, PrefixKeys } from '../core/redis/keys.js';
-import { validateGroup } from '../core/config/options.js';
+import { validateGroup } from '../core/config/rules.js';
 import { ShardCounts } from '../core/redis/layouts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 

@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
+import { reaperSettings } from '../core/config/options.js';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { ShardCounts } from '../core/redis/layouts.js';
 import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
@@ -49,7 +50,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
       redis,
       keys,
       new ShardCounts(redis, keys, 'recorded'),
-      { lockMs: 1_000, deadLetterCap: 10_000, resultTtlMs: 60_000 },
+      reaperSettings(),
       this.logger,
     );
     return this.reaper;

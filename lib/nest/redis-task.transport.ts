@@ -17,12 +17,12 @@ import { scrubRedisError } from '../core/support/redact.js';
 import { printableLogger } from '../core/support/logger.js';
 import { checkServer, isPermissionError } from '../core/redis/guardrails.js';
 import { PrefixKeys } from '../core/redis/keys.js';
-import { resolveTransportOptions, validateRate, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
+import { reaperSettings, resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
 import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { ShardCounts } from '../core/redis/layouts.js';
 import { mergeRetry, type RetryPolicy } from '../core/model/retry-policy.js';
-import { validateRetry } from '../core/config/rules.js';
+import { validateClientConcurrency, validateRate, validateRetry } from '../core/config/rules.js';
 import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
 import { TaskWorker, type TaskExecution, type TaskOutcome } from '../core/worker/worker.js';
 import { watchConnection } from './connection-events.js';
@@ -82,7 +82,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         redis,
         keys,
         layouts,
-        { lockMs: Math.max(1_000, this.options.heartbeatIntervalMs), deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs },
+        reaperSettings(this.options),
         printableLogger(this.log),
       );
       // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
@@ -250,10 +250,8 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       if (cap === undefined) {
         continue;
       }
-      if (typeof cap !== 'number' || !Number.isInteger(cap) || cap < 0 || cap > 1_000_000) {
-        throw new InvalidOptionError(`extras of pattern "${pattern}".clientConcurrency`, `must be an integer from 0 to 1000000, got ${String(cap)}`);
-      }
-      caps.set(pattern, cap);
+      validateClientConcurrency(`extras of pattern "${pattern}".clientConcurrency`, cap);
+      caps.set(pattern, cap as number);
     }
     return caps;
   }

@@ -56,8 +56,9 @@ describe('architecture', () => {
 
   it('calls the Lua scripts only through the gateway (nobody else knows a script KEYS order)', () => {
     const names = scriptDefinitions().map((script) => script.name);
-    // A script command called on a connection (not a gateway or admin method of the same name).
-    const call = new RegExp(`(?<!gateway|admin|\\))\\.(${names.join('|')})\\(`);
+    // A script command called on a connection (`redis.`, `this.redis.`, `scripts.`, a pipeline), not a
+    // gateway or admin method of the same name.
+    const call = new RegExp(`(?:redis|Redis|scripts|pipeline|as TaskRedis\\))\\.(${names.join('|')})\\(`);
     const gatewayFolder = join(CORE, 'redis');
     const callers = sourceFiles(LIB)
       .filter((file) => !file.startsWith(gatewayFolder + '/'))

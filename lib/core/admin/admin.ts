@@ -1,4 +1,4 @@
-import { validateGroup } from '../config/options.js';
+import { validateGroup } from '../config/rules.js';
 import { DEFAULT_GROUP, type PrefixKeys } from '../redis/keys.js';
 import type { ShardCounts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';

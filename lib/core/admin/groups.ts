@@ -1,4 +1,4 @@
-import { validateGroup } from '../config/options.js';
+import { validateGroup } from '../config/rules.js';
 import { AdminPart } from './part.js';
 
 /** What removing a consumer group deleted. */

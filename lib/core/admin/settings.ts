@@ -1,9 +1,7 @@
-import { InvalidOptionError } from '../model/errors.js';
-import { validateRate } from '../config/options.js';
+import { validateClientId, validateRate, validateWeight } from '../config/rules.js';
 import { AdminPart } from './part.js';
 
-/** Largest client weight. */
-export const MAX_WEIGHT = 1_000;
+export { MAX_WEIGHT } from '../config/rules.js';
 
 /** What operators change on a running queue: client weights and rate limits, pause and resume. */
 export class QueueSettings extends AdminPart {
@@ -12,12 +10,8 @@ export class QueueSettings extends AdminPart {
    * it): a client of weight 3 gets three tasks for every one of a client of weight 1 while both have work.
    */
   async setClientWeight(queue: string, clientId: string, weight: number): Promise<void> {
-    if (typeof clientId !== 'string' || clientId.length === 0) {
-      throw new InvalidOptionError('clientId', `must be a non-empty string, got ${JSON.stringify(clientId)}`);
-    }
-    if (typeof weight !== 'number' || !Number.isInteger(weight) || weight < 1 || weight > MAX_WEIGHT) {
-      throw new InvalidOptionError('weight', `must be an integer from 1 to ${MAX_WEIGHT}, got ${String(weight)}`);
-    }
+    validateClientId('clientId', clientId);
+    validateWeight('weight', weight);
     const keys = (await this.layouts.layout(queue)).shardOf(clientId);
     if (weight === 1) {
       await this.redis.hdel(keys.weights, clientId);
@@ -31,9 +25,7 @@ export class QueueSettings extends AdminPart {
    * or removes the override with null.
    */
   async setClientRateLimit(queue: string, clientId: string, rate: number | null): Promise<void> {
-    if (typeof clientId !== 'string' || clientId.length === 0 || clientId === '*') {
-      throw new InvalidOptionError('clientId', `must be a client id, got ${JSON.stringify(clientId)}`);
-    }
+    validateClientId('clientId', clientId);
     if (rate !== null) validateRate('rate', rate);
     const keys = (await this.layouts.layout(queue)).shardOf(clientId);
     await (rate === null ? this.redis.hdel(keys.rates, clientId) : this.redis.hset(keys.rates, clientId, rate));

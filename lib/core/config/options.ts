@@ -7,7 +7,7 @@ import type { EvictionPolicyCheck } from '../redis/guardrails.js';
 import { describe } from '../support/describe.js';
 import { redactUrl } from '../support/redact.js';
 export type { RedisTaskConnection };
-import { nameProblem, validateBackoff, validateMaxAttempts } from './rules.js';
+import { validateBackoff, validateClientConcurrency, validateGroup, validateMaxAttempts, validateName, validateRate, validateWeight } from './rules.js';
 import { DEFAULT_RETRY_POLICY, defaultJitter, type BackoffOptions } from '../model/retry-policy.js';
 
 export interface RedisTaskCommonOptions {
@@ -220,10 +220,7 @@ const integer =
   };
 
 /** Names used inside keys: no braces (they would break the hash tag), no control characters (rules). */
-const name: Check = (option, value) => {
-  const problem = nameProblem(value);
-  if (problem) throw new InvalidOptionError(option, `${problem}, got ${describe(value)}`);
-};
+const name: Check = (option, value) => validateName(option, value);
 
 const connection: Check = (option, value) => {
   if (typeof value === 'string') {
@@ -301,7 +298,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   deadLetterCap: integer(1),
   resultTtlMs: integer(1),
   blockTimeoutMs: integer(10, 300_000),
-  clientConcurrency: integer(0, 1_000_000),
+  clientConcurrency: (option, value) => validateClientConcurrency(option, value),
   watchdogTimeoutMs: integer(100, 3_600_000),
   clientRateLimit: (option, value) => validateRate(option, value),
   group: (option, value) => validateGroup(option, value),
@@ -313,8 +310,8 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);
     }
     for (const [clientId, weight] of Object.entries(value)) {
-      name(`${option}.${clientId}`, clientId);
-      integer(1, 1_000)(`${option}.${clientId}`, weight);
+      validateName(`${option}.${clientId}`, clientId);
+      validateWeight(`${option}.${clientId}`, weight);
     }
   },
 };
@@ -388,33 +385,25 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
   return resolved;
 }
 
+/** Shortest hold of a queue's recovery lock (ms). */
+const REAPER_LOCK_MIN_MS = 1_000;
+
+/**
+ * What a reaper works with: a transport's own settings, or, for a standalone RedisTaskReaper, the
+ * transport defaults (one source for both). Its recovery lock outlives a heartbeat interval.
+ */
+export function reaperSettings(
+  // A standalone reaper knows no heartbeat interval: it takes the shortest lock.
+  from: Pick<ResolvedTransportOptions, 'heartbeatIntervalMs' | 'deadLetterCap' | 'resultTtlMs'> = { ...TRANSPORT_DEFAULTS, heartbeatIntervalMs: 0 },
+): {
+  lockMs: number;
+  deadLetterCap: number;
+  resultTtlMs: number;
+} {
+  return { lockMs: Math.max(REAPER_LOCK_MIN_MS, from.heartbeatIntervalMs), deadLetterCap: from.deadLetterCap, resultTtlMs: from.resultTtlMs };
+}
+
 export function defaultWorkerId(): string {
   return `${hostname().replace(/[{}\s]/g, '-')}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
-/** A consumer group name: part of key names, so no key separator (`:`), braces or spaces. */
-export function validateGroup(option: string, value: unknown): void {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 100) {
-    throw new InvalidOptionError(option, `must be a non-empty string of at most 100 characters, got ${describe(value)}`);
-  }
-  if (/[:{}\s]/.test(value) || hasControlCharacter(value)) {
-    throw new InvalidOptionError(option, `must not contain the key separator ":", braces, spaces or control characters, got ${describe(value)}`);
-  }
-}
-
-/** A rate limit: tasks per second, more than 0. */
-export function validateRate(option: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > 1_000_000) {
-    throw new InvalidOptionError(option, `must be a number of tasks per second above 0 (at most 1000000), got ${describe(value)}`);
-  }
-}
-
-function hasControlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 32 || code === 127) {
-      return true;
-    }
-  }
-  return false;
-}

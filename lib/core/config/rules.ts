@@ -8,8 +8,16 @@ import { describe } from '../support/describe.js';
  * options use the same name rule. A rule returns why a value breaks it, or undefined.
  */
 
-/** Longest client id, group or worker id (they are part of key names). */
+/** Longest client id, prefix or worker id (they are part of key names). */
 export const MAX_NAME_LENGTH = 200;
+/** Longest consumer group name. */
+export const MAX_GROUP_LENGTH = 100;
+/** Largest client weight. */
+export const MAX_WEIGHT = 1_000;
+/** Highest rate limit (tasks per second). */
+export const MAX_RATE = 1_000_000;
+/** Highest per-client concurrency cap. */
+export const MAX_CLIENT_CONCURRENCY = 1_000_000;
 /** Longest pattern (the queue name: part of every key of the queue). */
 export const MAX_PATTERN_LENGTH = 512;
 /** Highest priority. */
@@ -38,6 +46,33 @@ export function nameProblem(value: unknown): string | undefined {
     return 'must not contain braces, spaces or control characters';
   }
   return undefined;
+}
+
+/** A consumer group name: part of key names, so no key separator (`:`), braces or spaces. */
+export function groupProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_GROUP_LENGTH) {
+    return `must be a non-empty string of at most ${MAX_GROUP_LENGTH} characters`;
+  }
+  return /[:{}\s]/.test(value) || hasControlCharacter(value) ? 'must not contain the key separator ":", braces, spaces or control characters' : undefined;
+}
+
+/** A rate limit: tasks per second, more than 0. */
+export function rateProblem(value: unknown): string | undefined {
+  return typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_RATE
+    ? `must be a number of tasks per second above 0 (at most ${MAX_RATE})`
+    : undefined;
+}
+
+/** A claim weight of a client (1, the default, removes it). */
+export function weightProblem(value: unknown): string | undefined {
+  return typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_WEIGHT ? `must be an integer from 1 to ${MAX_WEIGHT}` : undefined;
+}
+
+/** A per-client cap on tasks in flight (0: none). */
+export function clientConcurrencyProblem(value: unknown): string | undefined {
+  return typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_CLIENT_CONCURRENCY
+    ? `must be an integer from 0 to ${MAX_CLIENT_CONCURRENCY}`
+    : undefined;
 }
 
 /** A pattern: any string Nest can route, within a length. */
@@ -78,4 +113,34 @@ export function validateBackoff(where: string, value: unknown, makeError = optio
   const found = backoffProblem(value);
   if (found) raise(where, found, makeError);
   return value as BackoffOptions;
+}
+
+/** Throws `InvalidOptionError` naming `option` when `problem` found one. */
+function check(option: string, value: unknown, problem: string | undefined, makeError: MakeError = optionError): void {
+  if (problem) throw makeError(option, `${problem}, got ${describe(value)}`);
+}
+
+export function validateName(option: string, value: unknown, makeError?: MakeError): void {
+  check(option, value, nameProblem(value), makeError);
+}
+
+/** A client id named by an operator (admin, CLI): a name, and not `*` (the every-client rate entry). */
+export function validateClientId(option: string, value: unknown): void {
+  check(option, value, value === '*' ? 'must be a client id, not "*"' : nameProblem(value));
+}
+
+export function validateGroup(option: string, value: unknown): void {
+  check(option, value, groupProblem(value));
+}
+
+export function validateRate(option: string, value: unknown): void {
+  check(option, value, rateProblem(value));
+}
+
+export function validateWeight(option: string, value: unknown): void {
+  check(option, value, weightProblem(value));
+}
+
+export function validateClientConcurrency(option: string, value: unknown): void {
+  check(option, value, clientConcurrencyProblem(value));
 }
