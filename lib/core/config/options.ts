@@ -7,7 +7,7 @@ import type { EvictionPolicyCheck } from '../redis/guardrails.js';
 import { describe } from '../support/describe.js';
 import { redactUrl } from '../support/redact.js';
 export type { RedisTaskConnection };
-import { validateBackoff, validateClientConcurrency, validateGroup, validateMaxAttempts, validateName, validateRate, validateWeight } from './rules.js';
+import { validateBackoff, validateClientConcurrency, validateGroup, validateHandlerTimeout, validateMaxAttempts, validateName, validateRate, validateWeight } from './rules.js';
 import { DEFAULT_RETRY_POLICY, defaultJitter, type BackoffOptions } from '../model/retry-policy.js';
 
 export interface RedisTaskCommonOptions {
@@ -302,7 +302,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   watchdogTimeoutMs: integer(100, 3_600_000),
   clientRateLimit: (option, value) => validateRate(option, value),
   group: (option, value) => validateGroup(option, value),
-  handlerTimeoutMs: integer(0, 86_400_000),
+  handlerTimeoutMs: (option, value) => validateHandlerTimeout(option, value),
   slowRunMs: integer(100, 86_400_000),
   startupTimeoutMs: integer(0, 86_400_000),
   clientWeights: (option, value) => {

@@ -18,6 +18,8 @@ export const MAX_WEIGHT = 1_000;
 export const MAX_RATE = 1_000_000;
 /** Highest per-client concurrency cap. */
 export const MAX_CLIENT_CONCURRENCY = 1_000_000;
+/** Longest handler timeout (ms): a day. */
+export const MAX_HANDLER_TIMEOUT_MS = 86_400_000;
 /** Longest pattern (the queue name: part of every key of the queue). */
 export const MAX_PATTERN_LENGTH = 512;
 /** Highest priority. */
@@ -72,6 +74,13 @@ export function weightProblem(value: unknown): string | undefined {
 export function clientConcurrencyProblem(value: unknown): string | undefined {
   return typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_CLIENT_CONCURRENCY
     ? `must be an integer from 0 to ${MAX_CLIENT_CONCURRENCY}`
+    : undefined;
+}
+
+/** A handler timeout in ms (0: none). */
+export function handlerTimeoutProblem(value: unknown): string | undefined {
+  return typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_HANDLER_TIMEOUT_MS
+    ? `must be an integer from 0 to ${MAX_HANDLER_TIMEOUT_MS}`
     : undefined;
 }
 
@@ -143,4 +152,8 @@ export function validateWeight(option: string, value: unknown): void {
 
 export function validateClientConcurrency(option: string, value: unknown): void {
   check(option, value, clientConcurrencyProblem(value));
+}
+
+export function validateHandlerTimeout(option: string, value: unknown): void {
+  check(option, value, handlerTimeoutProblem(value));
 }

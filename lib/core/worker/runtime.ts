@@ -1,0 +1,104 @@
+import type { TaskOutcomeEvent } from '../model/outcomes.js';
+import { reaperSettings, type ResolvedTransportOptions } from '../config/options.js';
+import type { PatternSettings } from '../config/pattern-settings.js';
+import { openBlockingConnection, quit } from '../redis/connection.js';
+import { PrefixKeys } from '../redis/keys.js';
+import { ShardCounts } from '../redis/layouts.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
+import { ReaperSchedule } from '../reaper/schedule.js';
+import type { TaskLogger } from '../support/logger.js';
+import { TaskWorker } from './worker.js';
+import type { TaskExecutor } from './worker-types.js';
+
+/** What the runtime tells the adapter above it. */
+export interface RuntimeHooks {
+  /** Runs a task's handler (the Nest adapter, in this package). */
+  readonly executor: TaskExecutor;
+  /** The watchdog found Redis stopped answering (true), or answering again (false). */
+  readonly onStall?: (stalled: boolean) => void;
+  /** How each run ended; never given the payload. */
+  readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+}
+
+/**
+ * The composition root of a worker process, and the owner of its start order: given a connection that
+ * answers and a checked server, it checks the patterns' shard counts, sets up the reaper and its
+ * schedule, subscribes to due times and resumes, starts the worker, then the schedule. Closing undoes
+ * it in reverse. Everything below it is built here and nowhere else.
+ */
+export class WorkerRuntime {
+  private readonly reaper: TaskReaper;
+  private readonly schedule: ReaperSchedule;
+  private readonly worker: TaskWorker;
+  private readonly layouts: ShardCounts;
+  private subscriber: RedisConnection | undefined;
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly options: ResolvedTransportOptions,
+    patterns: PatternSettings,
+    private readonly queues: readonly string[],
+    hooks: RuntimeHooks,
+    logger: TaskLogger,
+  ) {
+    const keys = new PrefixKeys(options.prefix);
+    this.layouts = new ShardCounts(redis, keys, options.shards, logger, options.group);
+    this.reaper = new TaskReaper(redis, keys, this.layouts, reaperSettings(options), logger);
+    // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
+    // worker still promotes delayed tasks of its own queues at their due time.
+    this.schedule = new ReaperSchedule(this.reaper, options.reaperIntervalMs, () => queues, logger);
+    this.worker = new TaskWorker(
+      redis,
+      keys,
+      this.layouts,
+      {
+        ...options,
+        retryPolicy: (queue) => patterns.retryPolicy(queue),
+        clientCap: (queue) => patterns.clientConcurrency(queue),
+        rateLimit: (queue) => patterns.rateLimit(queue),
+        handlerTimeout: (queue) => patterns.handlerTimeout(queue),
+        onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
+        onStall: hooks.onStall,
+        onOutcome: hooks.onOutcome,
+      },
+      hooks.executor,
+      logger,
+    );
+  }
+
+  async start(): Promise<void> {
+    await this.subscribe();
+    await this.worker.start(this.queues);
+    this.schedule.start();
+  }
+
+  /** One reaper sweep over this worker's patterns now. */
+  sweep(): Promise<SweepResult> {
+    return this.reaper.sweep(this.queues);
+  }
+
+  async close(): Promise<void> {
+    await this.schedule.stop();
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    if (subscriber) await quit(subscriber);
+    await this.worker.close();
+  }
+
+  /** Due times of delayed tasks (promoted on time) and resumes of paused queues (claimed at once). */
+  private async subscribe(): Promise<void> {
+    if (this.queues.length === 0) return;
+    // Checks each queue's shard count against the one on record before anything else uses it.
+    const shards = (await this.layouts.layouts(this.queues)).flatMap((layout) => layout.shards);
+    const subscriber = openBlockingConnection(this.redis, `tasks:worker:${this.options.workerId}:due`);
+    this.subscriber = subscriber;
+    subscriber.on('error', () => undefined); // outages are reported once by the command connection
+    const control = new Set(shards.map((keys) => keys.controlChannel));
+    subscriber.on('message', (channel: string, message: string) => {
+      if (control.has(channel)) this.worker.resume(channel);
+      else this.schedule.wakeAt(Number(message));
+    });
+    await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel]));
+  }
+}
