@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { TaskAdmin } from '../core/admin/admin.js';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { defineScripts } from '../core/redis/scripts.js';
-import { ShardCounts } from '../core/redis/layouts.js';
+import { QueueLayouts } from '../core/redis/layouts.js';
 import { CliError, EXIT, run, USAGE } from './commands.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
     }
     const keys = new PrefixKeys(values.prefix);
     const scripted = defineScripts(redis);
-    let admin = new TaskAdmin(scripted, keys, new ShardCounts(scripted, keys, 'recorded'));
+    let admin = new TaskAdmin(scripted, keys, new QueueLayouts(scripted, keys, 'recorded'));
     try {
       admin = admin.forGroup(values.group);
     } catch (error) {

@@ -4,7 +4,7 @@ import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import { DEFAULT_GROUP, PrefixKeys } from '../core/redis/keys.js';
 import { validateGroup } from '../core/config/rules.js';
-import { ShardCounts } from '../core/redis/layouts.js';
+import { QueueLayouts } from '../core/redis/layouts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
@@ -100,6 +100,6 @@ export class RedisTaskAdmin {
     const redis = await this.client.connect();
     const keys = new PrefixKeys(this.client.options.prefix);
     // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-    return scrubbing(new TaskAdmin(redis, keys, new ShardCounts(redis, keys, 'recorded'), this.group));
+    return scrubbing(new TaskAdmin(redis, keys, new QueueLayouts(redis, keys, 'recorded'), this.group));
   }
 }

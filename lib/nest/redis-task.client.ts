@@ -16,7 +16,7 @@ import {
 import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/model/errors.js';
 import { checkServer } from '../core/redis/guardrails.js';
 import { PrefixKeys } from '../core/redis/keys.js';
-import { ShardCounts } from '../core/redis/layouts.js';
+import { QueueLayouts } from '../core/redis/layouts.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
@@ -236,10 +236,10 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
     const watch = watchOf(connection.redis, describeServer(this.options.connection));
-    this.producer = new TaskProducer(connection.redis, new ShardCounts(connection.redis, this.keys, this.options.shards, this.log), {
+    this.producer = new TaskProducer(connection.redis, new QueueLayouts(connection.redis, this.keys, this.options.shards, this.log), {
       maxPayloadBytes: this.options.maxPayloadBytes,
       batchChunkSize: this.options.batchChunkSize,
-      dedupTtlMs: this.options.deduplicationTtlMs,
+      deduplicationTtlMs: this.options.deduplicationTtlMs,
       durability: this.options.durability,
       enqueueTimeoutMs: this.options.enqueueTimeoutMs,
       server: watch.server,
@@ -303,8 +303,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
         delayMs: options.delayMs,
         runAt: options.runAt,
         expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
-        dedupKey: options.deduplicationKey,
-        dedupTtlMs: options.deduplicationTtlMs,
+        deduplicationKey: options.deduplicationKey,
+        deduplicationTtlMs: options.deduplicationTtlMs,
       };
     }
     return { payload: data, clientId: this.options.clientId };

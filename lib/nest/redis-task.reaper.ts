@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { reaperSettings } from '../core/config/options.js';
 import { PrefixKeys } from '../core/redis/keys.js';
-import { ShardCounts } from '../core/redis/layouts.js';
+import { QueueLayouts } from '../core/redis/layouts.js';
 import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
@@ -49,7 +49,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
     this.reaper ??= new TaskReaper(
       redis,
       keys,
-      new ShardCounts(redis, keys, 'recorded'),
+      new QueueLayouts(redis, keys, 'recorded'),
       reaperSettings(),
       this.logger,
     );

@@ -33,8 +33,8 @@ async function enqueueWith(tasks: [clientId: string, id: string, options?: Optio
       entry: raw,
       priority: options.priority ?? 0,
       delayMs: options.delayMs ?? 0,
-      dedupKey: options.dedupKey,
-      dedupTtlMs: 60_000,
+      deduplicationKey: options.dedupKey,
+      deduplicationTtlMs: 60_000,
       awaitsReply: false,
     });
   }
@@ -503,7 +503,7 @@ describe('deduplication', () => {
     await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.dedup('k'), 'someone-else');
-    expect(await gateway.deadLetter(keys, worker, token, { record: '{}', cap: 5, taskId: 'first', dedupKey: 'k' })).toBe(true);
+    expect(await gateway.deadLetter(keys, worker, token, { record: '{}', cap: 5, taskId: 'first', deduplicationKey: 'k' })).toBe(true);
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });

@@ -85,12 +85,12 @@ export async function claimAs(
   workerId: string,
   count: number,
   acks: string[] = [],
-  clientCap = 0,
+  clientConcurrency = 0,
 ): Promise<string[] | 'unregistered' | 'paused'> {
   const { outcome } = await gatewayOf(redis).claim(queue, {
     workerId,
     wanted: count,
-    clientConcurrency: clientCap,
+    clientConcurrency,
     tokenPrefix: `${randomBytes(4).toString('hex')}.`,
     acks,
   });

@@ -1,6 +1,6 @@
 import { validateGroup } from '../config/rules.js';
 import { DEFAULT_GROUP, type PrefixKeys } from '../redis/keys.js';
-import type { ShardCounts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { DeadLetterRecord } from '../model/dead-letter.js';
 import { DeadLetters, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
@@ -27,7 +27,7 @@ export class TaskAdmin {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
-    private readonly layouts: ShardCounts,
+    private readonly layouts: QueueLayouts,
     /** The consumer group whose copies this admin reads and changes. */
     readonly group = DEFAULT_GROUP,
   ) {

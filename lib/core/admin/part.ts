@@ -1,5 +1,5 @@
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
-import type { ShardCounts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What every part of the admin API works with: the connection, the prefix's keys, the layouts, one consumer group. */
@@ -7,7 +7,7 @@ export abstract class AdminPart {
   constructor(
     protected readonly redis: TaskRedis,
     protected readonly keys: PrefixKeys,
-    protected readonly layouts: ShardCounts,
+    protected readonly layouts: QueueLayouts,
     /** The consumer group whose copies this part reads and changes. */
     readonly group = DEFAULT_GROUP,
   ) {}

@@ -25,6 +25,7 @@ export interface TaskEnvelope {
   /** After this time (ms since the epoch) the task is not run: it goes to dead letters as `expired`. */
   readonly expiresAt?: number;
   /** The deduplication key this task holds while it is live. */
+  /** The deduplication key (`deduplicationKey` of the record builder); named `dedupKey` in the stored form. */
   readonly dedupKey?: string;
 }
 

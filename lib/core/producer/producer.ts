@@ -7,7 +7,7 @@ import { isPermissionError } from '../redis/guardrails.js';
 import { ClosedError, InvalidTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { DurabilityOptions } from '../config/options.js';
-import type { ShardCounts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
@@ -27,7 +27,7 @@ export interface ProducerOptions {
   /** Items per script call: each chunk is one round trip, all or nothing. */
   readonly batchChunkSize: number;
   /** Default TTL of deduplication keys (ms). */
-  readonly dedupTtlMs: number;
+  readonly deduplicationTtlMs: number;
   /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
   readonly durability?: DurabilityOptions;
   /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */
@@ -71,14 +71,14 @@ export class TaskProducer {
 
   constructor(
     private readonly redis: TaskRedis,
-    private readonly layouts: ShardCounts,
+    private readonly layouts: QueueLayouts,
     private readonly options: ProducerOptions,
   ) {
     this.coalescer = coalescerOf(redis);
     this.settings = { chunkSize: options.batchChunkSize, timeoutMs: options.enqueueTimeoutMs, durability: options.durability };
     const durability = options.durability;
     this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
-    this.limits = { maxPayloadBytes: options.maxPayloadBytes, dedupTtlMs: options.dedupTtlMs };
+    this.limits = { maxPayloadBytes: options.maxPayloadBytes, deduplicationTtlMs: options.deduplicationTtlMs };
   }
 
   /**

@@ -24,9 +24,9 @@ export interface EnqueueItem {
   /** Not run after this time (ms since the epoch): dead letters with reason `expired`. */
   readonly expiresAt?: number;
   /** A second live task with this key is refused (reported as a duplicate). */
-  readonly dedupKey?: string;
+  readonly deduplicationKey?: string;
   /** How long the deduplication key holds at most, if the task never completes (ms). */
-  readonly dedupTtlMs?: number;
+  readonly deduplicationTtlMs?: number;
 }
 
 /** A checked item, encoded as Redis will store it. */
@@ -36,8 +36,8 @@ export interface PreparedTask {
   readonly entry: string;
   readonly priority: number;
   readonly delayMs: number;
-  readonly dedupKey?: string;
-  readonly dedupTtlMs: number;
+  readonly deduplicationKey?: string;
+  readonly deduplicationTtlMs: number;
   /** A send() task: kept until its reply comes, so its caller can cancel it. */
   readonly awaitsReply: boolean;
 }
@@ -46,7 +46,7 @@ export interface PreparedTask {
 export interface ItemLimits {
   readonly maxPayloadBytes: number;
   /** Default TTL of deduplication keys (ms). */
-  readonly dedupTtlMs: number;
+  readonly deduplicationTtlMs: number;
 }
 
 /**
@@ -83,10 +83,10 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     item.delayMs === undefined &&
     item.runAt === undefined &&
     item.expiresAt === undefined &&
-    item.dedupKey === undefined
+    item.deduplicationKey === undefined
   ) {
     const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo }, payload);
-    return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, dedupTtlMs: limits.dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+    return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, deduplicationTtlMs: limits.deduplicationTtlMs, awaitsReply: item.replyTo !== undefined };
   }
   try {
     if (item.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
@@ -123,10 +123,10 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
       fail('the task would expire before its delay ends');
     }
   }
-  const dedupTtlMs = item.dedupTtlMs ?? limits.dedupTtlMs;
-  if (item.dedupKey !== undefined) {
-    if (typeof item.dedupKey !== 'string' || item.dedupKey.length === 0 || item.dedupKey.length > MAX_DEDUP_KEY_LENGTH) {
-      fail(`the deduplication key must be a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters, got ${describe(item.dedupKey)}`);
+  const dedupTtlMs = item.deduplicationTtlMs ?? limits.deduplicationTtlMs;
+  if (item.deduplicationKey !== undefined) {
+    if (typeof item.deduplicationKey !== 'string' || item.deduplicationKey.length === 0 || item.deduplicationKey.length > MAX_DEDUP_KEY_LENGTH) {
+      fail(`the deduplication key must be a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters, got ${describe(item.deduplicationKey)}`);
     }
     if (!Number.isSafeInteger(dedupTtlMs) || dedupTtlMs < 1) {
       fail(`the deduplication TTL must be a positive integer of milliseconds, got ${String(dedupTtlMs)}`);
@@ -142,11 +142,11 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
       backoff: item.backoff,
       priority,
       expiresAt: item.expiresAt,
-      dedupKey: item.dedupKey,
+      dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
     },
     payload,
   );
-  return { id, clientId: item.clientId, entry, priority, delayMs, dedupKey: item.dedupKey, dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+  return { id, clientId: item.clientId, entry, priority, delayMs, deduplicationKey: item.deduplicationKey, deduplicationTtlMs: dedupTtlMs, awaitsReply: item.replyTo !== undefined };
 }
 
 function serializePayload(payload: unknown, index: number | undefined, maxPayloadBytes: number): string {
@@ -175,9 +175,9 @@ function serializePayload(payload: unknown, index: number | undefined, maxPayloa
  * its client id and entry; a task with options is marked by a leading '' (client ids are never empty).
  */
 export function pushEnqueueArgs(args: (string | number)[], task: PreparedTask): void {
-  if (task.priority === 0 && task.delayMs === 0 && task.dedupKey === undefined) {
+  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined) {
     args.push(task.clientId, task.entry);
   } else {
-    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.dedupKey ?? '', task.dedupTtlMs, task.id);
+    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.deduplicationKey ?? '', task.deduplicationTtlMs, task.id);
   }
 }

@@ -6,7 +6,7 @@ import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import { requeueProcessing } from '../redis/requeue.js';
-import type { ShardCounts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -46,7 +46,7 @@ export class TaskReaper {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
-    private readonly layouts: ShardCounts,
+    private readonly layouts: QueueLayouts,
     private readonly options: ReaperOptions,
     private readonly logger?: TaskLogger,
   ) {

@@ -60,10 +60,10 @@ export class ScriptGateway {
 
   /** deadLetterTask: the held task's record (JSON) to dead letters, its deduplication key freed, its caller answered. */
   async deadLetter(keys: QueueKeys, workerId: string, token: string, letter: DeadLetterWrite): Promise<boolean> {
-    const { dedupKey, taskId, reply } = letter;
+    const { deduplicationKey, taskId, reply } = letter;
     const settled = await this.redis.deadLetterTask(
-      keys.processing(workerId), keys.deadLetters, keys.result(taskId ?? 'unknown'), dedupKey === undefined ? keys.ring : keys.dedup(dedupKey),
-      ...settleKeys(keys), token, letter.record, letter.cap, dedupKey === undefined ? '' : (taskId ?? ''),
+      keys.processing(workerId), keys.deadLetters, keys.result(taskId ?? 'unknown'), deduplicationKey === undefined ? keys.ring : keys.dedup(deduplicationKey),
+      ...settleKeys(keys), token, letter.record, letter.cap, deduplicationKey === undefined ? '' : (taskId ?? ''),
       ...(reply ? [reply.channel, reply.message, reply.ttlMs] : []),
     );
     return settled === 1;
@@ -122,11 +122,11 @@ export class ScriptGateway {
   }
 
   /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
-  async cancel(keys: QueueKeys, task: { clientId: string; entry: string; priority: number; dedupKey?: string; id: string }): Promise<boolean> {
-    const dedup = task.dedupKey === undefined ? keys.ring : keys.dedup(task.dedupKey);
+  async cancel(keys: QueueKeys, task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string }): Promise<boolean> {
+    const dedup = task.deduplicationKey === undefined ? keys.ring : keys.dedup(task.deduplicationKey);
     const removed = await this.redis.cancelTask(
       keys.pending(task.clientId), keys.priority(task.clientId), keys.delayed, dedup, keys.prioritized,
-      task.entry, task.priority, task.dedupKey === undefined ? '' : task.id,
+      task.entry, task.priority, task.deduplicationKey === undefined ? '' : task.id,
     );
     return removed === 1;
   }
@@ -184,7 +184,7 @@ export interface DeadLetterWrite {
   readonly cap: number;
   readonly taskId?: string;
   /** The deduplication key the task holds, freed with it. */
-  readonly dedupKey?: string;
+  readonly deduplicationKey?: string;
   /** An error reply to a send() caller. */
   readonly reply?: { readonly channel: string; readonly message: string; readonly ttlMs: number };
 }

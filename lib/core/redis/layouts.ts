@@ -11,7 +11,7 @@ import type { TaskRedis } from './scripts.js';
  * (`'recorded'`) follows whatever count Redis holds. On a Cluster, the first check of a queue also
  * checks its key layout against the cluster (see `checkClusterLayout`).
  */
-export class ShardCounts {
+export class QueueLayouts {
   private readonly verified = new Map<string, QueueLayout>();
   private readonly checking = new Map<string, Promise<QueueLayout>>();
 

@@ -89,7 +89,7 @@ export interface TaskCommands {
     workerId: string,
     pendingPrefix: string,
     priorityPrefix: string,
-    clientCap: number,
+    clientConcurrency: number,
     tokenPrefix: string,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number]>;

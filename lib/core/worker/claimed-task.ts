@@ -93,7 +93,7 @@ export class ClaimedTask {
       record: JSON.stringify(record),
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,
-      dedupKey: envelope?.dedupKey,
+      deduplicationKey: envelope?.dedupKey,
       reply: envelope?.replyTo !== undefined ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error }) : undefined,
     });
   }

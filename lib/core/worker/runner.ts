@@ -46,7 +46,7 @@ export class TaskRunner {
       return;
     }
     const { envelope, attempts } = decoded.entry;
-    const policy = mergeRetry(this.options.retryPolicy(queue), envelope);
+    const policy = mergeRetry(this.options.patterns.retryPolicy(queue), envelope);
     const about = { queue, id: envelope.id, clientId: envelope.clientId };
     // Guard: attempts used up by interrupted runs, or expired, it does not start.
     const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
@@ -172,7 +172,7 @@ export class TaskRunner {
 
   /** Calls the handler; with a handler timeout, abandons it (as failed) once that passes. */
   private async execute(envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
-    const timeoutMs = this.options.handlerTimeout?.(queue) ?? 0;
+    const timeoutMs = this.options.patterns.handlerTimeout(queue);
     const abort = run.abort;
     let running: Promise<TaskOutcome>;
     try {

@@ -3,7 +3,7 @@ import { reaperSettings, type ResolvedTransportOptions } from '../config/options
 import type { PatternSettings } from '../config/pattern-settings.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { PrefixKeys } from '../redis/keys.js';
-import { ShardCounts } from '../redis/layouts.js';
+import { QueueLayouts } from '../redis/layouts.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
@@ -31,7 +31,7 @@ export class WorkerRuntime {
   private readonly reaper: TaskReaper;
   private readonly schedule: ReaperSchedule;
   private readonly worker: TaskWorker;
-  private readonly layouts: ShardCounts;
+  private readonly layouts: QueueLayouts;
   private subscriber: RedisConnection | undefined;
 
   constructor(
@@ -43,7 +43,7 @@ export class WorkerRuntime {
     logger: TaskLogger,
   ) {
     const keys = new PrefixKeys(options.prefix);
-    this.layouts = new ShardCounts(redis, keys, options.shards, logger, options.group);
+    this.layouts = new QueueLayouts(redis, keys, options.shards, logger, options.group);
     this.reaper = new TaskReaper(redis, keys, this.layouts, reaperSettings(options), logger);
     // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
     // worker still promotes delayed tasks of its own queues at their due time.
@@ -54,10 +54,7 @@ export class WorkerRuntime {
       this.layouts,
       {
         ...options,
-        retryPolicy: (queue) => patterns.retryPolicy(queue),
-        clientCap: (queue) => patterns.clientConcurrency(queue),
-        rateLimit: (queue) => patterns.rateLimit(queue),
-        handlerTimeout: (queue) => patterns.handlerTimeout(queue),
+        patterns,
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,

@@ -1,6 +1,6 @@
 import type { SettleOptions } from '../redis/requeue.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
-import type { RetryPolicy } from '../model/retry-policy.js';
+import type { PatternSettings } from '../config/pattern-settings.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
 export interface TaskExecution {
@@ -38,16 +38,14 @@ export type TaskOutcome =
 export type TaskExecutor = (execution: TaskExecution) => Promise<TaskOutcome>;
 
 export interface WorkerOptions extends SettleOptions {
+  /** Each pattern's retry policy, per-client concurrency, rate limit and handler timeout. */
+  readonly patterns: PatternSettings;
   readonly concurrency: number;
   readonly prefetch: number;
   readonly heartbeatIntervalMs: number;
   readonly leaseMs: number;
   readonly shutdownTimeoutMs: number;
   readonly blockTimeoutMs: number;
-  /** Attempts and backoff of a queue (transport defaults merged with the pattern's own). */
-  readonly retryPolicy: (queue: string) => RetryPolicy;
-  /** Per-client cap on tasks in flight of a queue (0: none). */
-  readonly clientCap: (queue: string) => number;
   /** Called with the due time of every retry this worker schedules (to promote it on time). */
   readonly onDelayed?: (queue: string, dueAt: number) => void;
   /** How long past its due time a Redis command may go unanswered before the watchdog reconnects. */
@@ -56,14 +54,10 @@ export interface WorkerOptions extends SettleOptions {
   readonly onStall?: (stalled: boolean) => void;
   /** The consumer group: each group gets its own copy of every task of the patterns it consumes. */
   readonly group?: string;
-  /** Tasks per second each client of a queue may start (0: no limit), written to every shard at start. */
-  readonly rateLimit?: (queue: string) => number;
   /** Claim weights of clients, written to every queue at start (1 removes a weight). */
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
-  /** Longest run of a queue's handler before it is abandoned as failed with reason `timeout` (0: none). */
-  readonly handlerTimeout?: (queue: string) => number;
   /**
    * A run going on this long is logged as slow (once), and if the worker shuts down before it ends,
    * the interruption counts as an attempt (so a task that hangs every run ends in dead letters).

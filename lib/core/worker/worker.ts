@@ -1,7 +1,7 @@
 import { gatewayOf } from '../redis/gateway.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
-import type { ShardCounts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
@@ -37,7 +37,7 @@ export class TaskWorker {
   constructor(
     private readonly redis: TaskRedis,
     private readonly keys: PrefixKeys,
-    private readonly layouts: ShardCounts,
+    private readonly layouts: QueueLayouts,
     private readonly options: WorkerOptions,
     executor: TaskExecutor,
     private readonly logger: TaskLogger,
@@ -67,7 +67,7 @@ export class TaskWorker {
     const layouts = await this.layouts.layouts(queues);
     this.shards = layouts.flatMap((layout) => layout.shards);
     for (const layout of layouts) {
-      const rate = this.options.rateLimit?.(layout.queue) ?? 0;
+      const rate = this.options.patterns.rateLimit(layout.queue);
       for (const keys of layout.shards) {
         // From now on every task emitted for the pattern gets a copy for this group.
         await this.redis.sadd(keys.groups, keys.group);
@@ -98,7 +98,7 @@ export class TaskWorker {
         blocking,
         keys,
         this.slots,
-        { ...this.options, clientConcurrency: this.options.clientCap(keys.queue) },
+        { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.redis, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
