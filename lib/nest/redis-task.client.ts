@@ -2,36 +2,21 @@ import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import { Observable } from 'rxjs';
-import type { ReplyMessage } from '../core/worker/claimed-task.js';
-import {
-  closeConnection,
-  describeServer,
-  NotReadyError,
-  openBlockingConnection,
-  openConnection,
-  quit,
-  watchOf,
-  type OwnedConnection,
-} from '../core/redis/connection.js';
-import { ClosedError, DuplicateTaskError, InvalidTaskError, ReplyTimeoutError } from '../core/model/errors.js';
+import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../core/redis/connection.js';
+import { ClosedError, DuplicateTaskError, InvalidTaskError } from '../core/model/errors.js';
 import { checkServer } from '../core/redis/guardrails.js';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { QueueLayouts } from '../core/redis/layouts.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
-import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
+import { printableLogger } from '../core/support/logger.js';
+import { ReplyInbox } from '../core/producer/replies.js';
+import type { TaskRedis } from '../core/redis/scripts.js';
 import { watchConnection } from './connection-events.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 const ignore = (): void => undefined;
-
-interface PendingReply {
-  readonly queue: string;
-  readonly clientId: string;
-  readonly callback: (packet: WritePacket) => void;
-  timer?: NodeJS.Timeout;
-}
 
 /** What `emit` and `emitBatch` report per task: its id, and whether it was refused as a duplicate. */
 export type RedisTaskReceipt = EnqueueReceipt;
@@ -49,14 +34,13 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   private readonly keys: PrefixKeys;
   /** Reply channel of this client instance. */
   private readonly replyChannel: string;
-  private readonly replies = new Map<string, PendingReply>();
   private connection: OwnedConnection | undefined;
   /** Set once connect() resolved (and cleared by close()): emits then skip it. */
   private connected = false;
   private connecting: Promise<TaskRedis> | undefined;
   private producer: TaskProducer | undefined;
-  private subscriber: RedisConnection | undefined;
-  private subscribing: Promise<void> | undefined;
+  /** Where this client's send() calls hear their replies. */
+  private inbox: ReplyInbox | undefined;
   private checking: Promise<void> | undefined;
 
   constructor(options?: RedisTaskClientOptions) {
@@ -147,24 +131,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   async close(): Promise<void> {
-    for (const [id, pending] of this.replies) {
-      clearTimeout(pending.timer);
-      this.replies.delete(id);
-      pending.callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
-    }
+    const inbox = this.inbox;
+    this.inbox = undefined;
+    await inbox?.close();
     this.producer?.close();
-    const subscriber = this.subscriber;
     const connection = this.connection;
-    this.subscriber = undefined;
-    this.subscribing = undefined;
     this.connection = undefined;
     this.connecting = undefined;
     this.connected = false;
     this.producer = undefined;
     this.checking = undefined;
-    if (subscriber) {
-      await quit(subscriber);
-    }
     await closeConnection(connection);
     this._status$.next(RedisTaskStatus.DISCONNECTED);
   }
@@ -189,46 +165,24 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
+    const inbox = this.inbox;
+    if (!inbox) {
+      callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
+      return ignore;
+    }
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
     const item = this.toItem(packet.data);
-    const pending: PendingReply = { queue, clientId: item.clientId, callback };
-    this.replies.set(id, pending);
-    if (this.options.replyTimeoutMs > 0) {
-      pending.timer = setTimeout(() => {
-        if (!this.replies.delete(id)) return;
-        const producer = this.producer;
-        if (!this.options.cancelOnReplyTimeout || !producer) {
-          producer?.forget(id);
-          callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs), isDisposed: true });
-          return;
-        }
-        void producer.cancel(id).then(
-          (cancelled) => callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs, cancelled), isDisposed: true }),
-          () => callback({ err: new ReplyTimeoutError(queue, this.options.replyTimeoutMs), isDisposed: true }),
-        );
-      }, this.options.replyTimeoutMs);
-    }
-    this.subscribeToReplies()
-      .then(() => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: this.replyChannel }))
+    const stop = inbox.expect(id, queue, item.clientId, (answer) => callback({ ...answer, isDisposed: true }));
+    inbox
+      .subscribed()
+      .then(() => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: inbox.channel }))
       .then((receipt) => {
         // A refused duplicate never runs under this id: no reply would ever come.
-        if (receipt.duplicate) {
-          throw new DuplicateTaskError(queue, receipt.id);
-        }
+        if (receipt.duplicate) throw new DuplicateTaskError(queue, receipt.id);
       })
-      .catch((error: unknown) => {
-        this.producer?.forget(id);
-        if (this.replies.delete(id)) {
-          clearTimeout(pending.timer);
-          callback({ err: error, isDisposed: true });
-        }
-      });
-    return () => {
-      clearTimeout(pending.timer);
-      this.replies.delete(id);
-      this.producer?.forget(id);
-    };
+      .catch((error: unknown) => inbox.failed(id, error));
+    return stop;
   }
 
   private async open(): Promise<TaskRedis> {
@@ -246,6 +200,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       watch,
       ready: () => this.serverChecked(connection.redis),
     });
+    this.inbox = new ReplyInbox(connection.redis, this.producer, this.replyChannel, this.options, printableLogger(this.log));
     try {
       await watch.whenReady(this.options.enqueueTimeoutMs);
     } catch (error) {
@@ -253,6 +208,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
         // Misconfigured (a refused password, an untrusted certificate): nothing to wait for.
         this.connection = undefined;
         this.producer = undefined;
+        this.inbox = undefined;
         await closeConnection(connection);
         throw error;
       }
@@ -266,6 +222,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // A refused start leaves nothing open behind it.
       this.connection = undefined;
       this.producer = undefined;
+      this.inbox = undefined;
       await closeConnection(connection);
       throw error;
     }
@@ -308,64 +265,6 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       };
     }
     return { payload: data, clientId: this.options.clientId };
-  }
-
-  private subscribeToReplies(): Promise<void> {
-    this.subscribing ??= (async () => {
-      const subscriber = openBlockingConnection(this.unwrap<RedisConnection>(), 'tasks:client:replies');
-      this.subscriber = subscriber;
-      subscriber.on('error', () => undefined); // reported once by the command connection's watcher
-      subscriber.on('message', (_channel: string, message: string) => this.onReply(message));
-      let subscribedOnce = false;
-      subscriber.on('ready', () => {
-        // Replies published while the subscriber was away are still stored under the result key.
-        if (subscribedOnce) {
-          void this.fetchMissedReplies();
-        }
-      });
-      await subscriber.subscribe(this.replyChannel);
-      subscribedOnce = true;
-    })().catch((error: unknown) => {
-      this.subscribing = undefined;
-      throw error;
-    });
-    return this.subscribing;
-  }
-
-  private onReply(message: string): void {
-    let reply: ReplyMessage;
-    try {
-      reply = JSON.parse(message) as ReplyMessage;
-    } catch {
-      this.log.warn('ignored a reply that is not valid JSON');
-      return;
-    }
-    const pending = this.replies.get(reply.id);
-    if (!pending) {
-      return; // timed out, unsubscribed, or already answered
-    }
-    this.replies.delete(reply.id);
-    this.producer?.forget(reply.id);
-    clearTimeout(pending.timer);
-    pending.callback(
-      reply.err !== undefined ? { err: reply.err, isDisposed: true } : { response: reply.response, isDisposed: true },
-    );
-  }
-
-  private async fetchMissedReplies(): Promise<void> {
-    const redis = this.connection?.redis;
-    const producer = this.producer;
-    if (!redis || !producer) {
-      return;
-    }
-    for (const [id, pending] of [...this.replies]) {
-      const stored = await Promise.resolve(producer.layout(pending.queue))
-        .then((layout) => redis.get(layout.shardOf(pending.clientId).result(id)))
-        .catch(() => null);
-      if (stored !== null) {
-        this.onReply(stored);
-      }
-    }
   }
 
   private publishStatus(status: RedisTaskStatus): void {

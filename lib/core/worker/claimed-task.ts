@@ -4,16 +4,10 @@ import { capRaw, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, ty
 import type { QueueKeys } from '../redis/keys.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
+import type { ReplyMessage } from '../model/reply.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 export type { SettleOptions };
-
-/** What a reply to a `send()` caller carries (published and stored as JSON). */
-export interface ReplyMessage {
-  readonly id: string;
-  readonly response?: unknown;
-  readonly err?: unknown;
-}
 
 /**
  * A task this worker holds under a fencing token: the unit of work. Each way of settling it is one

@@ -1,0 +1,139 @@
+import { ClosedError, ReplyTimeoutError } from '../model/errors.js';
+import { openBlockingConnection, quit } from '../redis/connection.js';
+import type { ReplyMessage } from '../model/reply.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import type { TaskLogger } from '../support/logger.js';
+import type { TaskProducer } from './producer.js';
+
+/** How a caller is answered: the handler's result, or an error. */
+export type ReplyAnswer = { readonly response: unknown } | { readonly err: unknown };
+
+interface Waiting {
+  readonly queue: string;
+  readonly clientId: string;
+  readonly answer: (answer: ReplyAnswer) => void;
+  timer?: NodeJS.Timeout;
+}
+
+export interface ReplyInboxOptions {
+  /** How long a caller waits (0: for ever). */
+  readonly replyTimeoutMs: number;
+  /** Whether a task whose caller gave up is removed when no worker claimed it yet. */
+  readonly cancelOnReplyTimeout: boolean;
+}
+
+/**
+ * The replies of one client's `send()` calls: subscribed to its own reply channel (on first use),
+ * each waiting caller answered once, by the live reply, by the result stored in Redis when the
+ * subscriber was away when it was published, by its timeout, or by close().
+ */
+export class ReplyInbox {
+  private readonly waiting = new Map<string, Waiting>();
+  private subscriber: RedisConnection | undefined;
+  private subscribing: Promise<void> | undefined;
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly producer: TaskProducer,
+    readonly channel: string,
+    private readonly options: ReplyInboxOptions,
+    private readonly logger: TaskLogger,
+  ) {}
+
+  /**
+   * Waits for the reply of task `id` (enqueue it after `subscribed()`); returns how to stop waiting
+   * (the caller unsubscribed). Each caller is answered at most once.
+   */
+  expect(id: string, queue: string, clientId: string, answer: (answer: ReplyAnswer) => void): () => void {
+    const waiting: Waiting = { queue, clientId, answer };
+    this.waiting.set(id, waiting);
+    const timeoutMs = this.options.replyTimeoutMs;
+    if (timeoutMs > 0) waiting.timer = setTimeout(() => this.timedOut(id, waiting), timeoutMs);
+    return () => this.forget(id);
+  }
+
+  /** The caller's task could not be enqueued: it hears why (once), and nothing waits for it. */
+  failed(id: string, error: unknown): void {
+    const waiting = this.waiting.get(id);
+    this.forget(id);
+    waiting?.answer({ err: error });
+  }
+
+  /** Subscribed to the reply channel (once; a failed attempt is retried by the next call). */
+  subscribed(): Promise<void> {
+    this.subscribing ??= (async () => {
+      const subscriber = openBlockingConnection(this.redis, 'tasks:client:replies');
+      this.subscriber = subscriber;
+      subscriber.on('error', () => undefined); // reported once by the command connection's watcher
+      subscriber.on('message', (_channel: string, message: string) => this.onReply(message));
+      let subscribedOnce = false;
+      subscriber.on('ready', () => {
+        // Replies published while the subscriber was away are still stored under the result key.
+        if (subscribedOnce) void this.fetchMissed();
+      });
+      await subscriber.subscribe(this.channel);
+      subscribedOnce = true;
+    })().catch((error: unknown) => {
+      this.subscribing = undefined;
+      throw error;
+    });
+    return this.subscribing;
+  }
+
+  /** Every waiting caller hears `ClosedError`; the subscriber is closed. */
+  async close(): Promise<void> {
+    for (const [id, waiting] of [...this.waiting]) {
+      this.forget(id);
+      waiting.answer({ err: new ClosedError('RedisTaskClient') });
+    }
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    this.subscribing = undefined;
+    if (subscriber) await quit(subscriber);
+  }
+
+  private forget(id: string): void {
+    const waiting = this.waiting.get(id);
+    if (waiting) clearTimeout(waiting.timer);
+    this.waiting.delete(id);
+    this.producer.forget(id);
+  }
+
+  private timedOut(id: string, waiting: Waiting): void {
+    if (!this.waiting.delete(id)) return;
+    const { queue } = waiting;
+    const timeoutMs = this.options.replyTimeoutMs;
+    if (!this.options.cancelOnReplyTimeout) {
+      this.producer.forget(id);
+      waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs) });
+      return;
+    }
+    void this.producer.cancel(id).then(
+      (cancelled) => waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs, cancelled) }),
+      () => waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs) }),
+    );
+  }
+
+  private onReply(message: string): void {
+    let reply: ReplyMessage;
+    try {
+      reply = JSON.parse(message) as ReplyMessage;
+    } catch {
+      this.logger.warn('ignored a reply that is not valid JSON');
+      return;
+    }
+    const waiting = this.waiting.get(reply.id);
+    if (!waiting) return; // timed out, unsubscribed, or already answered
+    this.forget(reply.id);
+    waiting.answer(reply.err !== undefined ? { err: reply.err } : { response: reply.response });
+  }
+
+  private async fetchMissed(): Promise<void> {
+    for (const [id, waiting] of [...this.waiting]) {
+      const stored = await Promise.resolve(this.producer.layout(waiting.queue))
+        .then((layout) => this.redis.get(layout.shardOf(waiting.clientId).result(id)))
+        .catch(() => null);
+      if (stored !== null) this.onReply(stored);
+    }
+  }
+}
