@@ -8,9 +8,7 @@ import { redactUrl } from '../core/support/redact.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../core/admin/admin.js';
-import { PrefixKeys } from '../core/redis/keys.js';
 import { defineScripts } from '../core/redis/scripts.js';
-import { QueueLayouts } from '../core/redis/layouts.js';
 import { CliError, EXIT, run, USAGE } from './commands.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -56,9 +54,7 @@ async function main(argv: string[]): Promise<number> {
       // ioredis rejects with "Connection is closed"; the socket's own error says why.
       throw new CliError(EXIT.redis, `cannot reach Redis at ${redactUrl(url)}: ${(lastError ?? (error as Error)).message}`);
     }
-    const keys = new PrefixKeys(values.prefix);
-    const scripted = defineScripts(redis);
-    let admin = new TaskAdmin(scripted, keys, new QueueLayouts(scripted, keys, 'recorded'));
+    let admin = TaskAdmin.forPrefix(defineScripts(redis), values.prefix);
     try {
       admin = admin.forGroup(values.group);
     } catch (error) {

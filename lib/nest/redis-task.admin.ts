@@ -2,9 +2,8 @@ import { scrubbing } from '../core/support/redact.js';
 import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
-import { DEFAULT_GROUP, PrefixKeys } from '../core/redis/keys.js';
+import { DEFAULT_GROUP } from '../core/redis/keys.js';
 import { validateGroup } from '../core/config/rules.js';
-import { QueueLayouts } from '../core/redis/layouts.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
@@ -98,8 +97,7 @@ export class RedisTaskAdmin {
 
   private async core(): Promise<TaskAdmin> {
     const redis = await this.client.connect();
-    const keys = new PrefixKeys(this.client.options.prefix);
     // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-    return scrubbing(new TaskAdmin(redis, keys, new QueueLayouts(redis, keys, 'recorded'), this.group));
+    return scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group));
   }
 }

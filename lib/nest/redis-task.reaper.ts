@@ -1,7 +1,4 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { reaperSettings } from '../core/config/options.js';
-import { PrefixKeys } from '../core/redis/keys.js';
-import { QueueLayouts } from '../core/redis/layouts.js';
 import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
@@ -44,15 +41,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
 
   private async core(): Promise<TaskReaper> {
     const redis = await this.client.connect();
-    const keys = new PrefixKeys(this.client.options.prefix);
-    // Follows each queue's shard count on record, so one reaper serves sharded and unsharded queues.
-    this.reaper ??= new TaskReaper(
-      redis,
-      keys,
-      new QueueLayouts(redis, keys, 'recorded'),
-      reaperSettings(),
-      this.logger,
-    );
+    this.reaper ??= TaskReaper.forPrefix(redis, this.client.options.prefix, this.logger);
     return this.reaper;
   }
 }

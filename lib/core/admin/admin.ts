@@ -1,6 +1,6 @@
 import { validateGroup } from '../config/rules.js';
-import { DEFAULT_GROUP, type PrefixKeys } from '../redis/keys.js';
-import type { QueueLayouts } from '../redis/layouts.js';
+import { DEFAULT_GROUP, PrefixKeys } from '../redis/keys.js';
+import { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { DeadLetterRecord } from '../model/dead-letter.js';
 import { DeadLetters, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
@@ -35,6 +35,15 @@ export class TaskAdmin {
     this.settingsPart = new QueueSettings(redis, keys, layouts, group);
     this.groupsPart = new ConsumerGroups(redis, keys, layouts, group);
     this.deadLettersPart = new DeadLetters(redis, keys, layouts, group);
+  }
+
+  /**
+   * The admin of a prefix as tools use it (the Nest admin, the CLI): every queue's shard count read
+   * from its record in Redis.
+   */
+  static forPrefix(redis: TaskRedis, prefix: string, group = DEFAULT_GROUP): TaskAdmin {
+    const keys = new PrefixKeys(prefix);
+    return new TaskAdmin(redis, keys, new QueueLayouts(redis, keys, 'recorded'), group);
   }
 
   /** The same operations on another consumer group's copies. */

@@ -3,10 +3,11 @@ import type { Redis } from 'ioredis';
 import { decodeEntry, guessTaskId } from '../model/codec.js';
 import { malformedRecord } from '../model/dead-letter.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import { reaperSettings } from '../config/options.js';
+import { DEFAULT_GROUP, PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import { requeueProcessing } from '../redis/requeue.js';
-import type { QueueLayouts } from '../redis/layouts.js';
+import { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -51,6 +52,15 @@ export class TaskReaper {
     private readonly logger?: TaskLogger,
   ) {
     this.gateway = gatewayOf(redis);
+  }
+
+  /**
+   * A standalone reaper of a prefix (RedisTaskReaper): it follows each queue's shard count on record,
+   * so one reaper serves sharded and unsharded queues, with the default settings.
+   */
+  static forPrefix(redis: TaskRedis, prefix: string, logger?: TaskLogger): TaskReaper {
+    const keys = new PrefixKeys(prefix);
+    return new TaskReaper(redis, keys, new QueueLayouts(redis, keys, 'recorded'), reaperSettings(), logger);
   }
 
   /** Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix. */
