@@ -1,3 +1,4 @@
+import { DEAD_LETTER_REASONS } from '../core/model/dead-letter.js';
 import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmin } from '../core/admin/admin.js';
 import type { DeadLetterReason, DeadLetterRecord } from '../core/model/dead-letter.js';
 import { duration, table } from './format.js';
@@ -50,7 +51,7 @@ export interface CliOptions {
   readonly 'older-than'?: string;
 }
 
-const REASONS = ['failed', 'interrupted', 'expired', 'malformed'] as const;
+const REASONS = DEAD_LETTER_REASONS;
 
 /** The dead-letter filter the options name, if any. */
 function filterOf(options: CliOptions): DeadLetterFilter | undefined {

@@ -230,6 +230,26 @@ describe('failures and bad input', () => {
     expect(records.every((record) => typeof record.detail === 'string' && record.detail.length > 0)).toBe(true);
     expect(seenFor('avatar.resize')[0].payload).toEqual({ good: true });
   });
+
+  it('dead-letters an entry of another format version with reason "unsupported-version", never running it, and keeps working', async () => {
+    fresh('version');
+    const client = await producer({ clientId: 'api' });
+    const queue = keys.queue('avatar.resize');
+    const future = '0|{"v":2,"id":"from-the-future","clientId":"api","enqueuedAt":1,"payload":{"good":false},"renamedField":1}';
+    await redis.rpush(queue.pending('api'), future);
+    await redis.rpush(queue.ring, 'api');
+    await firstValueFrom(client.emit('avatar.resize', { good: true }));
+    await worker();
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the good task to run');
+    const [record] = await waitFor(async () => {
+      const list = await redis.lrange(queue.deadLetters, 0, -1);
+      return list.length === 1 ? list.map((raw) => JSON.parse(raw) as DeadLetterRecord) : undefined;
+    }, 'one dead letter');
+    expect(record).toMatchObject({ id: 'from-the-future', reason: 'unsupported-version', raw: future, detail: expect.stringContaining('format version 2') });
+    expect(seenFor('avatar.resize').map((task) => task.payload)).toEqual([{ good: true }]);
+    expect(await redis.hgetall(queue.counters)).toMatchObject({ deadLettered: '1' });
+    expect(await redis.hget(queue.counters, 'failed')).toBeNull();
+  });
 });
 
 describe('restarts lose nothing', () => {

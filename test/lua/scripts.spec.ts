@@ -332,6 +332,11 @@ describe('deadLetterTask', () => {
     const record = JSON.stringify({ id: '1', reason: 'expired', payload: { reason: 'failed' } });
     expect(await gateway.deadLetter(keys, worker, token, { record: record, cap: 5 })).toBe(true);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
+    // A reason the script does not know of (a newer one) is not a handler failure either.
+    await enqueue(['a', ['2']]);
+    const [second] = (await claim('a', 1)) as string[];
+    expect(await gateway.deadLetter(keys, worker, second, { record: JSON.stringify({ id: '2', reason: 'unsupported-version' }), cap: 5 })).toBe(true);
+    expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '2' });
   });
 });
 

@@ -2,12 +2,22 @@ import type { BackoffOptions } from './retry-policy.js';
 import { backoffProblem, maxAttemptsProblem } from './retry-policy.js';
 
 /**
+ * The version of the stored form this library writes and reads. An envelope says its version in `v`
+ * (absent: 1, as entries written before the field existed); a worker never guesses at another one: it
+ * dead-letters the task with reason `unsupported-version`. A change that older workers could misread
+ * raises it; fields added that they may ignore do not.
+ */
+export const FORMAT_VERSION = 1;
+
+/**
  * The stored form of a task: `<attempts>|<JSON envelope>`.
  *
  * The attempt count sits in a plain prefix so that Lua can count an attempt with a string match,
  * without decoding the JSON (Redis CPU is the queue's bottleneck).
  */
 export interface TaskEnvelope {
+  /** Version of the stored form (absent: 1). */
+  readonly v?: number;
   /** Unique task id, chosen by the producer. */
   readonly id: string;
   readonly clientId: string;
@@ -24,7 +34,6 @@ export interface TaskEnvelope {
   readonly priority?: number;
   /** After this time (ms since the epoch) the task is not run: it goes to dead letters as `expired`. */
   readonly expiresAt?: number;
-  /** The deduplication key this task holds while it is live. */
   /** The deduplication key (`deduplicationKey` of the record builder); named `dedupKey` in the stored form. */
   readonly dedupKey?: string;
 }
@@ -35,10 +44,13 @@ export interface DecodedEntry {
   readonly envelope: TaskEnvelope;
 }
 
-export type DecodeResult = { ok: true; entry: DecodedEntry } | { ok: false; reason: string };
+/** Why an entry cannot be run: `reason` in words; `version` when it is a well-formed entry of another version. */
+export type DecodeFailure = { readonly ok: false; readonly reason: string; readonly version?: number };
+
+export type DecodeResult = { ok: true; entry: DecodedEntry } | DecodeFailure;
 
 export function encodeEntry(envelope: TaskEnvelope, attempts = 0): string {
-  return `${attempts}|${JSON.stringify(envelope)}`;
+  return `${attempts}|${JSON.stringify({ v: FORMAT_VERSION, ...envelope })}`;
 }
 
 /** Encodes a fresh task whose payload is already JSON, without serializing the payload twice. */
@@ -49,7 +61,7 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
   const priority = meta.priority ? `,"priority":${meta.priority}` : '';
   const expires = meta.expiresAt === undefined ? '' : `,"expiresAt":${meta.expiresAt}`;
   const dedup = meta.dedupKey === undefined ? '' : `,"dedupKey":${JSON.stringify(meta.dedupKey)}`;
-  return `0|{"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup},"payload":${payloadJson}}`;
+  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
@@ -69,6 +81,12 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: 'the entry is not a JSON object' };
   }
   const record = value as Record<string, unknown>;
+  if (record.v !== undefined && record.v !== FORMAT_VERSION) {
+    if (typeof record.v !== 'number' || !Number.isSafeInteger(record.v) || record.v < 1) {
+      return { ok: false, reason: `the entry's "v" (format version) is not a positive integer` };
+    }
+    return { ok: false, reason: `the entry is in format version ${record.v}; this worker reads version ${FORMAT_VERSION}`, version: record.v };
+  }
   for (const field of ['id', 'clientId'] as const) {
     if (typeof record[field] !== 'string' || record[field] === '') {
       return { ok: false, reason: `the entry's "${field}" is missing or not a non-empty string` };

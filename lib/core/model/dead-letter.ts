@@ -1,11 +1,13 @@
 /**
- * Why a task ended in dead letters: `malformed` (not a task we can decode), `failed` (its handler
+ * Why a task ended in dead letters: `malformed` (not a task we can decode), `unsupported-version` (a
+ * well-formed entry of another version of the stored form, see `FORMAT_VERSION`), `failed` (its handler
  * threw on the last allowed attempt, or threw a non-retryable error), `timeout` (its last allowed run
  * passed `handlerTimeoutMs`), `interrupted` (its allowed attempts were used up by runs that never
  * finished: the worker died, lost its lease, or shut down after the run had gone on past `slowRunMs`),
  * `expired` (its expiry time passed before a worker could start it).
  */
-export type DeadLetterReason = 'malformed' | 'failed' | 'timeout' | 'interrupted' | 'expired';
+export const DEAD_LETTER_REASONS = ['failed', 'timeout', 'interrupted', 'expired', 'malformed', 'unsupported-version'] as const;
+export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */
 export interface ErrorRecord {
@@ -103,7 +105,18 @@ export function capRaw(raw: string): string {
   return raw.length > MAX_RAW_IN_DEAD_LETTER ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)` : raw;
 }
 
+/** Why an entry that cannot be run is dead-lettered: another format version, or not a task at all. */
+export function undecodableReason(failure: { readonly version?: number }): 'malformed' | 'unsupported-version' {
+  return failure.version === undefined ? 'malformed' : 'unsupported-version';
+}
+
 /** The record of an entry that cannot be decoded: kept for inspection (capped), never run. */
-export function malformedRecord(pattern: string, raw: string, detail: string, workerId: string, id: string | undefined): DeadLetterRecord {
-  return { id, pattern, reason: 'malformed', detail, attempts: 0, deadAt: Date.now(), workerId, raw: capRaw(raw) };
+export function undecodableRecord(
+  pattern: string,
+  raw: string,
+  failure: { readonly reason: string; readonly version?: number },
+  workerId: string,
+  id: string | undefined,
+): DeadLetterRecord {
+  return { id, pattern, reason: undecodableReason(failure), detail: failure.reason, attempts: 0, deadAt: Date.now(), workerId, raw: capRaw(raw) };
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { decodeEntry, guessTaskId } from '../model/codec.js';
-import { malformedRecord } from '../model/dead-letter.js';
+import { decodeEntry, guessTaskId, type DecodeFailure } from '../model/codec.js';
+import { undecodableRecord } from '../model/dead-letter.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 import { reaperSettings } from '../config/options.js';
 import { DEFAULT_GROUP, PrefixKeys, type QueueKeys } from '../redis/keys.js';
@@ -154,7 +154,7 @@ export class TaskReaper {
       for (const entry of due) {
         const decoded = decodeEntry(entry);
         if (!decoded.ok) {
-          deadLettered += await this.deadLetterDelayed(keys, entry, decoded.reason);
+          deadLettered += await this.deadLetterDelayed(keys, entry, decoded);
           continue;
         }
         const { clientId, priority } = decoded.entry.envelope;
@@ -173,8 +173,8 @@ export class TaskReaper {
     return { promoted, deadLettered, nextDueAt: dues.length > 0 ? Math.min(...dues) : undefined };
   }
 
-  private async deadLetterDelayed(keys: QueueKeys, entry: string, reason: string): Promise<number> {
-    const record = malformedRecord(keys.queue, entry, reason, 'reaper', guessTaskId(entry));
+  private async deadLetterDelayed(keys: QueueKeys, entry: string, failure: DecodeFailure): Promise<number> {
+    const record = undecodableRecord(keys.queue, entry, failure, 'reaper', guessTaskId(entry));
     const results = await this.redis
       .multi()
       .zrem(keys.delayed, entry)

@@ -2,7 +2,7 @@ import { decodeEntry, guessTaskId } from '../model/codec.js';
 import type { QueueKeys } from './keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskRedis } from './scripts.js';
-import { malformedRecord } from '../model/dead-letter.js';
+import { undecodableRecord } from '../model/dead-letter.js';
 import { gatewayOf, type HeldTask } from './gateway.js';
 
 /** Whose processing hash, and how its dead letters are written. */
@@ -45,10 +45,10 @@ export async function requeueProcessing(
     const decoded = decodeEntry(entries[token]);
     if (!decoded.ok) {
       const id = guessTaskId(entries[token]);
-      const record = malformedRecord(keys.queue, entries[token], decoded.reason, settle.workerId, id);
+      const record = undecodableRecord(keys.queue, entries[token], decoded, settle.workerId, id);
       if (await gateway.deadLetter(keys, settle.workerId, token, { record: JSON.stringify(record), cap: settle.deadLetterCap, taskId: id })) {
         malformed++;
-        options.logger?.warn(`moved malformed task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
+        options.logger?.warn(`moved ${record.reason} task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
       }
       continue;
     }

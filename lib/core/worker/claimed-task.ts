@@ -62,6 +62,8 @@ export class ClaimedTask {
       reason: DeadLetterReason;
       attempts: number;
       envelope?: TaskEnvelope;
+      /** The id found in an entry that could not be decoded (best effort). */
+      guessedId?: string;
       detail?: string;
       error?: ErrorRecord;
       replyError?: unknown;
@@ -69,7 +71,7 @@ export class ClaimedTask {
   ): Promise<boolean> {
     const { envelope } = details;
     const record: DeadLetterRecord = {
-      id: envelope?.id,
+      id: envelope?.id ?? details.guessedId,
       pattern: this.keys.queue,
       clientId: envelope?.clientId,
       reason: details.reason,

@@ -1,5 +1,5 @@
 import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
-import { toErrorRecord } from '../model/dead-letter.js';
+import { toErrorRecord, undecodableReason } from '../model/dead-letter.js';
 import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
 import { admit, decide, mergeRetry } from '../model/retry-policy.js';
@@ -39,10 +39,11 @@ export class TaskRunner {
     const decoded = decodeEntry(task.raw);
     if (!decoded.ok) {
       const id = guessTaskId(task.raw);
-      if (await this.settle(task, () => task.deadLetter({ reason: 'malformed', attempts: 0, detail: decoded.reason }))) {
-        this.report({ outcome: 'dead-lettered', queue, id, attempt: 0, durationMs: 0, reason: 'malformed' });
+      const reason = undecodableReason(decoded);
+      if (await this.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
+        this.report({ outcome: 'dead-lettered', queue, id, attempt: 0, durationMs: 0, reason });
       }
-      this.logger.warn(`moved malformed task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
+      this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
       return;
     }
     const { envelope, attempts } = decoded.entry;

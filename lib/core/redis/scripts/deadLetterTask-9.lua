@@ -34,7 +34,7 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
 countOutcome(KEYS[9], 'deadLettered', 1)
 local decoded, record = pcall(cjson.decode, ARGV[2])
-if decoded and type(record) == 'table' and record.reason ~= 'malformed' and record.reason ~= 'expired' and record.reason ~= 'interrupted' then
+if decoded and type(record) == 'table' and (record.reason == 'failed' or record.reason == 'timeout') then
   countOutcome(KEYS[9], 'failed', 1)
 end
 return 1
