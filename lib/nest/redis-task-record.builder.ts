@@ -2,29 +2,14 @@ import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/model/errors.js';
 import { MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
 import type { BackoffOptions } from '../core/model/retry-policy.js';
+import type { TaskOptions } from '../core/producer/task-items.js';
 
 /** Per-task settings that override the client's defaults. */
-export interface RedisTaskRecordOptions {
+export interface RedisTaskRecordOptions extends TaskOptions {
   /** The client (tenant) the task belongs to; claims rotate fairly over clients. */
   readonly clientId?: string;
-  /** Runs allowed in all for this task (overrides the pattern's and the transport's). */
-  readonly maxAttempts?: number;
-  /** Retry backoff for this task (overrides the pattern's and the transport's). */
-  readonly backoff?: BackoffOptions;
-  /** Higher runs first within its client (0, the default, after every higher one). */
-  readonly priority?: number;
-  /** Claimable no earlier than this many ms after the enqueue. */
-  readonly delayMs?: number;
-  /** Claimable no earlier than this time (ms since the epoch). */
-  readonly runAt?: number;
-  /** Not run after this time (ms since the epoch): dead letters, reason `expired`. */
-  readonly expiresAt?: number;
   /** Relative expiry, turned into `expiresAt` at enqueue. */
   readonly expiresInMs?: number;
-  /** A second live task with this key is refused as a duplicate. */
-  readonly deduplicationKey?: string;
-  /** Longest time the deduplication key holds (ms); default: the client's `deduplicationTtlMs`. */
-  readonly deduplicationTtlMs?: number;
 }
 
 /** A payload with per-task settings; pass it to `emit`, `send` or `emitBatch` in place of the payload. */

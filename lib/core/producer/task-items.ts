@@ -5,28 +5,34 @@ import type { BackoffOptions } from '../model/retry-policy.js';
 import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../config/rules.js';
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 
+/** Per-task settings a record may carry (the record builder's options, less what it resolves itself). */
+export interface TaskOptions {
+  /** Runs allowed in all for this task (overrides the pattern's and the transport's). */
+  readonly maxAttempts?: number;
+  /** Retry backoff for this task (overrides the pattern's and the transport's). */
+  readonly backoff?: BackoffOptions;
+  /** Higher runs first within its client (0, the default, after every higher one: the plain FIFO list). */
+  readonly priority?: number;
+  /** Claimable no earlier than this many ms after the enqueue (Redis clock). */
+  readonly delayMs?: number;
+  /** Claimable no earlier than this time (ms since the epoch); turned into a delay at enqueue. */
+  readonly runAt?: number;
+  /** Not run after this time (ms since the epoch): dead letters, reason `expired`. */
+  readonly expiresAt?: number;
+  /** A second live task with this key is refused as a duplicate. */
+  readonly deduplicationKey?: string;
+  /** Longest time the deduplication key holds (ms), if the task never completes; default: the client's `deduplicationTtlMs`. */
+  readonly deduplicationTtlMs?: number;
+}
+
 /** One task to enqueue. */
-export interface EnqueueItem {
+export interface EnqueueItem extends TaskOptions {
   readonly payload: unknown;
   readonly clientId: string;
   /** Reply channel of a `send()` caller. */
   readonly replyTo?: string;
   /** Task id; generated when absent. */
   readonly id?: string;
-  readonly maxAttempts?: number;
-  readonly backoff?: BackoffOptions;
-  /** Higher runs first within its client; 0 (the default) is the plain FIFO list. */
-  readonly priority?: number;
-  /** Run no earlier than this many ms from now (Redis clock). */
-  readonly delayMs?: number;
-  /** Run no earlier than this time (ms since the epoch); turned into a delay at enqueue. */
-  readonly runAt?: number;
-  /** Not run after this time (ms since the epoch): dead letters with reason `expired`. */
-  readonly expiresAt?: number;
-  /** A second live task with this key is refused (reported as a duplicate). */
-  readonly deduplicationKey?: string;
-  /** How long the deduplication key holds at most, if the task never completes (ms). */
-  readonly deduplicationTtlMs?: number;
 }
 
 /** A checked item, encoded as Redis will store it. */

@@ -1,7 +1,7 @@
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
 import { ScriptKeys } from './script-keys.js';
-import type { TaskRedis } from './scripts.js';
+import type { SettleKeys, TaskRedis } from './scripts.js';
 
 /**
  * The one way into the Lua scripts: a method per script that names its own KEYS from the queue's keys
@@ -133,7 +133,7 @@ export class ScriptGateway {
 }
 
 /** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
-function settleKeys(keys: QueueKeys): [counted: string, inflight: string, parked: string, ring: string, counters: string] {
+function settleKeys(keys: QueueKeys): SettleKeys {
   return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
 }
 

@@ -65,6 +65,9 @@ export function scriptDefinitions(): ScriptDefinition[] {
   return cached;
 }
 
+/** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
+export type SettleKeys = [counted: string, inflight: string, parked: string, ring: string, counters: string];
+
 /** The commands the scripts add to a connection (see each `.lua` header for the contract). */
 export interface TaskCommands {
   enqueueTasks(root: string, ...tasks: (string | number)[]): Promise<(0 | string)[]>;
@@ -108,16 +111,7 @@ export interface TaskCommands {
     deadLetters: string,
     result: string,
     dedup: string,
-    counted: string,
-    inflight: string,
-    parked: string,
-    ring: string,
-    counters: string,
-    token: string,
-    record: string,
-    cap: number,
-    dedupHolder: string,
-    ...reply: (string | number)[]
+    ...keysAndArgs: [...SettleKeys, token: string, record: string, cap: number, dedupHolder: string, ...reply: (string | number)[]]
   ): Promise<0 | 1>;
   requeueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   heartbeatWorker(
@@ -128,17 +122,7 @@ export interface TaskCommands {
     leaseMs: number,
     ...runningTokens: string[]
   ): Promise<[now: number, lost: string[], orphaned: string[]]>;
-  retryTask(
-    processing: string,
-    delayed: string,
-    counted: string,
-    inflight: string,
-    parked: string,
-    ring: string,
-    counters: string,
-    token: string,
-    delayMs: number,
-  ): Promise<number>;
+  retryTask(processing: string, delayed: string, ...keysAndArgs: [...SettleKeys, token: string, delayMs: number]): Promise<number>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   forgetWorker(workers: string, processing: string, heartbeats: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
