@@ -162,6 +162,27 @@ describe('outage log lines', () => {
     }
   }, 40_000);
 
+  it('closes a worker within seconds while Redis stays down, its unfinished tasks left held for recovery (it took ~100 s)', async () => {
+    const own = await startRedisServer();
+    try {
+      // The library's own connection settings (no user instance): ioredis keeps commands while it reconnects.
+      const { logger } = await worker(own.url, testPrefix('close-down'), { heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100, shutdownTimeoutMs: 200 });
+      const app = started.pop()!;
+      await own.kill();
+      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the worker to see Redis gone');
+      let timer: NodeJS.Timeout | undefined;
+      const closed = await Promise.race([
+        app.close().then(() => 'closed'),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still closing after 15 s'), 15_000))),
+      ]);
+      clearTimeout(timer);
+      expect(closed).toBe('closed');
+      expect(logger.lines.some((line) => line.includes('stay held'))).toBe(true);
+    } finally {
+      await own.stop();
+    }
+  }, 40_000);
+
   it('measure an outage from when the connection was lost, and call a dead Redis unreachable, not half-open', async () => {
     const own = await startRedisServer();
     let restarted: RedisServer | undefined;

@@ -80,3 +80,16 @@ export function printableLogger(logger: TaskLogger): TaskLogger {
     ...(logger.debug ? { debug: (message: string) => logger.debug?.(printable(message)) } : {}),
   };
 }
+
+/** Resolves true when `work` settled by `deadline` (Date.now() ms), false when the deadline came first. */
+export async function settledBy(work: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([work.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

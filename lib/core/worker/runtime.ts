@@ -7,9 +7,12 @@ import { QueueLayouts } from '../redis/layouts.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
-import type { TaskLogger } from '../support/logger.js';
+import { settledBy, type TaskLogger } from '../support/logger.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor } from './worker-types.js';
+
+/** Longest close waits for a reaper sweep under way. */
+const SCHEDULE_STOP_MS = 2_000;
 
 /** What the runtime tells the adapter above it. */
 export interface RuntimeHooks {
@@ -76,7 +79,8 @@ export class WorkerRuntime {
   }
 
   async close(): Promise<void> {
-    await this.schedule.stop();
+    // A sweep under way waits for Redis: during an outage, close does not wait for it to end.
+    await settledBy(this.schedule.stop(), Date.now() + SCHEDULE_STOP_MS);
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     if (subscriber) await quit(subscriber);

@@ -4,7 +4,7 @@ import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { errorMessage, type TaskLogger } from '../support/logger.js';
+import { errorMessage, settledBy, type TaskLogger } from '../support/logger.js';
 import { ClaimLoop } from './claim-loop.js';
 import { ClaimedTask } from './claimed-task.js';
 import { Lease } from './lease.js';
@@ -15,6 +15,9 @@ import { Watchdog, type WatchedLoop } from './watchdog.js';
 import type { TaskExecutor, WorkerOptions } from './worker-types.js';
 
 export type { TaskExecution, TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
+
+/** Longest close waits for Redis once the handlers are done (an outage does not hold a deploy). */
+const REDIS_SHUTDOWN_MS = 5_000;
 
 /**
  * A worker, as launcher: registers in every queue shard it consumes, resumes what a previous run of
@@ -132,15 +135,31 @@ export class TaskWorker {
     const loops = [...this.loops.values()].map(({ loop }) => loop);
     this.watchdog.stop();
     const leaseStopped = this.lease.stop();
-    await Promise.all(loops.map((loop) => loop.close()));
+    const loopsClosed = Promise.all(loops.map((loop) => loop.close()));
     await this.running.settled(this.options.shutdownTimeoutMs);
+    // What is left needs Redis. Past REDIS_SHUTDOWN_MS of an outage, close does not wait for it to end:
+    // the tasks stay in this worker's processing hash, where the reaper finds them once the lease
+    // expires (or a restart with the same id resumes them). Nothing is lost; they are only late.
+    const deadline = Date.now() + REDIS_SHUTDOWN_MS;
+    let released = await settledBy(loopsClosed, deadline);
     // Succeeded tasks must be acknowledged before what is left is returned to the queue.
-    await Promise.all(loops.map((loop) => loop.flushAcks()));
-    await leaseStopped;
+    if (released) released = await settledBy(Promise.all(loops.map((loop) => loop.flushAcks())), deadline);
+    if (released) released = await settledBy(leaseStopped, deadline);
     this.released = true;
     this.running.abortAll(new Error('worker shut down before the handler finished'));
     const now = Date.now();
-    for (const keys of this.shards) await this.release(keys, now);
+    for (const keys of this.shards) {
+      if (!released || this.redis.status !== 'ready' || !(await settledBy(this.release(keys, now), deadline))) {
+        released = false;
+        break;
+      }
+    }
+    if (!released) {
+      this.logger.warn(
+        `closing while Redis is unreachable: unfinished tasks stay held by worker ${this.workerId}; ` +
+          'they return to their queue when its lease expires (a reaper recovers them) or when it restarts with the same id',
+      );
+    }
     await Promise.all([...this.loops.values()].map(({ blocking }) => quit(blocking)));
   }
 
