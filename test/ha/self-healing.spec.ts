@@ -49,6 +49,17 @@ async function worker(url: string, prefix: string, options: RedisTaskTransportOp
   return { transport, statuses, logger };
 }
 
+/** Closes an app; resolves 'closed', or says it is still closing once `ms` passed (a hang, not a slow close). */
+async function closeWithin(app: { close(): Promise<unknown> }, ms: number): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    app.close().then(() => 'closed'),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve(`still closing after ${ms / 1000} s`), ms))),
+  ]);
+  clearTimeout(timer);
+  return closed;
+}
+
 async function killWorkerConnections(workerId: string): Promise<number> {
   const list = (await admin.client('LIST')) as string;
   const ids = list
@@ -149,13 +160,7 @@ describe('outage log lines', () => {
       const app = started.pop()!;
       await own.kill();
       await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the claim loop to wait on a reconnecting connection');
-      let timer: NodeJS.Timeout | undefined;
-      const closed = await Promise.race([
-        app.close().then(() => 'closed'),
-        new Promise((resolve) => (timer = setTimeout(() => resolve('still closing after 20 s'), 20_000))),
-      ]);
-      clearTimeout(timer);
-      expect(closed).toBe('closed');
+      expect(await closeWithin(app, 20_000)).toBe('closed');
     } finally {
       connection.disconnect();
       await own.stop();
@@ -170,13 +175,7 @@ describe('outage log lines', () => {
       const app = started.pop()!;
       await own.kill();
       await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the worker to see Redis gone');
-      let timer: NodeJS.Timeout | undefined;
-      const closed = await Promise.race([
-        app.close().then(() => 'closed'),
-        new Promise((resolve) => (timer = setTimeout(() => resolve('still closing after 15 s'), 15_000))),
-      ]);
-      clearTimeout(timer);
-      expect(closed).toBe('closed');
+      expect(await closeWithin(app, 15_000)).toBe('closed');
       expect(logger.lines.some((line) => line.includes('stay held'))).toBe(true);
     } finally {
       await own.stop();
