@@ -1,6 +1,9 @@
 import { InvalidOptionError } from '../model/errors.js';
-import { backoffProblem, maxAttemptsProblem, type BackoffOptions, type RetryOptions, type RetryProblem } from '../model/retry-policy.js';
+import { backoffProblem, maxAttemptsProblem, type BackoffOptions, type RetryOptions } from '../model/retry-policy.js';
 import { describe } from '../support/describe.js';
+
+/** Bounds of retry settings (the model's pure checks apply them). */
+export { MAX_ATTEMPTS, MAX_BACKOFF_MS } from '../model/retry-policy.js';
 
 /**
  * The rules every task must meet, in one place: the producer applies them to every item it enqueues,
@@ -97,10 +100,6 @@ export type MakeError = (where: string, message: string) => Error;
 
 const optionError: MakeError = (where, message) => new InvalidOptionError(where, message);
 
-function raise(where: string, found: RetryProblem, makeError: MakeError): never {
-  throw makeError(`${where}${found.field}`, `${found.problem}, got ${describe(found.value)}`);
-}
-
 /** Checks retry settings, throwing an error that names `where` (an option, a pattern, a setter). */
 export function validateRetry(where: string, value: unknown, makeError = optionError): RetryOptions {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -114,23 +113,23 @@ export function validateRetry(where: string, value: unknown, makeError = optionE
 
 export function validateMaxAttempts(where: string, value: unknown, makeError = optionError): number {
   const found = maxAttemptsProblem(value);
-  if (found) raise(where, found, makeError);
+  if (found) check(`${where}${found.field}`, found.value, found.problem, makeError);
   return value as number;
 }
 
 export function validateBackoff(where: string, value: unknown, makeError = optionError): BackoffOptions {
   const found = backoffProblem(value);
-  if (found) raise(where, found, makeError);
+  if (found) check(`${where}${found.field}`, found.value, found.problem, makeError);
   return value as BackoffOptions;
 }
 
-/** Throws `InvalidOptionError` naming `option` when `problem` found one. */
+/** Throws (an `InvalidOptionError` unless told otherwise) naming `option` when `problem` found one. */
 function check(option: string, value: unknown, problem: string | undefined, makeError: MakeError = optionError): void {
   if (problem) throw makeError(option, `${problem}, got ${describe(value)}`);
 }
 
-export function validateName(option: string, value: unknown, makeError?: MakeError): void {
-  check(option, value, nameProblem(value), makeError);
+export function validateName(option: string, value: unknown): void {
+  check(option, value, nameProblem(value));
 }
 
 /** A client id named by an operator (admin, CLI): a name, and not `*` (the every-client rate entry). */

@@ -2,7 +2,7 @@ import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
 import { toErrorRecord, undecodableReason } from '../model/dead-letter.js';
 import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
-import { admit, decide, mergeRetry } from '../model/retry-policy.js';
+import { admit, decide, mergeRetry, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
@@ -105,7 +105,7 @@ export class TaskRunner {
     }
   }
 
-  private async fail(task: ClaimedTask, envelope: TaskEnvelope, outcome: Extract<TaskOutcome, { status: 'failed' }>, policy: Parameters<typeof decide>[1], ran: Ran): Promise<void> {
+  private async fail(task: ClaimedTask, envelope: TaskEnvelope, outcome: Extract<TaskOutcome, { status: 'failed' }>, policy: RetryPolicy, ran: Ran): Promise<void> {
     const queue = task.keys.queue;
     const error = toErrorRecord(outcome.error);
     const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError }, policy);

@@ -22,10 +22,6 @@ export interface Run {
 export class RunningTasks {
   private readonly runs = new Map<string, Run>();
 
-  get size(): number {
-    return this.runs.size;
-  }
-
   /** A new run of a claimed task; undefined when that token is already running (never, tokens being unique). */
   begin(keys: QueueKeys, token: string): Run | undefined {
     const id = runId(keys, token);
