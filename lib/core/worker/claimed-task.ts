@@ -1,11 +1,10 @@
-import { ackBatchOf } from './ack-batch.js';
+import type { AckBatch } from './ack-batch.js';
 import type { TaskEnvelope } from '../model/codec.js';
 import { capRaw, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { ReplyMessage } from '../model/reply.js';
-import type { TaskRedis } from '../redis/scripts.js';
 
 export type { SettleOptions };
 
@@ -15,21 +14,14 @@ export type { SettleOptions };
  * nothing was changed and the task is someone else's now.
  */
 export class ClaimedTask {
-  private readonly gateway: ScriptGateway;
-
   constructor(
-    private readonly redis: TaskRedis,
+    /** The connection's gateway and acknowledgement batch (made once per worker, not per task). */
+    private readonly settling: { readonly gateway: ScriptGateway; readonly acks: AckBatch },
     readonly keys: QueueKeys,
     readonly token: string,
     readonly raw: string,
     private readonly options: SettleOptions,
-  ) {
-    this.gateway = gatewayOf(redis);
-  }
-
-  get processingKey(): string {
-    return this.keys.processing(this.options.workerId);
-  }
+  ) {}
 
   /**
    * Success: the task leaves Redis; a `send()` caller gets `reply` (the reply message, already JSON).
@@ -37,7 +29,7 @@ export class ClaimedTask {
    */
   acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
     const replies = envelope.replyTo !== undefined && reply !== undefined;
-    return ackBatchOf(this.redis).acknowledge(this.keys, this.options.workerId, [
+    return this.settling.acks.acknowledge(this.keys, this.options.workerId, [
       this.token,
       envelope.id,
       envelope.dedupKey ?? '',
@@ -52,7 +44,7 @@ export class ClaimedTask {
    * with the due time, or `undefined` when the task is no longer held.
    */
   async retry(delayMs: number): Promise<number | undefined> {
-    const retried = await this.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
+    const retried = await this.settling.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
     return retried.kind === 'scheduled' ? retried.dueAt : undefined;
   }
 
@@ -85,7 +77,7 @@ export class ClaimedTask {
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
     };
-    return this.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
+    return this.settling.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
       record: JSON.stringify(record),
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,

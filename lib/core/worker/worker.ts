@@ -1,4 +1,5 @@
-import { gatewayOf } from '../redis/gateway.js';
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import { ackBatchOf, type AckBatch } from './ack-batch.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
@@ -30,6 +31,8 @@ export class TaskWorker {
   private readonly running = new RunningTasks();
   private readonly loops = new Map<QueueKeys, WatchedLoop>();
   private readonly runner: TaskRunner;
+  /** What every claimed task settles through (one per connection, looked up once). */
+  private readonly settling: { readonly gateway: ScriptGateway; readonly acks: AckBatch };
   private readonly lease: Lease;
   private readonly watchdog: Watchdog;
   private shards: QueueKeys[] = [];
@@ -46,6 +49,7 @@ export class TaskWorker {
     private readonly logger: TaskLogger,
   ) {
     this.slots = new Slots(options.concurrency);
+    this.settling = { gateway: gatewayOf(redis), acks: ackBatchOf(redis) };
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
     this.runner = new TaskRunner(options, executor, {
@@ -53,7 +57,7 @@ export class TaskWorker {
       released: () => this.released,
     }, logger);
     const unacknowledged = (keys: QueueKeys) => this.loops.get(keys)?.loop.unacknowledged ?? [];
-    this.lease = new Lease(redis, gatewayOf(redis), this.running, unacknowledged, options, logger, downSince);
+    this.lease = new Lease(redis, this.settling.gateway, this.running, unacknowledged, options, logger, downSince);
     this.watchdog = new Watchdog(redis, this.loops, this.lease, this.running, options, logger, downSince);
   }
 
@@ -103,7 +107,7 @@ export class TaskWorker {
         this.slots,
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.redis, keys, token, entry, this.options)),
+          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.settling, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
         },
