@@ -48,8 +48,10 @@ export {
   ReplicationTimeoutError,
   ReplyTimeoutError,
   ShardCountMismatchError,
+  TaskFailedError,
   UnserializableResultError,
 } from './core/model/errors.js';
+export type { ReplyError, ReplyMessage } from './core/model/reply.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/model/dead-letter.js';
 export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';

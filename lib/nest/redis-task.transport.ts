@@ -189,7 +189,9 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       const response = await lastValueFrom(this.transformToObservable(result), { defaultValue: undefined });
       return { status: 'succeeded', response: handler.isEventHandler ? undefined : response };
     } catch (error) {
-      return { status: 'failed', error: capturedError(context) ?? error, replyError: error };
+      // The handler's own error, as Nest's base filter saw it (it would mask it as "Internal server
+      // error"); where a user's filter handled it instead, what that filter emitted.
+      return { status: 'failed', error: capturedError(context) ?? error };
     }
   }
 }

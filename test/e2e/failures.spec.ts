@@ -16,6 +16,7 @@ import {
   RedisTaskReaper,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
+  TaskFailedError,
 } from '../../lib/index.js';
 import { startWorker, type Worker } from '../support/nest.js';
 import { claimAs, deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -386,7 +387,9 @@ describe('results and errors that cannot be serialized, handlers that never sett
     const { client } = await module();
     await worker({ maxAttempts: 1 });
     const error = await firstValueFrom(client.send('circular.rpc.error', {})).catch((e: unknown) => e);
-    expect(error).toMatchObject({ name: 'Error', message: expect.any(String) });
+    expect(error).toBeInstanceOf(TaskFailedError);
+    expect((error as TaskFailedError).name).toBe('RpcException');
+    expect((error as TaskFailedError).data).toMatch(/not serializable: circular/);
     await deadLetters('circular.rpc.error', 1);
   });
 

@@ -158,6 +158,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * it, `listen()` fails with `RedisUnavailableError` naming the server. Default 0.
    */
   startupTimeoutMs?: number;
+  /**
+   * Whether a `send()` caller whose task failed also gets the head of the handler's stack
+   * (`TaskFailedError.remoteStack`). Dead letters always keep it. Default false: a stack tells a caller
+   * about the worker's code and paths.
+   */
+  sendErrorStack?: boolean;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -204,6 +210,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   handlerTimeoutMs: 0,
   slowRunMs: 60_000,
   startupTimeoutMs: 0,
+  sendErrorStack: false,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -218,6 +225,10 @@ const integer =
       );
     }
   };
+
+const boolean: Check = (option, value) => {
+  if (typeof value !== 'boolean') throw new InvalidOptionError(option, `must be true or false, got ${describe(value)}`);
+};
 
 /** Names used inside keys: no braces (they would break the hash tag), no control characters (rules). */
 const name: Check = (option, value) => validateName(option, value);
@@ -277,9 +288,7 @@ const CLIENT_CHECKS: Record<string, Check> = {
   deduplicationTtlMs: integer(1),
   durability,
   enqueueTimeoutMs: integer(10, 3_600_000),
-  cancelOnReplyTimeout: (option, value) => {
-    if (typeof value !== 'boolean') throw new InvalidOptionError(option, `must be true or false, got ${describe(value)}`);
-  },
+  cancelOnReplyTimeout: (option, value) => boolean(option, value),
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {
@@ -305,6 +314,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   handlerTimeoutMs: (option, value) => validateHandlerTimeout(option, value),
   slowRunMs: integer(100, 86_400_000),
   startupTimeoutMs: integer(0, 86_400_000),
+  sendErrorStack: (option, value) => boolean(option, value),
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);

@@ -11,9 +11,17 @@ export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */
 export interface ErrorRecord {
+  /** The error's class name (`name`), e.g. `RangeError`, `RpcException`, or the name a class set. */
   readonly name: string;
   readonly message: string;
-  /** The first lines of the stack, enough to find the throwing frame. */
+  /** The error's own `code`, when it has a string or number one (kept as a string). */
+  readonly code?: string;
+  /**
+   * What the error carries for its caller: an `RpcException`'s `getError()` (Nest's convention), or a
+   * thrown plain object (what a user's exception filter emits), as JSON (capped, see MAX_ERROR_DATA).
+   */
+  readonly data?: unknown;
+  /** The first lines of the stack, enough to find the throwing frame (never sent to a caller unless asked). */
   readonly stack?: string;
 }
 
@@ -52,17 +60,28 @@ export function toErrorRecord(error: unknown): ErrorRecord {
   try {
     if (error instanceof Error) {
       const stack = typeof error.stack === 'string' ? error.stack : undefined;
+      const data = payloadOf(error);
       return {
-        name: cap(safeString(error.name, 'Error'), 200),
+        name: cap(classNameOf(error), 200),
         message: cap(safeString(error.message, ''), MAX_ERROR_MESSAGE),
+        // An RpcException({ code, message }) says its code in its payload.
+        ...(codeOf(error).code === undefined && typeof data === 'object' && data !== null ? codeOf(data) : codeOf(error)),
+        ...(data === undefined ? {} : { data }),
         ...(stack
           ? { stack: stack.split('\n').slice(0, STACK_LINES).map((line) => cap(line, MAX_STACK_LINE)).join('\n') }
           : {}),
       };
     }
-    if (typeof error === 'object' && error !== null && 'message' in error) {
-      const record = error as { message: unknown; name?: unknown };
-      return { name: cap(safeString(record.name, 'Error'), 200), message: cap(describeThrown(record.message), MAX_ERROR_MESSAGE) };
+    if (typeof error === 'object' && error !== null) {
+      // A thrown plain object (or what an exception filter emitted, `{ status, message }`): kept as data.
+      const record = error as { message?: unknown; name?: unknown };
+      const data = asData(error);
+      return {
+        name: cap(safeString(record.name, 'Error'), 200),
+        message: cap(record.message === undefined ? describeThrown(error) : describeThrown(record.message), MAX_ERROR_MESSAGE),
+        ...codeOf(error),
+        ...(data === undefined ? {} : { data }),
+      };
     }
     return { name: 'Error', message: cap(describeThrown(error), MAX_ERROR_MESSAGE) };
   } catch (failure) {
@@ -89,12 +108,58 @@ export function describeThrown(value: unknown): string {
   }
 }
 
+/** Largest `data` kept in an error record (characters of JSON); a larger one is replaced by a note. */
+export const MAX_ERROR_DATA = 16_384;
+
+/** `name`, or the class's own name where a subclass left `name` as `Error` (Nest's `RpcException` does). */
+function classNameOf(error: Error): string {
+  const name = safeString(error.name, 'Error');
+  if (name !== 'Error') return name;
+  const constructorName = (error.constructor as { name?: unknown } | undefined)?.name;
+  return typeof constructorName === 'string' && constructorName !== '' ? constructorName : name;
+}
+
+function codeOf(error: object): { code?: string } {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && code !== '') return { code: cap(code, 200) };
+  if (typeof code === 'number' && Number.isFinite(code)) return { code: String(code) };
+  return {};
+}
+
+/** An `RpcException`'s payload (`getError()`), found by shape so that any copy of Nest is recognised. */
+function payloadOf(error: Error): unknown {
+  const getError = (error as { getError?: unknown }).getError;
+  if (typeof getError !== 'function') return undefined;
+  return asData(getError.call(error));
+}
+
+/** `value` as plain JSON data when it is one and small enough, else a note saying why not. */
+function asData(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value);
+  } catch {
+    return `${describeThrown(value)}`;
+  }
+  if (json === undefined) return undefined;
+  if (json.length > MAX_ERROR_DATA) return `(${json.length} characters of error data, over ${MAX_ERROR_DATA}: not kept)`;
+  return JSON.parse(json) as unknown;
+}
+
 function safeString(value: unknown, fallback: string): string {
   return typeof value === 'string' ? value : value === undefined || value === null ? fallback : describeThrown(value);
 }
 
 function cap(text: string, limit: number): string {
   return text.length > limit ? `${text.slice(0, limit)}… (${text.length - limit} more characters)` : text;
+}
+
+/** The error of a task dead-lettered before it ran (no handler threw): what its dead letter and its caller get. */
+export function notRunError(reason: 'interrupted' | 'expired', detail: string): ErrorRecord {
+  return reason === 'interrupted'
+    ? { name: 'InterruptedError', code: 'TASK_INTERRUPTED', message: detail }
+    : { name: 'ExpiredError', code: 'TASK_EXPIRED', message: detail };
 }
 
 /** Most of an undecodable entry kept in its dead letter (characters); the rest is counted, not stored. */

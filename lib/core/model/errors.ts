@@ -265,3 +265,31 @@ export class RedisConfigurationError extends RedisTaskError {
     super('REDIS_MISCONFIGURED', `nestjs-redis-tasks: cannot use Redis at ${server}: ${reason}`);
   }
 }
+
+/**
+ * What a `send()` caller gets when the handler's task failed for good (its last attempt threw, it threw
+ * a non-retryable error, or it was dead-lettered): the handler's error, with its type kept across the
+ * transport. `name` and `message` are the handler error's own; `code` is its code (`TASK_FAILED` when
+ * it had none); `data` is the `RpcException` payload (or the object an exception filter emitted);
+ * `taskId`, `pattern` and `attempt` say which run failed, `reason` why the task ended in dead letters.
+ * `remoteStack` is the handler's stack head, sent only when the worker's `sendErrorStack` is on.
+ */
+export class TaskFailedError extends RedisTaskError {
+  readonly taskId: string;
+  readonly pattern: string;
+  readonly attempt: number;
+  readonly reason: string;
+  readonly data?: unknown;
+  readonly remoteStack?: string;
+
+  constructor(record: { name: string; message: string; code?: string; data?: unknown; stack?: string; taskId: string; pattern: string; attempt: number; reason: string }) {
+    super(record.code ?? 'TASK_FAILED', record.message);
+    this.name = record.name;
+    this.taskId = record.taskId;
+    this.pattern = record.pattern;
+    this.attempt = record.attempt;
+    this.reason = record.reason;
+    if (record.data !== undefined) this.data = record.data;
+    if (record.stack !== undefined) this.remoteStack = record.stack;
+  }
+}

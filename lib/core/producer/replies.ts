@@ -1,6 +1,6 @@
-import { ClosedError, ReplyTimeoutError } from '../model/errors.js';
+import { ClosedError, ReplyTimeoutError, TaskFailedError } from '../model/errors.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
-import type { ReplyMessage } from '../model/reply.js';
+import { isReplyError, type ReplyMessage } from '../model/reply.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskProducer } from './producer.js';
@@ -125,7 +125,8 @@ export class ReplyInbox {
     const waiting = this.waiting.get(reply.id);
     if (!waiting) return; // timed out, unsubscribed, or already answered
     this.forget(reply.id);
-    waiting.answer(reply.err !== undefined ? { err: reply.err } : { response: reply.response });
+    // A worker of this release sends an error record: the caller gets an Error with its type kept.
+    waiting.answer(reply.err !== undefined ? { err: isReplyError(reply.err) ? new TaskFailedError(reply.err) : reply.err } : { response: reply.response });
   }
 
   private async fetchMissed(): Promise<void> {

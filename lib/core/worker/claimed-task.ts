@@ -4,7 +4,7 @@ import { capRaw, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, ty
 import type { QueueKeys } from '../redis/keys.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
-import type { ReplyMessage } from '../model/reply.js';
+import type { ReplyError, ReplyMessage } from '../model/reply.js';
 
 export type { SettleOptions };
 
@@ -58,7 +58,8 @@ export class ClaimedTask {
       guessedId?: string;
       detail?: string;
       error?: ErrorRecord;
-      replyError?: unknown;
+      /** What the `send()` caller gets (built by the runner); without one, `error` without its stack. */
+      replyError?: ReplyError;
     },
   ): Promise<boolean> {
     const { envelope } = details;

@@ -1,7 +1,8 @@
 import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
-import { toErrorRecord, undecodableReason } from '../model/dead-letter.js';
+import { notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
 import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
+import { replyErrorOf, type ReplyError } from '../model/reply.js';
 import { admit, decide, mergeRetry, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
@@ -53,8 +54,9 @@ export class TaskRunner {
     const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
     if (admission.kind === 'dead-letter') {
       const { reason, detail } = admission;
-      const error = reason === 'interrupted' ? { name: 'InterruptedError', message: detail } : undefined;
-      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error }), envelope)) {
+      const error = notRunError(reason, detail);
+      const replyError = this.replyError(envelope, queue, error, 0, reason);
+      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
         this.report({ ...about, outcome: 'dead-lettered', attempt: 0, durationMs: 0, reason });
       }
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
@@ -111,7 +113,7 @@ export class TaskRunner {
     const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError }, policy);
     if (decision.kind === 'dead-letter') {
       const { reason, detail } = decision;
-      const replyError = outcome.error instanceof UnserializableResultError ? error : outcome.replyError;
+      const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
       const attempts = ran.attempt;
       if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
         this.report({ ...ran, outcome: 'dead-lettered', reason, error });
@@ -130,6 +132,12 @@ export class TaskRunner {
       this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
       this.options.onDelayed?.(queue, dueAt);
     }
+  }
+
+  /** The `send()` caller's copy of a failure (no stack unless `sendErrorStack`); none for an `emit`. */
+  private replyError(envelope: TaskEnvelope, pattern: string, error: ErrorRecord, attempt: number, reason: DeadLetterReason): ReplyError | undefined {
+    if (envelope.replyTo === undefined) return undefined;
+    return replyErrorOf(error, { taskId: envelope.id, pattern, attempt, reason }, this.options.sendErrorStack === true);
   }
 
   /**

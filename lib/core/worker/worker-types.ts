@@ -29,10 +29,11 @@ export type TaskOutcome =
     }
   | {
       readonly status: 'failed';
-      /** The handler's own error where it can be had (dead letters record it). */
+      /**
+       * The handler's own error where it can be had, else what the framework's error handling made of it
+       * (for Nest: a user exception filter's output). Dead letters record it, and a `send()` caller gets it.
+       */
       readonly error: unknown;
-      /** What a `send()` caller receives (for Nest: the exception filter's output). */
-      readonly replyError?: unknown;
     };
 
 export type TaskExecutor = (execution: TaskExecution) => Promise<TaskOutcome>;
@@ -63,4 +64,6 @@ export interface WorkerOptions extends SettleOptions {
    * the interruption counts as an attempt (so a task that hangs every run ends in dead letters).
    */
   readonly slowRunMs: number;
+  /** Whether a `send()` caller whose task failed gets the head of the handler's stack too. */
+  readonly sendErrorStack?: boolean;
 }
