@@ -1,6 +1,6 @@
 export { RedisTaskTransport } from './nest/redis-task.transport.js';
 export { RedisTaskClient, type RedisTaskReceipt } from './nest/redis-task.client.js';
-export { RedisTaskContext, type RedisTaskInfo } from './nest/redis-task.context.js';
+export { RedisTaskContext, type RedisTaskInfo, type RunControl } from './nest/redis-task.context.js';
 export {
   RedisTaskRecord,
   RedisTaskRecordBuilder,
@@ -48,6 +48,9 @@ export {
   ReplicationTimeoutError,
   ReplyTimeoutError,
   ShardCountMismatchError,
+  DeadLetterTaskError,
+  LeaseLostError,
+  RetryTaskError,
   TaskFailedError,
   UnserializableResultError,
 } from './core/model/errors.js';

@@ -1,4 +1,7 @@
 import { BaseRpcContext } from '@nestjs/microservices';
+import type { RunControl } from '../core/worker/worker-types.js';
+
+export type { RunControl };
 
 /** What a handler can learn about the task it runs. */
 export interface RedisTaskInfo {
@@ -17,8 +20,12 @@ export interface RedisTaskInfo {
   readonly signal: AbortSignal;
 }
 
-/** `@Ctx()` of a `RedisTaskTransport` handler. */
-export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo]> {
+/**
+ * `@Ctx()` of a `RedisTaskTransport` handler: what the task is, and the handler's say over its own run.
+ * (In a unit test of a handler, make one with `new RedisTaskContext([info])`, or `[info, control]` to
+ * see what the handler decides.)
+ */
+export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?]> {
   getTask(): RedisTaskInfo {
     return this.args[0];
   }
@@ -57,5 +64,44 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo]> {
 
   getSignal(): AbortSignal {
     return this.args[0].signal;
+  }
+
+  /** Aborted when the worker gives up on this run: its lease was lost, shutdown, or its handler timeout passed. */
+  get signal(): AbortSignal {
+    return this.args[0].signal;
+  }
+
+  /**
+   * Run the task again after `delayMs` (default: the retry policy's backoff), whatever the handler returns
+   * or throws after this call (or `throw new RetryTaskError(message, { delayMs })`). The run counts as an
+   * attempt: on the last one the task goes to dead letters. A `send()` caller waits for a later run.
+   * Throws `LeaseLostError` (nothing applied) when this run no longer holds the task.
+   */
+  retry(options?: { readonly delayMs?: number }): void {
+    this.control('retry').retry(options);
+  }
+
+  /**
+   * Send the task to dead letters when the handler returns (reason `rejected`, your `reason` as the
+   * record's `detail`), without further attempts; or `throw new DeadLetterTaskError(reason)`. Throws
+   * `LeaseLostError` (nothing applied) when this run no longer holds the task.
+   */
+  deadLetter(reason: string): void {
+    this.control('deadLetter').deadLetter(reason);
+  }
+
+  /**
+   * For long work: confirms in Redis that this run still holds the task, renews the worker's lease, and
+   * moves this run's handler-timeout deadline (`handlerTimeoutMs`) to at least `ms` from now. Rejects with
+   * `LeaseLostError` when the task is held no more (stop working on it: another process has it).
+   */
+  extendLease(ms: number): Promise<void> {
+    return this.control('extendLease').extendLease(ms);
+  }
+
+  private control(what: string): RunControl {
+    const control = this.args[1];
+    if (!control) throw new Error(`ctx.${what}() needs a context made by RedisTaskTransport (or a test's own control as its second argument)`);
+    return control;
   }
 }

@@ -182,6 +182,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           return execution.signal; // made on first use
         },
       },
+      execution.control,
     ]);
     try {
       // The head handler runs any further @EventPattern handlers of the pattern and joins them.

@@ -120,7 +120,7 @@ describe('npx nestjs-redis-tasks', () => {
     expect((await cli(['dead', 'requeue', 'cli.work', '--reason', 'failed', '--prefix', prefix])).stdout).toBe('requeued 2 dead letter(s) of cli.work\n');
     await waitFor(() => handled.includes('bad-x') && handled.includes('bad-y'), 'the requeued tasks');
     const bad = await cli(['dead', 'purge', 'cli.work', '--reason', 'broken', '--prefix', prefix]);
-    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^nestjs-redis-tasks: --reason must be one of failed, timeout, interrupted, expired, malformed, unsupported-version, got "broken" \(see --help\)\n$/) });
+    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^nestjs-redis-tasks: --reason must be one of failed, timeout, interrupted, expired, malformed, unsupported-version, rejected, got "broken" \(see --help\)\n$/) });
     expect((await cli(['dead', 'purge', 'cli.work', 'some-id', '--all', '--prefix', prefix])).code).toBe(2);
   });
 

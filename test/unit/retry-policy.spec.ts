@@ -64,4 +64,19 @@ describe('decide(): after a failed run', () => {
     const jittered = { ...policy, backoff: { ...policy.backoff, jitter: 0.5 } };
     expect(decide({ attempt: 1, nonRetryable: false, timedOut: false }, jittered, () => 0.999)).toEqual({ kind: 'retry', delayMs: 50 });
   });
+
+  it('takes the delay a handler asked for, while attempts remain; on the last attempt dead-letters as failed, saying so', () => {
+    const requested = { kind: 'retry' as const, delayMs: 7 };
+    expect(decide({ attempt: 1, nonRetryable: false, timedOut: false, requested }, policy)).toEqual({ kind: 'retry', delayMs: 7 });
+    expect(decide({ attempt: 1, nonRetryable: false, timedOut: false, requested: { kind: 'retry' } }, policy, () => 0)).toEqual({ kind: 'retry', delayMs: 100 });
+    expect(decide({ attempt: 3, nonRetryable: false, timedOut: false, requested }, policy)).toMatchObject({ kind: 'dead-letter', reason: 'failed', detail: 'the handler asked for a retry on the last of 3 attempt(s)' });
+  });
+
+  it('dead-letters as rejected, with the handler\'s reason, when the handler asked for it (even with attempts left)', () => {
+    expect(decide({ attempt: 1, nonRetryable: false, timedOut: false, requested: { kind: 'dead-letter', detail: 'no such user' } }, policy)).toEqual({
+      kind: 'dead-letter',
+      reason: 'rejected',
+      detail: 'no such user',
+    });
+  });
 });

@@ -1,5 +1,5 @@
-import { InvalidOptionError } from '../model/errors.js';
-import { backoffProblem, maxAttemptsProblem, type BackoffOptions, type RetryOptions } from '../model/retry-policy.js';
+import { InvalidOptionError, InvalidTaskError } from '../model/errors.js';
+import { backoffProblem, leaseExtensionProblem, maxAttemptsProblem, retryDelayProblem, type BackoffOptions, type RetryOptions } from '../model/retry-policy.js';
 import { describe } from '../support/describe.js';
 
 /** Bounds of retry settings (the model's pure checks apply them). */
@@ -126,6 +126,29 @@ export function validateBackoff(where: string, value: unknown, makeError = optio
 /** Throws (an `InvalidOptionError` unless told otherwise) naming `option` when `problem` found one. */
 function check(option: string, value: unknown, problem: string | undefined, makeError: MakeError = optionError): void {
   if (problem) throw makeError(option, `${problem}, got ${describe(value)}`);
+}
+
+/** A handler's request about its own run (`ctx.retry()` and the like): refused with an `InvalidTaskError`. */
+const requestError: MakeError = (where, message) => new InvalidTaskError(`${where} ${message}`);
+
+/** Longest reason a handler gives `ctx.deadLetter(reason)` (characters). */
+export const MAX_DEAD_LETTER_REASON_LENGTH = 4_096;
+
+export function validateRetryDelay(where: string, value: unknown): number {
+  check(where, value, retryDelayProblem(value), requestError);
+  return value as number;
+}
+
+export function validateLeaseExtension(where: string, value: unknown): number {
+  check(where, value, leaseExtensionProblem(value), requestError);
+  return value as number;
+}
+
+export function validateDeadLetterReason(where: string, value: unknown): string {
+  const problem =
+    typeof value !== 'string' || value.trim() === '' ? 'must be a non-empty string' : value.length > MAX_DEAD_LETTER_REASON_LENGTH ? `must be at most ${MAX_DEAD_LETTER_REASON_LENGTH} characters` : undefined;
+  check(where, typeof value === 'string' ? `${value.length} characters` : value, problem, requestError);
+  return value as string;
 }
 
 export function validateName(option: string, value: unknown): void {

@@ -4,9 +4,10 @@
  * threw on the last allowed attempt, or threw a non-retryable error), `timeout` (its last allowed run
  * passed `handlerTimeoutMs`), `interrupted` (its allowed attempts were used up by runs that never
  * finished: the worker died, lost its lease, or shut down after the run had gone on past `slowRunMs`),
- * `expired` (its expiry time passed before a worker could start it).
+ * `expired` (its expiry time passed before a worker could start it), `rejected` (its handler sent it there:
+ * `ctx.deadLetter(reason)` or `DeadLetterTaskError`; the handler's reason is the record's `detail`).
  */
-export const DEAD_LETTER_REASONS = ['failed', 'timeout', 'interrupted', 'expired', 'malformed', 'unsupported-version'] as const;
+export const DEAD_LETTER_REASONS = ['failed', 'timeout', 'interrupted', 'expired', 'malformed', 'unsupported-version', 'rejected'] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */

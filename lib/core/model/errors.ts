@@ -1,3 +1,5 @@
+import { retryDelayProblem, type HandlerRequest } from './retry-policy.js';
+
 /**
  * One error class per concept, each with a stable `code`. Code that decides what to do with an error
  * checks `code` or the class, never the message text.
@@ -121,6 +123,63 @@ export class ClosedError extends RedisTaskError {
 export class NonRetryableTaskError extends RedisTaskError {
   constructor(message: string, options?: ErrorOptions) {
     super('NON_RETRYABLE', message, options);
+  }
+}
+
+/**
+ * Throw it from a handler to have the task run again later, after `delayMs` (default: the retry policy's
+ * backoff) — the same as `ctx.retry({ delayMs })`. The run counts as an attempt: on the last one, the task
+ * goes to dead letters instead. A `send()` caller goes on waiting for a later run's result.
+ */
+export class RetryTaskError extends RedisTaskError {
+  readonly delayMs?: number;
+
+  constructor(message = 'the handler asked for a retry', options?: { readonly delayMs?: number; readonly cause?: unknown }) {
+    super('RETRY_TASK', message, options?.cause === undefined ? undefined : { cause: options.cause });
+    if (options?.delayMs !== undefined) {
+      const problem = retryDelayProblem(options.delayMs);
+      if (problem) throw new InvalidTaskError(`RetryTaskError's delayMs ${problem}`);
+      this.delayMs = options.delayMs;
+    }
+  }
+}
+
+/**
+ * Throw it from a handler to send the task to dead letters now with your reason (record reason
+ * `rejected`, `detail` = the message) — the same as `ctx.deadLetter(reason)`. A `send()` caller gets a
+ * `TaskFailedError` named `DeadLetterTaskError`.
+ */
+export class DeadLetterTaskError extends RedisTaskError {
+  constructor(reason: string, options?: ErrorOptions) {
+    super('DEAD_LETTER_TASK', reason, options);
+  }
+}
+
+/**
+ * `ctx.retry()`, `ctx.deadLetter()` or `ctx.extendLease()` of a run that no longer holds its task: its lease
+ * was lost (another process recovered the task), the worker gave it up at shutdown, or the run is over.
+ * Nothing was applied; the task is someone else's (or settled) now.
+ */
+export class LeaseLostError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    why: string,
+  ) {
+    super('LEASE_LOST', `nestjs-redis-tasks: task ${taskId} of "${pattern}" is no longer held by this run (${why}); the request was refused`);
+  }
+}
+
+/** What a thrown `RetryTaskError` / `DeadLetterTaskError` asks for (by code: works across package copies). */
+export function requestOf(error: unknown): HandlerRequest | undefined {
+  try {
+    if (typeof error !== 'object' || error === null) return undefined;
+    const { code, delayMs, message } = error as { code?: unknown; delayMs?: unknown; message?: unknown };
+    if (code === 'RETRY_TASK') return { kind: 'retry', delayMs: retryDelayProblem(delayMs) === undefined ? (delayMs as number) : undefined };
+    if (code === 'DEAD_LETTER_TASK') return { kind: 'dead-letter', detail: typeof message === 'string' ? message : 'the handler sent it to dead letters' };
+    return undefined;
+  } catch {
+    return undefined; // a hostile Proxy: an ordinary failure
   }
 }
 

@@ -104,6 +104,25 @@ export function backoffProblem(value: unknown): RetryProblem | undefined {
   return undefined;
 }
 
+/** Longest extension a handler may ask for at once (`ctx.extendLease(ms)`): a day. */
+export const MAX_LEASE_EXTENSION_MS = 86_400_000;
+
+/** Why `value` is not a retry delay a handler may ask for (`ctx.retry({ delayMs })`), or undefined. */
+export function retryDelayProblem(value: unknown): string | undefined {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_BACKOFF_MS) {
+    return 'must be an integer number of milliseconds from 0 to one year';
+  }
+  return undefined;
+}
+
+/** Why `ms` is not a lease extension (`ctx.extendLease(ms)`), or undefined. */
+export function leaseExtensionProblem(ms: unknown): string | undefined {
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_LEASE_EXTENSION_MS) {
+    return `must be an integer number of milliseconds from 1 to ${MAX_LEASE_EXTENSION_MS}`;
+  }
+  return undefined;
+}
+
 /** What to do with a claimed task before running it. */
 export type Admission =
   | { readonly kind: 'run'; readonly attempt: number }
@@ -133,23 +152,34 @@ export function admit(facts: { readonly attempts: number; readonly maxAttempts: 
 /** What to do with a task whose run failed. */
 export type Decision =
   | { readonly kind: 'retry'; readonly delayMs: number }
-  | { readonly kind: 'dead-letter'; readonly reason: 'failed' | 'timeout'; readonly detail: string };
+  | { readonly kind: 'dead-letter'; readonly reason: 'failed' | 'timeout' | 'rejected'; readonly detail: string };
+
+/** What the handler asked for instead of the policy's choice (`ctx.retry()`, `ctx.deadLetter()`, or their errors). */
+export type HandlerRequest = { readonly kind: 'retry'; readonly delayMs?: number } | { readonly kind: 'dead-letter'; readonly detail: string };
 
 /**
- * After a failed run: dead letters when the error says not to retry or this was the last attempt (reason
- * `timeout` when the run passed its handler timeout), else a retry after the policy's backoff.
+ * After a failed run: dead letters when the handler asked for it (reason `rejected`), when the error says
+ * not to retry, or when this was the last attempt (reason `timeout` when the run passed its handler
+ * timeout); else a retry, after the delay the handler asked for or the policy's backoff. A retry the
+ * handler asks for counts as an attempt like any other, so a task cannot be retried for ever.
  */
 export function decide(
-  failure: { readonly attempt: number; readonly nonRetryable: boolean; readonly timedOut: boolean },
+  failure: { readonly attempt: number; readonly nonRetryable: boolean; readonly timedOut: boolean; readonly requested?: HandlerRequest },
   policy: RetryPolicy,
   random = Math.random,
 ): Decision {
+  const requested = failure.requested;
+  if (requested?.kind === 'dead-letter') return { kind: 'dead-letter', reason: 'rejected', detail: requested.detail };
   if (failure.nonRetryable || failure.attempt >= policy.maxAttempts) {
     return {
       kind: 'dead-letter',
       reason: failure.timedOut ? 'timeout' : 'failed',
-      detail: failure.nonRetryable ? 'non-retryable error' : `failed all ${policy.maxAttempts} attempt(s)`,
+      detail: failure.nonRetryable
+        ? 'non-retryable error'
+        : requested
+          ? `the handler asked for a retry on the last of ${policy.maxAttempts} attempt(s)`
+          : `failed all ${policy.maxAttempts} attempt(s)`,
     };
   }
-  return { kind: 'retry', delayMs: backoffDelay(policy.backoff, failure.attempt, random) };
+  return { kind: 'retry', delayMs: requested?.delayMs ?? backoffDelay(policy.backoff, failure.attempt, random) };
 }

@@ -48,6 +48,12 @@ export class ClaimedTask {
     return retried.kind === 'scheduled' ? retried.dueAt : undefined;
   }
 
+  /** Whether this worker still holds the task, renewing its lease in the shard (`leaseMs`) on the way. */
+  async stillHeld(leaseMs: number): Promise<boolean> {
+    const { lost } = await this.settling.gateway.heartbeat(this.keys, this.options.workerId, leaseMs, [this.token]);
+    return lost.length === 0;
+  }
+
   /** Moves the task to dead letters; a `send()` caller gets `replyError`. */
   async deadLetter(
     details: {

@@ -1,13 +1,14 @@
 import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
 import { notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
-import { HandlerTimeoutError, isNonRetryable, UnserializableResultError } from '../model/errors.js';
+import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
 import { replyErrorOf, type ReplyError } from '../model/reply.js';
-import { admit, decide, mergeRetry, type RetryPolicy } from '../model/retry-policy.js';
+import { admit, decide, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Run } from './running.js';
+import { HandlerControl } from './handler-control.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 
 const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
@@ -68,7 +69,11 @@ export class TaskRunner {
     run.startedAt = Date.now();
     run.about = envelope;
     run.attempt = attempt;
-    let outcome = await this.execute(envelope, queue, attempt, policy.maxAttempts, run);
+    let outcome = await this.execute(task, envelope, queue, attempt, policy.maxAttempts, run);
+    run.over = true;
+    // What the handler asked for (ctx.retry(), ctx.deadLetter()) wins over what it returned or threw.
+    const requested = run.requested;
+    if (requested) outcome = { status: 'failed', error: requestedError(requested, outcome) };
     const ran: Ran = { ...about, attempt, durationMs: performance.now() - startedAt };
     if (run.leaseLost) this.report({ ...ran, outcome: 'lease-lost' });
     if (this.hooks.released() || run.leaseLost) {
@@ -110,7 +115,10 @@ export class TaskRunner {
   private async fail(task: ClaimedTask, envelope: TaskEnvelope, outcome: Extract<TaskOutcome, { status: 'failed' }>, policy: RetryPolicy, ran: Ran): Promise<void> {
     const queue = task.keys.queue;
     const error = toErrorRecord(outcome.error);
-    const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError }, policy);
+    const decision = decide(
+      { attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError, requested: requestOf(outcome.error) },
+      policy,
+    );
     if (decision.kind === 'dead-letter') {
       const { reason, detail } = decision;
       const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
@@ -180,9 +188,10 @@ export class TaskRunner {
   }
 
   /** Calls the handler; with a handler timeout, abandons it (as failed) once that passes. */
-  private async execute(envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
+  private async execute(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
     const timeoutMs = this.options.patterns.handlerTimeout(queue);
     const abort = run.abort;
+    if (timeoutMs > 0) run.deadline = Date.now() + timeoutMs;
     let running: Promise<TaskOutcome>;
     try {
       running = this.executor({
@@ -199,6 +208,7 @@ export class TaskRunner {
         get signal() {
           return abort.signal;
         },
+        control: new HandlerControl(task, run, envelope.id, this.options, () => this.hooks.released(), this.logger),
       });
     } catch (error) {
       return { status: 'failed', error };
@@ -209,15 +219,22 @@ export class TaskRunner {
     }
     running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
     // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
-    // failed attempt, even if it ignores the signal and goes on in the background.
+    // failed attempt, even if it ignores the signal and goes on in the background. ctx.extendLease()
+    // moves the deadline: the timer, when it fires early, waits for the new one.
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<TaskOutcome>((resolve) => {
-      timer = setTimeout(() => {
+      const check = (): void => {
+        const left = (run.deadline ?? 0) - Date.now();
+        if (left > 0) {
+          timer = setTimeout(check, left);
+          return;
+        }
         const error = new HandlerTimeoutError(queue, timeoutMs);
         abort.abort(error);
         this.logger.warn(`task ${envelope.id} of "${queue}" passed its handler timeout of ${timeoutMs} ms; abandoned as failed`);
         resolve({ status: 'failed', error });
-      }, timeoutMs);
+      };
+      timer = setTimeout(check, timeoutMs);
     });
     try {
       return await Promise.race([running, timedOut]);
@@ -225,6 +242,14 @@ export class TaskRunner {
       clearTimeout(timer);
     }
   }
+}
+
+/** The error a handler's request stands for (what its dead letter and events record), its cause the run's own error. */
+function requestedError(requested: HandlerRequest, outcome: TaskOutcome): Error {
+  const cause = outcome.status === 'failed' ? { cause: outcome.error } : undefined;
+  return requested.kind === 'retry'
+    ? new RetryTaskError('the handler asked for a retry (ctx.retry())', { delayMs: requested.delayMs, ...cause })
+    : new DeadLetterTaskError(requested.detail, cause);
 }
 
 /** The reply to a `send()` caller as JSON, or why the response cannot be one. */

@@ -1,4 +1,5 @@
 import type { TaskEnvelope } from '../model/codec.js';
+import type { HandlerRequest } from '../model/retry-policy.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { LazyAbort } from '../support/lazy-abort.js';
 import type { TaskLogger } from '../support/logger.js';
@@ -16,6 +17,12 @@ export interface Run {
   about?: TaskEnvelope;
   attempt?: number;
   warnedSlow?: boolean;
+  /** What the handler asked for (`ctx.retry()`, `ctx.deadLetter()`), applied when it returns. */
+  requested?: HandlerRequest;
+  /** When the handler timeout fires (Date.now() ms), when there is one; `ctx.extendLease()` moves it. */
+  deadline?: number;
+  /** Set once the run's outcome is being settled: later requests are refused. */
+  over?: boolean;
 }
 
 /** The runs under way on a worker, by queue shard and fencing token. */

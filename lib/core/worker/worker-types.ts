@@ -18,6 +18,28 @@ export interface TaskExecution {
   readonly expectsReply: boolean;
   /** Aborted when the worker gives up on this run (lease lost, shutdown timeout). */
   readonly signal: AbortSignal;
+  /** What the handler may decide about its own run (fenced: refused once the run no longer holds the task). */
+  readonly control: RunControl;
+}
+
+/**
+ * A handler's say over its own run. Each call is fenced: from a run that lost its lease, was given up at
+ * shutdown, or is over, it throws `LeaseLostError` and nothing is applied.
+ */
+export interface RunControl {
+  /**
+   * Run the task again later, after `delayMs` (default: the retry policy's backoff), whatever the handler
+   * returns or throws after this call. Counts as an attempt: on the last one the task is dead-lettered.
+   */
+  retry(options?: { readonly delayMs?: number }): void;
+  /** Send the task to dead letters when the handler returns (reason `rejected`, `detail` = `reason`). */
+  deadLetter(reason: string): void;
+  /**
+   * Confirms in Redis that this run still holds the task and renews the worker's lease, then moves the
+   * run's handler-timeout deadline to at least `ms` from now. Rejects with `LeaseLostError` when the
+   * task is held no more.
+   */
+  extendLease(ms: number): Promise<void>;
 }
 
 export type TaskOutcome =
