@@ -10,6 +10,7 @@ import { QueueLayouts } from '../core/redis/layouts.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import { printableLogger } from '../core/support/logger.js';
+import { loadTracing } from '../core/support/tracing.js';
 import { ReplyInbox } from '../core/producer/replies.js';
 import type { TaskRedis } from '../core/redis/scripts.js';
 import { watchConnection } from './connection-events.js';
@@ -186,6 +187,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   private async open(): Promise<TaskRedis> {
+    // Before anything is opened: nothing is left half-made while the optional package loads.
+    const tracing = await loadTracing(this.options.tracing);
     const connection = openConnection(this.options.connection, 'tasks:client');
     this.connection = connection;
     watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
@@ -199,6 +202,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       server: watch.server,
       watch,
       ready: () => this.serverChecked(connection.redis),
+      tracing,
     });
     this.inbox = new ReplyInbox(connection.redis, this.producer, this.replyChannel, this.options, printableLogger(this.log));
     try {

@@ -11,6 +11,7 @@ import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedT
 import type { SweepResult } from '../core/reaper/reaper.js';
 import type { TaskRedis } from '../core/redis/scripts.js';
 import { WorkerRuntime } from '../core/worker/runtime.js';
+import { loadTracing } from '../core/support/tracing.js';
 import type { TaskExecution, TaskOutcome } from '../core/worker/worker-types.js';
 import { patternSettings } from '../core/config/pattern-settings.js';
 import { watchConnection } from './connection-events.js';
@@ -54,7 +55,9 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
       await this.untilRedisAnswers(redis);
       await checkServer(redis, this.options.evictionPolicy, this.log);
+      const tracing = await loadTracing(this.options.tracing);
       this.runtime = new WorkerRuntime(redis, this.options, patterns, queues, {
+        tracing,
         executor: (execution) => this.execute(execution),
         onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
         onOutcome: (event) => this.events.emit('task', event),

@@ -91,13 +91,16 @@ export class DeadLetters extends AdminPart {
           skipped++;
           continue;
         }
-        // A fresh run: attempts reset; no expiry or deduplication key is carried over.
+        // A fresh run: attempts reset; no expiry or deduplication key is carried over (its trace context is).
         const entry = encodeEntry({
           id: record.id,
           clientId: record.clientId,
           payload: record.payload,
           enqueuedAt: record.enqueuedAt ?? Date.now(),
           ...(record.priority ? { priority: record.priority } : {}),
+          // It stays in the trace of the call that first enqueued it.
+          ...(typeof record.traceparent === 'string' ? { traceparent: record.traceparent } : {}),
+          ...(typeof record.tracestate === 'string' ? { tracestate: record.tracestate } : {}),
         });
         letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0 });
       }

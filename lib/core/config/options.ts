@@ -26,6 +26,12 @@ export interface RedisTaskCommonOptions {
    * a process configured with another count than the queue was first used with is refused. Default 1.
    */
   shards?: number;
+  /**
+   * OpenTelemetry tracing, when `@opentelemetry/api` is installed (an optional peer; without it nothing is
+   * loaded): `emit`/`send`/`emitBatch` make a PRODUCER span and store its W3C trace context with the task,
+   * and each run of a handler is a CONSUMER span, child of it. Default true.
+   */
+  tracing?: boolean;
 }
 
 /** Wait for replicas to confirm each enqueue (Redis `WAIT`). */
@@ -177,7 +183,7 @@ export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 
 
 export const DEFAULT_CONNECTION = 'redis://127.0.0.1:6379';
 
-const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck, shards: 1 };
+const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck, shards: 1, tracing: true };
 
 const CLIENT_DEFAULTS: ResolvedClientOptions = {
   ...COMMON_DEFAULTS,
@@ -277,7 +283,7 @@ const durability: Check = (option, value) => {
   integer(1, 3_600_000)(`${option}.timeoutMs`, given.timeoutMs);
 };
 
-const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy, shards: integer(1, MAX_SHARDS) };
+const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy, shards: integer(1, MAX_SHARDS), tracing: (option, value) => boolean(option, value) };
 
 const CLIENT_CHECKS: Record<string, Check> = {
   ...COMMON_CHECKS,

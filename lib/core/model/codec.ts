@@ -36,6 +36,9 @@ export interface TaskEnvelope {
   readonly expiresAt?: number;
   /** The deduplication key (`deduplicationKey` of the record builder); named `dedupKey` in the stored form. */
   readonly dedupKey?: string;
+  /** W3C trace context of the producer's span (OpenTelemetry), when there was one; never checked: a bad one starts a new trace. */
+  readonly traceparent?: string;
+  readonly tracestate?: string;
 }
 
 export interface DecodedEntry {
@@ -61,7 +64,8 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
   const priority = meta.priority ? `,"priority":${meta.priority}` : '';
   const expires = meta.expiresAt === undefined ? '' : `,"expiresAt":${meta.expiresAt}`;
   const dedup = meta.dedupKey === undefined ? '' : `,"dedupKey":${JSON.stringify(meta.dedupKey)}`;
-  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup},"payload":${payloadJson}}`;
+  const trace = meta.traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
+  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */

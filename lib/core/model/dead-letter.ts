@@ -45,6 +45,9 @@ export interface DeadLetterRecord {
   readonly priority?: number;
   /** The entry as found in Redis, kept only when it could not be decoded. */
   readonly raw?: string;
+  /** The producer's trace context (OpenTelemetry), kept so a requeued task stays in its trace. */
+  readonly traceparent?: string;
+  readonly tracestate?: string;
 }
 
 const STACK_LINES = 6;

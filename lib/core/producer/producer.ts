@@ -10,6 +10,8 @@ import type { DurabilityOptions } from '../config/options.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
+import type { TaskTracing } from '../support/tracing.js';
+import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
 
 export { newTaskId, type EnqueueItem } from './task-items.js';
@@ -38,6 +40,8 @@ export interface ProducerOptions {
   readonly watch: ConnectionWatch;
   /** Awaited once the connection is ready and before the first write (the start-up checks). */
   readonly ready?: () => Promise<void>;
+  /** OpenTelemetry: a PRODUCER span per call, its context stored with each task (absent: no tracing). */
+  readonly tracing?: TaskTracing;
 }
 
 function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueReceipt {
@@ -94,10 +98,13 @@ export class TaskProducer {
 
   /** One task: the hot path of `emit()` and `send()`. */
   enqueueOne(queue: string, item: EnqueueItem): Promise<EnqueueReceipt> {
+    const tracing = this.options.tracing;
+    return tracing ? tracedOne(tracing, queue, item, (traced) => this.enqueueOneTask(queue, traced)) : this.enqueueOneTask(queue, item);
+  }
+
+  private enqueueOneTask(queue: string, item: EnqueueItem): Promise<EnqueueReceipt> {
     const layout = this.readyLayout(queue);
-    if (layout === undefined) {
-      return this.enqueue(queue, [item]).then((receipts) => receipts[0]);
-    }
+    if (layout === undefined) return this.enqueueItems(queue, [item]).then((receipts) => receipts[0]);
     let task: PreparedTask;
     try {
       task = prepareTask(item, Date.now(), undefined, this.limits);
@@ -114,7 +121,12 @@ export class TaskProducer {
    * until it is ready again; a command sent whose answer does not come in time is reported as maybe
    * written. Either way the caller hears within the timeout, with the pattern and server named.
    */
-  async enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
+  enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
+    const tracing = this.options.tracing;
+    return tracing && items.length > 0 ? tracedBatch(tracing, queue, items, (traced) => this.enqueueItems(queue, traced)) : this.enqueueItems(queue, items);
+  }
+
+  private async enqueueItems(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
     if (!this.known.has(queue)) {
       const problem = patternProblem(queue);
       if (problem) {
@@ -318,3 +330,4 @@ export class TaskProducer {
     return scrubbed(gatewayOf(this.redis).cancel(keys, task));
   }
 }
+

@@ -4,6 +4,7 @@ import { describe } from '../support/describe.js';
 import type { BackoffOptions } from '../model/retry-policy.js';
 import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../config/rules.js';
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
+import type { TraceContext } from '../support/tracing.js';
 
 /** Per-task settings a record may carry (the record builder's options, less what it resolves itself). */
 export interface TaskOptions {
@@ -33,6 +34,8 @@ export interface EnqueueItem extends TaskOptions {
   readonly replyTo?: string;
   /** Task id; generated when absent. */
   readonly id?: string;
+  /** The producer span's trace context (OpenTelemetry), stored with the task. */
+  readonly trace?: TraceContext;
 }
 
 /** A checked item, encoded as Redis will store it. */
@@ -91,7 +94,7 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     item.expiresAt === undefined &&
     item.deduplicationKey === undefined
   ) {
-    const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo }, payload);
+    const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace }, payload);
     return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, deduplicationTtlMs: limits.deduplicationTtlMs, awaitsReply: item.replyTo !== undefined };
   }
   try {
@@ -149,6 +152,7 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
       priority,
       expiresAt: item.expiresAt,
       dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
+      ...item.trace,
     },
     payload,
   );

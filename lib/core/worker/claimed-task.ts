@@ -83,6 +83,8 @@ export class ClaimedTask {
       // An undecodable entry is kept for inspection, but only so much of it: a 20 MB garbage entry is not.
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
+      ...(typeof envelope?.traceparent === 'string' ? { traceparent: envelope.traceparent } : {}),
+      ...(typeof envelope?.tracestate === 'string' ? { tracestate: envelope.tracestate } : {}),
     };
     return this.settling.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
       record: JSON.stringify(record),

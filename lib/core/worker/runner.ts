@@ -9,7 +9,8 @@ import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
-import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
+import type { TaskExecution, TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
+import type { ConsumerTrace } from '../support/tracing.js';
 
 const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
 
@@ -63,19 +64,44 @@ export class TaskRunner {
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
     }
-    // Execute.
     const { attempt } = admission;
+    const trace = this.options.tracing?.consume({
+      pattern: queue,
+      id: envelope.id,
+      clientId: envelope.clientId,
+      attempt,
+      group: this.options.group ?? DEFAULT_GROUP,
+      workerId: this.options.workerId,
+      traceparent: envelope.traceparent,
+      tracestate: envelope.tracestate,
+    });
+    if (!trace) return this.execute(task, run, envelope, attempt, policy);
+    run.trace = trace;
+    try {
+      await this.execute(task, run, envelope, attempt, policy);
+    } finally {
+      trace.end();
+    }
+  }
+
+  /** Execute, decide, settle, report. */
+  private async execute(task: ClaimedTask, run: Run, envelope: TaskEnvelope, attempt: number, policy: RetryPolicy): Promise<void> {
+    const queue = task.keys.queue;
+    const about = { queue, id: envelope.id, clientId: envelope.clientId };
     const startedAt = performance.now();
     run.startedAt = Date.now();
     run.about = envelope;
     run.attempt = attempt;
-    let outcome = await this.execute(task, envelope, queue, attempt, policy.maxAttempts, run);
+    let outcome = await this.callHandler(task, envelope, queue, attempt, policy.maxAttempts, run);
     run.over = true;
     // What the handler asked for (ctx.retry(), ctx.deadLetter()) wins over what it returned or threw.
     const requested = run.requested;
     if (requested) outcome = { status: 'failed', error: requestedError(requested, outcome) };
     const ran: Ran = { ...about, attempt, durationMs: performance.now() - startedAt };
-    if (run.leaseLost) this.report({ ...ran, outcome: 'lease-lost' });
+    if (run.leaseLost) {
+      this.report({ ...ran, outcome: 'lease-lost' });
+      run.trace?.event('lease lost');
+    }
     if (this.hooks.released() || run.leaseLost) {
       // Returned to its queue (shutdown) or recovered elsewhere (lease lost): not ours to settle any more,
       // and the fenced scripts would refuse it anyway.
@@ -92,7 +118,7 @@ export class TaskRunner {
     }
     // Decide, settle, report.
     if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
-    return this.fail(task, envelope, outcome, policy, ran);
+    return this.fail(task, envelope, outcome, policy, ran, run.trace);
   }
 
   private async succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> {
@@ -112,19 +138,27 @@ export class TaskRunner {
     }
   }
 
-  private async fail(task: ClaimedTask, envelope: TaskEnvelope, outcome: Extract<TaskOutcome, { status: 'failed' }>, policy: RetryPolicy, ran: Ran): Promise<void> {
+  private async fail(
+    task: ClaimedTask,
+    envelope: TaskEnvelope,
+    outcome: Extract<TaskOutcome, { status: 'failed' }>,
+    policy: RetryPolicy,
+    ran: Ran,
+    trace: ConsumerTrace | undefined,
+  ): Promise<void> {
     const queue = task.keys.queue;
     const error = toErrorRecord(outcome.error);
-    const decision = decide(
-      { attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError, requested: requestOf(outcome.error) },
-      policy,
-    );
+    const requested = requestOf(outcome.error);
+    const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError, requested }, policy);
+    // A retry the handler asked for is not an error of the run.
+    if (requested?.kind !== 'retry') trace?.failed(outcome.error);
     if (decision.kind === 'dead-letter') {
       const { reason, detail } = decision;
       const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
       const attempts = ran.attempt;
       if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
         this.report({ ...ran, outcome: 'dead-lettered', reason, error });
+        trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
         this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
       }
       return;
@@ -137,6 +171,7 @@ export class TaskRunner {
     }, envelope, ran);
     if (dueAt !== undefined) {
       this.report({ ...ran, outcome: 'retried', error, retryInMs: delay });
+      trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
       this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
       this.options.onDelayed?.(queue, dueAt);
     }
@@ -187,14 +222,15 @@ export class TaskRunner {
     }
   }
 
-  /** Calls the handler; with a handler timeout, abandons it (as failed) once that passes. */
-  private async execute(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
+  /** Calls the handler (inside its run's span, when traced); with a handler timeout, abandons it (as failed) once that passes. */
+  private async callHandler(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
     const timeoutMs = this.options.patterns.handlerTimeout(queue);
     const abort = run.abort;
     if (timeoutMs > 0) run.deadline = Date.now() + timeoutMs;
     let running: Promise<TaskOutcome>;
+    const trace = run.trace;
     try {
-      running = this.executor({
+      const execution: TaskExecution = {
         queue,
         id: envelope.id,
         clientId: envelope.clientId,
@@ -209,7 +245,8 @@ export class TaskRunner {
           return abort.signal;
         },
         control: new HandlerControl(task, run, envelope.id, this.options, () => this.hooks.released(), this.logger),
-      });
+      };
+      running = trace ? trace.within(() => this.executor(execution)) : this.executor(execution);
     } catch (error) {
       return { status: 'failed', error };
     }

@@ -1,5 +1,6 @@
 import type { TaskEnvelope } from '../model/codec.js';
 import type { HandlerRequest } from '../model/retry-policy.js';
+import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { LazyAbort } from '../support/lazy-abort.js';
 import type { TaskLogger } from '../support/logger.js';
@@ -23,6 +24,8 @@ export interface Run {
   deadline?: number;
   /** Set once the run's outcome is being settled: later requests are refused. */
   over?: boolean;
+  /** The run's CONSUMER span (OpenTelemetry), when traced. */
+  trace?: ConsumerTrace;
 }
 
 /** The runs under way on a worker, by queue shard and fencing token. */

@@ -8,6 +8,7 @@ import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
 import { settledBy, type TaskLogger } from '../support/logger.js';
+import type { TaskTracing } from '../support/tracing.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor } from './worker-types.js';
 
@@ -22,6 +23,8 @@ export interface RuntimeHooks {
   readonly onStall?: (stalled: boolean) => void;
   /** How each run ended; never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** OpenTelemetry, when on and installed (`loadTracing`). */
+  readonly tracing?: TaskTracing;
 }
 
 /**
@@ -61,6 +64,7 @@ export class WorkerRuntime {
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,
+        tracing: hooks.tracing,
       },
       hooks.executor,
       logger,

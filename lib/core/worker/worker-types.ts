@@ -1,6 +1,7 @@
 import type { SettleOptions } from '../redis/requeue.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
 import type { PatternSettings } from '../config/pattern-settings.js';
+import type { TaskTracing } from '../support/tracing.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
 export interface TaskExecution {
@@ -88,4 +89,6 @@ export interface WorkerOptions extends SettleOptions {
   readonly slowRunMs: number;
   /** Whether a `send()` caller whose task failed gets the head of the handler's stack too. */
   readonly sendErrorStack?: boolean;
+  /** OpenTelemetry: a CONSUMER span per run, child of the producer's (absent: no tracing). */
+  readonly tracing?: TaskTracing;
 }
