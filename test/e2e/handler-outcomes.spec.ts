@@ -17,7 +17,7 @@ import {
   type TaskOutcomeEvent,
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
-import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { deleteKeys, newestDeadLetter, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 const runs: { pattern: string; attempt: number; at: number }[] = [];
@@ -145,11 +145,8 @@ function runsOf(pattern: string) {
   return runs.filter((run) => run.pattern === pattern);
 }
 
-async function deadLetter(pattern: string): Promise<DeadLetterRecord> {
-  return waitFor(async () => {
-    const [raw] = await redis.lrange(keys.queue(pattern).deadLetters, 0, 0);
-    return raw === undefined ? undefined : (JSON.parse(raw) as DeadLetterRecord);
-  }, `the dead letter of ${pattern}`);
+function deadLetter(pattern: string): Promise<DeadLetterRecord> {
+  return newestDeadLetter(redis, keys.queue(pattern));
 }
 
 afterEach(async () => {

@@ -5,7 +5,7 @@ import { firstValueFrom, throwError, type Observable } from 'rxjs';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import { PrefixKeys, RedisTaskError, RedisTaskRecordBuilder, TaskFailedError, type RedisTaskClient } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { deleteKeys, newestDeadLetter, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 let ran = 0;
@@ -74,11 +74,8 @@ async function failure(observable: Observable<unknown>): Promise<TaskFailedError
   return error as TaskFailedError;
 }
 
-async function deadLetter(keys: PrefixKeys, pattern: string): Promise<DeadLetterRecord> {
-  return waitFor(async () => {
-    const [raw] = await redis.lrange(keys.queue(pattern).deadLetters, 0, 0);
-    return raw === undefined ? undefined : (JSON.parse(raw) as DeadLetterRecord);
-  }, `the dead letter of ${pattern}`);
+function deadLetter(keys: PrefixKeys, pattern: string): Promise<DeadLetterRecord> {
+  return newestDeadLetter(redis, keys.queue(pattern));
 }
 
 afterEach(async () => {

@@ -5,11 +5,10 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { PrefixKeys, RedisTaskContext, type QueueKeys } from '../../lib/index.js';
 import { startWorker } from '../support/nest.js';
-import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { deleteKeys, newestDeadLetter, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
 const run = promisify(execFile);
 const root = process.cwd();
@@ -69,10 +68,7 @@ describe('docs/WIRE-FORMAT.md', () => {
     started.push(worker.app);
     const keys = new PrefixKeys(prefix).queue(pattern);
     expect(keys.root).toBe(rootKey);
-    const dead = await waitFor(async () => {
-      const [raw] = await redis.lrange(keys.deadLetters, 0, 0);
-      return raw === undefined ? undefined : (JSON.parse(raw) as DeadLetterRecord);
-    }, 'the version-2 entry in dead letters');
+    const dead = await newestDeadLetter(redis, keys);
     expect(dead).toMatchObject({ id: 'cli-v2', reason: 'unsupported-version', raw: future });
     await waitFor(async () => (await redis.hget(keys.counters, 'completed')) === '2' && (await redis.hlen(keys.processing(worker.transport.options.workerId))) === 0, 'both tasks acknowledged');
     expect(runs).toEqual([

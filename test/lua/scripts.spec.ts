@@ -427,6 +427,26 @@ describe('promoteTasks', () => {
   });
 });
 
+describe('deadLetterDelayed', () => {
+  it('moves an entry still delayed to dead letters once, counted, even when two reapers race', async () => {
+    const garbage = 'not a task';
+    await redis.zadd(keys.delayed, 1, garbage);
+    const move = () => gateway.deadLetterDelayed(keys, garbage, JSON.stringify({ reason: 'malformed', raw: garbage }), 5);
+    const moved = await Promise.all([move(), move()]);
+    expect(moved.filter(Boolean)).toHaveLength(1);
+    expect(await redis.lrange(keys.deadLetters, 0, -1)).toEqual([JSON.stringify({ reason: 'malformed', raw: garbage })]);
+    expect(await redis.zcard(keys.delayed)).toBe(0);
+    expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
+  });
+
+  it('changes nothing when the dead-letter key holds another type', async () => {
+    await redis.zadd(keys.delayed, 1, 'junk');
+    await redis.set(keys.deadLetters, 'a string');
+    await expect(gateway.deadLetterDelayed(keys, 'junk', '{}', 5)).rejects.toThrow();
+    expect(await redis.zcard(keys.delayed)).toBe(1);
+  });
+});
+
 describe('forgetWorker', () => {
   it('removes an expired worker with an empty hash, but not one that renewed its lease or holds tasks', async () => {
     await redis.zadd(keys.workers, 100, 'dead', 100, 'busy', 10_000, 'renewed');

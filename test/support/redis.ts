@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import type { QueueKeys } from '../../lib/core/redis/keys.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { defineScripts, type TaskCommands } from '../../lib/core/redis/scripts.js';
@@ -95,4 +96,12 @@ export async function claimAs(
     acks,
   });
   return outcome.kind === 'claimed' ? [...outcome.pairs] : outcome.kind;
+}
+
+/** The newest dead letter of a queue, once there is one. */
+export async function newestDeadLetter(redis: Redis, queue: QueueKeys): Promise<DeadLetterRecord> {
+  return waitFor(async () => {
+    const [raw] = await redis.lrange(queue.deadLetters, 0, 0);
+    return raw === undefined ? undefined : (JSON.parse(raw) as DeadLetterRecord);
+  }, `a dead letter of ${queue.queue}`);
 }

@@ -175,18 +175,7 @@ export class TaskReaper {
 
   private async deadLetterDelayed(keys: QueueKeys, entry: string, failure: DecodeFailure): Promise<number> {
     const record = undecodableRecord(keys.queue, entry, failure, 'reaper', guessTaskId(entry));
-    const results = await this.redis
-      .multi()
-      .zrem(keys.delayed, entry)
-      .lpush(keys.deadLetters, JSON.stringify(record))
-      .ltrim(keys.deadLetters, 0, this.options.deadLetterCap - 1)
-      .exec();
-    const removed = results?.[0]?.[1] === 1;
-    if (!removed) {
-      // Someone else moved it first: undo our copy.
-      await this.redis.lrem(keys.deadLetters, 1, JSON.stringify(record));
-    }
-    return removed ? 1 : 0;
+    return (await this.gateway.deadLetterDelayed(keys, entry, JSON.stringify(record), this.options.deadLetterCap)) ? 1 : 0;
   }
 
   private async now(): Promise<number> {

@@ -85,6 +85,11 @@ export class ScriptGateway {
     return this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
   }
 
+  /** deadLetterDelayed: an entry of the delayed set that cannot run, to dead letters (once); false when already gone. */
+  async deadLetterDelayed(keys: QueueKeys, entry: string, record: string, cap: number): Promise<boolean> {
+    return (await this.redis.deadLetterDelayed(keys.delayed, keys.deadLetters, keys.counters, entry, record, cap)) === 1;
+  }
+
   /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
   requeueDeadLetters(keys: QueueKeys, letters: readonly { raw: string; clientId: string; entry: string; priority: number }[]): Promise<number> {
     const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults]);

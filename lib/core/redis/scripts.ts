@@ -124,6 +124,7 @@ export interface TaskCommands {
   ): Promise<[now: number, lost: string[], orphaned: string[]]>;
   retryTask(processing: string, delayed: string, ...keysAndArgs: [...SettleKeys, token: string, delayMs: number]): Promise<number>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
+  deadLetterDelayed(delayed: string, deadLetters: string, counters: string, entry: string, record: string, cap: number): Promise<0 | 1>;
   forgetWorker(workers: string, processing: string, heartbeats: string, workerId: string, expiredBy: number): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;

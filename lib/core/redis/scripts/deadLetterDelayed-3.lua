@@ -1,0 +1,21 @@
+-- deadLetterDelayed-3.lua
+-- Purpose: move an entry of the delayed set that cannot be run (not a task, or another format version)
+--   to the queue's dead letters, once: only an entry still in the delayed set moves, so concurrent
+--   reapers never record it twice, and a crash between steps can neither lose it nor copy it.
+--   The record is written before the entry leaves the delayed set, and the list is type-checked first.
+-- Includes: guard
+-- KEYS[1]: delayed (sorted set: encoded entry -> due time)
+-- KEYS[2]: dead letters (list of JSON records, newest first)
+-- KEYS[3]: counters (hash: outcome -> count)
+-- ARGV[1]: the entry as found; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
+-- Returns: 1 when moved; 0 when the entry was no longer in the delayed set (someone else moved it)
+-- Side effects: LPUSH + LTRIM on the dead letters, ZREM from the delayed set, HINCRBY counters deadLettered.
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+expectTypes(KEYS[2], 'list')
+redis.call('LPUSH', KEYS[2], ARGV[2])
+redis.call('LTRIM', KEYS[2], 0, math.max(1, tonumber(ARGV[3]) or 1) - 1)
+redis.call('ZREM', KEYS[1], ARGV[1])
+countOutcome(KEYS[3], 'deadLettered', 1)
+return 1
