@@ -1,7 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { InvalidOptionError, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import { InvalidOptionError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -12,6 +12,11 @@ const starts: { clientId: string; at: number }[] = [];
 
 @Controller()
 class Handlers {
+  @EventPattern<string>('trickle', { clientRateLimit: 1 })
+  trickle(@Payload() _payload: unknown, @Ctx() ctx: RedisTaskContext): void {
+    starts.push({ clientId: ctx.getClientId(), at: Date.now() });
+  }
+
   @EventPattern<string>('limited', { clientRateLimit: 50 })
   limited(@Payload() _payload: unknown, @Ctx() ctx: RedisTaskContext): void {
     starts.push({ clientId: ctx.getClientId(), at: Date.now() });
@@ -51,6 +56,21 @@ describe('per-client rate limits', () => {
     expect(steady).toBeLessThanOrEqual(55);
     // The unlimited client was not held back: all of its tasks ran within those seconds.
     expect(starts.filter((s) => s.clientId === 'free').length).toBe(6_000);
+  });
+
+  it('counts a rate-limited client\'s waiting tasks as pending while it is off the ring (stats, CLI, metrics)', async () => {
+    prefix = testPrefix('rate-stats');
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const admin = new RedisTaskAdmin(client);
+    await client.emitBatch('trickle', Array.from({ length: 5 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('slow').build()));
+    started.push((await startWorker(prefix, [Handlers])).app);
+    const queue = new PrefixKeys(prefix).queue('trickle');
+    await waitFor(async () => (await redis.zscore(queue.throttled, 'slow')) !== null, 'the client to be throttled');
+    const stats = await admin.stats('trickle');
+    const waiting = await redis.llen(queue.pending('slow'));
+    expect(waiting).toBeGreaterThan(0);
+    expect(stats.pending).toEqual({ total: waiting, byClient: { slow: waiting } });
   });
 
   it('refuses a rate that is not above 0, naming it', async () => {

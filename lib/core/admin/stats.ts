@@ -90,9 +90,10 @@ export class QueueStatsReader extends AdminPart {
     let oldest: number | undefined;
     let paused = false;
     for (const keys of shards) {
-      const [ring, parked, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
+      const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
         read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
         read(keys.parked, 'set', this.redis.smembers(keys.parked), []),
+        read(keys.throttled, 'sorted set', this.redis.zrange(keys.throttled, '0', '-1'), []),
         read(keys.workers, 'sorted set', this.redis.zrange(keys.workers, '0', '-1'), []),
         read(keys.delayed, 'sorted set', this.redis.zcard(keys.delayed), 0),
         read(keys.deadLetters, 'list', this.redis.llen(keys.deadLetters), 0),
@@ -111,7 +112,8 @@ export class QueueStatsReader extends AdminPart {
       for (const name of Object.keys(counters) as (keyof QueueCounters)[]) {
         counters[name] += Number(counted[name] ?? 0) || 0;
       }
-      for (const clientId of new Set([...ring, ...parked])) {
+      // Clients with waiting tasks: on the ring, parked at their concurrency cap, or throttled by their rate limit.
+      for (const clientId of new Set([...ring, ...parked, ...throttled])) {
         const list = keys.pending(clientId);
         const set = keys.priority(clientId);
         const [listed, prioritized, head, priorityHead] = await Promise.all([
