@@ -192,7 +192,7 @@ export class QueueStatsReader extends AdminPart {
     if ((await this.redis.sismember(this.keys.queues, queue)) === 1) return true;
     if ((await this.redis.exists(this.keys.shardCount(queue))) === 1) return true;
     for (const keys of await this.shards(queue)) {
-      if ((await this.redis.exists(keys.ring, keys.delayed, keys.deadLetters, keys.workers, keys.parked)) > 0) return true;
+      if ((await this.redis.exists(keys.ring, keys.delayed, keys.deadLetters, keys.workers, keys.parked, keys.throttled)) > 0) return true;
     }
     return false;
   }
