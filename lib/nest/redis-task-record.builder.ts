@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/model/errors.js';
-import { MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
+import { nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
 import type { BackoffOptions } from '../core/model/retry-policy.js';
 import type { TaskOptions } from '../core/producer/task-items.js';
 
@@ -65,17 +65,13 @@ export class RedisTaskRecordBuilder<TData = unknown> {
 
   /** Higher runs first within its client: an integer from 0 (the default) to 1,000,000. */
   setPriority(priority: number): this {
-    if (typeof priority !== 'number' || !Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
-      throw new InvalidTaskError(`setPriority() needs an integer from 0 to ${MAX_PRIORITY}, got ${describe(priority)}`);
-    }
+    needs('setPriority()', priority, taskRules.priority);
     return this.set({ priority });
   }
 
   /** The task becomes claimable `delayMs` after it is enqueued (kept in Redis meanwhile). */
   setDelay(delayMs: number): this {
-    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
-      throw new InvalidTaskError(`setDelay() needs a non-negative number of milliseconds, got ${describe(delayMs)}`);
-    }
+    needs('setDelay()', delayMs, taskRules.delay);
     return this.set({ delayMs, runAt: undefined });
   }
 
@@ -86,9 +82,7 @@ export class RedisTaskRecordBuilder<TData = unknown> {
 
   /** The task is not run if no worker started it within `expiresInMs` of its enqueue. */
   setExpiresIn(expiresInMs: number): this {
-    if (typeof expiresInMs !== 'number' || !Number.isFinite(expiresInMs) || expiresInMs <= 0) {
-      throw new InvalidTaskError(`setExpiresIn() needs a positive number of milliseconds, got ${describe(expiresInMs)}`);
-    }
+    needs('setExpiresIn()', expiresInMs, taskRules.expiresIn);
     return this.set({ expiresInMs, expiresAt: undefined });
   }
 
@@ -108,13 +102,9 @@ export class RedisTaskRecordBuilder<TData = unknown> {
    * `deduplicationTtlMs`).
    */
   setDeduplicationKey(key?: string, options: { ttlMs?: number } = {}): this {
-    if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > 512)) {
-      throw new InvalidTaskError(`setDeduplicationKey() needs a string of 1 to 512 characters, got ${describe(key)}`);
-    }
+    if (key !== undefined) needs('setDeduplicationKey()', key, taskRules.deduplicationKey);
     const { ttlMs } = options;
-    if (ttlMs !== undefined && (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 1)) {
-      throw new InvalidTaskError(`setDeduplicationKey() needs ttlMs to be a positive integer of milliseconds, got ${describe(ttlMs)}`);
-    }
+    if (ttlMs !== undefined) needs('setDeduplicationKey() ttlMs:', ttlMs, taskRules.deduplicationTtl);
     this.dedupFromPayload = key === undefined;
     return this.set({ deduplicationKey: key, deduplicationTtlMs: ttlMs });
   }
@@ -158,4 +148,10 @@ function describe(value: unknown): string {
 
 function taskError(where: string, message: string): Error {
   return new InvalidTaskError(`${where} ${message}`);
+}
+
+/** Throws naming the setter when `value` breaks its rule (the producer's gate applies the same rules). */
+function needs(setter: string, value: unknown, rule: (value: unknown) => string | undefined): void {
+  const expected = rule(value);
+  if (expected) throw new InvalidTaskError(`${setter} needs ${expected}, got ${describe(value)}`);
 }

@@ -1,4 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
+import { InvalidTaskError } from '../../lib/core/model/errors.js';
+import { prepareTask } from '../../lib/core/producer/task-items.js';
+import { RedisTaskRecordBuilder } from '../../lib/nest/redis-task-record.builder.js';
 import {
   clientConcurrencyProblem,
   groupProblem,
@@ -53,5 +56,43 @@ describe('rules: every bound and name rule in one place', () => {
     expect(() => validateClientId('clientId', 'has space')).toThrow('option "clientId"');
     expect(() => validateClientId('clientId', '*')).toThrow('must be a client id, not "*"');
     expect(() => validateRetry('retry', { backoff: { type: 'fixed', delayMs: -1 } })).toThrow('option "retry.backoff.delayMs"');
+  });
+});
+
+describe('task rules: the record builder and the producer gate apply the same ones', () => {
+  const limits = { maxPayloadBytes: 1_000, deduplicationTtlMs: 1_000 };
+  const accepts = (f: () => unknown): boolean => {
+    try {
+      f();
+      return true;
+    } catch (error) {
+      if (!(error instanceof InvalidTaskError)) throw error;
+      return false;
+    }
+  };
+  // (null and undefined are "not given" to the gate, refused by a setter: not compared.)
+  const odd = [-1, 0, 1, 1.5, 1_000_000, 1_000_001, Number.NaN, Infinity, '3', 2 ** 60];
+
+  it('agree on priorities, delays and deduplication keys and TTLs', () => {
+    for (const value of odd) {
+      const item = { payload: 1, clientId: 'c' };
+      expect([value, accepts(() => new RedisTaskRecordBuilder(1).setPriority(value as number))]).toEqual([
+        value,
+        accepts(() => prepareTask({ ...item, priority: value as number }, Date.now(), undefined, limits)),
+      ]);
+      expect([value, accepts(() => new RedisTaskRecordBuilder(1).setDelay(value as number))]).toEqual([
+        value,
+        accepts(() => prepareTask({ ...item, delayMs: value as number }, Date.now(), undefined, limits)),
+      ]);
+      expect([value, accepts(() => new RedisTaskRecordBuilder(1).setDeduplicationKey('k', { ttlMs: value as number }))]).toEqual([
+        value,
+        accepts(() => prepareTask({ ...item, deduplicationKey: 'k', deduplicationTtlMs: value as number }, Date.now(), undefined, limits)),
+      ]);
+    }
+    for (const key of ['', 'k', 'x'.repeat(512), 'x'.repeat(513), 7]) {
+      expect(accepts(() => new RedisTaskRecordBuilder(1).setDeduplicationKey(key as string))).toBe(
+        accepts(() => prepareTask({ payload: 1, clientId: 'c', deduplicationKey: key as string }, Date.now(), undefined, limits)),
+      );
+    }
   });
 });

@@ -95,6 +95,25 @@ export function patternProblem(value: unknown): string | undefined {
   return hasControlCharacter(value) ? 'must not contain control characters' : undefined;
 }
 
+/**
+ * The per-task settings, as what a value must be when it is not that (undefined when it is): the record
+ * builder's setters word it "setX() needs <this>", the producer's gate "x must be <this>", so the two
+ * can never disagree.
+ */
+export const taskRules = {
+  priority: (value: unknown): string | undefined =>
+    typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_PRIORITY ? undefined : `an integer from 0 to ${MAX_PRIORITY}`,
+  delay: (value: unknown): string | undefined =>
+    typeof value === 'number' && value >= 0 && value <= MAX_DELAY_MS ? undefined : `a non-negative number of milliseconds, at most ${MAX_DELAY_MS} (366 days)`,
+  expiresIn: (value: unknown): string | undefined =>
+    typeof value === 'number' && Number.isFinite(value) && value > 0 ? undefined : 'a positive number of milliseconds',
+  time: (value: unknown): string | undefined => (typeof value === 'number' && Number.isFinite(value) ? undefined : 'a time (ms since the epoch)'),
+  deduplicationKey: (value: unknown): string | undefined =>
+    typeof value === 'string' && value.length > 0 && value.length <= MAX_DEDUP_KEY_LENGTH ? undefined : `a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters`,
+  deduplicationTtl: (value: unknown): string | undefined =>
+    typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 ? undefined : 'a positive integer of milliseconds',
+} as const;
+
 /** Builds the error a broken rule throws, naming where (an option, a setter, a task field). */
 export type MakeError = (where: string, message: string) => Error;
 

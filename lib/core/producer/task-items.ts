@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { encodeNewEntry } from '../model/codec.js';
 import { describe } from '../support/describe.js';
 import type { BackoffOptions } from '../model/retry-policy.js';
-import { MAX_DEDUP_KEY_LENGTH, MAX_DELAY_MS, MAX_PRIORITY, nameProblem, validateBackoff, validateMaxAttempts } from '../config/rules.js';
+import { MAX_DELAY_MS, nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../config/rules.js';
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 import type { TraceContext } from '../support/tracing.js';
 
@@ -103,18 +103,16 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
   } catch (error) {
     fail((error as Error).message);
   }
+  const must = (what: string, value: unknown, rule: (value: unknown) => string | undefined): void => {
+    const expected = rule(value);
+    if (expected) fail(`${what} must be ${expected}, got ${describe(value)}`);
+  };
   const priority = item.priority ?? 0;
-  if (!Number.isSafeInteger(priority) || priority < 0 || priority > MAX_PRIORITY) {
-    fail(`priority must be an integer from 0 to ${MAX_PRIORITY}, got ${String(priority)}`);
-  }
+  must('priority', priority, taskRules.priority);
   let delayMs = item.delayMs ?? 0;
-  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0) {
-    fail(`delay must be a non-negative number of milliseconds, got ${String(delayMs)}`);
-  }
+  must('delay', delayMs, taskRules.delay);
   if (item.runAt !== undefined) {
-    if (typeof item.runAt !== 'number' || !Number.isFinite(item.runAt)) {
-      fail(`runAt must be a time, got ${String(item.runAt)}`);
-    }
+    must('runAt', item.runAt, taskRules.time);
     delayMs = Math.max(delayMs, item.runAt - now);
   }
   delayMs = Math.ceil(delayMs);
@@ -122,9 +120,7 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     fail(`the task would be due in ${Math.round(delayMs / 86_400_000)} days; the longest delay is ${MAX_DELAY_MS / 86_400_000} days`);
   }
   if (item.expiresAt !== undefined) {
-    if (typeof item.expiresAt !== 'number' || !Number.isFinite(item.expiresAt)) {
-      fail(`expiresAt must be a time, got ${String(item.expiresAt)}`);
-    }
+    must('expiresAt', item.expiresAt, taskRules.time);
     if (item.expiresAt <= now) {
       fail(`the task expired before it was enqueued (expiresAt ${new Date(item.expiresAt).toISOString()} is in the past)`);
     }
@@ -134,12 +130,8 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
   }
   const dedupTtlMs = item.deduplicationTtlMs ?? limits.deduplicationTtlMs;
   if (item.deduplicationKey !== undefined) {
-    if (typeof item.deduplicationKey !== 'string' || item.deduplicationKey.length === 0 || item.deduplicationKey.length > MAX_DEDUP_KEY_LENGTH) {
-      fail(`the deduplication key must be a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters, got ${describe(item.deduplicationKey)}`);
-    }
-    if (!Number.isSafeInteger(dedupTtlMs) || dedupTtlMs < 1) {
-      fail(`the deduplication TTL must be a positive integer of milliseconds, got ${String(dedupTtlMs)}`);
-    }
+    must('the deduplication key', item.deduplicationKey, taskRules.deduplicationKey);
+    must('the deduplication TTL', dedupTtlMs, taskRules.deduplicationTtl);
   }
   const entry = encodeNewEntry(
     {
