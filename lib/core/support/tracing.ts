@@ -18,6 +18,8 @@ export const MESSAGING_SYSTEM = 'nestjs-redis-tasks';
 
 /** A PRODUCER span of one `emit` / `send` / `emitBatch` call. */
 export interface ProducerTrace {
+  /** False when nothing records it and there is no context to pass on (the API without an SDK): skip it. */
+  readonly live: boolean;
   /** The context to store with each task of the call; undefined when there is none to propagate. */
   readonly context?: TraceContext;
   /** The call enqueued these tasks (ids) or failed. Ends the span. */
@@ -48,7 +50,8 @@ export interface ConsumedTask {
 
 export interface TaskTracing {
   produce(operation: 'emit' | 'send', pattern: string, clientId: string, count: number): ProducerTrace;
-  consume(task: ConsumedTask): ConsumerTrace;
+  /** Undefined when nothing would record the span and there is no parent to join (the API without an SDK). */
+  consume(task: ConsumedTask): ConsumerTrace | undefined;
 }
 
 let loaded: Promise<typeof OtelApi | undefined> | undefined;
@@ -89,6 +92,7 @@ class OtelTracing implements TaskTracing {
     const spanContext = span.spanContext();
     const context = api.isSpanContextValid(spanContext) ? toTraceContext(spanContext) : undefined;
     return {
+      live: context !== undefined || span.isRecording(),
       context,
       end(ids, error) {
         if (ids?.length === 1) span.setAttribute('messaging.message.id', ids[0]);
@@ -98,7 +102,7 @@ class OtelTracing implements TaskTracing {
     };
   }
 
-  consume(task: ConsumedTask): ConsumerTrace {
+  consume(task: ConsumedTask): ConsumerTrace | undefined {
     const { api } = this;
     const parent = fromTraceContext(api, task.traceparent, task.tracestate);
     const span = this.tracer.startSpan(
@@ -119,6 +123,10 @@ class OtelTracing implements TaskTracing {
       },
       parent,
     );
+    if (!span.isRecording() && parent === api.ROOT_CONTEXT) {
+      span.end();
+      return undefined;
+    }
     const active = api.trace.setSpan(parent, span);
     return {
       within: (fn) => api.context.with(active, fn),
