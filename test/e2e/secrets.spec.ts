@@ -66,7 +66,8 @@ describe('one rules gate for every task, whatever built it', () => {
         ['client id', { clientId: '{x}' }],
         ['maxAttempts', { maxAttempts: 0 }],
         ['backoff', { backoff: { type: 'weird' } }],
-        ['longest delay', { delayMs: 31_000 * 365 * 86_400_000 }],
+        ['at most 31622400000 (366 days)', { delayMs: 31_000 * 365 * 86_400_000 }],
+        ['longest delay', { runAt: Date.now() + 31_000 * 365 * 86_400_000 }],
       ];
       for (const [named, options] of bad) {
         const error = await client.emitBatch('rules.task', [new RedisTaskRecord({ n: 1 }, options as never)]).catch((e: unknown) => e);

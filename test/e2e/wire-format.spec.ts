@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -7,6 +7,7 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { PrefixKeys, RedisTaskContext, type QueueKeys } from '../../lib/index.js';
+import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startWorker } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
@@ -27,7 +28,11 @@ class Mail {
 
 /** `redis-cli` as a user would type it from the document: no Node code on the producer side. */
 async function redisCli(...args: string[]): Promise<string> {
-  const { stdout } = await run('redis-cli', ['-u', redisUrl(), ...args]);
+  return redisCliAt(redisUrl(), ...args);
+}
+
+async function redisCliAt(url: string, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-u', url, ...args]);
   return stdout.trim();
 }
 
@@ -76,6 +81,26 @@ describe('docs/WIRE-FORMAT.md', () => {
       { id: 'cli-low', clientId: 'tenant-42', attempt: 1, payload: { to: 'low' } },
     ]);
     expect(await redis.llen(keys.pending('tenant-42'))).toBe(0);
+  });
+
+  it('ships the same enqueue as a Redis Function: FUNCTION LOAD once, then FCALL (on a server of its own)', async () => {
+    const server: RedisServer = await startRedisServer();
+    try {
+      const url = server.url;
+      prefix = testPrefix('wire-fcall');
+      // As the document says: redis-cli -x FUNCTION LOAD REPLACE < functions.lua
+      const loaded = execFileSync('redis-cli', ['-u', url, '-x', 'FUNCTION', 'LOAD', 'REPLACE'], { input: readFileSync(join(root, 'docs', 'functions.lua')) });
+      expect(loaded.toString().trim()).toBe('nestjs_redis_tasks_v1');
+      const task = entry({ v: 1, id: 'fcall-1', clientId: 'tenant-9', enqueuedAt: Date.now(), payload: { to: 'fcall' } });
+      expect(await redisCliAt(url, 'FCALL', 'nestjs_redis_tasks_enqueue_v1', '1', `${prefix}:{mail.%7Bsend%7D}`, 'tenant-9', task)).toBe('0');
+      const worker = await startWorker(prefix, [Mail], { connection: url });
+      started.push(worker.app);
+      await waitFor(() => runs.length === 1, 'the task enqueued by FCALL to run');
+      expect(runs).toEqual([{ id: 'fcall-1', clientId: 'tenant-9', attempt: 1, payload: { to: 'fcall' } }]);
+      await Promise.all(started.splice(0).map((app) => app.close()));
+    } finally {
+      await server.stop();
+    }
   });
 
   it('ships the enqueue script the library itself runs', () => {
