@@ -104,18 +104,20 @@ end
 local UNKNOWN_COUNT = 1000000000
 
 -- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
--- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
+-- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
 --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
 --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
 --   followed by the entry, so equal priorities keep their order). atHead puts it before the others of
 --   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
 --   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
---   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0).
+--   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0);
+--   `pendingCount` counts all of the shard's pending tasks (read by the dashboard and stats in O(1); the
+--   claim takes off what it holds, and resets it to 0 when it finds no client waiting).
 --   Never fails halfway: a client key or ring of the wrong type (overwritten by something else, so what
 --   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
 --   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
 --   command fails, so the hot path runs no extra command.
-local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
+local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   local size
   if priority > 0 then
     local seq = 0
@@ -138,6 +140,7 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
       size = size + healingCall(faults, 'zset', 'ZCARD', prio)
     end
   end
+  healingIncr(faults, pendingCount, 1, 1)
   if size == 1 then
     if atHead then
       healingCall(faults, 'list', 'LPUSH', ring, clientId)
@@ -173,7 +176,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- Returns: array with one element per task: 0 when enqueued, or the id of the live task that holds its
   --   deduplication key (the task was refused as a duplicate)
   -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
-  --   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
+  --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
   --   workers); PUBLISH of a new earliest due time on `<root>:due`.
   local root = KEYS[1]
   local results = {}
@@ -194,7 +197,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   local keysOf = {}
   for i, base in ipairs(bases) do
     keysOf[i] = { ring = base .. ':ring', sequence = base .. ':sequence', prioritized = base .. ':prioritized',
-      faults = base .. ':faults', delayed = base .. ':delayed', pending = base .. ':pending:', priority = base .. ':priority:' }
+      faults = base .. ':faults', pendingCount = base .. ':pending-count', delayed = base .. ':delayed', pending = base .. ':pending:', priority = base .. ':priority:' }
   end
 
   local now = nil
@@ -243,7 +246,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
       else
         for _, k in ipairs(keysOf) do
           pushTask(k.pending .. client, k.priority .. client, k.ring, k.sequence, k.prioritized, client, entry, priority, false,
-            k.faults)
+            k.faults, k.pendingCount)
         end
       end
     end

@@ -41,6 +41,8 @@ const PROMOTE_BATCH = 500;
 export class TaskReaper {
   private readonly owner = randomBytes(8).toString('hex');
   private readonly gateway: ScriptGateway;
+  /** The minute each shard's counters were last recorded in (by this reaper). */
+  private readonly snapshotted = new Map<string, number>();
   /** Redis clock minus this process's clock, as last measured (due times are on the Redis clock). */
   clockOffsetMs = 0;
 
@@ -119,10 +121,19 @@ export class TaskReaper {
       }
     }
     const promotion = await this.promoteDue(keys, now);
+    await this.snapshot(keys, now);
     result.promoted = promotion.promoted;
     result.deadLettered += promotion.deadLettered;
     result.nextDueAt = promotion.nextDueAt;
     return result;
+  }
+
+  /** Records the outcome counters once a minute per shard (for per-minute rates: see snapshotCounters). */
+  private async snapshot(keys: QueueKeys, now: number): Promise<void> {
+    const minute = Math.floor(now / 60_000);
+    if (this.snapshotted.get(keys.base) === minute) return;
+    await this.gateway.snapshotCounters(keys);
+    this.snapshotted.set(keys.base, minute);
   }
 
   private async recover(keys: QueueKeys, dead: string[], now: number, result: SweepResult): Promise<void> {

@@ -38,7 +38,7 @@ export class ScriptGateway {
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
     const [lost, claimed, throttledUntil] = await this.redis.claimTasks(
       keys.ring, keys.processing(request.workerId), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence,
+      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, keys.pendingCount,
       request.wanted, request.workerId, keys.pending(''), keys.priority(''), request.clientConcurrency, request.tokenPrefix, ...request.acks,
     );
     const outcome: ClaimOutcome = claimed === -1 ? { kind: 'unregistered' } : claimed === -2 ? { kind: 'paused' } : { kind: 'claimed', pairs: claimed };
@@ -71,7 +71,7 @@ export class ScriptGateway {
 
   /** requeueTasks: held tasks back to the heads of their clients' lists; how many went back. */
   requeue(keys: QueueKeys, workerId: string, countAttempt: boolean, tasks: readonly HeldTask[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults]);
+    const scriptKeys = new ScriptKeys([keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults, keys.pendingCount]);
     const fields: (string | number)[] = [];
     for (const task of tasks) fields.push(task.token, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
     return this.redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt ? 1 : 0, ...fields);
@@ -79,7 +79,7 @@ export class ScriptGateway {
 
   /** promoteTasks: due delayed entries to their clients' lists; how many were promoted. */
   promote(keys: QueueKeys, tasks: readonly { entry: string; clientId: string; priority: number }[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
+    const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount]);
     const fields: (string | number)[] = [];
     for (const task of tasks) fields.push(task.entry, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
     return this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
@@ -92,7 +92,7 @@ export class ScriptGateway {
 
   /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
   requeueDeadLetters(keys: QueueKeys, letters: readonly { raw: string; clientId: string; entry: string; priority: number }[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults]);
+    const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount]);
     const fields: (string | number)[] = [];
     for (const letter of letters) fields.push(letter.raw, ...scriptKeys.client(keys, letter.clientId), letter.clientId, letter.entry, letter.priority);
     return this.redis.requeueDeadLetters(...(scriptKeys.args as [number]), ...fields);
@@ -120,6 +120,11 @@ export class ScriptGateway {
     return nextDue > 0 ? { released, nextDueAt: nextDue } : { released };
   }
 
+  /** snapshotCounters: the outcome counters recorded for the current minute; false when already recorded. */
+  async snapshotCounters(keys: QueueKeys): Promise<boolean> {
+    return (await this.redis.snapshotCounters(keys.counters, keys.history)) === 1;
+  }
+
   /** recordShardCount: the queue's shard count on record (`count` recorded when there is none). */
   recordShardCount(prefix: PrefixKeys, queue: string, count: number): Promise<number> {
     const unsharded = prefix.queue(queue);
@@ -130,7 +135,7 @@ export class ScriptGateway {
   async cancel(keys: QueueKeys, task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string }): Promise<boolean> {
     const dedup = task.deduplicationKey === undefined ? keys.ring : keys.dedup(task.deduplicationKey);
     const removed = await this.redis.cancelTask(
-      keys.pending(task.clientId), keys.priority(task.clientId), keys.delayed, dedup, keys.prioritized,
+      keys.pending(task.clientId), keys.priority(task.clientId), keys.delayed, dedup, keys.prioritized, keys.pendingCount,
       task.entry, task.priority, task.deduplicationKey === undefined ? '' : task.id,
     );
     return removed === 1;

@@ -38,6 +38,16 @@ export class QueueKeys {
   readonly delayed: string;
   /** How many pending tasks sit in priority sets (string counter; claims skip priority sets at 0). */
   readonly prioritized: string;
+  /**
+   * How many tasks are pending in the shard, all clients together (string counter, kept by every script
+   * that adds or takes pending tasks), so stats and the dashboard read the depth in O(1).
+   */
+  readonly pendingCount: string;
+  /**
+   * The outcome counters as they stood at each minute of the last hour (hash: minute since the epoch ->
+   * "<Redis ms> <completed> <failed> <retried> <deadLettered>"), for per-minute rates.
+   */
+  readonly history: string;
   /** Tasks claimed under a per-client cap (hash: fencing token -> client id). */
   readonly counted: string;
   /** Tasks of each client in flight under a per-client cap (hash: client id -> count). */
@@ -98,6 +108,8 @@ export class QueueKeys {
     this.delayed = `${this.base}:delayed`;
     this.reaperLock = `${this.base}:reaper-lock`;
     this.prioritized = `${this.base}:prioritized`;
+    this.pendingCount = `${this.base}:pending-count`;
+    this.history = `${this.base}:history`;
     this.counted = `${this.base}:counted`;
     this.inflight = `${this.base}:inflight`;
     this.parked = `${this.base}:parked`;

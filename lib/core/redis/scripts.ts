@@ -88,6 +88,7 @@ export interface TaskCommands {
     throttled: string,
     buckets: string,
     sequence: string,
+    pendingCount: string,
     wanted: number,
     workerId: string,
     pendingPrefix: string,
@@ -129,8 +130,9 @@ export interface TaskCommands {
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
+  snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
-  cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
+  cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, pendingCount: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
 }
 
 export type RedisConnection = Redis | Cluster;

@@ -23,7 +23,7 @@
 -- Returns: array with one element per task: 0 when enqueued, or the id of the live task that holds its
 --   deduplication key (the task was refused as a duplicate)
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
---   deduplication keys, INCR of prioritized, RPUSH of a client id onto the ring when it had no pending task (waking blocked
+--   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time on `<root>:due`.
 local root = KEYS[1]
 local results = {}
@@ -44,7 +44,7 @@ end
 local keysOf = {}
 for i, base in ipairs(bases) do
   keysOf[i] = { ring = base .. ':ring', sequence = base .. ':sequence', prioritized = base .. ':prioritized',
-    faults = base .. ':faults', delayed = base .. ':delayed', pending = base .. ':pending:', priority = base .. ':priority:' }
+    faults = base .. ':faults', pendingCount = base .. ':pending-count', delayed = base .. ':delayed', pending = base .. ':pending:', priority = base .. ':priority:' }
 end
 
 local now = nil
@@ -93,7 +93,7 @@ while a <= count do
     else
       for _, k in ipairs(keysOf) do
         pushTask(k.pending .. client, k.priority .. client, k.ring, k.sequence, k.prioritized, client, entry, priority, false,
-          k.faults)
+          k.faults, k.pendingCount)
       end
     end
   end

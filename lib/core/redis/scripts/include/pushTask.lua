@@ -1,16 +1,18 @@
 -- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
--- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
+-- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
 --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
 --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
 --   followed by the entry, so equal priorities keep their order). atHead puts it before the others of
 --   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
 --   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
---   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0).
+--   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0);
+--   `pendingCount` counts all of the shard's pending tasks (read by the dashboard and stats in O(1); the
+--   claim takes off what it holds, and resets it to 0 when it finds no client waiting).
 --   Never fails halfway: a client key or ring of the wrong type (overwritten by something else, so what
 --   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
 --   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
 --   command fails, so the hot path runs no extra command.
-local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults)
+local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   local size
   if priority > 0 then
     local seq = 0
@@ -33,6 +35,7 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
       size = size + healingCall(faults, 'zset', 'ZCARD', prio)
     end
   end
+  healingIncr(faults, pendingCount, 1, 1)
   if size == 1 then
     if atHead then
       healingCall(faults, 'list', 'LPUSH', ring, clientId)

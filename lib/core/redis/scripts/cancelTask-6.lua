@@ -1,4 +1,4 @@
--- cancelTask-5.lua
+-- cancelTask-6.lua
 -- Purpose: remove a task that no worker has claimed yet (a send() whose caller gave up waiting), from its
 --   client's pending tasks or the delayed set, and free its deduplication key. A claimed task is left
 --   alone (it runs; its reply has nobody waiting). A client left with nothing pending stays on the ring
@@ -8,10 +8,11 @@
 -- KEYS[3]: delayed (sorted set: encoded entry -> due time)
 -- KEYS[4]: the task's deduplication key (or any key of the queue when it has none; then never touched)
 -- KEYS[5]: prioritized (string counter of prioritized pending tasks)
+-- KEYS[6]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
 -- ARGV[1]: the encoded entry as enqueued; ARGV[2]: its priority (0: none); ARGV[3]: its task id when it
 --   holds a deduplication key, else ''
 -- Returns: 1 when removed, 0 when it was no longer waiting (claimed, or already gone)
--- Side effects: LREM from the pending list, or ZREM from the priority set (DECR of prioritized) or the
+-- Side effects: LREM from the pending list, or ZREM from the priority set (DECR of prioritized), with a DECR of the pending count, or the
 --   delayed set; DEL of the deduplication key if this task holds it. Each removal is one command, so
 --   nothing is left half done.
 local removed = 0
@@ -28,6 +29,9 @@ if priority > 0 then
   end
 else
   removed = redis.call('LREM', KEYS[1], 1, ARGV[1])
+end
+if removed == 1 then
+  redis.pcall('DECR', KEYS[6])
 end
 if removed == 0 then
   removed = redis.call('ZREM', KEYS[3], ARGV[1])

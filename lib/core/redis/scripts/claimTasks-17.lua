@@ -1,4 +1,4 @@
--- claimTasks-16.lua
+-- claimTasks-17.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
@@ -39,6 +39,7 @@
 -- KEYS[14]: throttled (sorted set: client id -> when its next token is due, Redis time in ms)
 -- KEYS[15]: buckets (hash: client id -> "tokens:last refill ms")
 -- KEYS[16]: sequence (string counter, incremented once per call that claims; part of every token)
+-- KEYS[17]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
 -- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
 --   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
@@ -55,7 +56,7 @@
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
---   DECR of prioritized, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
+--   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
 local lost = {}
@@ -164,6 +165,7 @@ local function holdAll(claimed, count, owners)
     end
     error(written)
   end
+  healingIncr(KEYS[3], KEYS[17], -count, 0)
   if cap > 0 then
     local counted = {}
     for i = 1, count do
@@ -198,6 +200,12 @@ while count < wanted do
     client = healingCall(KEYS[3], 'list', 'LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
   end
   if not client then
+    -- No client waits (the ring is empty): unless some are parked or throttled, nothing is pending, so
+    -- the pending count is set right if anything (a quarantined list, a hand edit) made it drift.
+    -- (Set to what this call popped, which holdAll then takes off.)
+    if redis.call('EXISTS', KEYS[8], KEYS[14]) == 0 and redis.call('GET', KEYS[17]) ~= tostring(count) then
+      redis.call('SET', KEYS[17], count)
+    end
     break
   end
   -- A rate-limited client takes a token per task; with none left it leaves the ring until one is due.

@@ -1,4 +1,4 @@
--- requeueTasks-8+n.lua
+-- requeueTasks-9+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
@@ -14,14 +14,15 @@
 -- KEYS[6]: inflight (hash: client id -> tasks of it in flight under the cap)
 -- KEYS[7]: parked (set of clients taken off the ring at their cap)
 -- KEYS[8]: faults (hash: broken data found and what was done; see guard)
--- KEYS[9..n+8]: pending lists and priority sets the tasks return to
+-- KEYS[9]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
+-- KEYS[10..n+9]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
 --   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
 --   restore the original order
 -- Returns: integer, the number of tasks requeued
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
---   of prioritized), the
+--   of prioritized; INCR of the pending count), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
 --   the ring's head; the client's cap slot released (releaseClientSlot).
 local countAttempt = ARGV[1] == '1'
@@ -40,7 +41,7 @@ for i = 2, #ARGV, 5 do
       end
     end
     pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], returned,
-      tonumber(ARGV[i + 4]) or 0, true, KEYS[8])
+      tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
     redis.call('HDEL', KEYS[1], token)
     releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
     requeued = requeued + 1

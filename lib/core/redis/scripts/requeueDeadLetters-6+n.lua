@@ -1,4 +1,4 @@
--- requeueDeadLetters-5+n.lua
+-- requeueDeadLetters-6+n.lua
 -- Purpose: give dead letters a fresh run: remove each record from the dead letters and append its
 --   task (attempts reset) to its client's pending tasks, atomically per record, so a record requeued
 --   by two callers at once runs once.
@@ -9,13 +9,14 @@
 -- KEYS[3]: sequence (string counter; orders equal priorities)
 -- KEYS[4]: prioritized (string counter of prioritized pending tasks)
 -- KEYS[5]: faults (hash: broken data found and what was done; see guard)
--- KEYS[6..n+5]: pending lists and priority sets the tasks go to
+-- KEYS[6]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
+-- KEYS[7..n+6]: pending lists and priority sets the tasks go to
 -- ARGV: per record, 6 fields: the dead-letter record (exactly as stored), index into KEYS of its
 --   client's pending list, index of its client's priority set, client id, the fresh encoded entry,
 --   priority
 -- Returns: integer, the number of dead letters requeued
 -- Side effects: LREM from the dead letters, RPUSH onto pending lists or ZADD onto priority sets (INCR of
---   prioritized); a
+--   prioritized; INCR of the pending count); a
 --   client with no other pending task is pushed onto the ring's tail.
 expectTypes(KEYS[1], 'list', KEYS[2], 'list')
 local requeued = 0
@@ -23,7 +24,7 @@ for i = 1, #ARGV, 6 do
   -- Pushed while the record is still a dead letter, then removed: a failure between never loses it.
   if redis.call('LPOS', KEYS[1], ARGV[i]) then
     pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i + 4],
-      tonumber(ARGV[i + 5]) or 0, false, KEYS[5])
+      tonumber(ARGV[i + 5]) or 0, false, KEYS[5], KEYS[6])
     redis.call('LREM', KEYS[1], 1, ARGV[i])
     requeued = requeued + 1
   end
