@@ -61,10 +61,12 @@ describe('exactly once without faults', () => {
     expect(maxRunning).toBeGreaterThan(1);
     expect(byWorker.get('w-a')).toBeGreaterThan(0);
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
-    // Nothing but the list of patterns, the worker registry, the shard count, the outcome counters and the claim counter remain.
+    // Nothing but the list of patterns, the worker registry, the shard count, the outcome counters (and their
+    // per-minute history), the claim counter and the pending count (back to 0) remain.
     const left = (await keysUnder(redis, prefix)).map((key) => (key.startsWith(queue.root) ? key.slice(queue.root.length + 1) : key)).sort();
-    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'sequence', 'shards', 'workers', `${prefix}:queues`].sort());
+    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'history', 'pending-count', 'sequence', 'shards', 'workers', `${prefix}:queues`].sort());
     expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
+    expect(await redis.get(queue.pendingCount)).toBe('0');
   });
 });
 
