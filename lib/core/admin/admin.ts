@@ -3,12 +3,12 @@ import { DEFAULT_GROUP, PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { DeadLetterRecord } from '../model/dead-letter.js';
-import { DeadLetters, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
+import { DeadLetters, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
 import { ConsumerGroups, type RemovedGroup } from './groups.js';
 import { QueueSettings } from './settings.js';
 import { QueueStatsReader, type QueueStats, type WorkerInfo } from './stats.js';
 
-export { selects, type DeadLetterFilter, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
+export { selects, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
 export type { RemovedGroup } from './groups.js';
 export { MAX_WEIGHT } from './settings.js';
 export type { QueueCounters, QueueFault, QueueStats, WorkerInfo } from './stats.js';
@@ -127,6 +127,11 @@ export class TaskAdmin {
   /** Dead letters of a queue, newest first. */
   listDeadLetters(queue: string, options: { offset?: number; limit?: number } = {}): Promise<DeadLetterRecord[]> {
     return this.deadLettersPart.listDeadLetters(queue, options);
+  }
+
+  /** A page of the dead letters matching a filter, newest first (bounded: see `DeadLetters.findDeadLetters`). */
+  findDeadLetters(queue: string, options: { offset?: number; limit?: number; filter?: DeadLetterFilter } = {}): Promise<DeadLetterPage> {
+    return this.deadLettersPart.findDeadLetters(queue, options);
   }
 
   countDeadLetters(queue: string): Promise<number> {

@@ -30,6 +30,15 @@ export function selects(selection: DeadLetterSelection, record: DeadLetterRecord
   );
 }
 
+/** A page of dead letters (see `findDeadLetters`). */
+export interface DeadLetterPage {
+  readonly records: readonly DeadLetterRecord[];
+  /** Dead letters of the queue in all (matching or not). */
+  readonly total: number;
+  /** Where the next page starts, or null when this page reached the end. */
+  readonly nextOffset: number | null;
+}
+
 export interface RequeueDeadLettersResult {
   /** Dead letters given a fresh run (attempts reset). */
   readonly requeued: number;
@@ -53,6 +62,42 @@ export class DeadLetters extends AdminPart {
       skip = raw.length > 0 ? 0 : Math.max(0, skip - (await this.redis.llen(keys.deadLetters)));
     }
     return records;
+  }
+
+  /**
+   * One page of the dead letters that match a filter, newest first: reads on from `offset` (a position
+   * in the queue's dead letters, all shards in order) until `limit` match or `scanLimit` records were
+   * read; `nextOffset` is where the next page starts (null at the end).
+   */
+  async findDeadLetters(
+    queue: string,
+    { offset = 0, limit = 50, filter = {}, scanLimit = 5_000 }: { offset?: number; limit?: number; filter?: DeadLetterFilter; scanLimit?: number } = {},
+  ): Promise<DeadLetterPage> {
+    const records: DeadLetterRecord[] = [];
+    const now = Date.now();
+    let position = 0;
+    let read = 0;
+    let nextOffset: number | null = null;
+    let total = 0;
+    for (const keys of await this.shards(queue)) {
+      const length = await this.redis.llen(keys.deadLetters);
+      const start = Math.max(0, offset - position);
+      for (let at = start; at < length && nextOffset === null; at += CHUNK) {
+        const raw = await this.redis.lrange(keys.deadLetters, at, at + CHUNK - 1);
+        for (const [i, text] of raw.entries()) {
+          const record = parseRecord(text);
+          read++;
+          if (selects({ filter }, record, now)) records.push(record);
+          if (records.length >= limit || read >= scanLimit) {
+            nextOffset = position + at + i + 1;
+            break;
+          }
+        }
+      }
+      position += length;
+      total += length;
+    }
+    return { records, total, nextOffset: nextOffset !== null && nextOffset < total ? nextOffset : null };
   }
 
   async countDeadLetters(queue: string): Promise<number> {
@@ -135,7 +180,8 @@ export class DeadLetters extends AdminPart {
   }
 }
 
-function parseRecord(raw: string): DeadLetterRecord {
+/** A stored dead-letter record; one that is not JSON reads as a `malformed` record keeping the text. */
+export function parseRecord(raw: string): DeadLetterRecord {
   try {
     return JSON.parse(raw) as DeadLetterRecord;
   } catch {

@@ -125,6 +125,11 @@ export class ScriptGateway {
     return (await this.redis.snapshotCounters(keys.counters, keys.history)) === 1;
   }
 
+  /** readOverview: what the dashboard shows of a shard, per consumer group, in one read-only call (see its header). */
+  readOverview(keys: QueueKeys, sample: number): Promise<unknown[]> {
+    return this.redis.readOverview(keys.root, sample);
+  }
+
   /** recordShardCount: the queue's shard count on record (`count` recorded when there is none). */
   recordShardCount(prefix: PrefixKeys, queue: string, count: number): Promise<number> {
     const unsharded = prefix.queue(queue);

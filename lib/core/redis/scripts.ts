@@ -131,6 +131,7 @@ export interface TaskCommands {
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
+  readOverview(root: string, sample: number): Promise<unknown[]>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
   cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, pendingCount: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
 }

@@ -1,0 +1,336 @@
+/**
+ * The dashboard's page: an HTML shell, its style sheet and its script, served by the dashboard's own
+ * routes (nothing is fetched from elsewhere, nothing needs building). The script renders every value it
+ * gets with `textContent` (never as HTML), so whatever Redis holds shows as text.
+ */
+
+/** Escapes text for HTML (the shell's few server-side values). */
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
+}
+
+export function pageHtml({ base, title, actions, refreshMs, token }: { base: string; title: string; actions: boolean; refreshMs: number; token: string }): string {
+  const config = escapeHtml(JSON.stringify({ base, actions, refreshMs }));
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="csrf-token" content="${escapeHtml(token)}">
+<meta name="dashboard-config" content="${config}">
+<title>${escapeHtml(title)}</title>
+<link rel="stylesheet" href="${escapeHtml(base)}/app.css">
+</head>
+<body>
+<header><a id="home" href="#/">${escapeHtml(title)}</a><span id="status" role="status"></span></header>
+<main id="view" aria-live="polite"></main>
+<script src="${escapeHtml(base)}/app.js"></script>
+</body>
+</html>
+`;
+}
+
+export const APP_CSS = String.raw`
+:root { color-scheme: light; --line: #d8dde3; --muted: #5f6b7a; --ok: #1f7a3d; --bad: #b42318; --accent: #2450a6; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #18202a; background: #f6f7f9; }
+header { display: flex; align-items: center; gap: 16px; padding: 10px 20px; background: #18202a; }
+header a { color: #fff; font-weight: 600; font-size: 16px; text-decoration: none; }
+#status { color: #b8c2cc; font-size: 12px; margin-left: auto; }
+main { padding: 16px 20px 40px; }
+h1 { font-size: 18px; margin: 4px 0 12px; word-break: break-all; }
+h2 { font-size: 15px; margin: 22px 0 8px; }
+table { width: 100%; border-collapse: collapse; background: #fff; border: 1px solid var(--line); }
+th, td { padding: 6px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th { background: #eef1f4; font-weight: 600; font-size: 12px; color: var(--muted); white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td a { color: var(--accent); word-break: break-all; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 11px; background: #e5e9ee; color: #333; margin-left: 4px; }
+.badge.paused { background: #fff1d6; color: #8a5300; }
+.badge.dead { background: #fde7e6; color: var(--bad); }
+.badge.alive { background: #dff3e5; color: var(--ok); }
+.muted { color: var(--muted); }
+.bad { color: var(--bad); }
+button { font: inherit; font-size: 12px; padding: 3px 10px; border: 1px solid #b7c0ca; border-radius: 4px; background: #fff; cursor: pointer; }
+button:hover { background: #eef1f4; }
+button.danger { border-color: #e4a9a4; color: var(--bad); }
+.bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
+.bar label { font-size: 12px; color: var(--muted); }
+select, input { font: inherit; font-size: 12px; padding: 2px 6px; }
+pre { margin: 4px 0 0; padding: 6px 8px; background: #f3f5f7; border: 1px solid var(--line); max-height: 240px; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
+svg.spark { display: block; }
+svg.spark .completed { fill: none; stroke: var(--ok); stroke-width: 1.5; }
+svg.spark .failed { fill: none; stroke: var(--bad); stroke-width: 1.5; }
+.summary { display: flex; flex-wrap: wrap; gap: 10px; margin-bottom: 8px; }
+.summary div { background: #fff; border: 1px solid var(--line); padding: 6px 12px; min-width: 110px; }
+.summary b { display: block; font-size: 18px; }
+.message { padding: 8px 12px; background: #fff8e1; border: 1px solid #f0d58a; margin-bottom: 10px; }
+`;
+
+export const APP_JS = String.raw`
+'use strict';
+(function () {
+  var config = JSON.parse(document.querySelector('meta[name="dashboard-config"]').getAttribute('content'));
+  var token = document.querySelector('meta[name="csrf-token"]').getAttribute('content');
+  var view = document.getElementById('view');
+  var status = document.getElementById('status');
+  var selected = new Set();
+  var opened = new Set();
+  var busy = false;
+  var message = '';
+
+  // Every value becomes a text node: nothing from Redis is ever parsed as HTML.
+  function el(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (key) {
+      var value = attrs[key];
+      if (value === undefined || value === null || value === false) return;
+      if (key === 'onclick' || key === 'onchange' || key === 'ontoggle') node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? '' : String(value));
+    });
+    for (var i = 2; i < arguments.length; i++) append(node, arguments[i]);
+    return node;
+  }
+  function append(node, child) {
+    if (child === undefined || child === null || child === false) return;
+    if (Array.isArray(child)) child.forEach(function (c) { append(node, c); });
+    else if (child instanceof Node) node.appendChild(child);
+    else node.appendChild(document.createTextNode(String(child)));
+  }
+  function num(n) { return n === null || n === undefined ? '–' : Number(n).toLocaleString('en-US'); }
+  function age(ms) {
+    if (ms === null || ms === undefined) return '–';
+    if (ms < 1000) return ms + ' ms';
+    if (ms < 60000) return (ms / 1000).toFixed(1) + ' s';
+    if (ms < 3600000) return Math.floor(ms / 60000) + ' min';
+    return (ms / 3600000).toFixed(1) + ' h';
+  }
+  function query(params) {
+    return Object.keys(params).filter(function (k) { return params[k] !== undefined && params[k] !== ''; })
+      .map(function (k) { return encodeURIComponent(k) + '=' + encodeURIComponent(params[k]); }).join('&');
+  }
+  function route() {
+    var hash = location.hash.replace(/^#/, '') || '/';
+    var at = hash.indexOf('?');
+    var params = {};
+    new URLSearchParams(at < 0 ? '' : hash.slice(at + 1)).forEach(function (v, k) { params[k] = v; });
+    return { path: at < 0 ? hash : hash.slice(0, at), params: params };
+  }
+  function link(path, params, text) { return el('a', { href: '#' + path + '?' + query(params) }, text); }
+
+  function get(path, params) {
+    return fetch(config.base + '/api/' + path + (params ? '?' + query(params) : ''), { credentials: 'same-origin', headers: { accept: 'application/json' } })
+      .then(answer);
+  }
+  function post(path, body) {
+    return fetch(config.base + '/api/' + path, {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'x-csrf-token': token },
+      body: JSON.stringify(body),
+    }).then(answer);
+  }
+  function answer(response) {
+    return response.json().catch(function () { return {}; }).then(function (body) {
+      if (!response.ok) throw new Error(response.status + ': ' + (body && body.message ? [].concat(body.message).join(', ') : response.statusText));
+      return body;
+    });
+  }
+  function act(promise, done) {
+    busy = true;
+    return promise.then(function (result) { message = done(result); }, function (error) { message = 'Refused: ' + error.message; })
+      .then(function () { busy = false; return refresh(); });
+  }
+
+  function sparkline(points) {
+    var svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.setAttribute('class', 'spark'); svg.setAttribute('width', '120'); svg.setAttribute('height', '28');
+    svg.setAttribute('viewBox', '0 0 120 28');
+    var max = 1;
+    points.forEach(function (p) { max = Math.max(max, p.completed, p.failed); });
+    var now = points.length ? points[points.length - 1].at : 0;
+    ['completed', 'failed'].forEach(function (kind) {
+      var line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
+      line.setAttribute('class', kind);
+      line.setAttribute('points', points.map(function (p) {
+        var x = 120 - ((now - p.at) / 60000) * 2;
+        return x.toFixed(1) + ',' + (26 - (p[kind] / max) * 24).toFixed(1);
+      }).join(' '));
+      svg.appendChild(line);
+    });
+    var title = document.createElementNS('http://www.w3.org/2000/svg', 'title');
+    title.textContent = 'completed (green) and failed (red) per minute, last hour; peak ' + max + '/min';
+    svg.appendChild(title);
+    return svg;
+  }
+  // The last whole minute; the minute under way (so far) when it is the only one recorded yet.
+  function latest(points, kind) {
+    var whole = points.filter(function (p) { return !p.partial; });
+    if (whole.length) return num(whole[whole.length - 1][kind]);
+    return points.length ? num(points[0][kind]) + ' so far' : '–';
+  }
+
+  function pauseButton(row) {
+    if (!config.actions) return null;
+    var paused = row.paused;
+    return el('button', {
+      'data-testid': 'toggle-pause',
+      onclick: function () {
+        act(post(paused ? 'resume' : 'pause', { name: row.pattern, group: row.group }), function () { return (paused ? 'Resumed ' : 'Paused ') + row.pattern; });
+      },
+    }, paused ? 'Resume' : 'Pause');
+  }
+
+  function renderOverview(data) {
+    var rows = data.patterns.map(function (row) {
+      var params = { name: row.pattern, group: row.group };
+      return el('tr', { 'data-pattern': row.pattern, 'data-group': row.group },
+        el('td', null, link('/pattern', params, row.pattern), row.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + row.group) : null,
+          row.paused ? el('span', { class: 'badge paused' }, 'paused') : null,
+          row.workers === 0 ? el('span', { class: 'badge dead', title: 'no worker is registered on this pattern (a misspelt name?)' }, 'no worker') : null),
+        el('td', { class: 'num', 'data-field': 'pending' }, num(row.pending)),
+        el('td', { class: 'num', 'data-field': 'inFlight' }, num(row.inFlight)),
+        el('td', { class: 'num', 'data-field': 'delayed' }, num(row.delayed)),
+        el('td', { class: 'num', 'data-field': 'deadLetters' }, link('/dead', params, num(row.deadLetters))),
+        el('td', { class: 'num', 'data-field': 'workers' }, num(row.workersAlive) + ' / ' + num(row.workers)),
+        el('td', { class: 'num', 'data-field': 'oldest' }, (row.oldestExact ? '' : '≥ ') + age(row.oldestWaitingAgeMs)),
+        el('td', { class: 'num', 'data-field': 'completed' }, latest(row.perMinute, 'completed')),
+        el('td', { class: 'num', 'data-field': 'failed' }, latest(row.perMinute, 'failed')),
+        el('td', null, sparkline(row.perMinute)),
+        el('td', null, pauseButton(row)));
+    });
+    return [
+      el('h1', null, 'Patterns'),
+      rows.length === 0 ? el('p', { class: 'muted' }, 'No pattern under this prefix yet.') :
+        el('table', { 'data-testid': 'overview' },
+          el('thead', null, el('tr', null, el('th', null, 'Pattern'), el('th', { class: 'num' }, 'Pending'), el('th', { class: 'num' }, 'In flight'),
+            el('th', { class: 'num' }, 'Delayed'), el('th', { class: 'num' }, 'Dead'), el('th', { class: 'num' }, 'Workers alive'),
+            el('th', { class: 'num' }, 'Oldest waiting'), el('th', { class: 'num' }, 'Completed/min'), el('th', { class: 'num' }, 'Failed/min'),
+            el('th', null, 'Last hour'), el('th', null, ''))),
+          el('tbody', null, rows)),
+    ];
+  }
+
+  function renderPattern(data, params) {
+    var offset = Number(params.offset || 0);
+    var clients = data.clients;
+    return [
+      el('h1', null, data.pattern, data.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + data.group) : null),
+      el('div', { class: 'bar' }, link('/dead', { name: data.pattern, group: data.group }, 'Dead letters'),
+        data.groups.length ? el('span', { class: 'muted' }, 'Consumer groups: ') : null,
+        data.groups.map(function (g) { return link('/pattern', { name: data.pattern, group: g }, g); })),
+      el('h2', null, 'Clients waiting (' + num(clients.total) + ')'),
+      el('table', { 'data-testid': 'clients' },
+        el('thead', null, el('tr', null, el('th', null, 'Client'), el('th', null, 'State'), el('th', { class: 'num' }, 'Pending'),
+          el('th', { class: 'num' }, 'In flight (capped)'), el('th', { class: 'num' }, 'Weight'), el('th', { class: 'num' }, 'Rate limit /s'))),
+        el('tbody', null, clients.clients.map(function (c) {
+          return el('tr', null, el('td', null, c.clientId), el('td', null, c.state === 'parked' ? 'parked at its concurrency cap' : c.state),
+            el('td', { class: 'num' }, num(c.pending)), el('td', { class: 'num' }, num(c.inFlight)), el('td', { class: 'num' }, num(c.weight)),
+            el('td', { class: 'num' }, c.rateLimit === null ? '–' : num(c.rateLimit)));
+        }))),
+      el('div', { class: 'bar' },
+        offset > 0 ? link('/pattern', { name: data.pattern, group: data.group, offset: Math.max(0, offset - 50) }, '← previous') : null,
+        offset + clients.clients.length < clients.total ? link('/pattern', { name: data.pattern, group: data.group, offset: offset + 50 }, 'next →') : null),
+      el('h2', null, 'Workers'),
+      el('table', { 'data-testid': 'workers' },
+        el('thead', null, el('tr', null, el('th', null, 'Worker'), el('th', null, 'Liveness'), el('th', { class: 'num' }, 'Heartbeat age'),
+          el('th', { class: 'num' }, 'In flight'), el('th', null, 'Running'))),
+        el('tbody', null, data.workers.map(function (w) {
+          return el('tr', null, el('td', null, w.workerId),
+            el('td', null, el('span', { class: w.alive ? 'badge alive' : 'badge dead' }, w.alive ? 'alive' : 'lease expired')),
+            el('td', { class: 'num' }, age(w.heartbeatAgeMs)), el('td', { class: 'num' }, num(w.inFlight)),
+            el('td', null, w.running.map(function (t) { return el('div', null, t.id, el('span', { class: 'muted' }, ' client ' + t.clientId + ', attempt ' + t.attempt)); })));
+        }))),
+    ];
+  }
+
+  function renderDead(data, params) {
+    var name = params.name;
+    var group = params.group || 'default';
+    var offset = Number(params.offset || 0);
+    var matching = { reason: params.reason || undefined, clientId: params.clientId || undefined };
+    var reason = el('select', { 'data-testid': 'reason', onchange: function () { go({ reason: reason.value, offset: 0 }); } },
+      ['', 'failed', 'timeout', 'interrupted', 'expired', 'malformed', 'unsupported-version', 'rejected'].map(function (r) {
+        return el('option', { value: r, selected: r === (params.reason || '') }, r || 'any reason');
+      }));
+    var client = el('input', { 'data-testid': 'client-filter', placeholder: 'client id', value: params.clientId || '' });
+    client.addEventListener('change', function () { go({ clientId: client.value, offset: 0 }); });
+    function go(change) {
+      var next = Object.assign({}, params, change);
+      location.hash = '#/dead?' + query(next);
+    }
+    function actions(label, body, danger) {
+      if (!config.actions) return null;
+      return el('button', { class: danger ? 'danger' : null, 'data-action': label, onclick: function () {
+        if (danger && !confirm(label + '?')) return;
+        var selection = typeof body.selection === 'function' ? body.selection() : body.selection;
+        act(post(body.purge ? 'dead-letters/purge' : 'dead-letters/requeue', Object.assign({ name: name, group: group }, selection)), function (r) {
+          selected.clear();
+          return body.purge ? 'Purged ' + r.purged : 'Requeued ' + r.requeued + (r.skipped ? ' (' + r.skipped + ' skipped)' : '');
+        });
+      } }, label);
+    }
+    var filtered = matching.reason || matching.clientId;
+    function chosen() { return { ids: Array.from(selected) }; }
+    return [
+      el('h1', null, 'Dead letters of ', link('/pattern', { name: name, group: group }, name)),
+      el('div', { class: 'bar' }, el('label', null, 'Reason '), reason, el('label', null, 'Client '), client,
+        el('span', { class: 'muted' }, num(data.total) + ' dead letters in all')),
+      el('div', { class: 'bar' },
+        actions('Requeue selected', { selection: chosen }), actions('Purge selected', { purge: true, selection: chosen }, true),
+        actions(filtered ? 'Requeue all matching' : 'Requeue all', { selection: filtered ? { matching: matching } : { all: true } }),
+        actions(filtered ? 'Purge all matching' : 'Purge all', { purge: true, selection: filtered ? { matching: matching } : { all: true } }, true)),
+      el('table', { 'data-testid': 'dead-letters' },
+        el('thead', null, el('tr', null, config.actions ? el('th', null, '') : null, el('th', null, 'Task'), el('th', null, 'Reason'), el('th', { class: 'num' }, 'Attempts'),
+          el('th', null, 'Dead at'), el('th', null, 'Error and payload'), config.actions ? el('th', null, '') : null)),
+        el('tbody', null, data.records.map(function (r) {
+          var box = config.actions && r.id ? el('input', { type: 'checkbox', checked: selected.has(r.id), onchange: function () { if (box.checked) selected.add(r.id); else selected.delete(r.id); } }) : null;
+          var error = r.error ? [r.error.name, r.error.code ? ' [' + r.error.code + ']' : '', ': ', r.error.message].join('') : (r.detail || '');
+          return el('tr', { 'data-task': r.id || '' },
+            config.actions ? el('td', null, box) : null,
+            el('td', null, r.id || '(no id)', el('div', { class: 'muted' }, 'client ' + (r.clientId || '?'))),
+            el('td', null, r.reason), el('td', { class: 'num' }, num(r.attempts)),
+            el('td', null, new Date(r.deadAt).toISOString().replace('T', ' ').slice(0, 19)),
+            el('td', null, el('div', { class: 'bad' }, error),
+              r.error && r.error.data !== undefined ? el('pre', null, JSON.stringify(r.error.data, null, 2)) : null,
+              'payload' in r ? el('details', { open: opened.has(r.id), ontoggle: function (event) { if (event.target.open) opened.add(r.id); else opened.delete(r.id); } }, el('summary', null, 'payload'), el('pre', { 'data-field': 'payload' }, JSON.stringify(r.payload, null, 2))) : null,
+              r.raw ? el('pre', null, r.raw) : null),
+            config.actions && r.id ? el('td', null,
+              actions('Requeue', { selection: { ids: [r.id] } }), ' ', actions('Purge', { purge: true, selection: { ids: [r.id] } }, true)) : null);
+        }))),
+      el('div', { class: 'bar' },
+        offset > 0 ? el('button', { onclick: function () { go({ offset: 0 }); } }, '← first page') : null,
+        data.nextOffset !== null ? el('button', { 'data-testid': 'next-page', onclick: function () { go({ offset: data.nextOffset }); } }, 'next page →') : null),
+    ];
+  }
+
+  var loaders = {
+    '/': function () { return get('overview').then(renderOverview); },
+    '/pattern': function (params) { return get('pattern', params).then(function (d) { return renderPattern(d, params); }); },
+    '/dead': function (params) { return get('dead-letters', params).then(function (d) { return renderDead(d, params); }); },
+  };
+
+  var generation = 0;
+  function refresh() {
+    if (busy) return Promise.resolve();
+    var current = route();
+    var mine = ++generation;
+    var load = loaders[current.path] || loaders['/'];
+    return load(current.params).then(function (nodes) {
+      if (mine !== generation) return;
+      // A focused filter keeps its place: the refresh waits until it is left.
+      if (document.activeElement && document.activeElement.tagName === 'INPUT' && document.activeElement.type !== 'checkbox') return;
+      view.replaceChildren();
+      if (message) append(view, el('div', { class: 'message', 'data-testid': 'message' }, message));
+      append(view, nodes);
+      status.textContent = 'updated ' + new Date().toLocaleTimeString();
+      status.removeAttribute('data-error');
+    }, function (error) {
+      status.textContent = 'refresh failed: ' + error.message;
+      status.setAttribute('data-error', 'true');
+    });
+  }
+  window.addEventListener('hashchange', function () { message = ''; selected.clear(); refresh(); });
+  setInterval(refresh, config.refreshMs);
+  refresh();
+})();
+`;

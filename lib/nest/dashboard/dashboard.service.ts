@@ -1,0 +1,186 @@
+import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException, type OnModuleDestroy } from '@nestjs/common';
+import { TaskAdmin, type DeadLetterFilter, type DeadLetterSelection } from '../../core/admin/admin.js';
+import { OverviewReader, type ClientPage, type Overview, type RunningTask } from '../../core/admin/overview.js';
+import type { WorkerInfo } from '../../core/admin/stats.js';
+import { validateClientId, validateGroup } from '../../core/config/rules.js';
+import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
+import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
+import { QueueLayouts } from '../../core/redis/layouts.js';
+import { scrubbing } from '../../core/support/redact.js';
+import { RedisTaskClient } from '../redis-task.client.js';
+import { CsrfTokens } from './csrf.js';
+import type { ResolvedDashboardSettings } from './dashboard.options.js';
+
+export const DASHBOARD_SETTINGS = Symbol('RedisTaskDashboardSettings');
+
+/** Most dead letters an action may name by id, and most rows of a page. */
+const MAX_IDS = 1_000;
+const MAX_PAGE = 200;
+
+/** A pattern's page: its figures per group, its clients (a page), its consumer groups and workers. */
+export interface PatternPage {
+  readonly pattern: string;
+  readonly group: string;
+  readonly groups: readonly string[];
+  readonly clients: ClientPage;
+  readonly workers: readonly (WorkerInfo & { readonly heartbeatAgeMs: number | null; readonly running: readonly RunningTask[] })[];
+}
+
+/**
+ * What the dashboard's routes do, over the core's admin API and overview reader: reads are bounded by
+ * what the page shows; every input is checked here before it reaches Redis; actions are refused unless
+ * enabled. Its own connection (a `RedisTaskClient` of the same connection options).
+ */
+@Injectable()
+export class DashboardService implements OnModuleDestroy {
+  readonly csrf: CsrfTokens;
+  private readonly client: RedisTaskClient;
+  private parts?: Promise<{ admin: TaskAdmin; reader: OverviewReader }>;
+
+  constructor(@Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings) {
+    this.csrf = new CsrfTokens(settings.csrfSecret);
+    this.client = new RedisTaskClient({
+      ...(settings.connection !== undefined ? { connection: settings.connection } : {}),
+      ...(settings.prefix !== undefined ? { prefix: settings.prefix } : {}),
+      evictionPolicy: 'off',
+      tracing: false,
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.client.close();
+  }
+
+  async overview(): Promise<Overview> {
+    return (await this.core()).reader.overview();
+  }
+
+  async pattern(query: Record<string, unknown>): Promise<PatternPage> {
+    const pattern = await this.knownPattern(query.name);
+    const group = this.group(query.group);
+    const { admin, reader } = await this.core();
+    const scoped = group === DEFAULT_GROUP ? admin : admin.forGroup(group);
+    const [groups, clients, workers] = await Promise.all([
+      admin.groups(pattern),
+      reader.clients(pattern, group, { offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER), limit: this.count('limit', query.limit, 50, MAX_PAGE) }),
+      scoped.workers(pattern),
+    ]);
+    const now = Date.now();
+    const withRunning = await Promise.all(
+      workers.map(async (worker) => ({
+        ...worker,
+        heartbeatAgeMs: worker.lastHeartbeatAt === null ? null : Math.max(0, now - worker.lastHeartbeatAt),
+        running: await reader.running(pattern, group, worker.workerId, 20),
+      })),
+    );
+    return { pattern, group, groups, clients, workers: withRunning };
+  }
+
+  async deadLetters(query: Record<string, unknown>): Promise<{ records: readonly DeadLetterRecord[]; total: number; nextOffset: number | null }> {
+    const pattern = await this.knownPattern(query.name);
+    const admin = await this.admin(query.group);
+    const page = await admin.findDeadLetters(pattern, {
+      offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
+      limit: this.count('limit', query.limit, 25, MAX_PAGE),
+      filter: this.filter(query),
+    });
+    return this.settings.showPayloads ? page : { ...page, records: page.records.map(({ payload: _payload, ...record }) => record) };
+  }
+
+  /** Checks that actions are on and the request passes the CSRF checks. */
+  authorize(headers: Readonly<Record<string, string | string[] | undefined>>): void {
+    if (!this.settings.actions) throw new ForbiddenException('actions are disabled on this dashboard (option "actions")');
+    const refusal = this.csrf.refusal(headers);
+    if (refusal) throw new ForbiddenException(refusal);
+  }
+
+  async pause(body: Record<string, unknown>, paused: boolean): Promise<{ paused: boolean }> {
+    const pattern = await this.knownPattern(body.name);
+    const admin = await this.admin(body.group);
+    await (paused ? admin.pause(pattern) : admin.resume(pattern));
+    return { paused };
+  }
+
+  async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
+    const pattern = await this.knownPattern(body.name);
+    return (await this.admin(body.group)).requeueDeadLetters(pattern, this.selection(body));
+  }
+
+  async purge(body: Record<string, unknown>): Promise<{ purged: number }> {
+    const pattern = await this.knownPattern(body.name);
+    return { purged: await (await this.admin(body.group)).purgeDeadLetters(pattern, this.selection(body)) };
+  }
+
+  private core(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
+    this.parts ??= this.client.connect().then((redis) => {
+      const keys = new PrefixKeys(this.client.options.prefix);
+      // Errors reach the app's logger without the Redis command arguments ioredis attaches to them.
+      return { admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)), reader: scrubbing(new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'))) };
+    });
+    this.parts.catch(() => (this.parts = undefined));
+    return this.parts;
+  }
+
+  private async admin(group: unknown): Promise<TaskAdmin> {
+    const { admin } = await this.core();
+    const name = this.group(group);
+    return name === DEFAULT_GROUP ? admin : admin.forGroup(name);
+  }
+
+  /** A pattern in use under the prefix (anything else is refused before it reaches Redis keys). */
+  private async knownPattern(name: unknown): Promise<string> {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 1_024) throw new BadRequestException('"name" must be a pattern name');
+    const { admin } = await this.core();
+    if (!(await admin.queues()).includes(name)) throw new NotFoundException('no such pattern under this prefix');
+    return name;
+  }
+
+  private group(value: unknown): string {
+    if (value === undefined || value === '') return DEFAULT_GROUP;
+    return this.checked(() => validateGroup('group', value), value as string);
+  }
+
+  private count(name: string, value: unknown, fallback: number, max: number): number {
+    if (value === undefined || value === '') return fallback;
+    const number = Number(value);
+    if (!Number.isInteger(number) || number < 0 || number > max) throw new BadRequestException(`"${name}" must be an integer from 0 to ${max}`);
+    return number;
+  }
+
+  private filter(source: Record<string, unknown>): DeadLetterFilter {
+    const { reason, clientId } = source;
+    if (reason !== undefined && reason !== '' && !DEAD_LETTER_REASONS.includes(reason as DeadLetterReason)) {
+      throw new BadRequestException(`"reason" must be one of ${DEAD_LETTER_REASONS.join(', ')}`);
+    }
+    if (clientId !== undefined && clientId !== '') this.checked(() => validateClientId('clientId', clientId), clientId);
+    return {
+      ...(reason ? { reason: reason as DeadLetterReason } : {}),
+      ...(clientId ? { clientId: clientId as string } : {}),
+    };
+  }
+
+  /** `{ ids: [...] }`, `{ all: true }` (every dead letter) or `{ matching: { reason?, clientId? } }`. */
+  private selection(body: Record<string, unknown>): DeadLetterSelection {
+    if (Array.isArray(body.ids)) {
+      if (body.ids.length === 0 || body.ids.length > MAX_IDS || !body.ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 200)) {
+        throw new BadRequestException(`"ids" must list 1 to ${MAX_IDS} task ids`);
+      }
+      return { ids: body.ids as string[] };
+    }
+    if (body.all === true) return 'all';
+    if (typeof body.matching === 'object' && body.matching !== null) {
+      const filter = this.filter(body.matching as Record<string, unknown>);
+      return Object.keys(filter).length === 0 ? 'all' : { filter };
+    }
+    throw new BadRequestException('the request must name "ids", "all: true" or "matching"');
+  }
+
+  private checked<T>(check: () => void, value: T): T {
+    try {
+      check();
+    } catch (error) {
+      throw new BadRequestException((error as Error).message.replace(/^nestjs-redis-tasks: /, ''));
+    }
+    return value;
+  }
+}

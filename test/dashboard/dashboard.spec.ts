@@ -1,0 +1,218 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { EventPattern, Payload } from '@nestjs/microservices';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { mkdirSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { firstValueFrom } from 'rxjs';
+import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
+import { InvalidOptionError, PrefixKeys, RedisTaskAdmin, RedisTaskRecordBuilder, type RedisTaskClient } from '../../lib/index.js';
+import { launchBrowser } from '../support/browser.js';
+import { startProducer, startWorker, type Worker } from '../support/nest.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const runs: { pattern: string; payload: unknown }[] = [];
+let failing = true;
+const XSS_PATTERN = 'xss.<img src=x onerror="window.__xss=1">';
+const XSS_PAYLOAD = '<script>window.__xss=2</script><img src=x onerror="window.__xss=3">';
+
+@Controller()
+class Handlers {
+  @EventPattern<string>('dash.work')
+  work(@Payload() payload: unknown): void {
+    runs.push({ pattern: 'dash.work', payload });
+  }
+
+  @EventPattern<string>('dash.fail')
+  fail(@Payload() payload: unknown): void {
+    if (failing) throw new Error('<b>boom</b>');
+    runs.push({ pattern: 'dash.fail', payload });
+  }
+}
+
+/** The app's own auth, as a dashboard user would have it: here, a cookie saying the user is an admin. */
+@Injectable()
+class AdminGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>();
+    return (request.headers.cookie ?? '').split(/;\s*/).includes('role=admin');
+  }
+}
+
+function appModule(prefix: string): unknown {
+  @Module({
+    imports: [RedisTaskDashboardModule.forRoot({ path: 'admin/queues', connection: redisUrl(), prefix, actions: true, guard: AdminGuard, refreshMs: 1_000 })],
+  })
+  class AppModule {}
+  return AppModule;
+}
+
+const rowOf = (page: Page, pattern: string) => page.locator('tr[data-pattern]').filter({ has: page.locator('td:first-child a', { hasText: pattern }) }).first();
+
+async function cell(page: Page, pattern: string, field: string): Promise<string> {
+  return (await rowOf(page, pattern).locator(`td[data-field="${field}"]`).textContent()) ?? '';
+}
+
+let browser: Browser;
+
+beforeAll(async () => {
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  redis.disconnect();
+});
+
+for (const adapter of ['express', 'fastify'] as const) {
+  describe(`the dashboard on ${adapter}`, () => {
+    const prefix = testPrefix(`dash-${adapter}`);
+    const keys = new PrefixKeys(prefix);
+    let worker: Worker;
+    let client: RedisTaskClient;
+    let closeProducer: () => Promise<void>;
+    let app: INestApplication;
+    let base: string;
+    let context: BrowserContext;
+    let page: Page;
+
+    beforeAll(async () => {
+      failing = true;
+      worker = await startWorker(prefix, [Handlers], { maxAttempts: 1 });
+      const producer = await startProducer(prefix);
+      client = producer.client;
+      closeProducer = () => producer.module.close();
+      app = adapter === 'express' ? await NestFactory.create(appModule(prefix) as never, { logger: false }) : await NestFactory.create(appModule(prefix) as never, new FastifyAdapter(), { logger: false });
+      await app.listen(0, '127.0.0.1');
+      base = `${(await app.getUrl()).replace('[::1]', '127.0.0.1')}/admin/queues`;
+      context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
+      await context.addCookies([{ name: 'role', value: 'admin', url: base }]);
+      page = await context.newPage();
+    });
+
+    afterAll(async () => {
+      await context?.close();
+      await app?.close();
+      await worker?.app.close();
+      await closeProducer?.();
+      await deleteKeys(redis, prefix);
+    });
+
+    it('shows every pattern with counts that match Redis, one that never had a worker included, and names as text', async () => {
+      for (const [clientId, n] of [['a', 1], ['a', 2], ['b', 3]] as const) {
+        await firstValueFrom(client.emit('dash.orphan', new RedisTaskRecordBuilder({ n }).setClientId(clientId).build()));
+      }
+      await firstValueFrom(client.emit('dash.orphan', new RedisTaskRecordBuilder({ n: 4 }).setDelay(600_000).build()));
+      await firstValueFrom(client.emit(XSS_PATTERN, { n: 5 }));
+      await page.goto(base);
+      const stats = await new RedisTaskAdmin(client).stats('dash.orphan');
+      await waitFor(async () => (await cell(page, 'dash.orphan', 'pending')) === String(stats.pending.total), 'the pending count on the page');
+      expect(stats.pending.total).toBe(3);
+      expect(await cell(page, 'dash.orphan', 'delayed')).toBe(String(stats.delayed));
+      expect(await rowOf(page, 'dash.orphan').textContent()).toContain('no worker');
+      // The pattern whose name is markup is listed as text: no element made of it, no script run.
+      expect(await rowOf(page, XSS_PATTERN).locator('td:first-child a').textContent()).toBe(XSS_PATTERN);
+      expect(await page.locator('#view img').count()).toBe(0);
+      expect(await page.evaluate(() => (globalThis as unknown as { __xss?: number }).__xss)).toBeUndefined();
+      expect(await page.content()).not.toContain(prefix.length > 0 ? redisUrl() : 'never');
+    });
+
+    it('requeues a dead letter from the page, which then runs in the worker; its payload and error show as text', async () => {
+      await firstValueFrom(client.emit('dash.fail', { html: XSS_PAYLOAD }));
+      const dead = keys.queue('dash.fail').deadLetters;
+      await waitFor(async () => (await redis.llen(dead)) === 1, 'the failing task to be dead-lettered');
+      const [{ id }] = (await redis.lrange(dead, 0, -1)).map((raw) => JSON.parse(raw) as { id: string });
+      await page.goto(`${base}#/dead?name=dash.fail`);
+      const row = page.locator(`tr[data-task="${id}"]`);
+      await row.waitFor();
+      expect(await row.locator('pre[data-field="payload"]').textContent()).toBe(JSON.stringify({ html: XSS_PAYLOAD }, null, 2));
+      expect(await row.textContent()).toContain('Error: <b>boom</b>');
+      expect(await page.locator('#view b, #view script, #view img').count()).toBe(0);
+      expect(await page.evaluate(() => (globalThis as unknown as { __xss?: number }).__xss)).toBeUndefined();
+
+      failing = false;
+      await row.locator('button[data-action="Requeue"]').click();
+      await waitFor(() => runs.some((run) => run.pattern === 'dash.fail'), 'the requeued task to run in the worker');
+      expect(runs.find((run) => run.pattern === 'dash.fail')?.payload).toEqual({ html: XSS_PAYLOAD });
+      expect(await redis.llen(dead)).toBe(0);
+      await page.getByTestId('message').filter({ hasText: 'Requeued 1' }).waitFor();
+    });
+
+    it('pauses and resumes a pattern from the page: claims stop, then start again', async () => {
+      await firstValueFrom(client.emit('dash.work', { n: 0 }));
+      await waitFor(() => runs.some((run) => run.pattern === 'dash.work'), 'the worker to run a first task');
+      await page.goto(base);
+      await rowOf(page, 'dash.work').getByTestId('toggle-pause').click();
+      const paused = keys.queue('dash.work').paused;
+      await waitFor(async () => (await redis.exists(paused)) === 1, 'the pattern to be paused in Redis');
+      await rowOf(page, 'dash.work').locator('.badge.paused').waitFor();
+
+      const before = runs.length;
+      await firstValueFrom(client.emit('dash.work', { n: 1 }));
+      await waitFor(async () => (await cell(page, 'dash.work', 'pending')) === '1', 'the page to show the task waiting');
+      // Nothing claims it while paused: it is still waiting after several of the worker's wake-ups.
+      for (let i = 0; i < 10; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(runs.length).toBe(before);
+      }
+      await rowOf(page, 'dash.work').getByTestId('toggle-pause').click();
+      await waitFor(() => runs.length === before + 1, 'the task to run once resumed');
+      expect(await redis.exists(paused)).toBe(0);
+    });
+
+    it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
+      await page.goto(base);
+      const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
+      expect(token).toBeTruthy();
+      const origin = new URL(base).origin;
+      const post = (path: string, headers: Record<string, string>, body: unknown) =>
+        fetch(`${base}/api/${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+      const admin = { cookie: 'role=admin' };
+      const pause = { name: 'dash.work' };
+      const refused = [
+        await post('pause', { origin, 'x-csrf-token': token as string }, pause), // no cookie: the guard says no
+        await post('pause', { ...admin, origin }, pause), // no token
+        await post('pause', { ...admin, origin, 'x-csrf-token': 'forged.token.value' }, pause),
+        await post('pause', { ...admin, origin: 'http://evil.example', 'x-csrf-token': token as string }, pause),
+        await post('pause', { ...admin, 'x-csrf-token': token as string }, pause), // neither Origin nor Referer
+        await post('dead-letters/purge', { ...admin, origin }, { name: 'dash.fail', all: true }),
+      ];
+      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403]);
+      expect(await redis.exists(keys.queue('dash.work').paused)).toBe(0);
+      // The same request with all it needs goes through (so the refusals were about what they lacked).
+      const allowed = await post('pause', { ...admin, origin, 'x-csrf-token': token as string }, pause);
+      expect(allowed.status).toBe(200);
+      expect(await redis.exists(keys.queue('dash.work').paused)).toBe(1);
+      await post('resume', { ...admin, origin, 'x-csrf-token': token as string }, pause);
+      // Reads need the guard's approval too; bad input is a 400, an unknown pattern a 404.
+      expect((await fetch(`${base}/api/overview`)).status).toBe(403);
+      expect((await fetch(`${base}/api/dead-letters?name=dash.fail&reason=nonsense`, { headers: admin })).status).toBe(400);
+      expect((await fetch(`${base}/api/pattern?name=nope`, { headers: admin })).status).toBe(404);
+    });
+
+    if (adapter === 'express') {
+      it('saves a screenshot of the overview (used in the README)', async () => {
+        await page.goto(base);
+        await rowOf(page, 'dash.work').waitFor();
+        mkdirSync('docs', { recursive: true });
+        await page.screenshot({ path: 'docs/dashboard.png' });
+      });
+    }
+  });
+}
+
+describe('RedisTaskDashboardModule options', () => {
+  it('refuses actions without a guard at definition, unless opted out by name', async () => {
+    expect(() => RedisTaskDashboardModule.forRoot({ actions: true })).toThrow(InvalidOptionError);
+    expect(() => RedisTaskDashboardModule.forRoot({ actions: true })).toThrow(/option "actions" needs option "guard"/);
+    expect(() => RedisTaskDashboardModule.forRoot({ actions: true, allowActionsWithoutGuard: true })).not.toThrow();
+    expect(() => RedisTaskDashboardModule.forRoot({ refreshMs: 10 })).toThrow(/option "refreshMs"/);
+    expect(() => RedisTaskDashboardModule.forRoot({ path: '../x' })).toThrow(/option "path"/);
+
+    @Module({ imports: [RedisTaskDashboardModule.forRootAsync({ useFactory: () => ({ actions: true, connection: redisUrl() }) })] })
+    class AsyncModule {}
+    await expect(NestFactory.create(AsyncModule, { logger: false, abortOnError: false })).rejects.toThrow(/option "actions" needs option "guard"/);
+  });
+});
