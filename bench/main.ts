@@ -4,6 +4,7 @@ import { cpus, totalmem, type } from 'node:os';
 import { Redis } from 'ioredis';
 import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
+import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
 
@@ -530,6 +531,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'dashboard') {
+    log(dashboardLine(await dashboardScale(url)));
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'durability') {
     log(`\n${await durability()}`);
     await redis.quit();
@@ -591,6 +597,7 @@ async function main(): Promise<void> {
   await bull.close();
   await bee.close();
   const durabilityTable = await durability();
+  const dashboard = dashboardLine(await dashboardScale(url));
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -629,8 +636,12 @@ async function main(): Promise<void> {
     "(AOF files on the project's ext4 disk, not a tmpfs; replicas on loopback). See the README's \"Scaling out\".",
     '',
     durabilityTable,
+    '',
+    '## What the dashboard costs',
+    '',
+    `- ${dashboard} (one \`readOverview\` script call per pattern, pipelined; median of 7 refreshes).`,
   ].join('\n');
-  log(`\n${table}\n\n${durabilityTable}`);
+  log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}`);
   if (process.env.BENCH_WRITE !== '0') {
     writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n\n${durabilitySection}\n`);
     log('\nwritten to bench/RESULTS.md');

@@ -15,6 +15,8 @@ import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support
 const redis = openRedis();
 const runs: { pattern: string; payload: unknown }[] = [];
 let failing = true;
+let release: () => void = () => undefined;
+let held = new Promise<void>((resolve) => (release = resolve));
 const XSS_PATTERN = 'xss.<img src=x onerror="window.__xss=1">';
 const XSS_PAYLOAD = '<script>window.__xss=2</script><img src=x onerror="window.__xss=3">';
 
@@ -23,6 +25,12 @@ class Handlers {
   @EventPattern<string>('dash.work')
   work(@Payload() payload: unknown): void {
     runs.push({ pattern: 'dash.work', payload });
+  }
+
+  @EventPattern<string>('dash.slow')
+  async slow(@Payload() payload: unknown): Promise<void> {
+    runs.push({ pattern: 'dash.slow', payload });
+    await held;
   }
 
   @EventPattern<string>('dash.fail')
@@ -80,6 +88,7 @@ for (const adapter of ['express', 'fastify'] as const) {
 
     beforeAll(async () => {
       failing = true;
+      runs.length = 0;
       worker = await startWorker(prefix, [Handlers], { maxAttempts: 1 });
       const producer = await startProducer(prefix);
       client = producer.client;
@@ -190,6 +199,52 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect((await fetch(`${base}/api/overview`)).status).toBe(403);
       expect((await fetch(`${base}/api/dead-letters?name=dash.fail&reason=nonsense`, { headers: admin })).status).toBe(400);
       expect((await fetch(`${base}/api/pattern?name=nope`, { headers: admin })).status).toBe(404);
+    });
+
+    it('filters dead letters by client and reason, and purges a selection, then all that match', async () => {
+      failing = true;
+      const dead = keys.queue('dash.fail').deadLetters;
+      const before = await redis.llen(dead);
+      for (const clientId of ['x', 'x', 'x', 'y']) await firstValueFrom(client.emit('dash.fail', new RedisTaskRecordBuilder({ clientId }).setClientId(clientId).build()));
+      await waitFor(async () => (await redis.llen(dead)) === before + 4, 'four dead letters');
+      page.on('dialog', (dialog) => void dialog.accept());
+      await page.goto(`${base}#/dead?name=dash.fail&clientId=x&reason=failed`);
+      const rows = page.getByTestId('dead-letters').locator('tbody tr');
+      await waitFor(async () => (await rows.count()) === 3, 'the three dead letters of client x');
+      await rows.first().locator('input[type="checkbox"]').check();
+      await page.locator('button[data-action="Purge selected"]').click();
+      await waitFor(async () => (await redis.llen(dead)) === before + 3, 'the selected dead letter to be purged');
+      await waitFor(async () => (await rows.count()) === 2, 'the page to show the two left');
+      await page.locator('button[data-action="Purge all matching"]').click();
+      await waitFor(async () => (await redis.llen(dead)) === before + 1, 'the dead letters of client x to be purged');
+      const [left] = (await redis.lrange(dead, 0, 0)).map((raw) => JSON.parse(raw) as { clientId: string });
+      expect(left.clientId).toBe('y');
+      failing = false;
+    });
+
+    it('shows a pattern\'s waiting clients, and its workers with their liveness and what each runs', async () => {
+      held = new Promise<void>((resolve) => (release = resolve));
+      const receipt = (await firstValueFrom(client.emit('dash.slow', { n: 1 }))) as { id: string };
+      await waitFor(() => runs.some((run) => run.pattern === 'dash.slow'), 'the slow task to start');
+      const table = async (testId: string) =>
+        page.getByTestId(testId).locator('tbody tr').evaluateAll((rows) => rows.map((row) => Array.from(row.children, (cell) => cell.textContent ?? '')));
+      await page.goto(`${base}#/pattern?name=dash.orphan`);
+      await page.getByTestId('clients').waitFor();
+      expect((await table('clients')).map((row) => row.slice(0, 3))).toEqual([
+        ['a', 'ready', '2'],
+        ['b', 'ready', '1'],
+      ]);
+      await page.goto(`${base}#/pattern?name=dash.slow`);
+      await page.getByTestId('workers').locator('tbody tr').first().waitFor();
+      const [worker] = await table('workers');
+      const [registered] = await new RedisTaskAdmin(client).workers('dash.slow');
+      expect(worker[0]).toBe(registered.workerId);
+      expect(worker[1]).toBe('alive');
+      expect(worker[3]).toBe('1');
+      expect(worker[4]).toContain(receipt.id);
+      release();
+      // The reapers record the counters each minute, for the chart.
+      await waitFor(async () => (await redis.hlen(keys.queue('dash.slow').history)) >= 1, 'the counters of the minute to be recorded');
     });
 
     if (adapter === 'express') {
