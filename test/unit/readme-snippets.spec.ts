@@ -33,6 +33,7 @@ const DECLARED: Record<string, string> = {
   UserDto: 'declare class UserDto { id: number }',
   WorkerModule: 'declare class WorkerModule {}',
   AppModule: 'declare class AppModule {}',
+  AdminGuard: 'declare class AdminGuard { canActivate(): boolean }',
   BillingModule: 'declare class BillingModule {}',
   EmailModule: 'declare class EmailModule {}',
   AvatarsController: 'declare class AvatarsController {}',
