@@ -89,7 +89,7 @@ for (const adapter of ['express', 'fastify'] as const) {
     beforeAll(async () => {
       failing = true;
       runs.length = 0;
-      worker = await startWorker(prefix, [Handlers], { maxAttempts: 1 });
+      worker = await startWorker(prefix, [Handlers], { maxAttempts: 1, clientConcurrency: 4 });
       const producer = await startProducer(prefix);
       client = producer.client;
       closeProducer = () => producer.module.close();
@@ -227,7 +227,10 @@ for (const adapter of ['express', 'fastify'] as const) {
       const receipt = (await firstValueFrom(client.emit('dash.slow', { n: 1 }))) as { id: string };
       await waitFor(() => runs.some((run) => run.pattern === 'dash.slow'), 'the slow task to start');
       const table = async (testId: string) =>
-        page.getByTestId(testId).locator('tbody tr').evaluateAll((rows) => rows.map((row) => Array.from(row.children, (cell) => cell.textContent ?? '')));
+        page
+          .getByTestId(testId)
+          .locator('tbody tr')
+          .evaluateAll((rows) => rows.map((row) => Array.from((row as { children: ArrayLike<{ textContent: string | null }> }).children, (cell) => cell.textContent ?? '')));
       await page.goto(`${base}#/pattern?name=dash.orphan`);
       await page.getByTestId('clients').waitFor();
       expect((await table('clients')).map((row) => row.slice(0, 3))).toEqual([
@@ -236,6 +239,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       ]);
       await page.goto(`${base}#/pattern?name=dash.slow`);
       await page.getByTestId('workers').locator('tbody tr').first().waitFor();
+      expect(await page.getByTestId('clients').locator('thead').textContent()).toContain('In flight (cap 4)');
       const [worker] = await table('workers');
       const [registered] = await new RedisTaskAdmin(client).workers('dash.slow');
       expect(worker[0]).toBe(registered.workerId);

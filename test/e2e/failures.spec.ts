@@ -165,7 +165,7 @@ describe('retries', () => {
     await waitFor(() => runsOf('flaky').length === 3, 'three runs');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
-    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|pending-count|queues)$/.test(key)), 'nothing left but the registry');
+    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|history|pending-count|queues)$/.test(key)), 'nothing left but the registry');
     expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
   });
 

@@ -52,7 +52,7 @@ export class ConsumerGroups extends AdminPart {
       doomed.push(
         keys.ring, keys.parked, keys.throttled, keys.delayed, keys.deadLetters, keys.prioritized, keys.inflight, keys.counted,
         keys.credit, keys.buckets, keys.weights, keys.rates, keys.paused, keys.counters, keys.workers, keys.heartbeats, keys.sequence,
-        keys.pendingCount, keys.history,
+        keys.pendingCount, keys.history, keys.clientConcurrency,
       );
       for (let i = 0; i < doomed.length; i += CHUNK) {
         await this.redis.del(...doomed.slice(i, i + CHUNK));

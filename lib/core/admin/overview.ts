@@ -66,6 +66,8 @@ export interface ClientRow {
 /** A page of the clients waiting in a pattern. */
 export interface ClientPage {
   readonly clients: readonly ClientRow[];
+  /** The per-client concurrency cap the pattern's workers use, or null for none. */
+  readonly clientConcurrency: number | null;
   readonly total: number;
   readonly offset: number;
 }
@@ -129,6 +131,7 @@ export class OverviewReader {
         return { ring, throttled, parked };
       }),
     );
+    const cap = Number(await this.redis.get(shards[0].clientConcurrency).catch(() => null));
     const wanted: { keys: QueueKeys; clientId: string; state: ClientRow['state'] }[] = [];
     let position = 0;
     for (const [i, keys] of shards.entries()) {
@@ -161,7 +164,7 @@ export class OverviewReader {
         return { clientId, state, pending: listed + prioritized, inFlight: Number(inFlight) || 0, weight: Number(weight) || 1, rateLimit: rate > 0 ? rate : null };
       }),
     );
-    return { clients, total: position, offset };
+    return { clients, clientConcurrency: cap > 0 ? cap : null, total: position, offset };
   }
 
   /** What a worker is running in a pattern (its processing hash; at most `limit` tasks). */

@@ -16,9 +16,9 @@ export const ACL_COMMANDS: readonly string[] = [
   // sorted sets
   'zpopmin', 'zadd', 'zcard', 'zrem', 'zscore', 'zrange', 'zrangebyscore',
   // hashes
-  'hget', 'hset', 'hdel', 'hmget', 'hincrby', 'hexists', 'hkeys', 'hlen', 'hgetall',
+  'hget', 'hset', 'hdel', 'hmget', 'hincrby', 'hexists', 'hkeys', 'hlen', 'hgetall', 'hvals',
   // strings, keys, sets
-  'get', 'set', 'del', 'incrby', 'decr', 'exists', 'type', 'rename', 'sadd', 'srem', 'smembers',
+  'get', 'set', 'del', 'incrby', 'decr', 'exists', 'type', 'rename', 'sadd', 'srem', 'smembers', 'scard', 'srandmember',
   // optional: the start-up checks (Redis version, maxmemory-policy); refused, they only warn
   'info', 'config|get',
 ];

@@ -48,6 +48,8 @@ export class QueueKeys {
    * "<Redis ms> <completed> <failed> <retried> <deadLettered>"), for per-minute rates.
    */
   readonly history: string;
+  /** The per-client concurrency cap the pattern's workers use (string; absent: none), for the dashboard. */
+  readonly clientConcurrency: string;
   /** Tasks claimed under a per-client cap (hash: fencing token -> client id). */
   readonly counted: string;
   /** Tasks of each client in flight under a per-client cap (hash: client id -> count). */
@@ -110,6 +112,7 @@ export class QueueKeys {
     this.prioritized = `${this.base}:prioritized`;
     this.pendingCount = `${this.base}:pending-count`;
     this.history = `${this.base}:history`;
+    this.clientConcurrency = `${this.base}:client-concurrency`;
     this.counted = `${this.base}:counted`;
     this.inflight = `${this.base}:inflight`;
     this.parked = `${this.base}:parked`;

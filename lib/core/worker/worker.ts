@@ -75,10 +75,12 @@ export class TaskWorker {
     this.shards = layouts.flatMap((layout) => layout.shards);
     for (const layout of layouts) {
       const rate = this.options.patterns.rateLimit(layout.queue);
+      const cap = this.options.patterns.clientConcurrency(layout.queue);
       for (const keys of layout.shards) {
         // From now on every task emitted for the pattern gets a copy for this group.
         await this.redis.sadd(keys.groups, keys.group);
         await (rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
+        await (cap > 0 ? this.redis.set(keys.clientConcurrency, cap) : this.redis.del(keys.clientConcurrency));
       }
       for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
         const keys = layout.shardOf(clientId);

@@ -221,7 +221,7 @@ export const APP_JS = String.raw`
       el('h2', null, 'Clients waiting (' + num(clients.total) + ')'),
       el('table', { 'data-testid': 'clients' },
         el('thead', null, el('tr', null, el('th', null, 'Client'), el('th', null, 'State'), el('th', { class: 'num' }, 'Pending'),
-          el('th', { class: 'num' }, 'In flight (capped)'), el('th', { class: 'num' }, 'Weight'), el('th', { class: 'num' }, 'Rate limit /s'))),
+          el('th', { class: 'num' }, clients.clientConcurrency === null ? 'In flight' : 'In flight (cap ' + clients.clientConcurrency + ')'), el('th', { class: 'num' }, 'Weight'), el('th', { class: 'num' }, 'Rate limit /s'))),
         el('tbody', null, clients.clients.map(function (c) {
           return el('tr', null, el('td', null, c.clientId), el('td', null, c.state === 'parked' ? 'parked at its concurrency cap' : c.state),
             el('td', { class: 'num' }, num(c.pending)), el('td', { class: 'num' }, num(c.inFlight)), el('td', { class: 'num' }, num(c.weight)),
