@@ -61,6 +61,9 @@ pre { margin: 4px 0 0; padding: 6px 8px; background: #f3f5f7; border: 1px solid 
 svg.spark { display: block; }
 svg.spark .completed { fill: none; stroke: var(--ok); stroke-width: 1.5; }
 svg.spark .failed { fill: none; stroke: var(--bad); stroke-width: 1.5; }
+svg.spark circle.completed { fill: var(--ok); stroke: none; }
+svg.spark circle.failed { fill: var(--bad); stroke: none; }
+svg.spark { background: #fafbfc; border-bottom: 1px solid var(--line); }
 .summary { display: flex; flex-wrap: wrap; gap: 10px; margin-bottom: 8px; }
 .summary div { background: #fff; border: 1px solid var(--line); padding: 6px 12px; min-width: 110px; }
 .summary b { display: block; font-size: 18px; }
@@ -149,13 +152,20 @@ export const APP_JS = String.raw`
     points.forEach(function (p) { max = Math.max(max, p.completed, p.failed); });
     var now = points.length ? points[points.length - 1].at : 0;
     ['completed', 'failed'].forEach(function (kind) {
+      // A minute every 2 px, the latest at the right edge; a dot per recorded minute, joined by a line.
+      var xy = points.map(function (p) {
+        return [118 - ((now - p.at) / 60000) * 2, 26 - (p[kind] / max) * 24];
+      });
       var line = document.createElementNS('http://www.w3.org/2000/svg', 'polyline');
       line.setAttribute('class', kind);
-      line.setAttribute('points', points.map(function (p) {
-        var x = 120 - ((now - p.at) / 60000) * 2;
-        return x.toFixed(1) + ',' + (26 - (p[kind] / max) * 24).toFixed(1);
-      }).join(' '));
+      line.setAttribute('points', xy.map(function (c) { return c[0].toFixed(1) + ',' + c[1].toFixed(1); }).join(' '));
       svg.appendChild(line);
+      xy.forEach(function (c) {
+        var dot = document.createElementNS('http://www.w3.org/2000/svg', 'circle');
+        dot.setAttribute('class', kind);
+        dot.setAttribute('cx', c[0].toFixed(1)); dot.setAttribute('cy', c[1].toFixed(1)); dot.setAttribute('r', '1.6');
+        svg.appendChild(dot);
+      });
     });
     var title = document.createElementNS('http://www.w3.org/2000/svg', 'title');
     title.textContent = 'completed (green) and failed (red) per minute, last hour; peak ' + max + '/min';
