@@ -549,6 +549,23 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'drain') {
+    // The drain rows alone, for every queue library (quick to iterate on the worker path).
+    const drivers = [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url)];
+    for (const driver of drivers) {
+      for (const concurrency of [1, 16, 64]) {
+        const sample = await repeat(async () => {
+          const rate = await drain(driver, concurrency);
+          await deleteMatching(redis, driver.keyPattern);
+          return rate;
+        });
+        log(`${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(sample)} tasks/s`);
+      }
+      await driver.close();
+    }
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'latency') {
     const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;

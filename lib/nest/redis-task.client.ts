@@ -175,14 +175,21 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const id = newTaskId();
     const item = this.toItem(packet.data);
     const stop = inbox.expect(id, queue, item.clientId, (answer) => callback({ ...answer, isDisposed: true }));
-    inbox
-      .subscribed()
-      .then(() => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: inbox.channel }))
-      .then((receipt) => {
+    const enqueue = () => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: inbox.channel });
+    let written: Promise<EnqueueReceipt>;
+    try {
+      // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
+      written = inbox.isSubscribed ? enqueue() : inbox.subscribed().then(enqueue);
+    } catch (error) {
+      written = Promise.reject(error);
+    }
+    written.then(
+      (receipt) => {
         // A refused duplicate never runs under this id: no reply would ever come.
-        if (receipt.duplicate) throw new DuplicateTaskError(queue, receipt.id);
-      })
-      .catch((error: unknown) => inbox.failed(id, error));
+        if (receipt.duplicate) inbox.failed(id, new DuplicateTaskError(queue, receipt.id));
+      },
+      (error: unknown) => inbox.failed(id, error),
+    );
     return stop;
   }
 

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger } from '@nestjs/common';
 import { Server, type MessageHandler } from '@nestjs/microservices';
-import { lastValueFrom } from 'rxjs';
+import { isObservable, lastValueFrom } from 'rxjs';
 import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../core/redis/connection.js';
 import { ClosedError, NonRetryableTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/model/errors.js';
 import { scrubRedisError } from '../core/support/redact.js';
@@ -61,6 +61,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         executor: (execution) => this.execute(execution),
         onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
         onOutcome: (event) => this.events.emit('task', event),
+        wantsOutcomes: () => this.events.listenerCount('task') > 0,
       }, printableLogger(this.log));
       await this.runtime.start();
       this.log.log(`worker ${this.options.workerId} consuming ${queues.length} pattern(s) with concurrency ${this.options.concurrency}`);
@@ -189,8 +190,10 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     ]);
     try {
       // The head handler runs any further @EventPattern handlers of the pattern and joins them.
-      const result = await handler(execution.payload, context);
-      const response = await lastValueFrom(this.transformToObservable(result), { defaultValue: undefined });
+      const result: unknown = await handler(execution.payload, context);
+      // What Nest's transformToObservable + lastValueFrom give, without an Observable per plain result
+      // (the promise is awaited already, so the result is an Observable or the value itself).
+      const response = isObservable(result) ? await lastValueFrom(result, { defaultValue: undefined }) : result;
       return { status: 'succeeded', response: handler.isEventHandler ? undefined : response };
     } catch (error) {
       // The handler's own error, as Nest's base filter saw it (it would mask it as "Internal server

@@ -31,6 +31,8 @@ export class ReplyInbox {
   private readonly waiting = new Map<string, Waiting>();
   private subscriber: RedisConnection | undefined;
   private subscribing: Promise<void> | undefined;
+  /** Set once subscribed (until close): a send() then enqueues without waiting on `subscribed()`. */
+  private listening = false;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -73,6 +75,7 @@ export class ReplyInbox {
       });
       await subscriber.subscribe(this.channel);
       subscribedOnce = true;
+      this.listening = this.subscriber === subscriber;
     })().catch((error: unknown) => {
       this.subscribing = undefined;
       throw error;
@@ -80,8 +83,14 @@ export class ReplyInbox {
     return this.subscribing;
   }
 
+  /** Whether the reply channel is subscribed (replies published from now on are heard). */
+  get isSubscribed(): boolean {
+    return this.listening;
+  }
+
   /** Every waiting caller hears `ClosedError`; the subscriber is closed. */
   async close(): Promise<void> {
+    this.listening = false;
     for (const [id, waiting] of [...this.waiting]) {
       this.forget(id);
       waiting.answer({ err: new ClosedError('RedisTaskClient') });

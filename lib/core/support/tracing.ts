@@ -69,15 +69,31 @@ export async function loadTracing(enabled: boolean): Promise<TaskTracing | undef
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
+/** A span nothing records and with no context to pass on. */
+const NOT_LIVE: ProducerTrace = { live: false, end: () => undefined };
+
 class OtelTracing implements TaskTracing {
   private readonly tracer: OtelApi.Tracer;
+  /** The API's own no-op provider, the delegate of its proxy until an SDK registers one. */
+  private readonly noopProvider: OtelApi.TracerProvider;
 
   constructor(private readonly api: typeof OtelApi) {
     this.tracer = api.trace.getTracer(MESSAGING_SYSTEM);
+    this.noopProvider = new api.ProxyTracerProvider().getDelegate();
+  }
+
+  /**
+   * Whether an SDK is registered (checked per call: one may register after the client was made). Without
+   * one every span is a no-op, so a call with no context to join or pass on skips the span work.
+   */
+  private get sdkRegistered(): boolean {
+    const provider = this.api.trace.getTracerProvider();
+    return !(provider instanceof this.api.ProxyTracerProvider && provider.getDelegate() === this.noopProvider);
   }
 
   produce(operation: 'emit' | 'send', pattern: string, clientId: string, count: number): ProducerTrace {
     const { api } = this;
+    if (!this.sdkRegistered && api.trace.getSpan(api.context.active()) === undefined) return NOT_LIVE;
     const span = this.tracer.startSpan(`send ${pattern}`, {
       kind: api.SpanKind.PRODUCER,
       attributes: {
@@ -104,6 +120,8 @@ class OtelTracing implements TaskTracing {
 
   consume(task: ConsumedTask): ConsumerTrace | undefined {
     const { api } = this;
+    // No SDK and no parent to join: nothing would record the span or be passed on (see below).
+    if (typeof task.traceparent !== 'string' && !this.sdkRegistered) return undefined;
     const parent = fromTraceContext(api, task.traceparent, task.tracestate);
     const span = this.tracer.startSpan(
       `process ${task.pattern}`,

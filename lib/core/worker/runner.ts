@@ -127,8 +127,8 @@ export class TaskRunner {
       const batched = this.hooks.acknowledgeInBatch(task);
       if (batched) {
         void batched.then((held) => {
-          if (held) this.report({ ...ran, outcome: 'completed' });
-          else this.warnLeaseLost(task, envelope, ran);
+          if (!held) this.warnLeaseLost(task, envelope, ran);
+          else if (this.reporting) this.report({ ...ran, outcome: 'completed' });
         });
         return;
       }
@@ -212,11 +212,17 @@ export class TaskRunner {
     this.logger.warn(`task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
   }
 
+  /** Whether an outcome listener is there to tell (checked before an event is built on the hot path). */
+  private get reporting(): boolean {
+    return this.options.onOutcome !== undefined && (this.options.wantsOutcomes?.() ?? true);
+  }
+
   /** Tells the outcome listener; a listener that throws is logged, never allowed to affect the task. */
   private report(event: Omit<TaskOutcomeEvent, 'workerId'>): void {
-    if (!this.options.onOutcome) return;
+    const onOutcome = this.options.onOutcome;
+    if (!onOutcome || !this.reporting) return;
     try {
-      this.options.onOutcome({ ...event, workerId: this.options.workerId });
+      onOutcome({ ...event, workerId: this.options.workerId });
     } catch (error) {
       this.logger.error(`a task outcome listener threw: ${errorMessage(error)}`);
     }

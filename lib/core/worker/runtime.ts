@@ -23,6 +23,8 @@ export interface RuntimeHooks {
   readonly onStall?: (stalled: boolean) => void;
   /** How each run ended; never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** Whether `onOutcome` has anyone to tell right now (false: no event is built per run). */
+  readonly wantsOutcomes?: () => boolean;
   /** OpenTelemetry, when on and installed (`loadTracing`). */
   readonly tracing?: TaskTracing;
 }
@@ -64,6 +66,7 @@ export class WorkerRuntime {
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,
+        wantsOutcomes: hooks.wantsOutcomes,
         tracing: hooks.tracing,
       },
       hooks.executor,

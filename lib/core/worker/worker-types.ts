@@ -82,6 +82,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** Whether `onOutcome` has anyone to tell right now (false: no event is built per run). */
+  readonly wantsOutcomes?: () => boolean;
   /**
    * A run going on this long is logged as slow (once), and if the worker shuts down before it ends,
    * the interruption counts as an attempt (so a task that hangs every run ends in dead letters).
