@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
+import { unlessAborted } from '../support/abortable.js';
 import { watchOf } from '../redis/connection.js';
 import { gatewayOf, type ClaimReply, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
@@ -41,8 +42,6 @@ const MAX_CALLS_IN_FLIGHT = 2;
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
-  /** Resolves once close() was called. */
-  private readonly stopping = new Promise<void>((resolve) => this.stop.signal.addEventListener('abort', () => resolve(), { once: true }));
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
   /** Acknowledgements of succeeded tasks waiting for the next call. */
@@ -232,7 +231,7 @@ export class ClaimLoop {
       // close() cuts the blocking connection, but ioredis leaves a command waiting for a reconnection
       // pending forever when it is cut between two attempts: stopping must not wait for it.
       blocked.catch(() => undefined);
-      await this.underWay.track('blocking', this.options.blockTimeoutMs, Promise.race([blocked, this.stopping]));
+      await this.underWay.track('blocking', this.options.blockTimeoutMs, unlessAborted(blocked, this.stop.signal));
       if (this.stopped) return;
       this.outage.succeeded();
     } catch (error) {
