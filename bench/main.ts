@@ -213,7 +213,8 @@ async function latency(driver: LatencyDriver, concurrency: number, server = redi
     samples.push(performance.now() - task.t);
     done.hit();
   });
-  const warmup = 500;
+  // A warm-up of one second at the rate, not timed (code compiled, pools at their working size).
+  const warmup = 2_000;
   const total = warmup + LATENCY_TASKS;
   const start = performance.now();
   const inFlight: Promise<void>[] = [];
@@ -638,7 +639,8 @@ async function main(): Promise<void> {
     `Each figure is the median of ${REPEATS} runs, with the lowest and highest in parentheses. Ratios are ours against each`,
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
     'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
-    '`appendfsync everysec` on the project\'s disk). "Client commands" counts every ioredis command the process sent',
+    '`appendfsync everysec` on the project\'s disk), each run after a one-second warm-up at the rate (not timed).',
+    '"Client commands" counts every ioredis command the process sent',
     '(producer included), an upper bound of round trips (Bee-Queue uses node-redis: not counted).',
     '',
     `- Machine: ${machine}`,
