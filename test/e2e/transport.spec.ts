@@ -184,6 +184,16 @@ describe('send', () => {
     fresh('timeout');
     const client = await producer({ replyTimeoutMs: 200 });
     await expect(firstValueFrom(client.send('invoice.render', { n: 1 }))).rejects.toBeInstanceOf(ReplyTimeoutError);
+    // Each caller waits its own full timeout, never less (a later caller is not timed out with an earlier one).
+    const timedOutAfter = async (): Promise<number> => {
+      const start = performance.now();
+      await expect(firstValueFrom(client.send('invoice.render', { n: 2 }))).rejects.toBeInstanceOf(ReplyTimeoutError);
+      return performance.now() - start;
+    };
+    const first = timedOutAfter();
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    const waited = await Promise.all([first, timedOutAfter()]);
+    for (const ms of waited) expect(ms).toBeGreaterThanOrEqual(199);
   });
 
   it('answers a caller whose task was enqueued before any worker started', async () => {

@@ -12,7 +12,8 @@ interface Waiting {
   readonly queue: string;
   readonly clientId: string;
   readonly answer: (answer: ReplyAnswer) => void;
-  timer?: NodeJS.Timeout;
+  /** When the caller stops waiting (Date.now() ms); 0: never. */
+  readonly deadline: number;
 }
 
 export interface ReplyInboxOptions {
@@ -28,7 +29,10 @@ export interface ReplyInboxOptions {
  * subscriber was away when it was published, by its timeout, or by close().
  */
 export class ReplyInbox {
+  /** In the order the calls were made, hence of their deadlines (one timeout for all). */
   private readonly waiting = new Map<string, Waiting>();
+  /** One check of the deadlines for all waiting callers, instead of a timer made and cleared per call. */
+  private deadlines: NodeJS.Timeout | undefined;
   private subscriber: RedisConnection | undefined;
   private subscribing: Promise<void> | undefined;
   /** Set once subscribed (until close): a send() then enqueues without waiting on `subscribed()`. */
@@ -47,10 +51,12 @@ export class ReplyInbox {
    * (the caller unsubscribed). Each caller is answered at most once.
    */
   expect(id: string, queue: string, clientId: string, answer: (answer: ReplyAnswer) => void): () => void {
-    const waiting: Waiting = { queue, clientId, answer };
-    this.waiting.set(id, waiting);
     const timeoutMs = this.options.replyTimeoutMs;
-    if (timeoutMs > 0) waiting.timer = setTimeout(() => this.timedOut(id, waiting), timeoutMs);
+    this.waiting.set(id, { queue, clientId, answer, deadline: timeoutMs > 0 ? Date.now() + timeoutMs : 0 });
+    if (timeoutMs > 0 && !this.deadlines) {
+      // Checked every 1/20 of the timeout (1 ms to 1 s): a caller hears within 5% after its timeout, never before.
+      this.deadlines = setInterval(() => this.checkDeadlines(), Math.min(1_000, Math.max(1, Math.floor(timeoutMs / 20))));
+    }
     return () => this.forget(id);
   }
 
@@ -91,6 +97,8 @@ export class ReplyInbox {
   /** Every waiting caller hears `ClosedError`; the subscriber is closed. */
   async close(): Promise<void> {
     this.listening = false;
+    clearInterval(this.deadlines);
+    this.deadlines = undefined;
     for (const [id, waiting] of [...this.waiting]) {
       this.forget(id);
       waiting.answer({ err: new ClosedError('RedisTaskClient') });
@@ -102,10 +110,22 @@ export class ReplyInbox {
   }
 
   private forget(id: string): void {
-    const waiting = this.waiting.get(id);
-    if (waiting) clearTimeout(waiting.timer);
     this.waiting.delete(id);
     this.producer.forget(id);
+  }
+
+  /** Callers past their deadline time out; the check stops while nobody waits. */
+  private checkDeadlines(): void {
+    if (this.waiting.size === 0) {
+      clearInterval(this.deadlines);
+      this.deadlines = undefined;
+      return;
+    }
+    const now = Date.now();
+    for (const [id, waiting] of this.waiting) {
+      if (waiting.deadline > now) break; // the rest came later, so are due later
+      this.timedOut(id, waiting);
+    }
   }
 
   private timedOut(id: string, waiting: Waiting): void {
