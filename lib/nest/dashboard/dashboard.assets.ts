@@ -58,12 +58,11 @@ button.danger { border-color: #e4a9a4; color: var(--bad); }
 .bar label { font-size: 12px; color: var(--muted); }
 select, input { font: inherit; font-size: 12px; padding: 2px 6px; }
 pre { margin: 4px 0 0; padding: 6px 8px; background: #f3f5f7; border: 1px solid var(--line); max-height: 240px; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
-svg.spark { display: block; }
+svg.spark { display: block; background: #fafbfc; border-bottom: 1px solid var(--line); }
 svg.spark .completed { fill: none; stroke: var(--ok); stroke-width: 1.5; }
 svg.spark .failed { fill: none; stroke: var(--bad); stroke-width: 1.5; }
 svg.spark circle.completed { fill: var(--ok); stroke: none; }
 svg.spark circle.failed { fill: var(--bad); stroke: none; }
-svg.spark { background: #fafbfc; border-bottom: 1px solid var(--line); }
 .summary { display: flex; flex-wrap: wrap; gap: 10px; margin-bottom: 8px; }
 .summary div { background: #fff; border: 1px solid var(--line); padding: 6px 12px; min-width: 110px; }
 .summary b { display: block; font-size: 18px; }
