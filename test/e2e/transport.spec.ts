@@ -92,6 +92,38 @@ function fresh(name: string): void {
   keys = new PrefixKeys(prefix);
 }
 
+/** Waits until `count` claim loops of the worker block in BLMOVE; resolves with their connections' addresses. */
+async function blockedLoops(workerId: string, count: number): Promise<string[]> {
+  let addresses: string[] = [];
+  await waitFor(async () => {
+    const lines = String(await redis.client('LIST')).split('\n');
+    addresses = lines.filter((line) => line.includes(` name=tasks:worker:${workerId} `) && line.includes('cmd=blmove')).map((line) => /addr=(\S+)/.exec(line)?.[1] ?? '');
+    return addresses.length === count;
+  }, `${count} claim loops blocked in BLMOVE`);
+  return addresses;
+}
+
+/**
+ * Records, with MONITOR, the connection each script run came from whose first KEYS are `keys` (the
+ * script is told by its KEYS layout: MONITOR shows a first EVAL's source escaped).
+ */
+async function watchScripts(...keys: string[]): Promise<{ sources: string[]; stop(): void }> {
+  const base = openRedis();
+  const monitor = await base.monitor(); // a connection of its own
+  const sources: string[] = [];
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    const command = args[0]?.toLowerCase();
+    if ((command === 'eval' || command === 'evalsha') && keys.every((key, i) => args[3 + i] === key)) sources.push(source);
+  });
+  return {
+    sources,
+    stop: () => {
+      monitor.disconnect();
+      base.disconnect();
+    },
+  };
+}
+
 describe('Nest version under test', () => {
   it('is the CommonJS Nest 11 under scripts/test-nest11.mjs, else the ESM Nest 12 the repository develops with', async () => {
     // A CommonJS package imported from ESM has a default export (module.exports); an ESM build has none.
@@ -139,6 +171,69 @@ describe('emit', () => {
     await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run', { timeoutMs: 10_000, intervalMs: 1 });
     expect(Date.now() - emittedAt).toBeLessThan(10_000);
     expect(transport.options.blockTimeoutMs).toBe(120_000);
+  });
+
+  it('claims on the blocking connection the moment its wait ends: a wake-up costs no second round trip', async () => {
+    fresh('wakeclaim');
+    const client = await producer();
+    const { transport } = await worker({ blockTimeoutMs: 120_000 });
+    const { workerId } = transport.options;
+    const blockingAddresses = await blockedLoops(workerId, 5);
+    const queue = keys.queue('avatar.resize');
+    const claims = await watchScripts(queue.ring, queue.processing(workerId)); // claimTasks
+    try {
+      await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
+      await waitFor(() => seenFor('avatar.resize').length === 1 && claims.sources.length > 0, 'the handler to run');
+      // The claim that took the task ran on the blocking connection, queued behind its BLMOVE.
+      expect(blockingAddresses).toContain(claims.sources[0]);
+    } finally {
+      claims.stop();
+    }
+  });
+
+  it('returns what a woken claim took with no free slot to its queue, uncounted, and runs it later', async () => {
+    fresh('giveback');
+    const client = await producer();
+    const { transport } = await worker({ blockTimeoutMs: 120_000, concurrency: 1 });
+    const { workerId } = transport.options;
+    // Every loop waits with a claim for the one free slot queued behind its BLMOVE.
+    await blockedLoops(workerId, 5);
+    // requeueTasks of either queue
+    const requeues = await watchScripts(keys.queue('avatar.resize').processing(workerId), keys.queue('avatar.resize').ring);
+    const slowRequeues = await watchScripts(keys.queue('slow.job').processing(workerId), keys.queue('slow.job').ring);
+    try {
+      // Both loops wake and both claims take a task; only one task gets the slot.
+      await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2 }))]);
+      await waitFor(() => requeues.sources.length + slowRequeues.sources.length === 1, 'the task with no slot to go back');
+      hold.open();
+      await waitFor(() => seenFor('slow.job').length === 1 && seenFor('avatar.resize').length === 1, 'both handlers to run');
+      expect(seen.map(({ task }) => task.attempt)).toEqual([1, 1]);
+      await waitFor(async () => (await redis.hlen(keys.queue('avatar.resize').processing(workerId))) === 0, 'the ack');
+      expect(await redis.llen(keys.queue('avatar.resize').pending('default'))).toBe(0);
+      expect(await redis.llen(keys.queue('slow.job').pending('default'))).toBe(0);
+    } finally {
+      requeues.stop();
+      slowRequeues.stop();
+    }
+  });
+
+  it('loses nothing when a worker closes as a task wakes it', async () => {
+    fresh('closewake');
+    const client = await producer();
+    for (let round = 0; round < 10; round++) {
+      const w = await worker({ blockTimeoutMs: 120_000 });
+      const { workerId } = w.transport.options;
+      await blockedLoops(workerId, 5);
+      const emitted = firstValueFrom(client.emit('avatar.resize', { round }));
+      await w.app.close();
+      await emitted;
+      const queue = keys.queue('avatar.resize');
+      expect(await redis.hlen(queue.processing(workerId))).toBe(0);
+      expect(await redis.zscore(queue.workers, workerId)).toBeNull();
+    }
+    // Every task either ran before its worker closed or waits in its list.
+    const pending = await redis.llen(keys.queue('avatar.resize').pending('default'));
+    expect(pending + seenFor('avatar.resize').length).toBe(10);
   });
 
   it('keeps tasks for a pattern no worker handles, untouched, until one does', async () => {

@@ -1,10 +1,11 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { unlessAborted } from '../support/abortable.js';
 import { watchOf } from '../redis/connection.js';
-import { gatewayOf, type ClaimReply, type ScriptGateway } from '../redis/gateway.js';
+import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import { claimedCount, IdleWait, keepFirst, type WaitEnd } from './idle-wait.js';
+import { PauseWait } from './pause-wait.js';
 import { ClaimAcks, nextTokenPrefix, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
@@ -26,6 +27,8 @@ export interface ClaimLoopHooks {
   register(): Promise<void>;
   /** A rate-limited client was taken off the ring until `dueAt` (Redis time, ms). */
   onThrottled(dueAt: number): void;
+  /** Tasks claimed with no free slot to run them: return them to their queue without counting an attempt. */
+  giveBack(tokens: readonly string[]): void;
 }
 
 const RETRY_DELAY_MS = 500;
@@ -37,8 +40,9 @@ const MAX_CALLS_IN_FLIGHT = 2;
  * finished since the last call and claims up to `prefetch` more, round-robin over the clients with
  * pending tasks. Completions that happen in the same turn of the event loop share a call, so under
  * load a task costs less than one round trip. When nothing is pending the loop blocks with BLMOVE on
- * its own connection (no polling) until an enqueue puts a client on the ring; acknowledgements made
- * meanwhile go out on their own.
+ * its own connection (no polling) until an enqueue puts a client on the ring, with a claim queued
+ * behind it on that connection: Redis runs the claim the moment the wait ends, so waking up costs no
+ * second round trip. Acknowledgements made meanwhile go out on their own.
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
@@ -52,14 +56,14 @@ export class ClaimLoop {
   private readonly underWay = new OperationsUnderWay();
   /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
   private failure: { error: unknown } | undefined;
-  private pauseWake: (() => void) | undefined;
-  private pausedWait: Promise<void> | undefined;
+  private readonly pause: PauseWait;
 
   private readonly gateway: ScriptGateway;
+  private readonly idle: IdleWait;
 
   constructor(
     redis: TaskRedis,
-    private readonly blocking: RedisConnection,
+    blocking: RedisConnection,
     private readonly keys: QueueKeys,
     private readonly slots: Slots,
     private readonly options: ClaimLoopOptions,
@@ -67,6 +71,8 @@ export class ClaimLoop {
     logger: TaskLogger,
   ) {
     this.gateway = gatewayOf(redis);
+    this.idle = new IdleWait(blocking, keys, options.blockTimeoutMs);
+    this.pause = new PauseWait(options.blockTimeoutMs, this.stop.signal);
     const watch = watchOf(redis);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
   }
@@ -97,29 +103,15 @@ export class ClaimLoop {
 
   /** The queue was resumed (announced by pub/sub): a loop waiting out a pause claims again at once. */
   resume(): void {
-    this.pauseWake?.();
+    this.pause.resume();
   }
 
-  /**
-   * Paused: wait for a resume, re-checking after a block timeout in case its announcement was missed.
-   * Both calls of the loop may find the queue paused; they share one wait.
-   */
-  private waitWhilePaused(): Promise<void> {
-    this.pausedWait ??= (async () => {
-      this.blocked = true; // acknowledgements go out on their own meanwhile
-      try {
-        if (this.acks.size > 0) void this.flushAcks();
-        await new Promise<void>((resolve) => {
-          this.pauseWake = resolve;
-          void sleep(this.options.blockTimeoutMs, this.stop.signal).then(resolve);
-        });
-      } finally {
-        this.pauseWake = undefined;
-        this.pausedWait = undefined;
-        this.blocked = false;
-      }
-    })();
-    return this.pausedWait;
+  /** Paused: claim nothing until a resume; acknowledgements go out on their own meanwhile. */
+  private async waitWhilePaused(): Promise<void> {
+    this.blocked = true;
+    if (this.acks.size > 0) void this.flushAcks();
+    await this.pause.wait();
+    this.blocked = false;
   }
 
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
@@ -152,9 +144,7 @@ export class ClaimLoop {
     this.stop.abort();
     this.slots.wakeAll();
     this.wakeLoop?.();
-    // A connection blocked in BLMOVE can only be interrupted by closing it; BLMOVE ring→ring is
-    // non-destructive, so cutting it mid-wait loses nothing.
-    this.blocking.disconnect();
+    this.idle.cut();
     await this.done;
     await this.flushAcks();
   }
@@ -171,8 +161,9 @@ export class ClaimLoop {
       if (empty) {
         // The queue looked empty: let the calls under way land, then block until an enqueue.
         await Promise.all(calls);
-        empty = false;
-        if (!this.stopped) await this.waitForWork();
+        // Woken with tasks claimed: go on claiming. The claim after the wait found none (a timeout, or
+        // another worker took what woke it): block again.
+        empty = !this.stopped && (await this.waitForWork()) && this.acks.size === 0;
         woken = true;
         continue;
       }
@@ -219,49 +210,63 @@ export class ClaimLoop {
     });
   }
 
-  /** Nothing pending: block until an enqueue puts a client on the ring (or the timeout passes). */
-  private async waitForWork(): Promise<void> {
-    this.blocked = true;
-    try {
-      if (this.acks.size > 0) {
-        void this.flushAcks();
-      }
-      const { ring } = this.keys;
-      const blocked = this.blocking.blmove(ring, ring, 'LEFT', 'RIGHT', this.options.blockTimeoutMs / 1000);
-      // close() cuts the blocking connection, but ioredis leaves a command waiting for a reconnection
-      // pending forever when it is cut between two attempts: stopping must not wait for it.
-      blocked.catch(() => undefined);
-      await this.underWay.track('blocking', this.options.blockTimeoutMs, unlessAborted(blocked, this.stop.signal));
-      if (this.stopped) return;
-      this.outage.succeeded();
-    } catch (error) {
-      if (!this.stopped) {
-        this.outage.failed(error);
-        await sleep(RETRY_DELAY_MS, this.stop.signal);
-      }
-    } finally {
-      this.blocked = false;
+  /**
+   * Nothing pending: block until an enqueue puts a client on the ring (or the timeout passes), then
+   * claim at once. Resolves true when that claim found nothing; false when it claimed tasks, or did
+   * not run (no free slot, a failure, stopped), so the loop goes on as usual.
+   *
+   * A blocked loop holds no slots (another queue's loop may need them meanwhile): the queued claim asks
+   * for as many tasks as slots are free when it is sent, and takes the slots when its reply comes. If
+   * other loops took them meanwhile, the tasks it cannot start go straight back to the heads of their
+   * clients' lists, uncounted.
+   */
+  private async waitForWork(): Promise<boolean> {
+    const wanted = Math.min(this.options.prefetch, this.slots.free);
+    this.blocked = true; // acknowledgements go out on their own meanwhile
+    if (this.acks.size > 0) void this.flushAcks();
+    const waiting = this.idle.wait(wanted > 0 ? this.request(wanted, []) : undefined, this.stop.signal);
+    const end = await this.underWay.track('blocking', this.options.blockTimeoutMs, waiting).catch((error: unknown): WaitEnd => ({ error }));
+    this.blocked = false;
+    if (end === undefined || this.stopped) return false;
+    if (end.error === undefined) this.outage.succeeded();
+    else this.outage.failed(end.error);
+    if (end.claim === undefined) {
+      if (end.error !== undefined) await sleep(RETRY_DELAY_MS, this.stop.signal);
+      return false;
     }
+    const count = claimedCount(end.claim);
+    const { kept, extra } = keepFirst(end.claim, this.slots.take(count));
+    if (extra.length > 0) this.hooks.giveBack(extra);
+    const claimed = await this.settle(count - extra.length, [], kept);
+    return claimed === 0 && count === 0;
+  }
+
+  private request(wanted: number, acks: readonly TakenAck[]): ClaimRequest {
+    return {
+      workerId: this.options.workerId,
+      wanted,
+      clientConcurrency: this.options.clientConcurrency,
+      tokenPrefix: nextTokenPrefix(),
+      acks: acks.map(([token]) => token),
+    };
   }
 
   /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
   private async call(wanted: number, acks: TakenAck[]): Promise<number> {
-    let reply: ClaimReply;
-    try {
-      reply = await this.underWay.track('command', 0, this.gateway.claim(this.keys, {
-        workerId: this.options.workerId,
-        wanted,
-        clientConcurrency: this.options.clientConcurrency,
-        tokenPrefix: nextTokenPrefix(),
-        acks: acks.map(([token]) => token),
-      }));
-    } catch (error) {
+    const [replied] = await Promise.allSettled([this.underWay.track('command', 0, this.gateway.claim(this.keys, this.request(wanted, acks)))]);
+    return this.settle(wanted, acks, replied);
+  }
+
+  /** Acts on a claim's reply (or failure): the claimed tasks dispatched, the slots it did not fill released. */
+  private async settle(wanted: number, acks: TakenAck[], replied: PromiseSettledResult<ClaimReply>): Promise<number> {
+    if (replied.status === 'rejected') {
       this.slots.release(wanted);
       this.acks.failed(acks);
-      this.outage.failed(error);
+      this.outage.failed(replied.reason);
       await sleep(RETRY_DELAY_MS, this.stop.signal);
       return -1;
     }
+    const reply = replied.value;
     this.outage.succeeded();
     const { lost, outcome, throttledUntil } = reply;
     if (throttledUntil !== undefined) {

@@ -112,6 +112,7 @@ export class TaskWorker {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.settling, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
+          giveBack: (tokens) => void this.giveBack(keys, tokens),
         },
         this.logger,
       );
@@ -180,19 +181,33 @@ export class TaskWorker {
         tokens: long,
         logger: this.logger,
       });
-      const { requeued } = await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, logger: this.logger });
+      const first = await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, logger: this.logger });
+      await this.redis.zrem(keys.workers, this.workerId);
+      // A claim queued behind BLMOVE may have run just as close() cut its connection, its reply lost.
+      // The claim script refuses an unregistered worker, so after the ZREM nothing more can land: one
+      // more sweep returns whatever such a claim took.
+      const late = await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, logger: this.logger });
+      const requeued = first.requeued + late.requeued;
       if (requeued + counted.requeued > 0) {
         this.logger.warn(
           `returned ${requeued + counted.requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown` +
             (counted.requeued > 0 ? ` (${counted.requeued} had run past slowRunMs: attempt counted)` : ''),
         );
       }
-      await this.redis.zrem(keys.workers, this.workerId);
       await this.redis.hdel(keys.heartbeats, this.workerId);
     } catch (error) {
       // The tasks stay in this worker's processing hash: a restart with the same id, or recovery of
       // a dead worker, returns them. Nothing is lost, so shutdown goes on.
       this.logger.error(`could not return unfinished tasks of "${keys.queue}" on shutdown: ${errorMessage(error)}`);
+    }
+  }
+
+  /** Returns tasks claimed with no slot free to run them; if Redis fails, the orphan check returns them. */
+  private async giveBack(keys: QueueKeys, tokens: readonly string[]): Promise<void> {
+    try {
+      await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, tokens, logger: this.logger });
+    } catch (error) {
+      this.logger.warn(`could not return ${tokens.length} task(s) of "${keys.queue}" claimed with no free slot: ${errorMessage(error)}; the orphan check returns them`);
     }
   }
 
