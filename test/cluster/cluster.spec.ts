@@ -195,11 +195,12 @@ describe('Redis Cluster (3 primaries)', () => {
     for (const clientId of ids) {
       await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key: `ghost-${clientId}` }).setClientId(clientId).build()));
     }
-    // A worker that claims one task on each shard, then dies: its lease (50 ms) runs out.
+    // A worker that claims one task on each shard, then dies: its lease runs out.
     const scripts = defineScripts(redis) as unknown as TestRedis;
     for (const shard of layout.shards) {
-      await gatewayOf(scripts).heartbeat(shard, 'ghost', 50);
+      await gatewayOf(scripts).heartbeat(shard, 'ghost', 60_000);
       expect(await claimAs(scripts, shard, 'ghost', 1)).toHaveLength(2);
+      await scripts.zadd(shard.workers, '1', 'ghost');
     }
     const { transport } = await worker(prefix, { shards: 3, reaperIntervalMs: false });
     let recovered = 0;

@@ -4,6 +4,8 @@ import { Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestj
 import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import type { QueueKeys } from '../../lib/core/redis/keys.js';
 import { requeueProcessing } from '../../lib/core/redis/requeue.js';
 import {
   InvalidOptionError,
@@ -125,6 +127,17 @@ async function module(options = {}) {
 function fresh(name: string): void {
   prefix = testPrefix(name);
   keys = new PrefixKeys(prefix);
+}
+
+/**
+ * A worker that claims `count` tasks while its lease is live, then dies: its lease runs out (the claim
+ * script refuses a worker whose lease has already expired).
+ */
+async function claimThenDie(queue: QueueKeys, workerId: string, count: number): Promise<string[] | 'unregistered' | 'paused'> {
+  await gatewayOf(redis).heartbeat(queue, workerId, 60_000);
+  const claimed = await claimAs(redis, queue, workerId, count);
+  await redis.zadd(queue.workers, '1', workerId);
+  return claimed;
 }
 
 function runsOf(pattern: string) {
@@ -259,8 +272,7 @@ describe('leases and recovery', () => {
     const queue = keys.queue('noop');
     await redis.sadd(keys.queues, 'noop');
     // A worker claimed two tasks and died: its lease expired long ago.
-    await redis.zadd(queue.workers, '1', 'dead-worker');
-    const claimed = await claimAs(redis, queue, 'dead-worker', 2);
+    const claimed = await claimThenDie(queue, 'dead-worker', 2);
     expect(claimed).toHaveLength(4);
 
     const result = await reaper.sweep();
@@ -278,8 +290,7 @@ describe('leases and recovery', () => {
     const { client } = await module();
     await client.emitBatch('flaky', [{ n: 1 }, { n: 2 }]);
     const queue = keys.queue('flaky');
-    await redis.zadd(queue.workers, '1', 'crashed');
-    await claimAs(redis, queue, 'crashed', 2);
+    await claimThenDie(queue, 'crashed', 2);
     await worker();
     await waitFor(() => runsOf('flaky').length === 2, 'both recovered tasks');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([2, 2]);
@@ -312,8 +323,7 @@ describe('leases and recovery', () => {
     const queue = keys.queue('flaky');
     await redis.sadd(keys.queues, 'flaky');
     for (const dead of ['crash-1', 'crash-2']) {
-      await redis.zadd(queue.workers, '1', dead);
-      await claimAs(redis, queue, dead, 1);
+      await claimThenDie(queue, dead, 1);
       await (await module()).reaper.sweep();
     }
     await worker();

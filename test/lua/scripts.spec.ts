@@ -215,6 +215,16 @@ describe('claimTasks', () => {
     expect(await redis.llen(keys.pending('a'))).toBe(1);
   });
 
+  it('refuses a worker whose lease has expired, and claims again once it renewed it', async () => {
+    await enqueue(['a', ['1']]);
+    await redis.zadd(keys.workers, 1, worker); // the lease ran out long ago (Redis time, ms)
+    expect(await claim('a', 1)).toBe('unregistered');
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+    await gateway.heartbeat(keys, worker, 30_000);
+    expect(ids(await claim('a', 1))).toEqual(['1']);
+  });
+
   it('never hands the same task to two claims', async () => {
     await enqueue(['a', Array.from({ length: 100 }, (_, i) => String(i))]);
     const replies = await Promise.all(Array.from({ length: 20 }, () => claim('a', 7)));

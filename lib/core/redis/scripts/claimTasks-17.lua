@@ -51,7 +51,8 @@
 -- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
 --   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
---   or -1 when the worker is not registered (it must register, then claim again), or -2 when the
+--   or -1 when the worker is not registered or its lease has expired (it must register, then claim
+--   again), or -2 when the
 --   queue is paused
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
@@ -128,16 +129,17 @@ end
 if wanted == 0 then
   return { lost, {}, 0 }
 end
-if not redis.call('ZSCORE', KEYS[4], ARGV[2]) then
+-- A worker whose lease has expired claims nothing, as if unregistered: a reaper may be recovering its
+-- tasks, and a claim it queued before it stalled (pipelined behind a blocking read, run by Redis while
+-- the process is frozen) must not take tasks it cannot run.
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local lease = redis.call('ZSCORE', KEYS[4], ARGV[2])
+if not lease or tonumber(lease) < now then
   return { lost, -1, 0 }
 end
 if redis.call('EXISTS', KEYS[9]) == 1 then
   return { lost, -2, 0 }
-end
-local now = 0
-if limited then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
 -- Where each claimed entry came from, so it can go back if holding it is refused.
