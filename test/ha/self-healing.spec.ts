@@ -182,6 +182,26 @@ describe('outage log lines', () => {
     }
   }, 40_000);
 
+  it('calls Redis unreachable, never a stuck handshake, while each reconnection attempt fails quickly', async () => {
+    proxy = await startProxy(server.port);
+    // Attempts 10 ms apart, each held 150 ms and then cut: ioredis is nearly always mid-attempt
+    // ('connecting' or 'connect'), each attempt well within the watchdog's 400 ms. The watchdog used to
+    // read that as a handshake stuck past its due time, and cut the attempt itself.
+    const connection = new Redis(proxy.url, { retryStrategy: () => 10 });
+    connection.on('error', () => undefined);
+    const { logger } = await worker(proxy.url, testPrefix('refused'), { connection, heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 400, blockTimeoutMs: 100, shutdownTimeoutMs: 200 });
+    const app = started.pop()!;
+    try {
+      proxy.dropAfter(150);
+      const watchdogLine = /^error Redis, as the watchdog of worker .* sees it, failed: /;
+      const line = await waitFor(() => logger.lines.find((entry) => watchdogLine.test(entry)), 'the watchdog to report the outage');
+      expect(line).toContain('Redis is unreachable');
+    } finally {
+      expect(await closeWithin(app, 15_000)).toBe('closed');
+      connection.disconnect();
+    }
+  }, 40_000);
+
   it('measure an outage from when the connection was lost, and call a dead Redis unreachable, not half-open', async () => {
     const own = await startRedisServer();
     let restarted: RedisServer | undefined;

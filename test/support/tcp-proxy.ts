@@ -10,12 +10,25 @@ export interface TcpProxy {
   readonly url: string;
   /** Stops forwarding on every connection open now; neither side is told. */
   freeze(): void;
+  /**
+   * Cuts every connection open now, and from then on accepts each new one but forwards nothing and
+   * closes it after `holdMs`: a server that is gone, each reconnection attempt failing within `holdMs`.
+   */
+  dropAfter(holdMs: number): void;
   close(): Promise<void>;
 }
 
 export async function startProxy(targetPort: number): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
+  const held = new Set<Socket>();
+  let dropAfterMs: number | undefined;
   const server: Server = createServer((client) => {
+    if (dropAfterMs !== undefined) {
+      held.add(client);
+      client.on('error', () => undefined).on('close', () => held.delete(client));
+      setTimeout(() => client.destroy(), dropAfterMs);
+      return;
+    }
     const upstream = connect(targetPort, '127.0.0.1');
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
@@ -46,11 +59,19 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
         pairs.delete(pair);
       }
     },
+    dropAfter(holdMs) {
+      dropAfterMs = holdMs;
+      for (const [client, upstream] of pairs) {
+        client.destroy();
+        upstream.destroy();
+      }
+    },
     async close() {
       for (const [client, upstream] of [...pairs, ...frozen]) {
         client.destroy();
         upstream.destroy();
       }
+      for (const client of held) client.destroy();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

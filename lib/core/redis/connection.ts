@@ -51,6 +51,7 @@ export function openBlockingConnection(base: RedisConnection, connectionName: st
       : base.duplicate({ connectionName, maxRetriesPerRequest: null });
   // Its outages surface as failed commands, which their loop reports once; no unhandled 'error' events.
   connection.on('error', () => undefined);
+  watchOf(connection); // watched from the start, so the watchdog knows when it was lost
   return connection;
 }
 
@@ -156,6 +157,8 @@ export class ConnectionWatch {
   permanent: RedisConfigurationError | undefined;
   /** When the connection was lost (first close or error since it was last ready), Date.now() ms. */
   downSince: number | undefined;
+  /** When the connection's status last changed (a connect attempt began, it closed, it became ready). */
+  statusSince = Date.now();
   private resetsBeforeReady = 0;
   private everReady = false;
 
@@ -170,6 +173,12 @@ export class ConnectionWatch {
     connection.on('close', () => {
       this.downSince ??= Date.now();
     });
+    // ioredis emits each status it enters as an event of that name.
+    for (const status of ['connecting', 'connect', 'ready', 'close', 'reconnecting', 'end']) {
+      connection.on(status, () => {
+        this.statusSince = Date.now();
+      });
+    }
     connection.on('ready', () => {
       this.downSince = undefined;
       this.everReady = true;
@@ -228,6 +237,16 @@ export class ConnectionWatch {
 }
 
 const watches = new WeakMap<RedisConnection, ConnectionWatch>();
+
+/**
+ * Whether ioredis already knows Redis is gone and is trying again: waiting between attempts, or in an
+ * attempt (after a loss) that began less than `freshMs` ago. A handshake stuck longer is not that.
+ */
+export function retryingAfterLoss(connection: RedisConnection, now: number, freshMs: number): boolean {
+  if (connection.status === 'reconnecting') return true;
+  const watch = watchOf(connection);
+  return watch.downSince !== undefined && (connection.status === 'connecting' || connection.status === 'connect') && now - watch.statusSince <= freshMs;
+}
 
 /** The watch of a connection (made on first use; shared by everything using that connection). */
 export function watchOf(connection: RedisConnection, server = 'Redis'): ConnectionWatch {

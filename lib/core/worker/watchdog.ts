@@ -1,4 +1,4 @@
-import { forceReconnect } from '../redis/connection.js';
+import { forceReconnect, retryingAfterLoss } from '../redis/connection.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { errorMessage, OutageReporter, type TaskLogger } from '../support/logger.js';
@@ -62,7 +62,7 @@ export class Watchdog {
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
         const connection = overdue.connection === 'blocking' ? blocking : this.redis;
-        if (connection.status === 'reconnecting') {
+        if (retryingAfterLoss(connection, now, this.options.watchdogTimeoutMs)) {
           // Not a half-open socket: ioredis knows Redis is gone and is already trying again.
           this.stall.failed(new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is reconnecting`));
         } else {
@@ -74,7 +74,7 @@ export class Watchdog {
     const beating = this.lease.beatingFor(now);
     if (beating !== undefined && beating > this.options.heartbeatIntervalMs + this.options.watchdogTimeoutMs) {
       stalled = true;
-      if (this.redis.status === 'reconnecting') {
+      if (retryingAfterLoss(this.redis, now, this.options.watchdogTimeoutMs)) {
         this.stall.failed(new Error('Redis is unreachable: the heartbeat waits on a connection that is reconnecting'));
       } else {
         this.stall.failed(new Error(describeStall('the heartbeat', beating, 'command', this.redis.status)));
