@@ -158,6 +158,52 @@ describe('consumer groups (enqueueTasks fan-out)', () => {
 });
 
 describe('claimTasks', () => {
+  it('names every key it touches from the base it is given, as keys.ts names them (a group, weights, rates, a cap, a fault)', async () => {
+    // A consumer group's keys (base `<root>:g:audit`), with every feature on, so every key gets written.
+    const group = keys.forGroup('audit');
+    await redis.sadd(keys.groups, 'audit');
+    await gateway.heartbeat(group, worker, 30_000);
+    const args: (string | number)[] = [];
+    const task = (id: string, clientId: string, priority = 0) =>
+      pushEnqueueArgs(args, { id, clientId, entry: entry(id, clientId), priority, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    ['1', '2', '3'].forEach((id) => task(id, 'a'));
+    task('4', 'b');
+    task('5', 'b', 5);
+    await gateway.enqueue(keys, args);
+    await redis.hset(group.weights, 'a', '2');
+    await redis.hset(group.rates, 'b', '1'); // one token: b's second task waits, throttled
+    await redis.set(group.pending('d'), 'not a list'); // a client key broken by a stray command
+    await redis.rpush(group.ring, 'd');
+    const first = await gateway.claim(group, { workerId: worker, wanted: 10, clientConcurrency: 0, tokenPrefix: 'x.', acks: [] });
+    expect(ids(first.outcome)).toEqual(['1', '2', '5', '3']);
+    // Under a cap of 1, with the first token acknowledged: c is parked after one task.
+    const more: (string | number)[] = [];
+    pushEnqueueArgs(more, { id: '6', clientId: 'c', entry: entry('6', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueArgs(more, { id: '7', clientId: 'c', entry: entry('7', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    await gateway.enqueue(keys, more);
+    const second = await gateway.claim(group, { workerId: worker, wanted: 10, clientConcurrency: 1, tokenPrefix: 'y.', acks: [pairsOf(first.outcome)[0]] });
+    expect(ids(second.outcome)).toEqual(['6']);
+    // Each key written under the name keys.ts gives it...
+    expect(await redis.hlen(group.processing(worker))).toBe(4);
+    expect(await redis.hget(group.counters, 'completed')).toBe('1');
+    expect(await redis.hlen(group.counted)).toBe(1);
+    expect(await redis.hget(group.inflight, 'c')).toBe('1');
+    expect(await redis.smembers(group.parked)).toEqual(['c']);
+    expect(await redis.zrange(group.throttled, '0', '-1')).toEqual(['b']);
+    expect(await redis.hexists(group.buckets, 'b')).toBe(1);
+    expect(await redis.get(group.prioritized)).toBe('0');
+    expect(await redis.get(group.pendingCount)).toBe('2'); // b's plain task and c's second
+    expect(await redis.hexists(group.faults, group.pending('d'))).toBe(1);
+    // ...and nothing outside those names (the ring is empty: a drained, b throttled, c parked, d quarantined;
+    // the root's workers and heartbeats are this file's default registration).
+    const expected = [
+      keys.workers, keys.heartbeats, keys.groups, group.processing(worker), group.workers, group.heartbeats, group.weights, group.rates, group.buckets,
+      group.throttled, group.counted, group.inflight, group.parked, group.counters, group.sequence, group.prioritized, group.pendingCount,
+      group.pending('b'), group.pending('c'), group.faults, `${group.pending('d')}:quarantined:1`,
+    ];
+    expect((await keysUnder(redis, prefix)).sort()).toEqual(expected.sort());
+  });
+
   it('moves tasks from the head into the processing hash under increasing tokens', async () => {
     await enqueue(['a', ['1', '2', '3']]);
     const reply = await claim('a', 2);

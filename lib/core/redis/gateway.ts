@@ -36,11 +36,8 @@ export class ScriptGateway {
 
   /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
-    const [lost, claimed, throttledUntil] = await this.redis.claimTasks(
-      keys.ring, keys.processing(request.workerId), keys.faults, keys.workers, keys.prioritized, keys.counted, keys.inflight, keys.parked,
-      keys.paused, keys.counters, keys.weights, keys.credit, keys.rates, keys.throttled, keys.buckets, keys.sequence, keys.pendingCount,
-      request.wanted, request.workerId, keys.pending(''), keys.priority(''), request.clientConcurrency, request.tokenPrefix, ...request.acks,
-    );
+    // One key, the base: the script names the others from it (the smallest request per wake-up).
+    const [lost, claimed, throttledUntil] = await this.redis.claimTasks(keys.base, request.wanted, request.workerId, request.clientConcurrency, request.tokenPrefix, ...request.acks);
     const outcome: ClaimOutcome = claimed === -1 ? { kind: 'unregistered' } : claimed === -2 ? { kind: 'paused' } : { kind: 'claimed', pairs: claimed };
     return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined };
   }

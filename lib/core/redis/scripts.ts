@@ -72,27 +72,9 @@ export type SettleKeys = [counted: string, inflight: string, parked: string, rin
 export interface TaskCommands {
   enqueueTasks(root: string, ...tasks: (string | number)[]): Promise<(0 | string)[]>;
   claimTasks(
-    ring: string,
-    processing: string,
-    faults: string,
-    workers: string,
-    prioritized: string,
-    counted: string,
-    inflight: string,
-    parked: string,
-    paused: string,
-    counters: string,
-    weights: string,
-    credit: string,
-    rates: string,
-    throttled: string,
-    buckets: string,
-    sequence: string,
-    pendingCount: string,
+    base: string,
     wanted: number,
     workerId: string,
-    pendingPrefix: string,
-    priorityPrefix: string,
     clientConcurrency: number,
     tokenPrefix: string,
     ...acks: string[]

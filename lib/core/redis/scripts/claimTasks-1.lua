@@ -1,4 +1,4 @@
--- claimTasks-17.lua
+-- claimTasks-1.lua
 -- Purpose: acknowledge the worker's finished tasks, then claim up to N tasks round-robin over the
 --   clients with pending tasks: each visit rotates the ring by one client and takes one task of it
 --   (its highest priority first, then its oldest), so one claim spreads over many clients and its cost
@@ -21,33 +21,29 @@
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
 -- Includes: guard, releaseClientSlot
--- KEYS[1]: ring (list of client ids with pending tasks)
--- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
--- KEYS[3]: faults (hash: subject -> what was found broken in Redis data and what was done)
--- KEYS[4]: workers (sorted set: worker id -> lease expiry)
--- KEYS[5]: prioritized (string counter of prioritized pending tasks)
--- KEYS[6]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
--- KEYS[7]: inflight (hash: client id -> tasks of it in flight under the cap)
--- KEYS[8]: parked (set of clients taken off the ring at their cap)
--- KEYS[9]: paused (string; while it exists, nothing is claimed: acknowledgements still go through)
--- KEYS[10]: counters (hash: outcome -> count, for the admin API and metrics)
--- KEYS[11]: weights (hash: client id -> weight, 1 when absent; while the hash is empty, the plain
---   one-task-per-visit rotation runs)
--- KEYS[12]: credit (hash: client id -> tasks taken in the visit under way, for weighted visits)
--- KEYS[13]: rates (hash: client id, or '*' for every client, -> tasks started per second, 0 for none;
---   while the hash is empty, no bucket is checked)
--- KEYS[14]: throttled (sorted set: client id -> when its next token is due, Redis time in ms)
--- KEYS[15]: buckets (hash: client id -> "tokens:last refill ms")
--- KEYS[16]: sequence (string counter, incremented once per call that claims; part of every token)
--- KEYS[17]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
+-- Builds keys: every key is named from the base in KEYS[1] (`<base>:ring`, `<base>:processing:<worker>`,
+--   `<base>:pending:<client>`, ... as `QueueKeys` spells them; a test pins that both agree), so the call a
+--   worker makes per wake-up is small; all share the base's hash tag, hence its Cluster slot. The keys:
+--   ring (list of client ids with pending tasks); processing:<worker> (hash: fencing token -> encoded
+--   entry); faults (hash: subject -> what was found broken and what was done); workers (sorted set: worker
+--   id -> lease expiry); prioritized (string counter of prioritized pending tasks); counted (hash: token ->
+--   client id, for tasks claimed under a per-client cap); inflight (hash: client id -> tasks of it in
+--   flight under the cap); parked (set of clients taken off the ring at their cap); paused (string; while
+--   it exists nothing is claimed, acknowledgements still go through); counters (hash: outcome -> count);
+--   weights (hash: client id -> weight, 1 when absent; while empty, the plain one-task-per-visit rotation
+--   runs); credit (hash: client id -> tasks taken in the visit under way); rates (hash: client id, or '*',
+--   -> tasks started per second; while empty, no bucket is checked); throttled (sorted set: client id ->
+--   when its next token is due, Redis time in ms); buckets (hash: client id -> "tokens:last refill ms");
+--   sequence (string counter, incremented once per call that claims; part of every token); pending-count
+--   (string counter of the shard's pending tasks, all clients; see pushTask); pending:<client> and
+--   priority:<client> (a client's pending list and priority set).
+-- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
+--   `default`); not a key itself, declared so the call goes to the node of its slot
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
--- ARGV[3]: key prefix of a client's pending list; ARGV[4]: key prefix of a client's priority set (the
---   key module's names with an empty client id: every such key shares the queue's hash tag, so it lies
---   in the same Cluster slot as KEYS)
--- ARGV[5]: per-client cap on tasks in flight (0: none)
--- ARGV[6]: fencing token prefix, unique to this call: the k-th task claimed gets ARGV[6], the counter,
+-- ARGV[3]: per-client cap on tasks in flight (0: none)
+-- ARGV[4]: fencing token prefix, unique to this call: the k-th task claimed gets ARGV[4], the counter,
 --   '.', then k as five digits (so one process's tokens sort in claim order)
--- ARGV[7..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- ARGV[5..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
 --   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
@@ -60,8 +56,16 @@
 --   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
+local base = KEYS[1]
+local ring, processing, faults = base .. ':ring', base .. ':processing:' .. ARGV[2], base .. ':faults'
+local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioritized', base .. ':counters'
+local counted, inflight, parked = base .. ':counted', base .. ':inflight', base .. ':parked'
+local weights, rates, pendingCount = base .. ':weights', base .. ':rates', base .. ':pending-count'
+local pendingPrefix, priorityPrefix = base .. ':pending:', base .. ':priority:'
+local paused, sequence = base .. ':paused', base .. ':sequence'
+local credit, throttled, buckets = base .. ':credit', base .. ':throttled', base .. ':buckets'
 local lost = {}
-local cap = tonumber(ARGV[5]) or 0
+local cap = tonumber(ARGV[3]) or 0
 local wanted = tonumber(ARGV[1]) or 0
 local prioritized = false
 local weighted = false
@@ -69,59 +73,59 @@ local limited = false
 if wanted > 0 then
   -- Read before anything is written. A counter of another type is set aside, and counted as unknown
   -- (high), so priority sets are looked at rather than hidden.
-  local raw = redis.pcall('GET', KEYS[5])
+  local raw = redis.pcall('GET', prioritizedKey)
   if type(raw) == 'table' then
-    quarantineKey(KEYS[3], KEYS[5], 'string')
-    redis.call('SET', KEYS[5], UNKNOWN_COUNT)
+    quarantineKey(faults, prioritizedKey, 'string')
+    redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
     raw = tostring(UNKNOWN_COUNT)
   end
   local count = tonumber(raw or '0')
   prioritized = not count or count ~= math.floor(count) or count > 0
   -- One EXISTS tells whether weights or rate limits are set at all (usually neither).
-  if redis.call('EXISTS', KEYS[11], KEYS[13]) > 0 then
-    weighted = redis.call('EXISTS', KEYS[11]) == 1
-    limited = redis.call('EXISTS', KEYS[13]) == 1
+  if redis.call('EXISTS', weights, rates) > 0 then
+    weighted = redis.call('EXISTS', weights) == 1
+    limited = redis.call('EXISTS', rates) == 1
   end
 end
 -- The features' own keys must be of their types before anything is written or popped (these checks
 -- run only while the feature is on). The processing hash fails the first read (acks) or its write is
 -- undone (hold); the ring and client keys heal; the sequence is a healing counter.
 if cap > 0 then
-  expectTypes(KEYS[6], 'hash', KEYS[7], 'hash', KEYS[8], 'set')
+  expectTypes(counted, 'hash', inflight, 'hash', parked, 'set')
 end
 if prioritized then
-  local count = tonumber(redis.call('GET', KEYS[5]) or '0')
+  local count = tonumber(redis.call('GET', prioritizedKey) or '0')
   if not count or count ~= math.floor(count) then
     -- Not a count: reset it high, so priority sets are looked at from now on.
-    recordFault(KEYS[3], KEYS[5], 'was not an integer counter; reset to ' .. UNKNOWN_COUNT)
-    redis.call('SET', KEYS[5], UNKNOWN_COUNT)
+    recordFault(faults, prioritizedKey, 'was not an integer counter; reset to ' .. UNKNOWN_COUNT)
+    redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
   end
 end
 if weighted then
-  expectTypes(KEYS[11], 'hash', KEYS[12], 'hash')
+  expectTypes(weights, 'hash', credit, 'hash')
 end
 if limited then
-  expectTypes(KEYS[13], 'hash', KEYS[14], 'zset', KEYS[15], 'hash')
+  expectTypes(rates, 'hash', throttled, 'zset', buckets, 'hash')
 end
-if #ARGV >= 7 then
+if #ARGV >= 5 then
   local acks = {}
-  for i = 7, #ARGV do
+  for i = 5, #ARGV do
     acks[#acks + 1] = ARGV[i]
   end
-  local held = redis.call('HMGET', KEYS[2], unpack(acks))
+  local held = redis.call('HMGET', processing, unpack(acks))
   for i = 1, #acks do
     if not held[i] then
       lost[#lost + 1] = acks[i]
     end
   end
-  local acknowledged = redis.call('HDEL', KEYS[2], unpack(acks))
+  local acknowledged = redis.call('HDEL', processing, unpack(acks))
   if acknowledged > 0 then
-    countOutcome(KEYS[10], 'completed', acknowledged)
+    countOutcome(counters, 'completed', acknowledged)
   end
   if cap > 0 then
     for i = 1, #acks do
       if held[i] then
-        releaseClientSlot(KEYS[6], KEYS[7], KEYS[8], KEYS[1], acks[i], false)
+        releaseClientSlot(counted, inflight, parked, ring, acks[i], false)
       end
     end
   end
@@ -134,11 +138,11 @@ end
 -- the process is frozen) must not take tasks it cannot run.
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local lease = redis.call('ZSCORE', KEYS[4], ARGV[2])
+local lease = redis.call('ZSCORE', workers, ARGV[2])
 if not lease or tonumber(lease) < now then
   return { lost, -1, 0 }
 end
-if redis.call('EXISTS', KEYS[9]) == 1 then
+if redis.call('EXISTS', paused) == 1 then
   return { lost, -2, 0 }
 end
 
@@ -152,7 +156,7 @@ local function holdAll(claimed, count, owners)
   if count == 0 then
     return
   end
-  local written = redis.pcall('HSET', KEYS[2], unpack(claimed))
+  local written = redis.pcall('HSET', processing, unpack(claimed))
   if type(written) == 'table' and written.err then
     for i = count, 1, -1 do
       local origin = origins[i]
@@ -163,18 +167,18 @@ local function holdAll(claimed, count, owners)
       end
     end
     if string.sub(written.err, 1, 9) == 'WRONGTYPE' then
-      error({ err = 'WRONGTYPE the processing hash ' .. KEYS[2] .. ' is not a hash; nothing was claimed (delete or rename the key)' })
+      error({ err = 'WRONGTYPE the processing hash ' .. processing .. ' is not a hash; nothing was claimed (delete or rename the key)' })
     end
     error(written)
   end
-  healingIncr(KEYS[3], KEYS[17], -count, 0)
+  healingIncr(faults, pendingCount, -count, 0)
   if cap > 0 then
-    local counted = {}
+    local owned = {}
     for i = 1, count do
-      counted[2 * i - 1] = claimed[2 * i - 1]
-      counted[2 * i] = owners[i]
+      owned[2 * i - 1] = claimed[2 * i - 1]
+      owned[2 * i] = owners[i]
     end
-    redis.call('HSET', KEYS[6], unpack(counted))
+    redis.call('HSET', counted, unpack(owned))
   end
 end
 
@@ -193,20 +197,20 @@ while count < wanted do
   local used = 0
   if weighted then
     -- The client at the head keeps the visit until it has used its weight.
-    client = healingCall(KEYS[3], 'list', 'LINDEX', KEYS[1], 0)
+    client = healingCall(faults, 'list', 'LINDEX', ring, 0)
     if client then
-      weight = math.max(1, math.floor(numberOr(KEYS[3], KEYS[11] .. ' ' .. client, redis.call('HGET', KEYS[11], client), 1)))
-      used = numberOr(KEYS[3], KEYS[12] .. ' ' .. client, redis.call('HGET', KEYS[12], client), 0)
+      weight = math.max(1, math.floor(numberOr(faults, weights .. ' ' .. client, redis.call('HGET', weights, client), 1)))
+      used = numberOr(faults, credit .. ' ' .. client, redis.call('HGET', credit, client), 0)
     end
   else
-    client = healingCall(KEYS[3], 'list', 'LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+    client = healingCall(faults, 'list', 'LMOVE', ring, ring, 'LEFT', 'RIGHT')
   end
   if not client then
     -- No client waits (the ring is empty): unless some are parked or throttled, nothing is pending, so
     -- the pending count is set right if anything (a quarantined list, a hand edit) made it drift.
     -- (Set to what this call popped, which holdAll then takes off.)
-    if redis.call('EXISTS', KEYS[8], KEYS[14]) == 0 and redis.call('GET', KEYS[17]) ~= tostring(count) then
-      redis.call('SET', KEYS[17], count)
+    if redis.call('EXISTS', parked, throttled) == 0 and redis.call('GET', pendingCount) ~= tostring(count) then
+      redis.call('SET', pendingCount, count)
     end
     break
   end
@@ -214,12 +218,12 @@ while count < wanted do
   local rate = 0
   local tokens = 0
   if limited then
-    local configured = redis.call('HGET', KEYS[13], client) or redis.call('HGET', KEYS[13], '*')
-    rate = numberOr(KEYS[3], KEYS[13] .. ' ' .. client, configured, 0)
+    local configured = redis.call('HGET', rates, client) or redis.call('HGET', rates, '*')
+    rate = numberOr(faults, rates .. ' ' .. client, configured, 0)
     if rate > 0 then
       local capacity = math.max(1, math.ceil(rate / 10))
       tokens = capacity
-      local bucket = redis.call('HGET', KEYS[15], client)
+      local bucket = redis.call('HGET', buckets, client)
       if bucket then
         local held, last = string.match(bucket, '^([%d%.]+):(%d+)$')
         if held and tonumber(held) then
@@ -231,81 +235,81 @@ while count < wanted do
   if rate > 0 and tokens < 1 then
     local due = now + math.ceil((1 - tokens) * 1000 / rate)
     if weighted then
-      redis.call('LREM', KEYS[1], 1, client)
-      redis.call('HDEL', KEYS[12], client)
+      redis.call('LREM', ring, 1, client)
+      redis.call('HDEL', credit, client)
     else
-      redis.call('LREM', KEYS[1], -1, client)
+      redis.call('LREM', ring, -1, client)
     end
-    redis.call('ZADD', KEYS[14], due, client)
-    redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens, now))
+    redis.call('ZADD', throttled, due, client)
+    redis.call('HSET', buckets, client, string.format('%.6f:%d', tokens, now))
     if throttledUntil == 0 or due < throttledUntil then
       throttledUntil = due
     end
   else
-    local list = ARGV[3] .. client
-    local priority = ARGV[4] .. client
+    local list = pendingPrefix .. client
+    local priority = priorityPrefix .. client
     local inFlight = 0
     if cap > 0 then
-      inFlight = numberOr(KEYS[3], KEYS[7] .. ' ' .. client, redis.call('HGET', KEYS[7], client), 0)
+      inFlight = numberOr(faults, inflight .. ' ' .. client, redis.call('HGET', inflight, client), 0)
     end
     local entry = nil
     if cap == 0 or inFlight < cap then
       local score = nil
       if prioritized then
-        local popped = healingCall(KEYS[3], 'zset', 'ZPOPMIN', priority)
+        local popped = healingCall(faults, 'zset', 'ZPOPMIN', priority)
         if popped[1] then
           entry = string.sub(popped[1], 16)
           score = popped[2]
         end
       end
       if not entry then
-        entry = healingCall(KEYS[3], 'list', 'LPOP', list)
+        entry = healingCall(faults, 'list', 'LPOP', list)
       end
       if entry then
         used = used + 1
         count = count + 1
         if not execution then
-          execution = healingIncr(KEYS[3], KEYS[16], 1, 1)
+          execution = healingIncr(faults, sequence, 1, 1)
         end
-        claimed[2 * count - 1] = ARGV[6] .. execution .. '.' .. string.format('%05d', count)
+        claimed[2 * count - 1] = ARGV[4] .. execution .. '.' .. string.format('%05d', count)
         claimed[2 * count] = entry
         origins[count] = { list = list, priority = priority, score = score }
         if score then
-          redis.call('DECR', KEYS[5])
+          redis.call('DECR', prioritizedKey)
         end
         if cap > 0 then
           owners[count] = client
           inFlight = inFlight + 1
-          redis.call('HSET', KEYS[7], client, inFlight)
+          redis.call('HSET', inflight, client, inFlight)
         end
       end
     end
     -- The client was rotated to the tail (weighted: unless its visit goes on). It leaves the ring when it
     -- has nothing left (this also drops a stale entry, so the loop always ends), and is parked when it
     -- has tasks left but is at its cap.
-    local left = healingCall(KEYS[3], 'list', 'LLEN', list)
+    local left = healingCall(faults, 'list', 'LLEN', list)
     if prioritized and left == 0 then
-      left = healingCall(KEYS[3], 'zset', 'ZCARD', priority)
+      left = healingCall(faults, 'zset', 'ZCARD', priority)
     end
     local capped = cap > 0 and inFlight >= cap
     if weighted then
       if left == 0 or capped or not entry or used >= weight then
-        redis.call('HDEL', KEYS[12], client)
+        redis.call('HDEL', credit, client)
         if left > 0 and not capped then
-          redis.call('LMOVE', KEYS[1], KEYS[1], 'LEFT', 'RIGHT')
+          redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
         end
       else
-        redis.call('HSET', KEYS[12], client, used)
+        redis.call('HSET', credit, client, used)
       end
     end
     if left == 0 then
-      redis.call('LREM', KEYS[1], -1, client)
+      redis.call('LREM', ring, -1, client)
     elseif capped then
-      redis.call('LREM', KEYS[1], -1, client)
-      redis.call('SADD', KEYS[8], client)
+      redis.call('LREM', ring, -1, client)
+      redis.call('SADD', parked, client)
     end
     if rate > 0 and entry then
-      redis.call('HSET', KEYS[15], client, string.format('%.6f:%d', tokens - 1, now))
+      redis.call('HSET', buckets, client, string.format('%.6f:%d', tokens - 1, now))
     end
   end
 end
