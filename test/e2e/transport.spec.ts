@@ -17,6 +17,7 @@ import {
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { claimAs, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { monitor } from '../support/monitor.js';
 
 const redis = openRedis();
 const seen: { pattern: string; payload: unknown; task: RedisTaskInfo }[] = [];
@@ -104,24 +105,17 @@ async function blockedLoops(workerId: string, count: number): Promise<string[]> 
 }
 
 /**
- * Records, with MONITOR, the connection each script run came from whose first KEYS are `keys` (the
- * script is told by its KEYS layout: MONITOR shows a first EVAL's source escaped).
+ * Records, with MONITOR, the connection each script run came from whose arguments after the script
+ * (numkeys, KEYS, ARGV) start with `args`, `undefined` matching anything (a script is told by its layout:
+ * MONITOR shows a first EVAL's source escaped).
  */
-async function watchScripts(...keys: string[]): Promise<{ sources: string[]; stop(): void }> {
-  const base = openRedis();
-  const monitor = await base.monitor(); // a connection of its own
+async function watchScripts(...args: (string | undefined)[]): Promise<{ sources: string[]; stop(): void }> {
   const sources: string[] = [];
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    const command = args[0]?.toLowerCase();
-    if ((command === 'eval' || command === 'evalsha') && keys.every((key, i) => args[3 + i] === key)) sources.push(source);
+  const watching = await monitor(redisUrl(), ({ source, args: argv }) => {
+    const command = argv[0]?.toLowerCase();
+    if ((command === 'eval' || command === 'evalsha') && args.every((arg, i) => arg === undefined || argv[2 + i] === arg)) sources.push(source);
   });
-  return {
-    sources,
-    stop: () => {
-      monitor.disconnect();
-      base.disconnect();
-    },
-  };
+  return { sources, stop: () => watching.stop() };
 }
 
 describe('Nest version under test', () => {
@@ -180,7 +174,7 @@ describe('emit', () => {
     const { workerId } = transport.options;
     const blockingAddresses = await blockedLoops(workerId, 5);
     const queue = keys.queue('avatar.resize');
-    const claims = await watchScripts(queue.ring, queue.processing(workerId)); // claimTasks
+    const claims = await watchScripts('1', queue.base, undefined, workerId); // claimTasks: its base, any number wanted, the worker id
     try {
       await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
       await waitFor(() => seenFor('avatar.resize').length === 1 && claims.sources.length > 0, 'the handler to run');
@@ -199,8 +193,8 @@ describe('emit', () => {
     // Every loop waits with a claim for the one free slot queued behind its BLMOVE.
     await blockedLoops(workerId, 5);
     // requeueTasks of either queue
-    const requeues = await watchScripts(keys.queue('avatar.resize').processing(workerId), keys.queue('avatar.resize').ring);
-    const slowRequeues = await watchScripts(keys.queue('slow.job').processing(workerId), keys.queue('slow.job').ring);
+    const requeues = await watchScripts(undefined, keys.queue('avatar.resize').processing(workerId), keys.queue('avatar.resize').ring);
+    const slowRequeues = await watchScripts(undefined, keys.queue('slow.job').processing(workerId), keys.queue('slow.job').ring);
     try {
       // Both loops wake and both claims take a task; only one task gets the slot.
       await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2 }))]);

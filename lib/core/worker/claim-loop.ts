@@ -221,6 +221,10 @@ export class ClaimLoop {
    * clients' lists, uncounted.
    */
   private async waitForWork(): Promise<boolean> {
+    // Every slot taken (other loops' claims, running handlers): wait for one, so the wait has a claim queued
+    // (else its wake-up costs a second round trip); acknowledgements to send go by the loop's usual path.
+    if (this.slots.free === 0) await this.work();
+    if (this.stopped || this.slots.free === 0) return false;
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     this.blocked = true; // acknowledgements go out on their own meanwhile
     if (this.acks.size > 0) void this.flushAcks();
