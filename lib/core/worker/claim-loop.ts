@@ -228,14 +228,14 @@ export class ClaimLoop {
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     this.blocked = true; // acknowledgements go out on their own meanwhile
     if (this.acks.size > 0) void this.flushAcks();
-    const waiting = this.idle.wait(wanted > 0 ? this.request(wanted, []) : undefined, this.stop.signal);
+    const waiting = this.idle.wait(this.request(wanted, []), this.stop.signal);
     const end = await this.underWay.track('blocking', this.options.blockTimeoutMs, waiting).catch((error: unknown): WaitEnd => ({ error }));
     this.blocked = false;
     if (end === undefined || this.stopped) return false;
     if (end.error === undefined) this.outage.succeeded();
     else this.outage.failed(end.error);
     if (end.claim === undefined) {
-      if (end.error !== undefined) await sleep(RETRY_DELAY_MS, this.stop.signal);
+      await sleep(RETRY_DELAY_MS, this.stop.signal); // the wait itself failed
       return false;
     }
     const count = claimedCount(end.claim);

@@ -3,10 +3,11 @@ import type { QueueKeys } from '../redis/keys.js';
 import { defineScripts, type RedisConnection } from '../redis/scripts.js';
 import { unlessAborted } from '../support/abortable.js';
 
-/** How an idle wait ended, with the reply of the claim queued behind it (when one was). */
+/** How an idle wait ended, with the reply of the claim queued behind it. */
 export interface WaitEnd {
   /** Set when the blocking read itself failed. */
   readonly error?: unknown;
+  /** The queued claim's reply; absent only when the wait could not be made at all. */
   readonly claim?: PromiseSettledResult<ClaimReply>;
 }
 
@@ -28,10 +29,10 @@ export class IdleWait {
   }
 
   /** Resolves when the wait ends (woken or timed out), or with undefined as soon as `signal` aborts. */
-  async wait(claim: ClaimRequest | undefined, signal: AbortSignal): Promise<WaitEnd | undefined> {
+  async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
     const { ring } = this.keys;
     const blocked = this.connection.blmove(ring, ring, 'LEFT', 'RIGHT', this.timeoutMs / 1000);
-    const claimed = claim && this.gateway.claim(this.keys, claim);
+    const claimed = this.gateway.claim(this.keys, claim);
     // close() cuts the connection, but ioredis leaves a command waiting for a reconnection pending
     // forever when it is cut between two attempts: stopping must not wait for it. A claim that ran but
     // whose reply was cut off leaves its tasks in the processing hash, which the worker's release (or,
@@ -39,7 +40,7 @@ export class IdleWait {
     const settled = await unlessAborted(Promise.allSettled([blocked, claimed]), signal);
     if (settled === undefined) return undefined;
     const [wait, reply] = settled;
-    const end = { claim: claimed && (reply as PromiseSettledResult<ClaimReply>) };
+    const end = { claim: reply };
     return wait.status === 'rejected' ? { ...end, error: wait.reason } : end;
   }
 

@@ -48,8 +48,7 @@
 --   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered or its lease has expired (it must register, then claim
---   again), or -2 when the
---   queue is paused
+--   again), or -2 when the queue is paused
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
