@@ -17,7 +17,7 @@ import { patternSettings } from '../core/config/pattern-settings.js';
 import { watchConnection } from './connection-events.js';
 import { REDIS_TASK_TRANSPORT } from './constants.js';
 import { capturedError, installErrorCapture } from './error-capture.js';
-import { RedisTaskContext } from './redis-task.context.js';
+import { RedisTaskContext, type RedisTaskInfo } from './redis-task.context.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 /**
@@ -172,22 +172,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         error: new NonRetryableTaskError(`"${execution.queue}" is handled by an @EventPattern, which returns no result: use emit(), or make the handler a @MessagePattern`),
       };
     }
-    const context = new RedisTaskContext([
-      {
-        id: execution.id,
-        pattern: execution.queue,
-        clientId: execution.clientId,
-        attempt: execution.attempt,
-        maxAttempts: execution.maxAttempts,
-        enqueuedAt: new Date(execution.enqueuedAt),
-        workerId: execution.workerId,
-        group: execution.group,
-        get signal() {
-          return execution.signal; // made on first use
-        },
-      },
-      execution.control,
-    ]);
+    const context = new RedisTaskContext([new TaskInfo(execution), execution.control]);
     try {
       // The head handler runs any further @EventPattern handlers of the pattern and joins them.
       const result: unknown = await handler(execution.payload, context);
@@ -200,5 +185,36 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // error"); where a user's filter handled it instead, what that filter emitted.
       return { status: 'failed', error: capturedError(context) ?? error };
     }
+  }
+}
+
+/**
+ * `ctx.getTask()`: a class, not an object literal with a `signal` getter, whose closure per run would give
+ * every literal a hidden class of its own that keeps the run alive through scavenges (see RunExecution).
+ */
+class TaskInfo implements RedisTaskInfo {
+  readonly id: string;
+  readonly pattern: string;
+  readonly clientId: string;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly enqueuedAt: Date;
+  readonly workerId: string;
+  readonly group: string;
+
+  constructor(private readonly execution: TaskExecution) {
+    this.id = execution.id;
+    this.pattern = execution.queue;
+    this.clientId = execution.clientId;
+    this.attempt = execution.attempt;
+    this.maxAttempts = execution.maxAttempts;
+    this.enqueuedAt = new Date(execution.enqueuedAt);
+    this.workerId = execution.workerId;
+    this.group = execution.group;
+  }
+
+  /** Made on first use: most handlers never look at it. */
+  get signal(): AbortSignal {
+    return this.execution.signal;
   }
 }

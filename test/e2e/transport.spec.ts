@@ -185,6 +185,34 @@ describe('emit', () => {
     }
   });
 
+  it('claims once per task when tasks come one at a time: the claim that took the last waiting task sends the loop straight back to its wait', async () => {
+    fresh('oneclaim');
+    const client = await producer();
+    const { transport } = await worker({ blockTimeoutMs: 120_000 });
+    const { workerId } = transport.options;
+    await blockedLoops(workerId, 5);
+    const queue = keys.queue('avatar.resize');
+    // claimTasks calls of this queue that asked for tasks (ARGV[1] > 0; acknowledgements alone ask for none).
+    let claims = 0;
+    const watching = await monitor(redisUrl(), ({ args }) => {
+      const command = args[0]?.toLowerCase();
+      if ((command === 'eval' || command === 'evalsha') && args[2] === '1' && args[3] === queue.base && args[5] === workerId && Number(args[4]) > 0) claims++;
+    });
+    try {
+      for (let n = 1; n <= 5; n++) {
+        await firstValueFrom(client.emit('avatar.resize', { n }));
+        await waitFor(() => seenFor('avatar.resize').length === n, `task ${n} to run`);
+        await waitFor(async () => (await redis.hlen(queue.processing(workerId))) === 0, `task ${n} acknowledged`);
+        await blockedLoops(workerId, 5); // back in its wait before the next task comes
+      }
+      // One claim per task, each queued behind the wait the task ended (the next one waits behind the last
+      // wait, not run yet); an empty claim after each task would make 10.
+      expect(claims).toBe(5);
+    } finally {
+      watching.stop();
+    }
+  });
+
   it('returns what a woken claim took with no free slot to its queue, uncounted, and runs it later', async () => {
     fresh('giveback');
     const client = await producer();
@@ -195,10 +223,18 @@ describe('emit', () => {
     // requeueTasks of either queue
     const requeues = await watchScripts(undefined, keys.queue('avatar.resize').processing(workerId), keys.queue('avatar.resize').ring);
     const slowRequeues = await watchScripts(undefined, keys.queue('slow.job').processing(workerId), keys.queue('slow.job').ring);
+    // The task goes back in one call sent at once; a read of the processing hash first (a sweep's way) let
+    // the loop's next claim overtake it and run a later task before it.
+    const processingKeys = new Set([keys.queue('slow.job').processing(workerId), keys.queue('avatar.resize').processing(workerId)]);
+    let reads = 0;
+    const readsWatch = await monitor(redisUrl(), ({ args }) => {
+      if (args[0]?.toLowerCase() === 'hgetall' && processingKeys.has(args[1])) reads++;
+    });
     try {
       // Both loops wake and both claims take a task; only one task gets the slot.
       await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2 }))]);
       await waitFor(() => requeues.sources.length + slowRequeues.sources.length === 1, 'the task with no slot to go back');
+      expect(reads).toBe(0);
       hold.open();
       await waitFor(() => seenFor('slow.job').length === 1 && seenFor('avatar.resize').length === 1, 'both handlers to run');
       expect(seen.map(({ task }) => task.attempt)).toEqual([1, 1]);
@@ -208,6 +244,7 @@ describe('emit', () => {
     } finally {
       requeues.stop();
       slowRequeues.stop();
+      readsWatch.stop();
     }
   });
 

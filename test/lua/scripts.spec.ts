@@ -227,6 +227,25 @@ describe('claimTasks', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
   });
 
+  it('says whether it left the ring empty (drained): after taking the last waiting task, and when nothing was there', async () => {
+    await enqueue(['a', ['1', '2']], ['b', ['3']]);
+    const request = { workerId: worker, clientConcurrency: 0, acks: [] };
+    const first = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p0.' });
+    expect([ids(first.outcome), first.drained]).toEqual([['1'], false]); // a stayed on the ring with task 2
+    const some = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p1.' });
+    expect([ids(some.outcome), some.drained]).toEqual([['3'], false]); // b left the ring; a still waits with task 2
+    const last = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p2.' });
+    expect([ids(last.outcome), last.drained]).toEqual([['2'], true]); // took exactly the last one
+    const none = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p3.' });
+    expect([ids(none.outcome), none.drained]).toEqual([[], true]);
+    // Only acknowledging, or refused, it tells nothing about the queue.
+    await enqueue(['c', ['4']]);
+    const acked = await gateway.claim(keys, { ...request, wanted: 0, tokenPrefix: 'p4.', acks: pairsOf(last.outcome).slice(0, 1) });
+    expect(acked.drained).toBe(false);
+    await redis.set(keys.paused, '1');
+    expect((await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p5.' })).drained).toBe(false);
+  });
+
   it('acknowledges the given tokens first, reporting those no longer held as lost', async () => {
     await enqueue(['a', ['1', '2', '3']]);
     const [t1, , t2] = (await claim('a', 2)) as string[];

@@ -37,9 +37,9 @@ export class ScriptGateway {
   /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
     // One key, the base: the script names the others from it (the smallest request per wake-up).
-    const [lost, claimed, throttledUntil] = await this.redis.claimTasks(keys.base, request.wanted, request.workerId, request.clientConcurrency, request.tokenPrefix, ...request.acks);
+    const [lost, claimed, throttledUntil, drained] = await this.redis.claimTasks(keys.base, request.wanted, request.workerId, request.clientConcurrency, request.tokenPrefix, ...request.acks);
     const outcome: ClaimOutcome = claimed === -1 ? { kind: 'unregistered' } : claimed === -2 ? { kind: 'paused' } : { kind: 'claimed', pairs: claimed };
-    return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined };
+    return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined, drained: drained === 1 };
   }
 
   /** ackTasks: per acknowledgement (6 fields, see `AckFields`), true when removed, false when no longer held. */
@@ -187,6 +187,8 @@ export interface ClaimReply {
   readonly outcome: ClaimOutcome;
   /** A rate-limited client left the ring: when its next token is due (Redis time, ms). */
   readonly throttledUntil?: number;
+  /** No client was left waiting when the claim ended: another claim now would find nothing. */
+  readonly drained: boolean;
 }
 
 export interface DeadLetterWrite {

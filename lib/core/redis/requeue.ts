@@ -22,15 +22,18 @@ export interface RequeueResult {
  * or only `tokens`). Entries that cannot be decoded have no client list to return to: they go to dead
  * letters with reason `malformed`. The script moves only tokens still present, so concurrent callers
  * never requeue a task twice.
+ *
+ * Given `entries` (token -> entry, as a claim returned them), nothing is read first: the requeue is sent
+ * before this returns, so a command sent after it on the same connection (the loop's next claim) finds
+ * the tasks back in place; reading the hash first would let such a claim overtake them.
  */
 export async function requeueProcessing(
   redis: TaskRedis,
   keys: QueueKeys,
   settle: SettleOptions,
-  options: { countAttempt: boolean; tokens?: readonly string[]; logger?: TaskLogger },
+  options: { countAttempt: boolean; tokens?: readonly string[]; entries?: Readonly<Record<string, string>>; logger?: TaskLogger },
 ): Promise<RequeueResult> {
-  const processing = keys.processing(settle.workerId);
-  const entries = (await redis.hgetall(processing)) as Record<string, string>;
+  const entries = options.entries ?? ((await redis.hgetall(keys.processing(settle.workerId))) as Record<string, string>);
   const wanted = options.tokens ? new Set(options.tokens) : undefined;
   const tokens = Object.keys(entries)
     .filter((token) => !wanted || wanted.has(token))
@@ -40,24 +43,24 @@ export async function requeueProcessing(
     .reverse();
   const gateway = gatewayOf(redis);
   const held: HeldTask[] = [];
-  let malformed = 0;
+  const undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][] = [];
   for (const token of tokens) {
     const decoded = decodeEntry(entries[token]);
-    if (!decoded.ok) {
-      const id = guessTaskId(entries[token]);
-      const record = undecodableRecord(keys.queue, entries[token], decoded, settle.workerId, id);
-      if (await gateway.deadLetter(keys, settle.workerId, token, { record: JSON.stringify(record), cap: settle.deadLetterCap, taskId: id })) {
-        malformed++;
-        options.logger?.warn(`moved ${record.reason} task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
-      }
-      continue;
+    if (decoded.ok) held.push({ token, clientId: decoded.entry.envelope.clientId, priority: decoded.entry.envelope.priority ?? 0 });
+    else undecodable.push([token, decoded]);
+  }
+  // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is
+  // reported by the await below, not as an unhandled rejection while the dead letters are written.
+  const requeued = held.length > 0 ? gateway.requeue(keys, settle.workerId, options.countAttempt, held) : Promise.resolve(0);
+  requeued.catch(() => undefined);
+  let malformed = 0;
+  for (const [token, decoded] of undecodable) {
+    const id = guessTaskId(entries[token]);
+    const record = undecodableRecord(keys.queue, entries[token], decoded, settle.workerId, id);
+    if (await gateway.deadLetter(keys, settle.workerId, token, { record: JSON.stringify(record), cap: settle.deadLetterCap, taskId: id })) {
+      malformed++;
+      options.logger?.warn(`moved ${record.reason} task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
     }
-    const { clientId, priority } = decoded.entry.envelope;
-    held.push({ token, clientId, priority: priority ?? 0 });
   }
-  if (held.length === 0) {
-    return { requeued: 0, malformed };
-  }
-  const requeued = await gateway.requeue(keys, settle.workerId, options.countAttempt, held);
-  return { requeued, malformed };
+  return { requeued: await requeued, malformed };
 }

@@ -78,7 +78,7 @@ export interface TaskCommands {
     clientConcurrency: number,
     tokenPrefix: string,
     ...acks: string[]
-  ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number]>;
+  ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number, drained: 0 | 1]>;
   ackTasks(
     processing: string,
     counted: string,

@@ -27,11 +27,22 @@ export interface ClaimLoopHooks {
   register(): Promise<void>;
   /** A rate-limited client was taken off the ring until `dueAt` (Redis time, ms). */
   onThrottled(dueAt: number): void;
-  /** Tasks claimed with no free slot to run them: return them to their queue without counting an attempt. */
-  giveBack(tokens: readonly string[]): void;
+  /**
+   * Tasks claimed with no free slot to run them (token, entry, token, entry, ...): return them to their
+   * queue without counting an attempt, ahead of any later claim of this loop.
+   */
+  giveBack(pairs: readonly string[]): void;
 }
 
 const RETRY_DELAY_MS = 500;
+
+/** What a claim call came to: tasks claimed (-1: Redis failed), and whether it left no client waiting. */
+interface Claimed {
+  readonly count: number;
+  readonly drained: boolean;
+}
+const FAILED: Claimed = { count: -1, drained: false };
+const NONE: Claimed = { count: 0, drained: false };
 /** Claim calls of one loop under way at once. */
 const MAX_CALLS_IN_FLIGHT = 2;
 
@@ -161,9 +172,9 @@ export class ClaimLoop {
       if (empty) {
         // The queue looked empty: let the calls under way land, then block until an enqueue.
         await Promise.all(calls);
-        // Woken with tasks claimed: go on claiming. The claim after the wait found none (a timeout, or
-        // another worker took what woke it): block again.
-        empty = !this.stopped && (await this.waitForWork()) && this.acks.size === 0;
+        // Woken with tasks claimed and more waiting: go on claiming. The claim after the wait found none
+        // (a timeout, or another worker took what woke it), or took the last: block again.
+        empty = !this.stopped && (await this.waitForWork());
         woken = true;
         continue;
       }
@@ -185,11 +196,12 @@ export class ClaimLoop {
         continue;
       }
       // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
-      const call: Promise<number> = this.call(wanted, acks).then((claimed) => {
+      const call: Promise<number> = this.call(wanted, acks).then(({ count, drained }) => {
         calls.delete(call);
-        if (claimed <= 0 && wanted > 0) empty = true;
+        // Nothing claimed, or the claim took the last waiting task: the next claim would find nothing.
+        if (wanted > 0 && (count <= 0 || drained)) empty = true;
         this.wakeLoop?.();
-        return claimed;
+        return count;
       });
       calls.add(call);
     }
@@ -212,8 +224,9 @@ export class ClaimLoop {
 
   /**
    * Nothing pending: block until an enqueue puts a client on the ring (or the timeout passes), then
-   * claim at once. Resolves true when that claim found nothing; false when it claimed tasks, or did
-   * not run (no free slot, a failure, stopped), so the loop goes on as usual.
+   * claim at once. Resolves true when that claim found nothing or took the last waiting task (block
+   * again); false when more are waiting, or it did not run (no free slot, a failure, stopped), so the
+   * loop goes on as usual.
    *
    * A blocked loop holds no slots (another queue's loop may need them meanwhile): the queued claim asks
    * for as many tasks as slots are free when it is sent, and takes the slots when its reply comes. If
@@ -221,14 +234,22 @@ export class ClaimLoop {
    * clients' lists, uncounted.
    */
   private async waitForWork(): Promise<boolean> {
-    // Every slot taken (other loops' claims, running handlers): wait for one, so the wait has a claim queued
-    // (else its wake-up costs a second round trip); acknowledgements to send go by the loop's usual path.
-    if (this.slots.free === 0) await this.work();
-    if (this.stopped || this.slots.free === 0) return false;
-    const wanted = Math.min(this.options.prefetch, this.slots.free);
-    this.blocked = true; // acknowledgements go out on their own meanwhile
+    // Let the handlers just dispatched start first: their start is the latency a task sees, and re-arming
+    // the wait (two commands built and written) would otherwise run ahead of their promise chains.
+    await nextTurn();
+    // Closed during that turn: its wakeAll() has passed, so a wait for a slot would outlast the handlers.
+    if (this.stopped) return false;
+    this.blocked = true; // acknowledgements go out on their own meanwhile (nothing to claim them with)
     if (this.acks.size > 0) void this.flushAcks();
-    const waiting = this.idle.wait(this.request(wanted, []), this.stop.signal);
+    // Every slot taken (running handlers, other loops' claims): wait for one, so the wait has a claim
+    // queued (else its wake-up costs a second round trip).
+    if (this.slots.free === 0) await this.slots.whenFree();
+    if (this.stopped || this.slots.free === 0) {
+      this.blocked = false;
+      return false;
+    }
+    const wanted = Math.min(this.options.prefetch, this.slots.free);
+    const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay.track('blocking', this.options.blockTimeoutMs, waiting).catch((error: unknown): WaitEnd => ({ error }));
     this.blocked = false;
     if (end === undefined || this.stopped) return false;
@@ -239,36 +260,27 @@ export class ClaimLoop {
       return false;
     }
     const count = claimedCount(end.claim);
-    const { kept, extra } = keepFirst(end.claim, this.slots.take(count));
+    const taken = this.slots.take(count);
+    const { kept, extra } = keepFirst(end.claim, taken);
     if (extra.length > 0) this.hooks.giveBack(extra);
-    const claimed = await this.settle(count - extra.length, [], kept);
-    return claimed === 0 && count === 0;
+    const claimed = await this.settle(taken, [], kept);
+    return (claimed.count === 0 && count === 0) || claimed.drained;
   }
 
-  private request(wanted: number, acks: readonly TakenAck[]): ClaimRequest {
-    return {
-      workerId: this.options.workerId,
-      wanted,
-      clientConcurrency: this.options.clientConcurrency,
-      tokenPrefix: nextTokenPrefix(),
-      acks: acks.map(([token]) => token),
-    };
-  }
-
-  /** One claimTasks call; resolves with the number of tasks claimed, or -1 when Redis failed. */
-  private async call(wanted: number, acks: TakenAck[]): Promise<number> {
-    const [replied] = await Promise.allSettled([this.underWay.track('command', 0, this.gateway.claim(this.keys, this.request(wanted, acks)))]);
+  /** One claimTasks call: how many tasks it claimed (-1: Redis failed), and whether it drained the queue. */
+  private async call(wanted: number, acks: TakenAck[]): Promise<Claimed> {
+    const [replied] = await Promise.allSettled([this.underWay.track('command', 0, this.gateway.claim(this.keys, claimRequest(this.options, wanted, acks)))]);
     return this.settle(wanted, acks, replied);
   }
 
   /** Acts on a claim's reply (or failure): the claimed tasks dispatched, the slots it did not fill released. */
-  private async settle(wanted: number, acks: TakenAck[], replied: PromiseSettledResult<ClaimReply>): Promise<number> {
+  private async settle(wanted: number, acks: TakenAck[], replied: PromiseSettledResult<ClaimReply>): Promise<Claimed> {
     if (replied.status === 'rejected') {
       this.slots.release(wanted);
       this.acks.failed(acks);
       this.outage.failed(replied.reason);
       await sleep(RETRY_DELAY_MS, this.stop.signal);
-      return -1;
+      return FAILED;
     }
     const reply = replied.value;
     this.outage.succeeded();
@@ -282,12 +294,12 @@ export class ClaimLoop {
       case 'unregistered':
         this.slots.release(wanted);
         await this.hooks.register().catch((error: unknown) => this.outage.failed(error));
-        return 0;
+        return NONE;
       case 'paused':
         // Claim nothing until a resume is announced (or, missing that, for a block timeout).
         this.slots.release(wanted);
         await this.waitWhilePaused();
-        return 0;
+        return NONE;
       case 'claimed': {
         const { pairs } = outcome;
         const count = pairs.length / 2;
@@ -295,7 +307,7 @@ export class ClaimLoop {
         for (let i = 0; i < pairs.length; i += 2) {
           this.hooks.onClaimed(pairs[i], pairs[i + 1]);
         }
-        return count;
+        return { count, drained: reply.drained };
       }
     }
   }
@@ -309,7 +321,7 @@ export class ClaimLoop {
     this.flushing ??= (async () => {
       await nextTurn();
       while (this.acks.size > 0) {
-        if ((await this.call(0, this.acks.take())) === -1 && this.stopped) {
+        if ((await this.call(0, this.acks.take())) === FAILED && this.stopped) {
           return;
         }
       }
@@ -318,4 +330,9 @@ export class ClaimLoop {
     });
     return this.flushing;
   }
+}
+
+/** A claimTasks call's arguments, its fencing-token prefix new. */
+function claimRequest(options: ClaimLoopOptions, wanted: number, acks: readonly TakenAck[]): ClaimRequest {
+  return { workerId: options.workerId, wanted, clientConcurrency: options.clientConcurrency, tokenPrefix: nextTokenPrefix(), acks: acks.map(([token]) => token) };
 }

@@ -51,15 +51,16 @@ export class IdleWait {
 }
 
 /**
- * Splits a claim's reply at `kept` tasks (the slots free when it came): the tokens past that point are
- * returned to their queue, the rest run.
+ * Splits a claim's reply at `kept` tasks (the slots free when it came): the tasks past that point (token,
+ * entry, token, entry, ...) are returned to their queue, the rest run.
  */
-export function keepFirst(reply: PromiseSettledResult<ClaimReply>, kept: number): { kept: PromiseSettledResult<ClaimReply>; extra: string[] } {
+export function keepFirst(reply: PromiseSettledResult<ClaimReply>, kept: number): { kept: PromiseSettledResult<ClaimReply>; extra: readonly string[] } {
   if (reply.status === 'rejected' || reply.value.outcome.kind !== 'claimed') return { kept: reply, extra: [] };
   const { pairs } = reply.value.outcome;
-  const extra = pairs.filter((_, i) => i % 2 === 0).slice(kept);
+  const extra = pairs.slice(2 * kept);
   if (extra.length === 0) return { kept: reply, extra };
-  return { kept: { status: 'fulfilled', value: { ...reply.value, outcome: { kind: 'claimed', pairs: pairs.slice(0, 2 * kept) } } }, extra };
+  // The extra tasks go back to their lists (and their clients onto the ring): not drained any more.
+  return { kept: { status: 'fulfilled', value: { ...reply.value, outcome: { kind: 'claimed', pairs: pairs.slice(0, 2 * kept) }, drained: false } }, extra };
 }
 
 /** How many tasks a claim's reply holds. */

@@ -9,7 +9,8 @@ import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
-import type { TaskExecution, TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
+import { RunExecution } from './execution.js';
+import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 import type { ConsumerTrace } from '../support/tracing.js';
 
 const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
@@ -29,6 +30,9 @@ export interface RunnerHooks {
  * report. Every settle is a fenced script; a task whose outcome cannot be written stays held.
  */
 export class TaskRunner {
+  /** Whether shutdown gave the worker's tasks back (one function for every run's handler control). */
+  private readonly isReleased = (): boolean => this.hooks.released();
+
   constructor(
     private readonly options: WorkerOptions,
     private readonly executor: TaskExecutor,
@@ -236,22 +240,20 @@ export class TaskRunner {
     let running: Promise<TaskOutcome>;
     const trace = run.trace;
     try {
-      const execution: TaskExecution = {
+      const execution = new RunExecution(
         queue,
-        id: envelope.id,
-        clientId: envelope.clientId,
+        envelope.id,
+        envelope.clientId,
         attempt,
         maxAttempts,
-        enqueuedAt: envelope.enqueuedAt,
-        payload: envelope.payload,
-        workerId: this.options.workerId,
-        group: this.options.group ?? DEFAULT_GROUP,
-        expectsReply: envelope.replyTo !== undefined,
-        get signal() {
-          return abort.signal;
-        },
-        control: new HandlerControl(task, run, envelope.id, this.options, () => this.hooks.released(), this.logger),
-      };
+        envelope.enqueuedAt,
+        envelope.payload,
+        this.options.workerId,
+        this.options.group ?? DEFAULT_GROUP,
+        envelope.replyTo !== undefined,
+        new HandlerControl(task, run, envelope.id, this.options, this.isReleased, this.logger),
+        abort,
+      );
       running = trace ? trace.within(() => this.executor(execution)) : this.executor(execution);
     } catch (error) {
       return { status: 'failed', error };

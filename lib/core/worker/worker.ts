@@ -112,7 +112,7 @@ export class TaskWorker {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.settling, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
-          giveBack: (tokens) => void this.giveBack(keys, tokens),
+          giveBack: (pairs) => void this.giveBack(keys, pairs),
         },
         this.logger,
       );
@@ -202,12 +202,18 @@ export class TaskWorker {
     }
   }
 
-  /** Returns tasks claimed with no slot free to run them; if Redis fails, the orphan check returns them. */
-  private async giveBack(keys: QueueKeys, tokens: readonly string[]): Promise<void> {
+  /**
+   * Returns tasks claimed with no free slot to run them (token, entry, ...) to the heads of their lists,
+   * uncounted, from the entries the claim returned: the requeue is sent at once, so the loop's next claim
+   * finds them back in order. If Redis fails, the orphan check returns them.
+   */
+  private async giveBack(keys: QueueKeys, pairs: readonly string[]): Promise<void> {
+    const entries: Record<string, string> = {};
+    for (let i = 0; i < pairs.length; i += 2) entries[pairs[i]] = pairs[i + 1];
     try {
-      await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, tokens, logger: this.logger });
+      await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, entries, logger: this.logger });
     } catch (error) {
-      this.logger.warn(`could not return ${tokens.length} task(s) of "${keys.queue}" claimed with no free slot: ${errorMessage(error)}; the orphan check returns them`);
+      this.logger.warn(`could not return ${pairs.length / 2} task(s) of "${keys.queue}" claimed with no free slot: ${errorMessage(error)}; the orphan check returns them`);
     }
   }
 

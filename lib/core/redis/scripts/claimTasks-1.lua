@@ -44,11 +44,12 @@
 -- ARGV[4]: fencing token prefix, unique to this call: the k-th task claimed gets ARGV[4], the counter,
 --   '.', then k as five digits (so one process's tokens sort in claim order)
 -- ARGV[5..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
--- Returns: array { lost, claimed, throttledUntil }: throttledUntil is the earliest time (ms) a client
---   this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
+-- Returns: array { lost, claimed, throttledUntil, drained }: throttledUntil is the earliest time (ms) a
+--   client this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered or its lease has expired (it must register, then claim
---   again), or -2 when the queue is paused
+--   again), or -2 when the queue is paused; drained is 1 when the ring is empty after this call (no
+--   client is waiting: a claim now would find nothing, so the worker can block at once), else 0
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
@@ -61,7 +62,7 @@ local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioriti
 local counted, inflight, parked = base .. ':counted', base .. ':inflight', base .. ':parked'
 local weights, rates, pendingCount = base .. ':weights', base .. ':rates', base .. ':pending-count'
 local pendingPrefix, priorityPrefix = base .. ':pending:', base .. ':priority:'
-local paused, sequence = base .. ':paused', base .. ':sequence'
+local pausedKey, sequence = base .. ':paused', base .. ':sequence'
 local credit, throttled, buckets = base .. ':credit', base .. ':throttled', base .. ':buckets'
 local lost = {}
 local cap = tonumber(ARGV[3]) or 0
@@ -69,6 +70,7 @@ local wanted = tonumber(ARGV[1]) or 0
 local prioritized = false
 local weighted = false
 local limited = false
+local paused = false
 if wanted > 0 then
   -- Read before anything is written. A counter of another type is set aside, and counted as unknown
   -- (high), so priority sets are looked at rather than hidden.
@@ -80,10 +82,11 @@ if wanted > 0 then
   end
   local count = tonumber(raw or '0')
   prioritized = not count or count ~= math.floor(count) or count > 0
-  -- One EXISTS tells whether weights or rate limits are set at all (usually neither).
-  if redis.call('EXISTS', weights, rates) > 0 then
+  -- One EXISTS tells whether weights or rate limits are set at all, or the queue is paused (usually none).
+  if redis.call('EXISTS', weights, rates, pausedKey) > 0 then
     weighted = redis.call('EXISTS', weights) == 1
     limited = redis.call('EXISTS', rates) == 1
+    paused = redis.call('EXISTS', pausedKey) == 1
   end
 end
 -- The features' own keys must be of their types before anything is written or popped (these checks
@@ -130,7 +133,7 @@ if #ARGV >= 5 then
   end
 end
 if wanted == 0 then
-  return { lost, {}, 0 }
+  return { lost, {}, 0, 0 }
 end
 -- A worker whose lease has expired claims nothing, as if unregistered: a reaper may be recovering its
 -- tasks, and a claim it queued before it stalled (pipelined behind a blocking read, run by Redis while
@@ -139,10 +142,10 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local lease = redis.call('ZSCORE', workers, ARGV[2])
 if not lease or tonumber(lease) < now then
-  return { lost, -1, 0 }
+  return { lost, -1, 0, 0 }
 end
-if redis.call('EXISTS', paused) == 1 then
-  return { lost, -2, 0 }
+if paused then
+  return { lost, -2, 0, 0 }
 end
 
 -- Where each claimed entry came from, so it can go back if holding it is refused.
@@ -182,6 +185,10 @@ local function holdAll(claimed, count, owners)
 end
 
 local throttledUntil = 0
+-- Set when a visit found the ring empty (then nothing is left to claim); the last visited client stayed
+-- on the ring (then it is not empty either).
+local ringEmpty = false
+local stayed = false
 -- This execution's number (the sequence), taken with the first task claimed.
 local execution = nil
 local claimed = {}
@@ -191,6 +198,7 @@ local count = 0
 -- held before the error is raised.
 local completed, failure = pcall(function()
 while count < wanted do
+  stayed = false
   local client
   local weight = 1
   local used = 0
@@ -211,6 +219,7 @@ while count < wanted do
     if redis.call('EXISTS', parked, throttled) == 0 and redis.call('GET', pendingCount) ~= tostring(count) then
       redis.call('SET', pendingCount, count)
     end
+    ringEmpty = true
     break
   end
   -- A rate-limited client takes a token per task; with none left it leaves the ring until one is due.
@@ -307,6 +316,7 @@ while count < wanted do
       redis.call('LREM', ring, -1, client)
       redis.call('SADD', parked, client)
     end
+    stayed = left > 0 and not capped
     if rate > 0 and entry then
       redis.call('HSET', buckets, client, string.format('%.6f:%d', tokens - 1, now))
     end
@@ -317,4 +327,8 @@ holdAll(claimed, count, owners)
 if not completed then
   error(failure)
 end
-return { lost, claimed, throttledUntil }
+local drained = 0
+if ringEmpty or (not stayed and redis.call('LLEN', ring) == 0) then
+  drained = 1
+end
+return { lost, claimed, throttledUntil, drained }
