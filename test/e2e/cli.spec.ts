@@ -40,6 +40,12 @@ function cli(args: string[], env: Record<string, string | undefined> = { REDIS_U
   });
 }
 
+/** A run's JSON output; a run that failed throws with its exit code and what it printed on stderr. */
+function output(run: Run): unknown {
+  if (run.code !== 0) throw new Error(`the CLI exited with ${run.code}: ${run.stderr.trim()}`);
+  return JSON.parse(run.stdout);
+}
+
 afterEach(async () => {
   await Promise.all(started.splice(0).map((app) => app.close()));
   await deleteKeys(redis, prefix);
@@ -80,9 +86,9 @@ describe('npx nestjs-redis-tasks', () => {
     expect(human.stdout).toMatch(/^cli\.work\s+0\s+0\s+1\s+1\s/m);
     const detail = await cli(['stats', 'cli.work', '--prefix', prefix, '--json']);
     expect(detail.code).toBe(0);
-    const stats = JSON.parse(detail.stdout) as QueueStats;
+    const stats = output(detail) as QueueStats;
     expect(stats).toMatchObject({ queue: 'cli.work', delayed: 1, deadLetters: 1, pending: { total: 0 }, counters: { deadLettered: 1, failed: 1 } });
-    const workers = JSON.parse((await cli(['workers', 'cli.work', '--prefix', prefix, '--json'])).stdout) as { alive: boolean }[];
+    const workers = output(await cli(['workers', 'cli.work', '--prefix', prefix, '--json'])) as { alive: boolean }[];
     expect(workers).toHaveLength(1);
     expect(workers[0].alive).toBe(true);
   });
@@ -92,11 +98,11 @@ describe('npx nestjs-redis-tasks', () => {
     const { id } = await firstValueFrom(client.emit('cli.work', { key: 'bad-2' }));
     await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 1, 'the dead letter');
     const list = await cli(['dead', 'list', 'cli.work', '--prefix', prefix, '--json']);
-    expect(JSON.parse(list.stdout)).toMatchObject([{ id, reason: 'failed', error: { message: 'cannot handle bad-2' } }]);
+    expect(output(list)).toMatchObject([{ id, reason: 'failed', error: { message: 'cannot handle bad-2' } }]);
     const table = await cli(['dead', 'list', 'cli.work', '--prefix', prefix]);
     expect(table.stdout).toContain(`${id}  default  failed`);
     const shown = await cli(['dead', 'show', 'cli.work', id, '--prefix', prefix]);
-    expect(JSON.parse(shown.stdout)).toMatchObject({ id, payload: { key: 'bad-2' } });
+    expect(output(shown)).toMatchObject({ id, payload: { key: 'bad-2' } });
     failing = false;
     const requeued = await cli(['dead', 'requeue', 'cli.work', id, '--prefix', prefix]);
     expect(requeued).toMatchObject({ code: 0, stdout: 'requeued 1 dead letter(s) of cli.work\n' });
@@ -112,7 +118,7 @@ describe('npx nestjs-redis-tasks', () => {
       new RedisTaskRecordBuilder({ key: 'bad-y2' }).setClientId('y').build(),
     ]);
     await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 3, 'three dead letters');
-    const listed = JSON.parse((await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])).stdout) as { clientId: string }[];
+    const listed = output(await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])) as { clientId: string }[];
     expect(listed.map((r) => r.clientId)).toEqual(['y', 'y']);
     const purged = await cli(['dead', 'purge', 'cli.work', '--client', 'y', '--error', 'bad-y2', '--prefix', prefix]);
     expect(purged).toMatchObject({ code: 0, stdout: 'purged 1 dead letter(s) of cli.work\n' });
@@ -127,9 +133,9 @@ describe('npx nestjs-redis-tasks', () => {
   it('lists the consumer groups of a pattern and removes one, reporting what it deleted', async () => {
     await setup(); // its worker registers the implicit group "default"
     started.push((await startWorker(prefix, [Handlers], { group: 'audit' })).app);
-    expect(JSON.parse((await cli(['groups', 'cli.work', '--prefix', prefix, '--json'])).stdout)).toEqual(['audit', 'default']);
+    expect(output(await cli(['groups', 'cli.work', '--prefix', prefix, '--json']))).toEqual(['audit', 'default']);
     const removed = await cli(['groups', 'remove', 'cli.work', 'audit', '--prefix', prefix, '--json']);
-    expect(JSON.parse(removed.stdout)).toEqual({ pending: 0, delayed: 0, inFlight: 0, deadLetters: 0 });
+    expect(output(removed)).toEqual({ pending: 0, delayed: 0, inFlight: 0, deadLetters: 0 });
     expect((await cli(['groups', 'cli.work', '--prefix', prefix])).stdout).toBe('default\n');
     expect((await cli(['stats', 'cli.work', '--group', 'bad:name', '--prefix', prefix])).code).toBe(2);
   });
@@ -138,7 +144,7 @@ describe('npx nestjs-redis-tasks', () => {
     const client = await setup();
     expect((await cli(['pause', 'cli.work', '--prefix', prefix])).stdout).toBe('cli.work: paused\n');
     await firstValueFrom(client.emit('cli.work', { key: 'while-paused' }));
-    expect(JSON.parse((await cli(['stats', 'cli.work', '--prefix', prefix, '--json'])).stdout)).toMatchObject({ paused: true, pending: { total: 1 } });
+    expect(output(await cli(['stats', 'cli.work', '--prefix', prefix, '--json']))).toMatchObject({ paused: true, pending: { total: 1 } });
     expect((await cli(['resume', 'cli.work', '--prefix', prefix])).code).toBe(0);
     await waitFor(() => handled.includes('while-paused'), 'the task after resume');
   });
