@@ -82,6 +82,54 @@ describe('coalesced enqueue', () => {
     expect((await storedIds('work')).slice(1)).toEqual(receipts.map((receipt) => receipt.id));
   });
 
+  it('answers a large call about 32 callers at a time, sending what they emit next before answering the rest', async () => {
+    fresh('coalesce-slices');
+    const producer = await client();
+    await firstValueFrom(producer.emit('work', { warm: true }));
+    const connection = producer.unwrap<TaskRedis>();
+    const calls = recordCalls(connection);
+    // How many first-round emits had been answered when each call was sent.
+    let answered = 0;
+    const answeredAtCall: number[] = [];
+    const send = connection.enqueueTasks;
+    connection.enqueueTasks = (root: string, ...args: (string | number)[]) => {
+      answeredAtCall.push(answered);
+      return send(root, ...args);
+    };
+    const rounds = await Promise.all(
+      Array.from({ length: 64 }, async (_, caller) => {
+        const first = await firstValueFrom(producer.emit<RedisTaskReceipt>('work', { caller, round: 0 }));
+        answered++;
+        const second = await firstValueFrom(producer.emit<RedisTaskReceipt>('work', { caller, round: 1 }));
+        return [first.id, second.id];
+      }),
+    );
+    // The 64 emits made at once are one call; the callers answered first have their next call sent
+    // while the other 32 still wait for their answers.
+    expect(calls.tasks.map((tasks) => tasks.length)).toEqual([64, 32, 32]);
+    expect(answeredAtCall).toEqual([0, 32, 64]);
+    expect(calls.tasks.flat()).toEqual([...rounds.map(([first]) => first), ...rounds.map(([, second]) => second)]);
+    expect((await storedIds('work')).slice(1)).toEqual(calls.tasks.flat()); // after the warm-up task, in call order
+  });
+
+  it('answers every written emit of a call answered in slices when the client closes between them', async () => {
+    fresh('coalesce-slices-close');
+    const producer = await client();
+    await firstValueFrom(producer.emit('work', { warm: true }));
+    let closing: Promise<void> | undefined;
+    const results = await Promise.allSettled(
+      Array.from({ length: 64 }, async (_, n) => {
+        const receipt = await firstValueFrom(producer.emit<RedisTaskReceipt>('work', { n }));
+        closing ??= producer.close(); // the first caller answered closes the client
+        return receipt.id;
+      }),
+    );
+    await closing;
+    expect(results.map((result) => result.status)).toEqual(Array.from({ length: 64 }, () => 'fulfilled'));
+    const ids = results.map((result) => (result as PromiseFulfilledResult<string>).value);
+    expect((await storedIds('work')).slice(1)).toEqual(ids);
+  });
+
   it('fails only the invalid emit of a turn; its neighbours are written', async () => {
     fresh('coalesce-invalid');
     const producer = await client({ maxPayloadBytes: 100 });

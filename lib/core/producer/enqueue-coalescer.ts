@@ -45,13 +45,16 @@ interface Bucket {
  * Coalesced enqueue: every part handed over in one event-loop turn (emits and batches of every
  * producer on one connection) goes to Redis as one script call per shard and settings, chunked by
  * `chunkSize`, right after the turn's synchronous code and promise callbacks ran (`process.nextTick`,
- * no timer: a lone emit is not delayed). Each part is answered on its own when the call returns.
+ * no timer: a lone emit is not delayed). Each part is answered on its own when the call returns, about
+ * ANSWER_SLICE tasks' callers at a time (see answer).
  */
 export class EnqueueCoalescer {
   /** Settings signature -> shard root -> parts waiting for this turn's flush. */
   private readonly waiting = new Map<string, Map<string, Bucket>>();
   private scheduled = false;
   private readonly deadlines = new Deadlines();
+  /** The rest of each call answered in part (see answer). */
+  private readonly answering = new Set<() => void>();
 
   private readonly gateway: ScriptGateway;
 
@@ -115,11 +118,7 @@ export class EnqueueCoalescer {
     written.then(
       (results) => {
         this.deadlines.delete(call);
-        let at = 0;
-        for (const part of parts) {
-          part.answer(results, at);
-          at += part.tasks.length;
-        }
+        this.answer(parts, results, 0, 0);
       },
       (error: unknown) => {
         this.deadlines.delete(call);
@@ -127,7 +126,46 @@ export class EnqueueCoalescer {
       },
     );
   }
+
+  /**
+   * Answers the parts of a call from `index` on, about ANSWER_SLICE tasks at a time. Callers go on as
+   * their answers come, and those that enqueue again do so in the next flush; answering the rest after
+   * that flush lets Redis run the first slice's new call while this process answers the next slice,
+   * instead of Redis and this process taking turns on one call per round.
+   */
+  private answer(parts: readonly EnqueuePart[], results: readonly (0 | string)[], index: number, at: number): void {
+    let answered = 0;
+    while (index < parts.length && (answered === 0 || answered + parts[index].tasks.length <= ANSWER_SLICE)) {
+      const part = parts[index++];
+      part.answer(results, at);
+      at += part.tasks.length;
+      answered += part.tasks.length;
+    }
+    if (index === parts.length) return;
+    const rest = (): void => {
+      this.answering.delete(rest);
+      this.answer(parts, results, index, at);
+    };
+    this.answering.add(rest);
+    // A tick scheduled from a microtask runs once every microtask ran: the callers answered above have
+    // handed over their next parts by then.
+    queueMicrotask(() =>
+      process.nextTick(() => {
+        if (!this.answering.has(rest)) return; // answered already (see answerWaiting)
+        if (this.scheduled) this.flush();
+        rest();
+      }),
+    );
+  }
+
+  /** Answers at once every caller whose answer came but waits for its slice (a producer is closing). */
+  answerWaiting(): void {
+    for (let [rest] = this.answering; rest; [rest] = this.answering) rest();
+  }
 }
+
+/** About how many tasks' callers are answered before the calls they make are sent. */
+const ANSWER_SLICE = 32;
 
 interface Call {
   readonly parts: readonly EnqueuePart[];

@@ -90,6 +90,7 @@ export class TaskProducer {
    * written; with the write sent, it may have been.
    */
   close(): void {
+    this.coalescer.answerWaiting(); // written and answered: only the callers' turn had not come
     for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
     for (const part of [...this.parts]) {
       part.fail(part.sent ? this.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered') : new ClosedError('RedisTaskClient'));
