@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, type LoggerService } from '@nestjs/common';
-import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
@@ -24,6 +24,11 @@ class Handlers {
     handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
     workers.add(ctx.getWorkerId());
     await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  @MessagePattern<string>('heal.double')
+  double(@Payload() payload: { n: number }): number {
+    return payload.n * 2;
   }
 }
 
@@ -146,6 +151,28 @@ describe('self-healing worker', () => {
     expect(stalled).toBeGreaterThan(0);
     expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
   }, 60_000);
+});
+
+describe('Redis that forgot the scripts (SCRIPT FLUSH, as after a restart or a failover to a fresh replica)', () => {
+  it('runs every script again: emits, claims, acknowledgements and replies go on with nothing lost', async () => {
+    const prefix = testPrefix('flushed');
+    const { client, module } = await startProducer(prefix, { connection: server.url });
+    started.push(module);
+    await worker(server.url, prefix, { workerId: 'flushed', concurrency: 4 });
+    await firstValueFrom(client.emit('heal', { key: 'before' }));
+    await expect(firstValueFrom(client.send('heal.double', { n: 2 }))).resolves.toBe(4);
+    await waitFor(() => handled.has('before'), 'the first task');
+    const scripts = async () => ((await admin.call('INFO', 'memory')) as string).match(/number_of_cached_scripts:(\d+)/)?.[1];
+    expect(Number(await scripts())).toBeGreaterThan(0);
+    await admin.script('FLUSH');
+    expect(await scripts()).toBe('0');
+    // Every call below first meets NOSCRIPT (the worker's blocked claim included, once it wakes).
+    const receipts = await Promise.all(Array.from({ length: 20 }, (_, i) => firstValueFrom(client.emit('heal', { key: `after${i}` }))));
+    expect(receipts.every((receipt) => !receipt.duplicate)).toBe(true);
+    await expect(firstValueFrom(client.send('heal.double', { n: 21 }))).resolves.toBe(42);
+    await waitFor(() => Array.from({ length: 20 }, (_, i) => `after${i}`).every((key) => handled.has(key)), 'every task emitted after the flush');
+    expect(Number(await scripts())).toBeGreaterThan(0);
+  }, 30_000);
 });
 
 describe('outage log lines', () => {

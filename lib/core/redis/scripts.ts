@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
+import { scriptCommand } from './script-command.js';
 
 /** A Lua script file and what its name and header promise about it. */
 export interface ScriptDefinition {
@@ -124,17 +125,22 @@ export type TaskRedis = RedisConnection & TaskCommands;
 const DEFINED = Symbol('nestjs-redis-tasks.scriptsDefined');
 
 /**
- * Defines every script on a connection (EVALSHA, falling back to EVAL once per connection).
+ * Defines every script on a connection: each call one EVALSHA, an EVAL when Redis answers NOSCRIPT
+ * (see scriptCommand).
  * Idempotent, so a connection given by the user can be shared by a client and a transport.
  */
 export function defineScripts(connection: RedisConnection): TaskRedis {
   const marked = connection as RedisConnection & { [DEFINED]?: true };
   if (!marked[DEFINED]) {
+    const options = connection.options as { keyPrefix?: string; redisOptions?: { keyPrefix?: string } };
+    const direct = !options.keyPrefix && !options.redisOptions?.keyPrefix;
     for (const script of scriptDefinitions()) {
+      // Also defined for pipelines (and connections whose keyPrefix ioredis adds to every key).
       connection.defineCommand(script.name, {
         lua: script.source,
         ...(script.variableKeys ? {} : { numberOfKeys: script.fixedKeys }),
       });
+      if (direct) (connection as unknown as Record<string, unknown>)[script.name] = scriptCommand(connection, script);
     }
     marked[DEFINED] = true;
   }
