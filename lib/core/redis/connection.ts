@@ -159,6 +159,8 @@ export class ConnectionWatch {
   downSince: number | undefined;
   /** When the connection's status last changed (a connect attempt began, it closed, it became ready). */
   statusSince = Date.now();
+  /** When it last became ready (Date.now() ms): the commands it had in flight were sent again then. */
+  readySince: number | undefined;
   private resetsBeforeReady = 0;
   private everReady = false;
 
@@ -180,6 +182,7 @@ export class ConnectionWatch {
       });
     }
     connection.on('ready', () => {
+      this.readySince = Date.now();
       this.downSince = undefined;
       this.everReady = true;
       this.resetsBeforeReady = 0;

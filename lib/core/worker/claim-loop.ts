@@ -7,7 +7,7 @@ import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { claimedCount, IdleWait, keepFirst, type WaitEnd } from './idle-wait.js';
 import { PauseWait } from './pause-wait.js';
 import { ClaimAcks, nextTokenPrefix, type TakenAck } from './claim-acks.js';
-import { OperationsUnderWay, type Overdue } from './overdue.js';
+import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
@@ -126,8 +126,8 @@ export class ClaimLoop {
   }
 
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
-  overdue(now = Date.now()): Overdue | undefined {
-    return this.underWay.overdue(now);
+  overdue(now = Date.now(), readySince?: (connection: LoopConnection) => number | undefined): Overdue | undefined {
+    return this.underWay.overdue(now, readySince);
   }
 
   /**

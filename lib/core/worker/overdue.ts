@@ -24,11 +24,15 @@ export class OperationsUnderWay {
     }
   }
 
-  /** The operation furthest past its allowance, if one is. */
-  overdue(now = Date.now()): Overdue | undefined {
+  /**
+   * The operation furthest past its allowance, if one is. An operation whose connection became ready
+   * again after it started (`readySince`) was sent again then, so it gets its whole allowance from
+   * that moment: a wait cut by a reconnection is not cut again before the resent one could end.
+   */
+  overdue(now = Date.now(), readySince: (connection: LoopConnection) => number | undefined = () => undefined): Overdue | undefined {
     let worst: Overdue | undefined;
     for (const { since, allowanceMs, connection } of this.outstanding.values()) {
-      const overdueMs = now - since - allowanceMs;
+      const overdueMs = now - Math.max(since, readySince(connection) ?? 0) - allowanceMs;
       if (overdueMs > 0 && (!worst || overdueMs > worst.overdueMs)) worst = { connection, overdueMs };
     }
     return worst;

@@ -1,4 +1,4 @@
-import { forceReconnect, retryingAfterLoss } from '../redis/connection.js';
+import { forceReconnect, retryingAfterLoss, watchOf } from '../redis/connection.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { errorMessage, OutageReporter, type TaskLogger } from '../support/logger.js';
@@ -58,7 +58,7 @@ export class Watchdog {
         this.logger.error(`watchdog: the claim loop of "${keys.queue}" stopped unexpectedly (${errorMessage(died.error)}); restarting it`);
         loop.restart();
       }
-      const overdue = loop.overdue(now);
+      const overdue = loop.overdue(now, (which) => watchOf(which === 'blocking' ? blocking : this.redis).readySince);
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
         const connection = overdue.connection === 'blocking' ? blocking : this.redis;
