@@ -8,12 +8,13 @@ import { checkServer } from '../core/redis/guardrails.js';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { QueueLayouts } from '../core/redis/layouts.js';
 import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
-import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
+import { newTaskId, TaskProducer, type EnqueueAnswer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import { printableLogger } from '../core/support/logger.js';
 import { loadTracing } from '../core/support/tracing.js';
 import { ReplyInbox } from '../core/producer/replies.js';
 import type { TaskRedis } from '../core/redis/scripts.js';
 import { watchConnection } from './connection-events.js';
+import { EmitOutcome } from './emit-outcome.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
@@ -98,20 +99,17 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException; a dispatch hook sees the packet
     }
     const producer = this.producer;
-    // Connected: straight to the producer (no promise for connect(), no Subject per emit).
-    const written = producer && this.connected
-      ? producer.enqueueOne(this.normalizePattern(pattern as string), this.toItem(data))
-      : this.connect().then(() => this.requireProducer().enqueueOne(this.normalizePattern(pattern as string), this.toItem(data)));
-    written.catch(ignore); // reported to subscribers; nobody subscribing is no unhandled rejection
-    return new Observable<TResult>((subscriber) => {
-      written.then(
-        (receipt) => {
-          subscriber.next(receipt as TResult);
-          subscriber.complete();
-        },
-        (error: unknown) => subscriber.error(error),
-      );
-    });
+    // Reported to subscribers (nobody subscribing is no unhandled rejection: there is no promise).
+    const outcome = new EmitOutcome<TResult>();
+    if (producer && this.connected) {
+      // Connected: straight to the producer (no promise for connect(), no Subject per emit).
+      producer.enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome);
+    } else {
+      this.connect()
+        .then(() => this.requireProducer().enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome))
+        .catch((error: unknown) => outcome.failed(error));
+    }
+    return new Observable<TResult>((subscriber) => outcome.subscribe(subscriber));
   }
 
   /**
@@ -175,21 +173,21 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const id = newTaskId();
     const item = this.toItem(packet.data);
     const stop = inbox.expect(id, queue, item.clientId, (answer) => callback({ ...answer, isDisposed: true }));
-    const enqueue = () => this.requireProducer().enqueueOne(queue, { ...item, id, replyTo: inbox.channel });
-    let written: Promise<EnqueueReceipt>;
-    try {
-      // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
-      written = inbox.isSubscribed ? enqueue() : inbox.subscribed().then(enqueue);
-    } catch (error) {
-      written = Promise.reject(error);
-    }
-    written.then(
-      (receipt) => {
+    const answer: EnqueueAnswer = {
+      written(receipt) {
         // A refused duplicate never runs under this id: no reply would ever come.
         if (receipt.duplicate) inbox.failed(id, new DuplicateTaskError(queue, receipt.id));
       },
-      (error: unknown) => inbox.failed(id, error),
-    );
+      failed: (error) => inbox.failed(id, error),
+    };
+    const enqueue = () => this.requireProducer().enqueueOneTo(queue, { ...item, id, replyTo: inbox.channel }, answer);
+    try {
+      // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
+      if (inbox.isSubscribed) enqueue();
+      else inbox.subscribed().then(enqueue).catch(answer.failed);
+    } catch (error) {
+      answer.failed(error);
+    }
     return stop;
   }
 

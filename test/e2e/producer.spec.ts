@@ -309,6 +309,42 @@ describe('emitBatch', () => {
   });
 });
 
+describe('emit() Observable', () => {
+  it('enqueues without a subscriber; every subscriber, before or after the answer, gets the one receipt', async () => {
+    fresh('emit-observable');
+    const client = await producer();
+    const unsubscribed = client.emit('ordered', { n: 1 });
+    const early = client.emit('ordered', { n: 2 });
+    const first = firstValueFrom(early);
+    const second = firstValueFrom(early);
+    const [a, b] = await Promise.all([first, second]);
+    expect(a).toEqual(b);
+    expect(a).toMatchObject({ duplicate: false });
+    await waitFor(async () => (await redis.llen(keys.queue('ordered').pending('default'))) === 2, 'both tasks in Redis');
+    // Subscribed after Redis answered: the same receipt, and the task is not sent again.
+    const late = await firstValueFrom(unsubscribed);
+    expect(late).toEqual(await firstValueFrom(unsubscribed));
+    expect(await redis.llen(keys.queue('ordered').pending('default'))).toBe(2);
+  });
+
+  it('keeps a refused emit nobody subscribed to from becoming an unhandled rejection, and tells a late subscriber why', async () => {
+    fresh('emit-refused');
+    const client = await producer({ maxPayloadBytes: 64 });
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const refused = client.emit('ordered', { blob: 'x'.repeat(100) });
+      await firstValueFrom(client.emit('ordered', { n: 1 })); // a later emit answered: the refusal was settled before it
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled).toEqual([]);
+      await expect(firstValueFrom(refused)).rejects.toThrow(/over the maxPayloadBytes limit of 64/);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+});
+
 describe('per-client concurrency cap', () => {
   it('with clientConcurrency 1 runs each client\'s tasks one at a time in enqueue order, while other clients proceed', async () => {
     fresh('client-cap');

@@ -1,20 +1,26 @@
 import type { ConnectionWatch } from '../redis/connection.js';
-import { coalescerOf, ReplicationShortfall, TIMED_OUT, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
-import { scrubbed, scrubRedisError } from '../support/redact.js';
+import { coalescerOf, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
+import { scrubbed } from '../support/redact.js';
 import { describe } from '../support/describe.js';
 import { patternProblem } from '../config/rules.js';
-import { isPermissionError } from '../redis/guardrails.js';
-import { ClosedError, InvalidTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
+import { ClosedError, InvalidTaskError, RedisConfigurationError } from '../model/errors.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { DurabilityOptions } from '../config/options.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { TaskTracing } from '../support/tracing.js';
+import { EnqueueErrors } from './enqueue-errors.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
 
 export { newTaskId, type EnqueueItem } from './task-items.js';
+
+/** How one enqueued task is answered: its receipt once Redis wrote it, or why it was not (maybe) written. */
+export interface EnqueueAnswer {
+  written(receipt: EnqueueReceipt): void;
+  failed(error: unknown): void;
+}
 
 /** What `enqueue` reports per item. */
 export interface EnqueueReceipt {
@@ -72,6 +78,7 @@ export class TaskProducer {
   /** Producers with equal settings on one connection share script calls. */
   private readonly signature: string;
   private readonly limits: ItemLimits;
+  private readonly errors: EnqueueErrors;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -83,6 +90,7 @@ export class TaskProducer {
     const durability = options.durability;
     this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
     this.limits = { maxPayloadBytes: options.maxPayloadBytes, deduplicationTtlMs: options.deduplicationTtlMs };
+    this.errors = new EnqueueErrors(layouts.prefix, options);
   }
 
   /**
@@ -93,28 +101,43 @@ export class TaskProducer {
     this.coalescer.answerWaiting(); // written and answered: only the callers' turn had not come
     for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
     for (const part of [...this.parts]) {
-      part.fail(part.sent ? this.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered') : new ClosedError('RedisTaskClient'));
+      part.fail(part.sent ? this.errors.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered') : new ClosedError('RedisTaskClient'));
     }
   }
 
-  /** One task: the hot path of `emit()` and `send()`. */
+  /** One task; resolves with its receipt once Redis wrote it. */
   enqueueOne(queue: string, item: EnqueueItem): Promise<EnqueueReceipt> {
-    const tracing = this.options.tracing;
-    return tracing ? tracedOne(tracing, queue, item, (traced) => this.enqueueOneTask(queue, traced)) : this.enqueueOneTask(queue, item);
+    return new Promise((written, failed) => this.enqueueOneTo(queue, item, { written, failed }));
   }
 
-  private enqueueOneTask(queue: string, item: EnqueueItem): Promise<EnqueueReceipt> {
+  /**
+   * One task, answered through `to` exactly once: the hot path of `emit()` and `send()`, which make no
+   * promise per call (each one a turn of the microtask queue between Redis's answer and the caller).
+   */
+  enqueueOneTo(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
+    const tracing = this.options.tracing;
+    if (!tracing) return this.enqueueUntraced(queue, item, to);
+    const traced = tracedOne(tracing, queue, item, (spanned) => new Promise<EnqueueReceipt>((written, failed) => this.enqueueUntraced(queue, spanned, { written, failed })));
+    traced.then((receipt) => to.written(receipt), (error: unknown) => to.failed(error));
+  }
+
+  private enqueueUntraced(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
     const layout = this.readyLayout(queue);
-    if (layout === undefined) return this.enqueueItems(queue, [item]).then((receipts) => receipts[0]);
+    if (layout === undefined) {
+      this.enqueueItems(queue, [item]).then(
+        (receipts) => to.written(receipts[0]),
+        (error: unknown) => to.failed(error),
+      );
+      return;
+    }
     let task: PreparedTask;
     try {
       task = prepareTask(item, Date.now(), undefined, this.limits);
     } catch (error) {
-      return Promise.reject(error);
+      to.failed(error);
+      return;
     }
-    return new Promise((resolve, reject) => {
-      this.hand(layout.shardOf(task.clientId), [task], (results, at) => resolve(receipt(task, results[at])), reject);
-    });
+    this.hand(layout.shardOf(task.clientId), [task], (results, at) => to.written(receipt(task, results[at])), (error) => to.failed(error));
   }
 
   /**
@@ -165,8 +188,8 @@ export class TaskProducer {
       };
     });
     const timeoutMs = this.options.enqueueTimeoutMs;
-    const timer = setTimeout(() => fail(this.unavailable(queue, sent ? 'unknown' : false)), timeoutMs);
-    const onClose = (closed: Error) => fail(sent ? this.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
+    const timer = setTimeout(() => fail(this.errors.unavailable(queue, sent ? 'unknown' : false)), timeoutMs);
+    const onClose = (closed: Error) => fail(sent ? this.errors.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
     this.calls.add(onClose);
     try {
       return await scrubbed(
@@ -189,7 +212,7 @@ export class TaskProducer {
         ]),
       );
     } catch (error) {
-      throw this.mapped(error);
+      throw this.errors.mapped(error);
     } finally {
       clearTimeout(timer);
       this.calls.delete(onClose);
@@ -282,31 +305,11 @@ export class TaskProducer {
         if (part.settled) return;
         part.settled = true;
         parts.delete(part);
-        reject(this.failure(part, error));
+        reject(this.errors.ofPart(part, error));
       },
     };
     parts.add(part);
     this.coalescer.add(this.signature, this.settings, part);
-  }
-
-  private failure(part: EnqueuePart, error: Error | typeof TIMED_OUT | ReplicationShortfall): Error {
-    const queue = part.keys.queue;
-    if (error === TIMED_OUT) return this.unavailable(queue, 'unknown');
-    if (error instanceof ReplicationShortfall) {
-      const { replicas, timeoutMs } = this.options.durability ?? { replicas: 0, timeoutMs: 0 };
-      return new ReplicationTimeoutError(queue, error.acknowledged, replicas, timeoutMs, part.tasks.map((task) => task.id));
-    }
-    return this.mapped(error);
-  }
-
-  /** An ACL refusal heals by no retry: say so, with what to allow; any other error loses its arguments. */
-  private mapped(error: unknown): Error {
-    if (isPermissionError(error)) return new RedisPermissionError(this.layouts.prefix, (error as Error).message);
-    return scrubRedisError(error) as Error;
-  }
-
-  private unavailable(queue: string, written: false | 'unknown', reason = this.options.watch.lastError): RedisUnavailableError {
-    return new RedisUnavailableError(queue, this.options.server, this.options.enqueueTimeoutMs, written, reason);
   }
 
   /** The layout this producer enqueues a queue's tasks with (checked against Redis on first use). */

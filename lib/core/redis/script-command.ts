@@ -4,6 +4,9 @@ import type { RedisConnection, ScriptDefinition } from './scripts.js';
 
 type Arg = string | number;
 
+/** A script's function on a connection (or, copied, on a pipeline of it). */
+export type ScriptFunction = (this: unknown, ...args: Arg[]) => unknown;
+
 /** Every script reply is read as UTF-8 strings (and integers), as ioredis's defined commands read them. */
 const OPTIONS = { replyEncoding: 'utf8' } as const;
 
@@ -16,9 +19,10 @@ const OPTIONS = { replyEncoding: 'utf8' } as const;
  * (`Array#flat`, about a microsecond with a task's arguments), a closure per write and a second
  * promise per call for the NOSCRIPT fallback. The command still goes through the connection's
  * `sendCommand`, so Cluster routing and redirections, the offline queue, timeouts and command
- * instrumentation see it as they see any other.
+ * instrumentation see it as they see any other. A pipeline copies the connection's functions and calls
+ * them on itself: those calls take ioredis's own function (`generic`), which queues them.
  */
-export function scriptCommand(connection: RedisConnection, script: ScriptDefinition): (...args: Arg[]) => Promise<unknown> {
+export function scriptCommand(connection: RedisConnection, script: ScriptDefinition, generic: ScriptFunction): ScriptFunction {
   const sha = createHash('sha1').update(script.source).digest('hex');
   const source = script.source;
   // A `-F+n` script's caller passes numkeys first; the others have a fixed count.
@@ -35,7 +39,8 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
     command.args = args;
     return command;
   };
-  return (...args: Arg[]): Promise<unknown> => {
+  return function (this: unknown, ...args: Arg[]): unknown {
+    if (this !== connection) return generic.apply(this, args);
     const sent = wire(sha, args);
     const command = commandOf('evalsha', sent);
     const reject = command.reject;

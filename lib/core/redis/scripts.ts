@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
-import { scriptCommand } from './script-command.js';
+import { scriptCommand, type ScriptFunction } from './script-command.js';
 
 /** A Lua script file and what its name and header promise about it. */
 export interface ScriptDefinition {
@@ -140,7 +140,10 @@ export function defineScripts(connection: RedisConnection): TaskRedis {
         lua: script.source,
         ...(script.variableKeys ? {} : { numberOfKeys: script.fixedKeys }),
       });
-      if (direct) (connection as unknown as Record<string, unknown>)[script.name] = scriptCommand(connection, script);
+      if (direct) {
+        const commands = connection as unknown as Record<string, ScriptFunction>;
+        commands[script.name] = scriptCommand(connection, script, commands[script.name]);
+      }
     }
     marked[DEFINED] = true;
   }

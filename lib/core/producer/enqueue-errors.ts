@@ -1,0 +1,37 @@
+import { isPermissionError } from '../redis/guardrails.js';
+import { RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
+import { scrubRedisError } from '../support/redact.js';
+import { ReplicationShortfall, TIMED_OUT, type EnqueuePart } from './enqueue-coalescer.js';
+import type { ProducerOptions } from './producer.js';
+
+/**
+ * How an enqueue that failed is told to its caller: the pattern and the server named, whether the
+ * tasks may have been written, what to allow for an ACL refusal; never a command's arguments.
+ */
+export class EnqueueErrors {
+  constructor(
+    private readonly prefix: string,
+    private readonly options: Pick<ProducerOptions, 'durability' | 'server' | 'enqueueTimeoutMs' | 'watch'>,
+  ) {}
+
+  /** Why a part handed to the coalescer was not (or maybe not) written. */
+  ofPart(part: EnqueuePart, error: Error | typeof TIMED_OUT | ReplicationShortfall): Error {
+    const queue = part.keys.queue;
+    if (error === TIMED_OUT) return this.unavailable(queue, 'unknown');
+    if (error instanceof ReplicationShortfall) {
+      const { replicas, timeoutMs } = this.options.durability ?? { replicas: 0, timeoutMs: 0 };
+      return new ReplicationTimeoutError(queue, error.acknowledged, replicas, timeoutMs, part.tasks.map((task) => task.id));
+    }
+    return this.mapped(error);
+  }
+
+  /** An ACL refusal heals by no retry: say so, with what to allow; any other error loses its arguments. */
+  mapped(error: unknown): Error {
+    if (isPermissionError(error)) return new RedisPermissionError(this.prefix, (error as Error).message);
+    return scrubRedisError(error) as Error;
+  }
+
+  unavailable(queue: string, written: false | 'unknown', reason = this.options.watch.lastError): RedisUnavailableError {
+    return new RedisUnavailableError(queue, this.options.server, this.options.enqueueTimeoutMs, written, reason);
+  }
+}
