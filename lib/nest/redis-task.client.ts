@@ -171,8 +171,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     }
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
-    const item = this.toItem(packet.data);
-    const stop = inbox.expect(id, queue, item.clientId, (answer) => callback({ ...answer, isDisposed: true }));
+    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel });
+    const stop = inbox.expect(id, queue, item.clientId, (answer) => callback('err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true }));
     const answer: EnqueueAnswer = {
       written(receipt) {
         // A refused duplicate never runs under this id: no reply would ever come.
@@ -180,7 +180,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       },
       failed: (error) => inbox.failed(id, error),
     };
-    const enqueue = () => this.requireProducer().enqueueOneTo(queue, { ...item, id, replyTo: inbox.channel }, answer);
+    const enqueue = () => this.requireProducer().enqueueOneTo(queue, item, answer);
     try {
       // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
       if (inbox.isSubscribed) enqueue();
@@ -257,7 +257,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return this.producer;
   }
 
-  private toItem(data: unknown, now = Date.now()): EnqueueItem {
+  /** The item of a payload or record; a send() task's with its id and reply channel. */
+  private toItem(data: unknown, now = Date.now(), send?: { readonly id: string; readonly replyTo: string }): EnqueueItem {
     if (data instanceof RedisTaskRecord) {
       const options = data.options;
       return {
@@ -271,9 +272,12 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
         expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
         deduplicationKey: options.deduplicationKey,
         deduplicationTtlMs: options.deduplicationTtlMs,
+        id: send?.id,
+        replyTo: send?.replyTo,
       };
     }
-    return { payload: data, clientId: this.options.clientId };
+    const clientId = this.options.clientId;
+    return send ? { payload: data, clientId, id: send.id, replyTo: send.replyTo } : { payload: data, clientId };
   }
 
   private publishStatus(status: RedisTaskStatus): void {

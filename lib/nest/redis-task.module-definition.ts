@@ -12,5 +12,6 @@ export const {
   MODULE_OPTIONS_TOKEN: REDIS_TASK_MODULE_OPTIONS,
 } = new ConfigurableModuleBuilder<RedisTaskModuleOptions>()
   .setClassMethodName('forRoot')
+  // spread-ok: once per module
   .setExtras({ isGlobal: false }, (definition, extras) => ({ ...definition, global: extras.isGlobal }))
   .build();

@@ -52,6 +52,7 @@ export async function createRedisTaskTestingApp(options: RedisTaskTestingOptions
   let builder = Test.createTestingModule({ imports, providers: options.providers, controllers: options.controllers });
   if (options.configure) builder = options.configure(builder);
   const module = await builder.compile();
+  // spread-ok: once per test app
   const transport = new RedisTaskTransport({ ...options.transport, connection, prefix });
   const app = module.createNestMicroservice({ strategy: transport });
   try {

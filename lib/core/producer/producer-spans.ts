@@ -9,7 +9,7 @@ import type { EnqueueItem } from './task-items.js';
 export function tracedOne<R extends { readonly id: string }>(tracing: TaskTracing, queue: string, item: EnqueueItem, enqueue: (item: EnqueueItem) => Promise<R>): Promise<R> {
   const span = tracing.produce(item.replyTo === undefined ? 'emit' : 'send', queue, item.clientId, 1);
   if (!span.live) return enqueue(item); // the API without an SDK: no promise more per emit
-  return ended(span, enqueue(span.context ? { ...item, trace: span.context } : item), (receipt) => [receipt.id]);
+  return ended(span, enqueue(span.context ? Object.assign({}, item, { trace: span.context }) : item), (receipt) => [receipt.id]);
 }
 
 export function tracedBatch<R extends { readonly id: string }>(
@@ -21,7 +21,7 @@ export function tracedBatch<R extends { readonly id: string }>(
   const span = tracing.produce('emit', queue, items[0].clientId, items.length);
   if (!span.live) return enqueue(items);
   const context = span.context;
-  return ended(span, enqueue(context ? items.map((item) => ({ ...item, trace: context })) : items), (receipts) => receipts.map((receipt) => receipt.id));
+  return ended(span, enqueue(context ? items.map((item) => Object.assign({}, item, { trace: context })) : items), (receipts) => receipts.map((receipt) => receipt.id));
 }
 
 /** Ends `span` with the call's outcome (the ids it enqueued, or its error). */

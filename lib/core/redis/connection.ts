@@ -47,6 +47,7 @@ export function openConnection(option: RedisTaskConnection, connectionName: stri
 export function openBlockingConnection(base: RedisConnection, connectionName: string): RedisConnection {
   const connection =
     base instanceof Cluster
+      // spread-ok: once per connection
       ? base.duplicate(undefined, { redisOptions: { ...base.options.redisOptions, connectionName, maxRetriesPerRequest: null } })
       : base.duplicate({ connectionName, maxRetriesPerRequest: null });
   // Its outages surface as failed commands, which their loop reports once; no unhandled 'error' events.

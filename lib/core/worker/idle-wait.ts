@@ -41,6 +41,7 @@ export class IdleWait {
     if (settled === undefined) return undefined;
     const [wait, reply] = settled;
     const end = { claim: reply };
+    // spread-ok: a failed wait only
     return wait.status === 'rejected' ? { ...end, error: wait.reason } : end;
   }
 
@@ -60,6 +61,7 @@ export function keepFirst(reply: PromiseSettledResult<ClaimReply>, kept: number)
   const extra = pairs.slice(2 * kept);
   if (extra.length === 0) return { kept: reply, extra };
   // The extra tasks go back to their lists (and their clients onto the ring): not drained any more.
+  // spread-ok: only when a claim brought more tasks than slots were free
   return { kept: { status: 'fulfilled', value: { ...reply.value, outcome: { kind: 'claimed', pairs: pairs.slice(0, 2 * kept) }, drained: false } }, extra };
 }
 

@@ -1,7 +1,7 @@
 import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
 import { notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
 import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
-import type { TaskOutcomeEvent } from '../model/outcomes.js';
+import type { TaskOutcomeEvent, TaskOutcomeKind } from '../model/outcomes.js';
 import { replyErrorOf, type ReplyError } from '../model/reply.js';
 import { admit, decide, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
@@ -48,14 +48,13 @@ export class TaskRunner {
       const id = guessTaskId(task.raw);
       const reason = undecodableReason(decoded);
       if (await this.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
-        this.report({ outcome: 'dead-lettered', queue, id, attempt: 0, durationMs: 0, reason });
+        this.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
       }
       this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
       return;
     }
     const { envelope, attempts } = decoded.entry;
     const policy = mergeRetry(this.options.patterns.retryPolicy(queue), envelope);
-    const about = { queue, id: envelope.id, clientId: envelope.clientId };
     // Guard: attempts used up by interrupted runs, or expired, it does not start.
     const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
     if (admission.kind === 'dead-letter') {
@@ -63,7 +62,7 @@ export class TaskRunner {
       const error = notRunError(reason, detail);
       const replyError = this.replyError(envelope, queue, error, 0, reason);
       if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
-        this.report({ ...about, outcome: 'dead-lettered', attempt: 0, durationMs: 0, reason });
+        this.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
       }
       this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
       return;
@@ -91,7 +90,6 @@ export class TaskRunner {
   /** Execute, decide, settle, report. */
   private async execute(task: ClaimedTask, run: Run, envelope: TaskEnvelope, attempt: number, policy: RetryPolicy): Promise<void> {
     const queue = task.keys.queue;
-    const about = { queue, id: envelope.id, clientId: envelope.clientId };
     const startedAt = performance.now();
     run.startedAt = Date.now();
     run.about = envelope;
@@ -101,9 +99,10 @@ export class TaskRunner {
     // What the handler asked for (ctx.retry(), ctx.deadLetter()) wins over what it returned or threw.
     const requested = run.requested;
     if (requested) outcome = { status: 'failed', error: requestedError(requested, outcome) };
-    const ran: Ran = { ...about, attempt, durationMs: performance.now() - startedAt };
+    // Fields named one by one: a spread followed by more fields takes V8's slow path (~1 µs a task).
+    const ran: Ran = { queue, id: envelope.id, clientId: envelope.clientId, attempt, durationMs: performance.now() - startedAt };
     if (run.leaseLost) {
-      this.report({ ...ran, outcome: 'lease-lost' });
+      this.report('lease-lost', ran);
       run.trace?.event('lease lost');
     }
     if (this.hooks.released() || run.leaseLost) {
@@ -132,13 +131,13 @@ export class TaskRunner {
       if (batched) {
         void batched.then((held) => {
           if (!held) this.warnLeaseLost(task, envelope, ran);
-          else if (this.reporting) this.report({ ...ran, outcome: 'completed' });
+          else if (this.reporting) this.report('completed', ran);
         });
         return;
       }
     }
     if (await this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran)) {
-      this.report({ ...ran, outcome: 'completed' });
+      this.report('completed', ran);
     }
   }
 
@@ -161,7 +160,7 @@ export class TaskRunner {
       const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
       const attempts = ran.attempt;
       if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
-        this.report({ ...ran, outcome: 'dead-lettered', reason, error });
+        this.report('dead-lettered', ran, { reason, error });
         trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
         this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
       }
@@ -174,7 +173,7 @@ export class TaskRunner {
       return dueAt !== undefined;
     }, envelope, ran);
     if (dueAt !== undefined) {
-      this.report({ ...ran, outcome: 'retried', error, retryInMs: delay });
+      this.report('retried', ran, { error, retryInMs: delay });
       trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
       this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
       this.options.onDelayed?.(queue, dueAt);
@@ -212,7 +211,7 @@ export class TaskRunner {
   }
 
   private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope, ran?: Ran): void {
-    this.report({ queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0, ...ran, outcome: 'lease-lost' });
+    this.report('lease-lost', ran ?? { queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0 });
     this.logger.warn(`task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
   }
 
@@ -222,11 +221,12 @@ export class TaskRunner {
   }
 
   /** Tells the outcome listener; a listener that throws is logged, never allowed to affect the task. */
-  private report(event: Omit<TaskOutcomeEvent, 'workerId'>): void {
+  private report(outcome: TaskOutcomeKind, ran: Ran, more?: Pick<TaskOutcomeEvent, 'reason' | 'error' | 'retryInMs'>): void {
     const onOutcome = this.options.onOutcome;
     if (!onOutcome || !this.reporting) return;
     try {
-      onOutcome({ ...event, workerId: this.options.workerId });
+      const { queue, id, clientId, attempt, durationMs } = ran;
+      onOutcome({ outcome, queue, id, clientId, attempt, durationMs, workerId: this.options.workerId, ...more });
     } catch (error) {
       this.logger.error(`a task outcome listener threw: ${errorMessage(error)}`);
     }

@@ -61,6 +61,7 @@ export class WorkerRuntime {
       keys,
       this.layouts,
       {
+        // spread-ok: once per worker
         ...options,
         patterns,
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),

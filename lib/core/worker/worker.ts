@@ -107,6 +107,7 @@ export class TaskWorker {
         blocking,
         keys,
         this.slots,
+        // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.settling, keys, token, entry, this.options)),

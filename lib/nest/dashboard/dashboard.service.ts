@@ -68,6 +68,7 @@ export class DashboardService implements OnModuleDestroy {
     const now = Date.now();
     const withRunning = await Promise.all(
       workers.map(async (worker) => ({
+        // spread-ok: per dashboard request
         ...worker,
         heartbeatAgeMs: worker.lastHeartbeatAt === null ? null : Math.max(0, now - worker.lastHeartbeatAt),
         running: await reader.running(pattern, group, worker.workerId, 20),
@@ -84,6 +85,7 @@ export class DashboardService implements OnModuleDestroy {
       limit: this.count('limit', query.limit, 25, MAX_PAGE),
       filter: this.filter(query),
     });
+    // spread-ok: per dashboard request
     return this.settings.showPayloads ? page : { ...page, records: page.records.map(({ payload: _payload, ...record }) => record) };
   }
 
