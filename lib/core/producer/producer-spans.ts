@@ -1,15 +1,25 @@
 import type { ProducerTrace, TaskTracing } from '../support/tracing.js';
 import type { EnqueueItem } from './task-items.js';
+import type { EnqueueAnswer } from './producer.js';
 
 /**
  * The PRODUCER spans of enqueue calls (OpenTelemetry): one per call, whose W3C context every task of the
  * call carries, so each run of a handler is a child of the call that enqueued it. A batch is one span
  * (`messaging.batch.message_count`), not one per task.
  */
-export function tracedOne<R extends { readonly id: string }>(tracing: TaskTracing, queue: string, item: EnqueueItem, enqueue: (item: EnqueueItem) => Promise<R>): Promise<R> {
+export function tracedOne(tracing: TaskTracing, queue: string, item: EnqueueItem, to: EnqueueAnswer, enqueue: (item: EnqueueItem, to: EnqueueAnswer) => void): void {
   const span = tracing.produce(item.replyTo === undefined ? 'emit' : 'send', queue, item.clientId, 1);
-  if (!span.live) return enqueue(item); // the API without an SDK: no promise more per emit
-  return ended(span, enqueue(span.context ? Object.assign({}, item, { trace: span.context }) : item), (receipt) => [receipt.id]);
+  if (!span.live) return enqueue(item, to); // the API without an SDK: nothing more per emit
+  enqueue(span.context ? Object.assign({}, item, { trace: span.context }) : item, {
+    written(receipt) {
+      span.end([receipt.id]);
+      to.written(receipt);
+    },
+    failed(error) {
+      span.end(undefined, error);
+      to.failed(error);
+    },
+  });
 }
 
 export function tracedBatch<R extends { readonly id: string }>(

@@ -117,8 +117,7 @@ export class TaskProducer {
   enqueueOneTo(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
     const tracing = this.options.tracing;
     if (!tracing) return this.enqueueUntraced(queue, item, to);
-    const traced = tracedOne(tracing, queue, item, (spanned) => new Promise<EnqueueReceipt>((written, failed) => this.enqueueUntraced(queue, spanned, { written, failed })));
-    traced.then((receipt) => to.written(receipt), (error: unknown) => to.failed(error));
+    tracedOne(tracing, queue, item, to, (spanned, answer) => this.enqueueUntraced(queue, spanned, answer));
   }
 
   private enqueueUntraced(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
