@@ -131,18 +131,17 @@ export class ClaimLoop {
   }
 
   /**
-   * Queues the acknowledgement of a succeeded task (one without reply or deduplication key). Resolves
-   * true once Redis removed it, false when the worker no longer held it (lease lost).
+   * Queues the acknowledgement of a succeeded task (one without reply or deduplication key). `answer`
+   * hears true once Redis removed it, false when the worker no longer held it (lease lost). A callback,
+   * not a promise: this is once per task.
    */
-  acknowledge(token: string): Promise<boolean> {
-    return new Promise((resolve) => {
-      this.acks.add(token, resolve);
-      if (this.blocked || this.stopped) {
-        void this.flushAcks();
-      } else {
-        this.wakeLoop?.();
-      }
-    });
+  acknowledge(token: string, answer: (held: boolean) => void): void {
+    this.acks.add(token, answer);
+    if (this.blocked || this.stopped) {
+      void this.flushAcks();
+    } else {
+      this.wakeLoop?.();
+    }
   }
 
   /** Tokens whose acknowledgement is queued: still held in Redis, so still this worker's. */

@@ -19,8 +19,11 @@ type Ran = Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>;
 
 /** What the runner needs of the worker around it. */
 export interface RunnerHooks {
-  /** Queues a plain success on its claim loop (acknowledged in batches); undefined when there is none. */
-  acknowledgeInBatch(task: ClaimedTask): Promise<boolean> | undefined;
+  /**
+   * Queues a plain success on its claim loop (acknowledged in batches), `answer` told whether the worker
+   * still held it; false when there is no loop to queue it on.
+   */
+  acknowledgeInBatch(task: ClaimedTask, answer: (held: boolean) => void): boolean;
   /** Whether shutdown already returned unfinished tasks (late outcomes must not be settled). */
   released(): boolean;
 }
@@ -124,21 +127,19 @@ export class TaskRunner {
     return this.fail(task, envelope, outcome, policy, ran, run.trace);
   }
 
-  private async succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> {
+  /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */
+  private succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> | undefined {
     if (envelope.replyTo === undefined && envelope.dedupKey === undefined) {
       // The common case rides on the claim loop's next call (acknowledged in batches).
-      const batched = this.hooks.acknowledgeInBatch(task);
-      if (batched) {
-        void batched.then((held) => {
-          if (!held) this.warnLeaseLost(task, envelope, ran);
-          else if (this.reporting) this.report('completed', ran);
-        });
-        return;
-      }
+      const batched = this.hooks.acknowledgeInBatch(task, (held) => {
+        if (!held) this.warnLeaseLost(task, envelope, ran);
+        else if (this.reporting) this.report('completed', ran);
+      });
+      if (batched) return;
     }
-    if (await this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran)) {
-      this.report('completed', ran);
-    }
+    return this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran).then((settled) => {
+      if (settled) this.report('completed', ran);
+    });
   }
 
   private async fail(
@@ -233,7 +234,7 @@ export class TaskRunner {
   }
 
   /** Calls the handler (inside its run's span, when traced); with a handler timeout, abandons it (as failed) once that passes. */
-  private async callHandler(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
+  private callHandler(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
     const timeoutMs = this.options.patterns.handlerTimeout(queue);
     const abort = run.abort;
     if (timeoutMs > 0) run.deadline = Date.now() + timeoutMs;
@@ -256,13 +257,16 @@ export class TaskRunner {
       );
       running = trace ? trace.within(() => this.executor(execution)) : this.executor(execution);
     } catch (error) {
-      return { status: 'failed', error };
+      return Promise.resolve({ status: 'failed', error });
     }
-    if (timeoutMs <= 0) {
-      // No timeout: the handler's own rejection is its failure (one promise less per task).
-      return running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
-    }
+    // The handler's own rejection is its failure. Not an async function: without a timeout (the common
+    // case) this is the one promise made here per task.
     running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
+    return timeoutMs > 0 ? this.withTimeout(running, envelope, queue, timeoutMs, run) : running;
+  }
+
+  private async withTimeout(running: Promise<TaskOutcome>, envelope: TaskEnvelope, queue: string, timeoutMs: number, run: Run): Promise<TaskOutcome> {
+    const abort = run.abort;
     // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
     // failed attempt, even if it ignores the signal and goes on in the background. ctx.extendLease()
     // moves the deadline: the timer, when it fires early, waits for the new one.

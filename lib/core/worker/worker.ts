@@ -53,7 +53,11 @@ export class TaskWorker {
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
     this.runner = new TaskRunner(options, executor, {
-      acknowledgeInBatch: (task) => (this.released ? undefined : this.loops.get(task.keys)?.loop.acknowledge(task.token)),
+      acknowledgeInBatch: (task, answer) => {
+        const loop = this.released ? undefined : this.loops.get(task.keys)?.loop;
+        loop?.acknowledge(task.token, answer);
+        return loop !== undefined;
+      },
       released: () => this.released,
     }, logger);
     const unacknowledged = (keys: QueueKeys) => this.loops.get(keys)?.loop.unacknowledged ?? [];
