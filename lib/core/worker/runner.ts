@@ -10,6 +10,7 @@ import type { ClaimedTask } from './claimed-task.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
 import { RunExecution } from './execution.js';
+import { withHandlerTimeout } from './handler-timeout.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 import type { ConsumerTrace } from '../support/tracing.js';
 
@@ -192,21 +193,39 @@ export class TaskRunner {
    * outcome cannot be written stays in this worker's processing hash, neither acknowledged nor lost.
    * Resolves false when the worker no longer holds the task (logged once).
    */
-  private async settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
+  private settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
+    // The first try is not an async function (once per send() task): the retry loop starts at a failure.
+    let written: Promise<boolean>;
+    try {
+      written = write();
+    } catch (error) {
+      written = Promise.reject(error);
+    }
+    return written.then(
+      (settled) => {
+        if (!settled) this.warnLeaseLost(task, envelope, ran);
+        return settled;
+      },
+      (error: unknown) => this.settleAfterFailure(task, write, error, envelope, ran),
+    );
+  }
+
+  private async settleAfterFailure(task: ClaimedTask, write: () => Promise<boolean>, error: unknown, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
+      if (this.hooks.released()) {
+        this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
+        return false;
+      }
+      if (attempt === 0) {
+        this.logger.error(`could not settle a task of "${task.keys.queue}" (${errorMessage(error)}); retrying`);
+      }
+      await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
       try {
         const settled = await write();
         if (!settled) this.warnLeaseLost(task, envelope, ran);
         return settled;
-      } catch (error) {
-        if (this.hooks.released()) {
-          this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
-          return false;
-        }
-        if (attempt === 0) {
-          this.logger.error(`could not settle a task of "${task.keys.queue}" (${errorMessage(error)}); retrying`);
-        }
-        await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
+      } catch (failure) {
+        error = failure;
       }
     }
   }
@@ -262,34 +281,7 @@ export class TaskRunner {
     // The handler's own rejection is its failure. Not an async function: without a timeout (the common
     // case) this is the one promise made here per task.
     running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
-    return timeoutMs > 0 ? this.withTimeout(running, envelope, queue, timeoutMs, run) : running;
-  }
-
-  private async withTimeout(running: Promise<TaskOutcome>, envelope: TaskEnvelope, queue: string, timeoutMs: number, run: Run): Promise<TaskOutcome> {
-    const abort = run.abort;
-    // The handler is told through ctx.signal and abandoned: its slot is freed and the run counts as a
-    // failed attempt, even if it ignores the signal and goes on in the background. ctx.extendLease()
-    // moves the deadline: the timer, when it fires early, waits for the new one.
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<TaskOutcome>((resolve) => {
-      const check = (): void => {
-        const left = (run.deadline ?? 0) - Date.now();
-        if (left > 0) {
-          timer = setTimeout(check, left);
-          return;
-        }
-        const error = new HandlerTimeoutError(queue, timeoutMs);
-        abort.abort(error);
-        this.logger.warn(`task ${envelope.id} of "${queue}" passed its handler timeout of ${timeoutMs} ms; abandoned as failed`);
-        resolve({ status: 'failed', error });
-      };
-      timer = setTimeout(check, timeoutMs);
-    });
-    try {
-      return await Promise.race([running, timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return timeoutMs > 0 ? withHandlerTimeout(running, { taskId: envelope.id, queue, timeoutMs, run, logger: this.logger }) : running;
   }
 }
 
