@@ -26,8 +26,10 @@ let hold = gate();
 @Controller()
 class Handlers {
   @EventPattern<string>('avatar.resize')
-  resize(@Payload() payload: unknown, @Ctx() ctx: RedisTaskContext): void {
+  async resize(@Payload() payload: { held?: boolean }, @Ctx() ctx: RedisTaskContext): Promise<void> {
     seen.push({ pattern: 'avatar.resize', payload, task: ctx.getTask() });
+    // A held task keeps its slot until the test opens the gate.
+    if (payload.held) await hold.promise;
   }
 
   @MessagePattern('invoice.render')
@@ -213,6 +215,38 @@ describe('emit', () => {
     }
   });
 
+  it('at concurrency 1, claims tasks that came together one call each, each carrying the last one\'s acknowledgement (none goes alone)', async () => {
+    fresh('burst1');
+    const client = await producer();
+    const { transport } = await worker({ blockTimeoutMs: 120_000, concurrency: 1 });
+    const { workerId } = transport.options;
+    await blockedLoops(workerId, 5);
+    const queue = keys.queue('avatar.resize');
+    // claimTasks calls of this queue and worker: those asking for tasks, and those sending acknowledgements alone.
+    let claims = 0;
+    let acknowledgementsAlone = 0;
+    const watching = await monitor(redisUrl(), ({ args }) => {
+      const command = args[0]?.toLowerCase();
+      if ((command === 'eval' || command === 'evalsha') && args[2] === '1' && args[3] === queue.base && args[5] === workerId) {
+        if (Number(args[4]) > 0) claims++;
+        else acknowledgementsAlone++;
+      }
+    });
+    try {
+      await client.emitBatch('avatar.resize', Array.from({ length: 6 }, (_, n) => ({ n })));
+      await waitFor(() => seenFor('avatar.resize').length === 6, 'the six tasks to run');
+      await waitFor(async () => (await redis.hlen(queue.processing(workerId))) === 0, 'every task acknowledged');
+      await blockedLoops(workerId, 5);
+      // The woken claim takes the first; each next claim carries the acknowledgement of the task before it,
+      // the last one included (that claim finds nothing left). Right after the wake-up the loop used to
+      // claim at once with no slot free: the first task's acknowledgement went alone, then a claim.
+      expect(acknowledgementsAlone).toBe(0);
+      expect(claims).toBeLessThanOrEqual(8);
+    } finally {
+      watching.stop();
+    }
+  });
+
   it('returns what a woken claim took with no free slot to its queue, uncounted, and runs it later', async () => {
     fresh('giveback');
     const client = await producer();
@@ -231,8 +265,9 @@ describe('emit', () => {
       if (args[0]?.toLowerCase() === 'hgetall' && processingKeys.has(args[1])) reads++;
     });
     try {
-      // Both loops wake and both claims take a task; only one task gets the slot.
-      await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2 }))]);
+      // Both loops wake and both claims take a task; only one task gets the slot, and keeps it (both are
+      // held: a task that ended at once would free the slot for the other claim, whichever answers first).
+      await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2, held: true }))]);
       await waitFor(() => requeues.sources.length + slowRequeues.sources.length === 1, 'the task with no slot to go back');
       expect(reads).toBe(0);
       hold.open();

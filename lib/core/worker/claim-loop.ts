@@ -185,10 +185,11 @@ export class ClaimLoop {
       if (this.stopped) {
         break;
       }
-      // Let handlers that finish in this same turn join the call; right after a wake-up no handler ran
-      // meanwhile, so the claim goes at once (the enqueue -> handler start latency).
-      if (woken) woken = false;
-      else await nextTurn();
+      // Let handlers that finish in this same turn join the call. Right after a wake-up none ran meanwhile, so
+      // the claim goes at once if a slot is free; with none (concurrency 1: the woken task runs) it waits the
+      // turn too, so that run's acknowledgement and slot go in one call (not an acknowledgement alone, then a claim).
+      if (!woken || this.slots.free === 0) await nextTurn();
+      woken = false;
       const wanted = this.slots.take(this.options.prefetch);
       const acks = this.acks.take();
       if (wanted === 0 && acks.length === 0) {
