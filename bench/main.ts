@@ -32,13 +32,6 @@ interface Sample {
   readonly max: number;
 }
 
-async function repeat(run: () => Promise<number>, times = REPEATS): Promise<Sample> {
-  const results: number[] = [];
-  for (let i = 0; i < times; i++) results.push(await run());
-  results.sort((a, b) => a - b);
-  return { median: results[Math.floor(results.length / 2)], min: results[0], max: results[results.length - 1] };
-}
-
 interface Latency {
   readonly p50: Sample;
   readonly p99: Sample;
@@ -239,11 +232,25 @@ async function latency(driver: LatencyDriver, concurrency: number, server = redi
 async function latencies(driver: LatencyDriver, concurrency: number, server = redis): Promise<Latency> {
   const runs: { p50: number; p99: number }[] = [];
   for (let i = 0; i < REPEATS; i++) runs.push(await latency(driver, concurrency, server));
-  const sample = (values: number[]): Sample => {
-    values.sort((a, b) => a - b);
-    return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
-  };
-  return { p50: sample(runs.map((r) => r.p50)), p99: sample(runs.map((r) => r.p99)) };
+  return latencyOf(runs);
+}
+
+function latencyOf(runs: readonly { p50: number; p99: number }[]): Latency {
+  return { p50: sampleOf(runs.map((r) => r.p50)), p99: sampleOf(runs.map((r) => r.p99)) };
+}
+
+/**
+ * REPEATS rounds, each running `once` for every driver in turn: the libraries take turns, so a stretch
+ * of host noise (this 2-core VM has them: one run in three of a library gave 2-17 ms p99 where its
+ * others gave 0.5) hits every library in a round alike, instead of whichever ran all its runs then.
+ * Returns each driver's results, in round order.
+ */
+async function rounds<D, T>(drivers: readonly D[], once: (driver: D, index: number) => Promise<T>): Promise<T[][]> {
+  const results = drivers.map((): T[] => []);
+  for (let round = 0; round < REPEATS; round++) {
+    for (const [d, driver] of drivers.entries()) results[d].push(await once(driver, d));
+  }
+  return results;
 }
 
 /** One client has FLOOD_TASKS pending; how long until another client's single task starts? */
@@ -311,21 +318,34 @@ async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise
   }
 }
 
-async function latencyRows(driver: Driver, figures: Figures, aof?: { driver: Driver; server: Redis }): Promise<void> {
-  figures.latency = {};
+/**
+ * The latency rows of several libraries on one server, interleaved by round (see rounds); at concurrency 1
+ * the bare hand-off floor takes its turn in the same rounds. Each library's figures get its percentiles
+ * per concurrency, and the floor (one figure for all: `floor`).
+ */
+async function latencyRows(entries: readonly { driver: Driver; figures: Figures }[], at: { url: string; server: Redis; aof: boolean }): Promise<void> {
+  const floor = new BareHandoffDriver(at.url);
+  if (at.aof) await warmAofServer(at.url, at.server);
+  const title = at.aof ? 'same with AOF everysec' : 'enqueue -> handler start at 2,000 tasks/s';
   for (const concurrency of LATENCY_CONCURRENCIES) {
-    const result = (figures.latency[concurrency] = await latencies(driver, concurrency));
-    log(`enqueue -> handler start at 2,000 tasks/s, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+    const runners: LatencyDriver[] = entries.map((entry) => entry.driver);
+    if (concurrency === LATENCY_CONCURRENCIES[0]) runners.push(floor);
+    const results = await rounds(runners, (driver) => latency(driver, concurrency, at.server));
+    entries.forEach(({ driver, figures }, d) => {
+      const result = latencyOf(results[d]);
+      (at.aof ? (figures.aofLatency ??= {}) : (figures.latency ??= {}))[concurrency] = result;
+      log(`${driver.name}: ${title}, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+    });
+    if (results.length > entries.length) {
+      const result = latencyOf(results[entries.length]);
+      for (const { figures } of entries) {
+        if (at.aof) figures.aofLatencyFloor = result;
+        else figures.latencyFloor = result;
+      }
+      log(`floor: ${floor.name} hand-off, ${title}, concurrency ${concurrency}, same rounds: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+    }
   }
-  figures.latencyFloor = await handoffFloor(url, redis);
-  figures.aofLatency = {};
-  if (!aof) return;
-  await warmAofServer(aof.server);
-  for (const concurrency of LATENCY_CONCURRENCIES) {
-    const result = (figures.aofLatency[concurrency] = await latencies(aof.driver, concurrency, aof.server));
-    log(`same with AOF everysec, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
-  }
-  figures.aofLatencyFloor = await handoffFloor(process.env.BENCH_AOF_EVERYSEC_URL ?? url, aof.server);
+  await floor.close();
 }
 
 const warmedAofServers = new WeakSet<Redis>();
@@ -336,35 +356,26 @@ const warmedAofServers = new WeakSet<Redis>();
  * 1.4–2.3 ms for the next, in either order). So before the first timed row on it, the bare hand-off
  * runs its latency schedule there once, untimed.
  */
-async function warmAofServer(server: Redis): Promise<void> {
+async function warmAofServer(at: string, server: Redis): Promise<void> {
   if (warmedAofServers.has(server)) return;
   warmedAofServers.add(server);
-  const warmer = new BareHandoffDriver(process.env.BENCH_AOF_EVERYSEC_URL ?? url);
+  const warmer = new BareHandoffDriver(at);
   await latencies(warmer, 1, server);
   await warmer.close();
 }
 
-/**
- * The latency floor beside a library (right after its rows, same schedule, same server): two bare
- * ioredis connections handing tasks over with RPUSH and BLPOP, no queue library at all.
- */
-async function handoffFloor(at: string, server: Redis): Promise<Latency> {
-  const floor = new BareHandoffDriver(at);
-  const result = await latencies(floor, 1, server);
-  await floor.close();
-  log(`floor: ${floor.name} hand-off at 2,000 tasks/s: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
-  return result;
-}
-
-/** Everything a queue library can run: producer rows, batch, drains, latency, cost, fairness. */
-async function run(driver: Driver, figures: Figures, aof?: { driver: Driver; server: Redis }): Promise<Figures> {
-  log(`\n== ${driver.name}`);
-  figures.enqueueBatch = await repeat(() => enqueueBatch(driver));
-  log(`enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
-  figures.drain = {};
+/** Batch enqueue and the drains of every queue library, interleaved by round (see rounds). */
+async function throughputRows(entries: readonly { driver: Driver; figures: Figures }[]): Promise<void> {
+  const drivers = entries.map((entry) => entry.driver);
+  const batch = await rounds(drivers, (driver) => enqueueBatch(driver));
+  entries.forEach(({ driver, figures }, d) => {
+    figures.enqueueBatch = sampleOf(batch[d]);
+    log(`${driver.name}: enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
+  });
   for (const concurrency of [1, 16, 64]) {
-    const memory = concurrency === 16 ? (m: { bytes: number }) => (figures.bytesPerPending = m.bytes / DRAIN_TASKS) : undefined;
-    figures.drain[concurrency] = await repeat(async () => {
+    const rates = await rounds(drivers, async (driver, d) => {
+      const figures = entries[d].figures;
+      const memory = concurrency === 16 ? (m: { bytes: number }) => (figures.bytesPerPending = m.bytes / DRAIN_TASKS) : undefined;
       const rate = await drain(driver, concurrency, memory);
       if (concurrency === 16) {
         const left = await bytesMatching(redis, driver.keyPattern);
@@ -374,12 +385,19 @@ async function run(driver: Driver, figures: Figures, aof?: { driver: Driver; ser
       await deleteMatching(redis, driver.keyPattern);
       return rate;
     });
-    log(`drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`);
-    if (concurrency === 16) {
-      log(`memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`);
-    }
+    entries.forEach(({ driver, figures }, d) => {
+      (figures.drain ??= {})[concurrency] = sampleOf(rates[d]);
+      log(`${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`);
+      if (concurrency === 16) {
+        log(`${driver.name}: memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`);
+      }
+    });
   }
-  await latencyRows(driver, figures, aof);
+}
+
+/** One library's single-shot rows: what a task costs end to end, and fairness. */
+async function costRows(driver: Driver, figures: Figures): Promise<void> {
+  log(`\n== ${driver.name}`);
   figures.cost = await endToEnd(driver);
   const c = figures.cost;
   log(
@@ -388,15 +406,6 @@ async function run(driver: Driver, figures: Figures, aof?: { driver: Driver; ser
   );
   figures.fairnessDelayMs = await fairness(driver);
   log(`fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`);
-  return figures;
-}
-
-/** Nest's pub/sub transport: producer rows and latency only (it keeps no task to drain). */
-async function runPubSub(driver: Driver, figures: Figures): Promise<Figures> {
-  log(`\n== ${driver.name}`);
-  figures.drain = {};
-  await latencyRows(driver, figures);
-  return figures;
 }
 
 /** Median drain rates with 10 and with 10,000 clients, runs interleaved so drift hits both alike. */
@@ -421,6 +430,8 @@ interface Row {
   /** Whether more is better (rates) or less (times, bytes, CPU, commands). */
   readonly better: 'higher' | 'lower';
   readonly digits?: number;
+  /** One figure for every library (a floor measured in the same rounds): shown once, no ratio. */
+  readonly shared?: boolean;
 }
 
 /** The side-by-side table: ours, the three anchors, then ours against each anchor. */
@@ -440,8 +451,8 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
       { label: `${name}, concurrency ${c}: p50 (ms)`, get: (f) => pick(f)?.[c]?.p50, better: 'lower', digits: 2 },
       { label: `${name}, concurrency ${c}: p99 (ms)`, get: (f) => pick(f)?.[c]?.p99, better: 'lower', digits: 2 },
     ]),
-    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, measured after each: p50 (ms)', get: (f) => floor(f)?.p50, better: 'lower', digits: 2 },
-    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, measured after each: p99 (ms)', get: (f) => floor(f)?.p99, better: 'lower', digits: 2 },
+    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p50 (ms)', get: (f) => floor(f)?.p50, better: 'lower', digits: 2, shared: true },
+    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p99 (ms)', get: (f) => floor(f)?.p99, better: 'lower', digits: 2, shared: true },
   ];
   const rows: Row[] = [
     { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
@@ -460,7 +471,11 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     { label: 'bytes in Redis per pending task', get: (f) => f.bytesPerPending, better: 'lower' },
   ];
   const anchors = all.slice(1);
-  const lines = rows.map((row) => [row.label, ...all.map((f) => show(row.get(f), row.digits ?? 0)), ...anchors.map((f) => ratio(row, f))]);
+  const lines = rows.map((row) =>
+    row.shared
+      ? [row.label, show(row.get(ours), row.digits ?? 0), ...anchors.map(() => ''), ...anchors.map(() => '')]
+      : [row.label, ...all.map((f) => show(row.get(f), row.digits ?? 0)), ...anchors.map((f) => ratio(row, f))],
+  );
   const keysLeft = (f: Figures) => (f.keysLeftAfterDrain === undefined ? 'n/a' : `${f.keysLeftAfterDrain} (${f.bytesLeftAfterDrain})`);
   const fair = (f: Figures) => (f.fairnessDelayMs === undefined ? 'n/a' : formatMs(f.fairnessDelayMs));
   lines.push(['keys (bytes) left after the drain', ...all.map(keysLeft), '', '', '']);
@@ -568,19 +583,10 @@ async function main(): Promise<void> {
     return;
   }
   if (process.env.BENCH_ONLY === 'drain') {
-    // The drain rows alone, for every queue library (quick to iterate on the worker path).
+    // The batch and drain rows alone, for every queue library (quick to iterate on the worker path).
     const drivers = [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url)];
-    for (const driver of drivers) {
-      for (const concurrency of [1, 16, 64]) {
-        const sample = await repeat(async () => {
-          const rate = await drain(driver, concurrency);
-          await deleteMatching(redis, driver.keyPattern);
-          return rate;
-        });
-        log(`${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(sample)} tasks/s`);
-      }
-      await driver.close();
-    }
+    await throughputRows(drivers.map((driver) => ({ driver, figures: {} as Figures })));
+    for (const driver of drivers) await driver.close();
     await redis.quit();
     return;
   }
@@ -589,14 +595,11 @@ async function main(): Promise<void> {
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
     const names = (process.env.BENCH_DRIVERS ?? 'ours,bull,bee').split(',');
     const make = (name: string, at: string): Driver => (name === 'ours' ? new OursDriver(at) : name === 'bull' ? new BullMqDriver(at) : new BeeQueueDriver(at));
-    for (const name of names) {
-      const driver = make(name, url);
-      log(`\n== ${driver.name}`);
-      const aofDriver = aofUrl && aofServer ? make(name, aofUrl) : undefined;
-      await latencyRows(driver, {} as Figures, aofDriver && aofServer ? { driver: aofDriver, server: aofServer } : undefined);
-      await driver.close();
-      await aofDriver?.close();
-    }
+    const plain = names.map((name) => ({ driver: make(name, url), figures: {} as Figures }));
+    await latencyRows(plain, { url, server: redis, aof: false });
+    const aof = aofUrl && aofServer ? names.map((name) => ({ driver: make(name, aofUrl), figures: {} as Figures })) : [];
+    if (aofUrl && aofServer) await latencyRows(aof, { url: aofUrl, server: aofServer, aof: true });
+    for (const { driver } of [...plain, ...aof]) await driver.close();
     await aofServer?.quit();
     await redis.quit();
     return;
@@ -605,22 +608,29 @@ async function main(): Promise<void> {
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1];
   const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
   const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
-  const withAof = <D extends Driver>(make: (at: string) => D) => (aofUrl && aofServer ? { driver: make(aofUrl), server: aofServer } : undefined);
   const ours = new OursDriver(url);
   const bull = new BullMqDriver(url);
   const bee = new BeeQueueDriver(url);
   const nest = new NestRedisDriver(url);
-  const aofOurs = withAof((at) => new OursDriver(at));
-  const aofBull = withAof((at) => new BullMqDriver(at));
-  const aofBee = withAof((at) => new BeeQueueDriver(at));
-  const [a, b, q, n] = [ours, bull, bee, nest].map(() => ({}) as Figures);
+  const [a, b, q, n] = [ours, bull, bee, nest].map(() => ({ drain: {}, latency: {} }) as unknown as Figures);
   await producerRows([ours, bull, bee, nest], [a, b, q, n]);
-  await run(ours, a, aofOurs);
-  await run(bull, b, aofBull);
-  await run(bee, q, aofBee);
-  await runPubSub(nest, n);
-  for (const driver of [aofOurs, aofBull, aofBee, { driver: nest }]) await driver?.driver.close();
+  const queues = [
+    { driver: ours, figures: a },
+    { driver: bull, figures: b },
+    { driver: bee, figures: q },
+  ];
+  log('\n== batch enqueue and drains, libraries taking turns in each round');
+  await throughputRows(queues);
+  log('\n== latency, libraries taking turns in each round');
+  await latencyRows([...queues, { driver: nest, figures: n }], { url, server: redis, aof: false });
+  if (aofUrl && aofServer) {
+    const onAof = [new OursDriver(aofUrl), new BullMqDriver(aofUrl), new BeeQueueDriver(aofUrl)];
+    await latencyRows(onAof.map((driver, i) => ({ driver, figures: queues[i].figures })), { url: aofUrl, server: aofServer, aof: true });
+    for (const driver of onAof) await driver.close();
+  }
+  await nest.close();
   await aofServer?.quit();
+  for (const { driver, figures } of queues) await costRows(driver, figures);
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
   log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
@@ -657,6 +667,8 @@ async function main(): Promise<void> {
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
     'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
     '`appendfsync everysec` on the project\'s disk), each run after a one-second warm-up at the rate (not timed).',
+    'Runs are taken in rounds, the libraries taking turns in each (emit, batch, drain and latency rows alike), so a',
+    "stretch of this machine's noise hits every library of a round instead of whichever ran all its runs then.",
     '"Client commands" counts every ioredis command the process sent',
     '(producer included), an upper bound of round trips (Bee-Queue uses node-redis: not counted).',
     '',
