@@ -18,6 +18,8 @@ const SEND_TASKS = Number(process.env.BENCH_SEND_TASKS ?? 10_000);
 const BATCH = 1_000;
 /** Throughput phases run this many times; the median is reported (a 2-core machine is noisy). */
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
+/** Latency rows take more rounds: a tail is the noisiest figure here (one run in three can be 5-10× the others). */
+const LATENCY_REPEATS = Number(process.env.BENCH_LATENCY_REPEATS ?? Math.max(REPEATS, 5));
 
 async function median(run: () => Promise<number>): Promise<number> {
   const results: number[] = [];
@@ -240,14 +242,14 @@ function latencyOf(runs: readonly { p50: number; p99: number }[]): Latency {
 }
 
 /**
- * REPEATS rounds, each running `once` for every driver in turn: the libraries take turns, so a stretch
+ * `count` rounds, each running `once` for every driver in turn: the libraries take turns, so a stretch
  * of host noise (this 2-core VM has them: one run in three of a library gave 2-17 ms p99 where its
  * others gave 0.5) hits every library in a round alike, instead of whichever ran all its runs then.
  * Returns each driver's results, in round order.
  */
-async function rounds<D, T>(drivers: readonly D[], once: (driver: D, index: number) => Promise<T>): Promise<T[][]> {
+async function rounds<D, T>(drivers: readonly D[], once: (driver: D, index: number) => Promise<T>, count = REPEATS): Promise<T[][]> {
   const results = drivers.map((): T[] => []);
-  for (let round = 0; round < REPEATS; round++) {
+  for (let round = 0; round < count; round++) {
     for (const [d, driver] of drivers.entries()) results[d].push(await once(driver, d));
   }
   return results;
@@ -330,7 +332,7 @@ async function latencyRows(entries: readonly { driver: Driver; figures: Figures 
   for (const concurrency of LATENCY_CONCURRENCIES) {
     const runners: LatencyDriver[] = entries.map((entry) => entry.driver);
     if (concurrency === LATENCY_CONCURRENCIES[0]) runners.push(floor);
-    const results = await rounds(runners, (driver) => latency(driver, concurrency, at.server));
+    const results = await rounds(runners, (driver) => latency(driver, concurrency, at.server), LATENCY_REPEATS);
     entries.forEach(({ driver, figures }, d) => {
       const result = latencyOf(results[d]);
       (at.aof ? (figures.aofLatency ??= {}) : (figures.latency ??= {}))[concurrency] = result;
@@ -663,7 +665,7 @@ async function main(): Promise<void> {
     `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; every library in the same run, on the same Redis,`,
     'producer and worker in one process, no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,',
     "Bee-Queue jobs with `removeOnSuccess` (and `storeJobs: false`); Nest's `Transport.REDIS` is pub/sub (no backlog: no drain rows).",
-    `Each figure is the median of ${REPEATS} runs, with the lowest and highest in parentheses. Ratios are ours against each`,
+    `Each figure is the median of ${REPEATS} runs (latency rows: ${LATENCY_REPEATS}), with the lowest and highest in parentheses. Ratios are ours against each`,
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
     'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
     '`appendfsync everysec` on the project\'s disk), each run after a one-second warm-up at the rate (not timed).',
