@@ -6,7 +6,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
-import { bytesMatching, Completion, deleteMatching, measure, percentile, sleep, type Cost } from './measure.js';
+import { bytesMatching, Completion, deleteMatching, measure, percentile, promotedDuring, sleep, type Cost } from './measure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DRAIN_TASKS = Number(process.env.BENCH_DRAIN_TASKS ?? 20_000);
@@ -15,6 +15,7 @@ const LATENCY_TASKS = Number(process.env.BENCH_LATENCY_TASKS ?? 6_000);
 const FLOOD_TASKS = Number(process.env.BENCH_FLOOD_TASKS ?? 100_000);
 const PARALLEL_TASKS = Number(process.env.BENCH_PARALLEL_TASKS ?? 20_000);
 const SEND_TASKS = Number(process.env.BENCH_SEND_TASKS ?? 10_000);
+const PROMOTION_TASKS = Number(process.env.BENCH_PROMOTION_TASKS ?? 40_000);
 const BATCH = 1_000;
 /** Throughput phases run this many times; the median is reported (a 2-core machine is noisy). */
 const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
@@ -47,6 +48,8 @@ interface Figures {
   /** Bare ioredis PINGs one at a time, measured right after this library's single emits. */
   pingFloor?: Sample;
   bytesPerEmit: number;
+  /** Bytes scavenges promoted to the old generation per emit, at 10 emits per ms with no worker. */
+  promotedPerEmit?: Sample;
   sendParallel?: Sample;
   enqueueBatch?: Sample;
   drain: Record<number, Sample>;
@@ -119,6 +122,33 @@ async function keepInFlight(n: number, inFlight: number, call: (task: BenchTask)
       }
     }),
   );
+}
+
+/**
+ * Emits at a steady 10 per ms (no worker), as a producer under load does: the bytes per emit that
+ * scavenges promoted to the old generation meanwhile (see promotedDuring).
+ */
+async function emitPromotion(driver: Driver): Promise<number> {
+  await driver.begin('promotion');
+  const emitAtRate = async (n: number): Promise<void> => {
+    const start = performance.now();
+    let sent = 0;
+    let inFlight: Promise<void>[] = [];
+    while (sent < n) {
+      const due = Math.min(n, Math.floor((performance.now() - start) * 10));
+      for (; sent < due; sent++) inFlight.push(driver.enqueue({ i: sent, t: performance.now() }));
+      if (inFlight.length >= 1_000) {
+        await Promise.all(inFlight);
+        inFlight = [];
+      }
+      await sleep(1);
+    }
+    await Promise.all(inFlight);
+  };
+  await emitAtRate(5_000); // warm-up, not measured
+  const promoted = await promotedDuring(() => emitAtRate(PROMOTION_TASKS));
+  await deleteMatching(redis, driver.keyPattern);
+  return promoted / PROMOTION_TASKS;
 }
 
 /** `inFlight` awaited emits at all times (no worker running): tasks/s and Node CPU per emit. */
@@ -288,7 +318,7 @@ const sampleOf = (values: number[]): Sample => {
  * noisy machine hits all alike; a bare ioredis PING loop runs beside each as the round trip's floor.
  */
 async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise<void> {
-  const runs = drivers.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[] }));
+  const runs = drivers.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[], promoted: [] as number[] }));
   for (let round = 0; round < REPEATS; round++) {
     for (const [d, driver] of drivers.entries()) {
       const { rate, bytes } = await emitSequential(driver);
@@ -304,6 +334,7 @@ async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise
     for (const [d, driver] of drivers.entries()) {
       if (driver.request) runs[d].send.push(await sendParallel(driver));
     }
+    for (const [d, driver] of drivers.entries()) runs[d].promoted.push(await emitPromotion(driver));
   }
   for (const [d, driver] of drivers.entries()) {
     const figures = all[d];
@@ -312,11 +343,13 @@ async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise
     figures.emitParallel = sampleOf(runs[d].parallel);
     figures.emitCpuMicros = sampleOf(runs[d].cpu);
     if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
+    figures.promotedPerEmit = sampleOf(runs[d].promoted);
     log(`\n== ${driver.name}: producer side`);
     log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
     log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
     log(`emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`);
     if (figures.sendParallel) log(`send() request/reply, 64 in flight: ${spread(figures.sendParallel)} tasks/s`);
+    log(`promoted to the old generation at 10 emits per ms: ${spread(figures.promotedPerEmit)} bytes per emit`);
   }
 }
 
@@ -463,6 +496,7 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
     { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
     { label: 'bytes sent to Redis per single emit', get: (f) => f.bytesPerEmit, better: 'lower' },
+    { label: 'bytes promoted to the old generation per emit, 10 emits per ms, no worker', get: (f) => f.promotedPerEmit, better: 'lower' },
     { label: `enqueue, emitBatch / addBulk / saveAll of ${BATCH} (tasks/s)`, get: (f) => f.enqueueBatch, better: 'higher' },
     ...[1, 16, 64].map((c): Row => ({ label: `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`, get: (f) => f.drain[c], better: 'higher' })),
     ...latencyRows('enqueue → handler start at 2,000/s', (f) => f.latency, (f) => f.latencyFloor),

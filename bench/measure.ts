@@ -1,3 +1,4 @@
+import { GCProfiler } from 'node:v8';
 import type { Redis } from 'ioredis';
 import { Redis as RedisClass } from 'ioredis';
 
@@ -126,4 +127,22 @@ export async function bytesMatching(redis: Redis, pattern: string): Promise<{ ke
     }
   } while (cursor !== '0');
   return { keys, bytes };
+}
+
+/**
+ * Bytes the scavenges during `run` moved into the old generation: objects that outlived the young
+ * generation. Short-lived per-task objects should not; those that do bring on the mark-compacts whose
+ * incremental steps (several ms each here) make a latency tail.
+ */
+export async function promotedDuring(run: () => Promise<void>): Promise<number> {
+  const oldSpace = (stats: { heapSpaceStatistics: { spaceName: string; spaceUsedSize: number }[] }) =>
+    stats.heapSpaceStatistics.find((space) => space.spaceName === 'old_space')?.spaceUsedSize ?? 0;
+  const profiler = new GCProfiler();
+  profiler.start();
+  await run();
+  let promoted = 0;
+  for (const gc of profiler.stop()?.statistics ?? []) {
+    if (gc.gcType === 'Scavenge') promoted += Math.max(0, oldSpace(gc.afterGC) - oldSpace(gc.beforeGC));
+  }
+  return promoted;
 }
