@@ -364,7 +364,7 @@ async function latencyRows(entries: readonly { driver: Driver; figures: Figures 
   const title = at.aof ? 'same with AOF everysec' : 'enqueue -> handler start at 2,000 tasks/s';
   for (const concurrency of LATENCY_CONCURRENCIES) {
     const runners: LatencyDriver[] = entries.map((entry) => entry.driver);
-    if (concurrency === LATENCY_CONCURRENCIES[0]) runners.push(floor);
+    if (concurrency === 1) runners.push(floor); // the floor's schedule is the concurrency-1 one
     const results = await rounds(runners, (driver) => latency(driver, concurrency, at.server), LATENCY_REPEATS);
     entries.forEach(({ driver, figures }, d) => {
       const result = latencyOf(results[d]);
