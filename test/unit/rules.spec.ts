@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { InvalidTaskError } from '../../lib/core/model/errors.js';
-import { prepareTask } from '../../lib/core/producer/task-items.js';
+import { prepareTask, taskIdNonce } from '../../lib/core/producer/task-items.js';
 import { RedisTaskRecordBuilder } from '../../lib/nest/redis-task-record.builder.js';
 import {
   clientConcurrencyProblem,
@@ -94,5 +94,16 @@ describe('task rules: the record builder and the producer gate apply the same on
         accepts(() => prepareTask({ payload: 1, clientId: 'c', deduplicationKey: key as string }, Date.now(), undefined, limits)),
       );
     }
+  });
+});
+
+describe('task ids', () => {
+  it('never start with "-" or "_", which the CLI would read as an option, whatever the random bytes', () => {
+    // 0xf8 and 0xfc encode to '-' and '_' as the first base64url character.
+    for (const first of [0xf8, 0xfc, 0x00]) {
+      const nonce = taskIdNonce(Uint8Array.from([first, 1, 2, 3, 4, 5, 6, 7, 8]));
+      expect(nonce).toMatch(/^[A-Za-z0-9][A-Za-z0-9_-]{11}$/);
+    }
+    expect(taskIdNonce(Uint8Array.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]))).toBe(Buffer.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]).toString('base64url'));
   });
 });

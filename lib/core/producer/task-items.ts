@@ -62,7 +62,17 @@ export interface ItemLimits {
  * Task ids: a random per-process part (72 bits, base64url) and a counter, so they are unique across
  * processes without asking Redis, cheap to make, and short on the wire (14 to 20 characters).
  */
-const ID_NONCE = randomBytes(9).toString('base64url');
+const ID_NONCE = taskIdNonce(randomBytes(9));
+
+/**
+ * The per-process part of task ids, from random bytes (base64url). It never starts with '-' or '_':
+ * an id passed to the CLI (`dead show <id>`) that starts with '-' is read as an option, so one process
+ * in 32 made ids the CLI could not take.
+ */
+export function taskIdNonce(bytes: Uint8Array): string {
+  const nonce = Buffer.from(bytes).toString('base64url');
+  return nonce[0] === '-' || nonce[0] === '_' ? `t${nonce.slice(1)}` : nonce;
+}
 let idCount = 0;
 
 export function newTaskId(): string {
