@@ -36,6 +36,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   private readonly events = new EventEmitter();
   private connection: OwnedConnection | undefined;
   private runtime: WorkerRuntime | undefined;
+  // table-ok: one entry per pattern
   private readonly handlers = new Map<string, MessageHandler | null>();
   private lastStatus = RedisTaskStatus.DISCONNECTED;
 

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
 
@@ -108,6 +108,26 @@ describe('architecture', () => {
         if ((leading.test(line) || opensWithSpread) && !allowed && !/^\s*(\/\/|\*)/.test(line)) {
           found.push(`${relative(LIB, file)}:${index + 1}`);
         }
+      });
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('keeps no long-lived Map or Set on the per-task paths, nor clears one (see churn-tables.ts)', () => {
+    // A Map or Set that gains and loses an entry per task rehashes into new tables that V8 links to their
+    // successors; once one was promoted, every later table and what it held outlived scavenges (1.6 KB
+    // promoted per task, see the memory spec). Per-task entries go in a SlotSet or an IdTable; a table
+    // that changes per queue or per connection says so in a `// table-ok: why` comment on the line before.
+    const perTask = [join(CORE, 'worker'), join(CORE, 'producer'), join(CORE, 'model'), join(CORE, 'redis'), join(LIB, 'nest')];
+    const field = /^\s+(?:private |protected |public |static |readonly )+\w+\s*=\s*new (?:Map|Set)\b/;
+    const found: string[] = [];
+    // The dashboard's page script runs in the browser, not on a per-task path.
+    for (const file of perTask.flatMap((dir) => sourceFiles(dir)).filter((file) => !file.includes(`${sep}dashboard${sep}`))) {
+      const lines = readFileSync(file, 'utf8').split('\n');
+      lines.forEach((line, index) => {
+        const allowed = (lines[index - 1] ?? '').includes('// table-ok:');
+        const code = /^\s*(\/\/|\*|\/\*)/.test(line) ? '' : line.replace(/\/\/.*$/, '');
+        if ((field.test(code) && !allowed) || /\.clear\(\)/.test(code)) found.push(`${relative(LIB, file)}:${index + 1}`);
       });
     }
     expect(found).toEqual([]);

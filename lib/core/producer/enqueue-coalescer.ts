@@ -3,6 +3,7 @@ import type { QueueKeys } from '../redis/keys.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
 import type { TaskRedis } from '../redis/scripts.js';
+import { SlotSet } from '../support/churn-tables.js';
 import { pushEnqueueArgs, type PreparedTask } from './task-items.js';
 
 /** One caller's tasks for one shard, and how to answer that caller. */
@@ -36,6 +37,7 @@ export class ReplicationShortfall {
 }
 
 interface Bucket {
+  readonly signature: string;
   readonly settings: CallSettings;
   readonly keys: QueueKeys;
   readonly parts: EnqueuePart[];
@@ -49,12 +51,16 @@ interface Bucket {
  * ANSWER_SLICE tasks' callers at a time (see answer).
  */
 export class EnqueueCoalescer {
-  /** Settings signature -> shard root -> parts waiting for this turn's flush. */
-  private readonly waiting = new Map<string, Map<string, Bucket>>();
+  /**
+   * The parts waiting for this turn's flush, by settings signature and shard root (a few buckets: a
+   * list searched in order). A new list each turn, never `Map.clear()`: a cleared table points to its
+   * successor, so once one was promoted, every later turn's parts survived scavenges through that chain.
+   */
+  private waiting: Bucket[] = [];
   private scheduled = false;
   private readonly deadlines = new Deadlines();
   /** The rest of each call answered in part (see answer). */
-  private readonly answering = new Set<() => void>();
+  private readonly answering = new SlotSet<() => void>();
 
   private readonly gateway: ScriptGateway;
 
@@ -63,14 +69,13 @@ export class EnqueueCoalescer {
   }
 
   add(signature: string, settings: CallSettings, part: EnqueuePart): void {
-    let roots = this.waiting.get(signature);
-    if (!roots) {
-      roots = new Map();
-      this.waiting.set(signature, roots);
+    const root = part.keys.root;
+    let bucket: Bucket | undefined;
+    for (const waiting of this.waiting) {
+      if (waiting.keys.root === root && waiting.signature === signature) bucket = waiting;
     }
-    const bucket = roots.get(part.keys.root);
     if (bucket) bucket.parts.push(part);
-    else roots.set(part.keys.root, { settings, keys: part.keys, parts: [part] });
+    else this.waiting.push({ signature, settings, keys: part.keys, parts: [part] });
     if (!this.scheduled) {
       this.scheduled = true;
       process.nextTick(this.flush);
@@ -79,10 +84,9 @@ export class EnqueueCoalescer {
 
   private readonly flush = (): void => {
     this.scheduled = false;
-    for (const roots of this.waiting.values()) {
-      for (const bucket of roots.values()) this.flushBucket(bucket);
-    }
-    this.waiting.clear();
+    const buckets = this.waiting;
+    this.waiting = [];
+    for (const bucket of buckets) this.flushBucket(bucket);
   };
 
   private flushBucket({ settings, keys, parts }: Bucket): void {
@@ -143,15 +147,15 @@ export class EnqueueCoalescer {
     }
     if (index === parts.length) return;
     const rest = (): void => {
-      this.answering.delete(rest);
+      this.answering.delete(slot, rest);
       this.answer(parts, results, index, at);
     };
-    this.answering.add(rest);
+    const slot = this.answering.add(rest);
     // A tick scheduled from a microtask runs once every microtask ran: the callers answered above have
     // handed over their next parts by then.
     queueMicrotask(() =>
       process.nextTick(() => {
-        if (!this.answering.has(rest)) return; // answered already (see answerWaiting)
+        if (!this.answering.has(slot, rest)) return; // answered already (see answerWaiting)
         if (this.scheduled) this.flush();
         rest();
       }),
@@ -160,7 +164,9 @@ export class EnqueueCoalescer {
 
   /** Answers at once every caller whose answer came but waits for its slice (a producer is closing). */
   answerWaiting(): void {
-    for (let [rest] = this.answering; rest; [rest] = this.answering) rest();
+    for (let waiting = this.answering.values(); waiting.length > 0; waiting = this.answering.values()) {
+      for (const rest of waiting) rest();
+    }
   }
 }
 
@@ -169,6 +175,8 @@ const ANSWER_SLICE = 32;
 
 interface Call {
   readonly parts: readonly EnqueuePart[];
+  /** Its place in the calls waiting (see SlotSet). */
+  slot: number;
   /** When its parts fail as maybe written, unless answered (Date.now() ms). */
   readonly deadline: number;
 }
@@ -179,15 +187,15 @@ interface Call {
  * call: a call fails within its timeout, up to one check earlier.
  */
 class Deadlines {
-  private readonly calls = new Set<Call>();
+  private readonly calls = new SlotSet<Call>();
   private timer: NodeJS.Timeout | undefined;
   private everyMs = 0;
 
   /** Tracks a call sent now; it fails within `timeoutMs` (up to one check earlier) unless answered. */
   add(parts: readonly EnqueuePart[], timeoutMs: number): Call {
     const everyMs = Math.min(100, Math.max(1, Math.floor(timeoutMs / 20)));
-    const call: Call = { parts, deadline: Date.now() + timeoutMs - everyMs };
-    this.calls.add(call);
+    const call: Call = { parts, deadline: Date.now() + timeoutMs - everyMs, slot: 0 };
+    call.slot = this.calls.add(call);
     if (!this.timer || everyMs < this.everyMs) {
       if (this.timer) clearInterval(this.timer);
       this.everyMs = everyMs;
@@ -198,7 +206,7 @@ class Deadlines {
   }
 
   delete(call: Call): void {
-    this.calls.delete(call);
+    this.calls.delete(call.slot, call);
   }
 
   private check(): void {
@@ -208,9 +216,9 @@ class Deadlines {
       return;
     }
     const now = Date.now();
-    for (const call of this.calls) {
+    for (const call of this.calls.values()) {
       if (call.deadline > now) continue;
-      this.calls.delete(call);
+      this.delete(call);
       for (const part of call.parts) part.fail(TIMED_OUT);
     }
   }

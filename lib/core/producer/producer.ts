@@ -10,6 +10,7 @@ import type { QueueLayouts } from '../redis/layouts.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { TaskTracing } from '../support/tracing.js';
+import { IdTable, SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
@@ -63,14 +64,17 @@ function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueRec
  */
 export class TaskProducer {
   /** Tasks of send() calls still waiting for their reply, so a caller that gives up can cancel them. */
-  private readonly awaitingReply = new Map<string, { readonly keys: QueueKeys; readonly task: PreparedTask }>();
+  private readonly awaitingReply = new IdTable<{ readonly keys: QueueKeys; readonly task: PreparedTask }>();
   /** Queues whose layout is verified and which are recorded in the prefix's list of patterns. */
+  // table-ok: one entry per queue
   private readonly known = new Map<string, QueueLayout>();
+  // table-ok: one entry per queue being learnt
   private readonly learning = new Map<string, Promise<QueueLayout>>();
   /** Calls waiting for the connection, each with how to fail it when the producer closes. */
+  // table-ok: only calls made while the connection is not ready
   private readonly calls = new Set<(closed: Error) => void>();
-  /** Parts handed to the coalescer and not answered yet. */
-  private readonly parts = new Set<EnqueuePart>();
+  /** Parts handed to the coalescer and not answered yet (per task: no Set, see SlotSet). */
+  private readonly parts = new SlotSet<EnqueuePart>();
   /** Whether the start-up checks passed (they run once per connection). */
   private checked = false;
   private readonly coalescer: EnqueueCoalescer;
@@ -100,7 +104,7 @@ export class TaskProducer {
   close(): void {
     this.coalescer.answerWaiting(); // written and answered: only the callers' turn had not come
     for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
-    for (const part of [...this.parts]) {
+    for (const part of this.parts.values()) {
       part.fail(part.sent ? this.errors.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered') : new ClosedError('RedisTaskClient'));
     }
   }
@@ -297,17 +301,17 @@ export class TaskProducer {
       answer(results, at) {
         if (part.settled) return;
         part.settled = true;
-        parts.delete(part);
+        parts.delete(slot, part);
         answer(results, at);
       },
       fail: (error) => {
         if (part.settled) return;
         part.settled = true;
-        parts.delete(part);
+        parts.delete(slot, part);
         reject(this.errors.ofPart(part, error));
       },
     };
-    parts.add(part);
+    const slot = parts.add(part);
     this.coalescer.add(this.signature, this.settings, part);
   }
 

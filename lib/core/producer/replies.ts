@@ -2,6 +2,7 @@ import { ClosedError, ReplyTimeoutError, TaskFailedError } from '../model/errors
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import { IdTable } from '../support/churn-tables.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskProducer } from './producer.js';
 
@@ -9,6 +10,7 @@ import type { TaskProducer } from './producer.js';
 export type ReplyAnswer = { readonly response: unknown } | { readonly err: unknown };
 
 interface Waiting {
+  readonly id: string;
   readonly queue: string;
   readonly clientId: string;
   readonly answer: (answer: ReplyAnswer) => void;
@@ -29,8 +31,8 @@ export interface ReplyInboxOptions {
  * subscriber was away when it was published, by its timeout, or by close().
  */
 export class ReplyInbox {
-  /** In the order the calls were made, hence of their deadlines (one timeout for all). */
-  private readonly waiting = new Map<string, Waiting>();
+  /** The callers waiting, by task id (one per send(): no Map, see IdTable). */
+  private readonly waiting = new IdTable<Waiting>();
   /** One check of the deadlines for all waiting callers, instead of a timer made and cleared per call. */
   private deadlines: NodeJS.Timeout | undefined;
   private subscriber: RedisConnection | undefined;
@@ -52,7 +54,7 @@ export class ReplyInbox {
    */
   expect(id: string, queue: string, clientId: string, answer: (answer: ReplyAnswer) => void): () => void {
     const timeoutMs = this.options.replyTimeoutMs;
-    this.waiting.set(id, { queue, clientId, answer, deadline: timeoutMs > 0 ? Date.now() + timeoutMs : 0 });
+    this.waiting.set(id, { id, queue, clientId, answer, deadline: timeoutMs > 0 ? Date.now() + timeoutMs : 0 });
     if (timeoutMs > 0 && !this.deadlines) {
       // Checked every 1/20 of the timeout (1 ms to 1 s): a caller hears within 5% after its timeout, never before.
       this.deadlines = setInterval(() => this.checkDeadlines(), Math.min(1_000, Math.max(1, Math.floor(timeoutMs / 20))));
@@ -99,8 +101,8 @@ export class ReplyInbox {
     this.listening = false;
     clearInterval(this.deadlines);
     this.deadlines = undefined;
-    for (const [id, waiting] of [...this.waiting]) {
-      this.forget(id);
+    for (const waiting of this.waiting.values()) {
+      this.forget(waiting.id);
       waiting.answer({ err: new ClosedError('RedisTaskClient') });
     }
     const subscriber = this.subscriber;
@@ -122,15 +124,14 @@ export class ReplyInbox {
       return;
     }
     const now = Date.now();
-    for (const [id, waiting] of this.waiting) {
-      if (waiting.deadline > now) break; // the rest came later, so are due later
-      this.timedOut(id, waiting);
+    for (const waiting of this.waiting.values()) {
+      if (waiting.deadline <= now) this.timedOut(waiting);
     }
   }
 
-  private timedOut(id: string, waiting: Waiting): void {
+  private timedOut(waiting: Waiting): void {
+    const { id, queue } = waiting;
     if (!this.waiting.delete(id)) return;
-    const { queue } = waiting;
     const timeoutMs = this.options.replyTimeoutMs;
     if (!this.options.cancelOnReplyTimeout) {
       this.producer.forget(id);
@@ -159,7 +160,8 @@ export class ReplyInbox {
   }
 
   private async fetchMissed(): Promise<void> {
-    for (const [id, waiting] of [...this.waiting]) {
+    for (const waiting of this.waiting.values()) {
+      const id = waiting.id;
       const stored = await Promise.resolve(this.producer.layout(waiting.queue))
         .then((layout) => this.redis.get(layout.shardOf(waiting.clientId).result(id)))
         .catch(() => null);

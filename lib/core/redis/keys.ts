@@ -197,6 +197,7 @@ export class QueueLayout {
 export class PrefixKeys {
   /** Names of the queues that have had a worker (set), so reapers and admin tools can find them. */
   readonly queues: string;
+  // table-ok: one entry per queue
   private readonly layouts = new Map<string, QueueLayout>();
 
   constructor(readonly prefix: string) {

@@ -12,7 +12,9 @@ import type { TaskRedis } from './scripts.js';
  * checks its key layout against the cluster (see `checkClusterLayout`).
  */
 export class QueueLayouts {
+  // table-ok: one entry per queue
   private readonly verified = new Map<string, QueueLayout>();
+  // table-ok: one entry per queue being checked
   private readonly checking = new Map<string, Promise<QueueLayout>>();
 
   constructor(

@@ -6,6 +6,7 @@ import type { QueueKeys } from './keys.js';
  */
 export class ScriptKeys {
   readonly keys: string[];
+  // table-ok: lives for one script call
   private readonly index = new Map<string, number>();
 
   constructor(fixed: readonly string[]) {

@@ -10,6 +10,7 @@ interface PendingAck {
 }
 
 interface Batch {
+  readonly batchKey: string;
   readonly keys: QueueKeys;
   readonly workerId: string;
   readonly acks: PendingAck[];
@@ -21,7 +22,8 @@ interface Batch {
  * turn (`process.nextTick`). Each stays fenced on its own token and is answered on its own.
  */
 export class AckBatch {
-  private readonly waiting = new Map<string, Batch>();
+  /** This turn's batches (a few): a new list each turn, never a cleared Map (see churn-tables.ts). */
+  private waiting: Batch[] = [];
   private scheduled = false;
 
   constructor(private readonly gateway: ScriptGateway) {}
@@ -30,9 +32,10 @@ export class AckBatch {
   acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean> {
     return new Promise((resolve, reject) => {
       const batchKey = keys.processing(workerId);
-      const batch = this.waiting.get(batchKey);
+      let batch: Batch | undefined;
+      for (const waiting of this.waiting) if (waiting.batchKey === batchKey) batch = waiting;
       if (batch) batch.acks.push({ fields, resolve, reject });
-      else this.waiting.set(batchKey, { keys, workerId, acks: [{ fields, resolve, reject }] });
+      else this.waiting.push({ batchKey, keys, workerId, acks: [{ fields, resolve, reject }] });
       if (!this.scheduled) {
         this.scheduled = true;
         process.nextTick(this.flush);
@@ -42,8 +45,8 @@ export class AckBatch {
 
   private readonly flush = (): void => {
     this.scheduled = false;
-    const batches = [...this.waiting.values()];
-    this.waiting.clear();
+    const batches = this.waiting;
+    this.waiting = [];
     for (const { keys, workerId, acks } of batches) {
       const args: (string | number)[] = [];
       for (const ack of acks) args.push(...ack.fields);

@@ -9,53 +9,58 @@ export type TakenAck = readonly [token: string, answer: (held: boolean) => void]
 /**
  * The acknowledgements of succeeded plain tasks that ride on a claim loop's next call: queued here,
  * taken in chunks for a call, and put back when the call fails (nothing is lost, only sent later).
+ * Lists, not a Map and a Set of tokens: an entry per task would churn them (see churn-tables.ts).
  */
 export class ClaimAcks {
-  /** Tokens not yet sent, with who waits for the outcome. */
-  private readonly queued = new Map<string, (held: boolean) => void>();
-  /** Tokens on their way to Redis. */
-  private readonly sending = new Set<string>();
+  /** Acknowledgements not yet sent (tokens are unique), oldest first, with who waits for the outcome. */
+  private queued: TakenAck[] = [];
+  /** The chunks on their way to Redis (a claim loop has at most a few calls under way). */
+  private readonly sending: (readonly TakenAck[])[] = [];
 
   get size(): number {
-    return this.queued.size;
+    return this.queued.length;
   }
 
   /** Tokens still held in Redis (queued or being sent): the heartbeat counts them as running. */
   get unacknowledged(): string[] {
-    return [...this.queued.keys(), ...this.sending];
+    const tokens = this.queued.map(([token]) => token);
+    for (const chunk of this.sending) for (const [token] of chunk) tokens.push(token);
+    return tokens;
   }
 
   add(token: string, answer: (held: boolean) => void): void {
-    this.queued.set(token, answer);
+    this.queued.push([token, answer]);
   }
 
   /** Up to ACK_CHUNK queued acknowledgements, marked as being sent. */
   take(): TakenAck[] {
-    const taken: TakenAck[] = [];
-    for (const entry of this.queued) {
-      taken.push(entry);
-      this.queued.delete(entry[0]);
-      this.sending.add(entry[0]);
-      if (taken.length === ACK_CHUNK) break;
+    let taken: TakenAck[];
+    if (this.queued.length <= ACK_CHUNK) {
+      taken = this.queued;
+      this.queued = [];
+    } else {
+      taken = this.queued.splice(0, ACK_CHUNK);
     }
+    if (taken.length > 0) this.sending.push(taken);
     return taken;
   }
 
   /** The call answered: each waiter hears whether its token was still held. */
   answered(taken: readonly TakenAck[], lost: readonly string[]): void {
-    const lostTokens = new Set(lost);
-    for (const [token, answer] of taken) {
-      this.sending.delete(token);
-      answer(!lostTokens.has(token));
-    }
+    this.sent(taken);
+    const lostTokens = lost.length > 0 ? new Set(lost) : undefined;
+    for (const [token, answer] of taken) answer(lostTokens === undefined || !lostTokens.has(token));
   }
 
-  /** The call failed: the acknowledgements go back to the queue for the next call. */
+  /** The call failed: the acknowledgements go back to the head of the queue for the next call. */
   failed(taken: readonly TakenAck[]): void {
-    for (const [token, answer] of taken) {
-      this.sending.delete(token);
-      this.queued.set(token, answer);
-    }
+    this.sent(taken);
+    this.queued = taken.concat(this.queued);
+  }
+
+  private sent(taken: readonly TakenAck[]): void {
+    const at = this.sending.indexOf(taken);
+    if (at >= 0) this.sending.splice(at, 1);
   }
 }
 

@@ -9,6 +9,7 @@ import { PauseWait } from './pause-wait.js';
 import { ClaimAcks, nextTokenPrefix, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
+import { SlotSet } from '../support/churn-tables.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
 
@@ -164,13 +165,13 @@ export class ClaimLoop {
   }
 
   private async run(): Promise<void> {
-    const calls = new Set<Promise<number>>();
+    const calls = new SlotSet<Promise<number>>(); // one per claim call: no Set (see SlotSet)
     let empty = false;
     let woken = false;
     while (!this.stopped) {
       if (empty) {
         // The queue looked empty: let the calls under way land, then block until an enqueue.
-        await Promise.all(calls);
+        await Promise.all(calls.values());
         // Woken with tasks claimed and more waiting: go on claiming. The claim after the wait found none
         // (a timeout, or another worker took what woke it), or took the last: block again.
         empty = !this.stopped && (await this.waitForWork());
@@ -178,7 +179,7 @@ export class ClaimLoop {
         continue;
       }
       if (calls.size >= MAX_CALLS_IN_FLIGHT) {
-        await Promise.race(calls);
+        await Promise.race(calls.values());
         continue;
       }
       await this.work();
@@ -197,15 +198,15 @@ export class ClaimLoop {
       }
       // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
       const call: Promise<number> = this.call(wanted, acks).then(({ count, drained }) => {
-        calls.delete(call);
+        calls.delete(slot, call);
         // Nothing claimed, or the claim took the last waiting task: the next claim would find nothing.
         if (wanted > 0 && (count <= 0 || drained)) empty = true;
         this.wakeLoop?.();
         return count;
       });
-      calls.add(call);
+      const slot = calls.add(call);
     }
-    await Promise.all(calls);
+    await Promise.all(calls.values());
   }
 
   /** Resolves when there is something to do: a free slot, or acknowledgements to send. */

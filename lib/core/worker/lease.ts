@@ -18,6 +18,7 @@ export class Lease {
   private beatingSince = 0;
   private readonly outage: OutageReporter;
   /** Tokens seen in a processing hash without a running task at the previous beat, per shard. */
+  // table-ok: one entry per queue shard, replaced per heartbeat
   private readonly orphanSuspects = new Map<string, Set<string>>();
 
   constructor(

@@ -1,3 +1,5 @@
+import { SlotSet } from '../support/churn-tables.js';
+
 /** Which connection an operation waits on. */
 export type LoopConnection = 'blocking' | 'command';
 
@@ -11,16 +13,16 @@ export interface Overdue {
 /** The Redis operations of a claim loop under way, so the watchdog can tell a connection that stopped answering. */
 export class OperationsUnderWay {
   /** When each started, and how long it may take (a blocking read: its timeout). */
-  private readonly outstanding = new Map<symbol, { since: number; allowanceMs: number; connection: LoopConnection }>();
+  private readonly outstanding = new SlotSet<{ readonly since: number; readonly allowanceMs: number; readonly connection: LoopConnection }>();
 
   /** Resolves as `operation` does, tracked meanwhile. */
   async track<T>(connection: LoopConnection, allowanceMs: number, operation: Promise<T>): Promise<T> {
-    const id = Symbol();
-    this.outstanding.set(id, { since: Date.now(), allowanceMs, connection });
+    const entry = { since: Date.now(), allowanceMs, connection };
+    const slot = this.outstanding.add(entry);
     try {
       return await operation;
     } finally {
-      this.outstanding.delete(id);
+      this.outstanding.delete(slot, entry);
     }
   }
 

@@ -2,6 +2,7 @@ import type { TaskEnvelope } from '../model/codec.js';
 import type { HandlerRequest } from '../model/retry-policy.js';
 import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
+import { IdTable } from '../support/churn-tables.js';
 import { LazyAbort } from '../support/lazy-abort.js';
 import type { TaskLogger } from '../support/logger.js';
 
@@ -30,7 +31,8 @@ export interface Run {
 
 /** The runs under way on a worker, by queue shard and fencing token. */
 export class RunningTasks {
-  private readonly runs = new Map<string, Run>();
+  /** By runId (a run per task: no Map, see IdTable). */
+  private readonly runs = new IdTable<Run>();
 
   /** A new run of a claimed task; undefined when that token is already running (never, tokens being unique). */
   begin(keys: QueueKeys, token: string): Run | undefined {

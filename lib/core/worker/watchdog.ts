@@ -25,6 +25,7 @@ export class Watchdog {
   private stalled = false;
   /** Reported once when a stall is found, and once when Redis answers again. */
   private readonly stall: OutageReporter;
+  // table-ok: one entry per connection
   private readonly reconnectedAt = new Map<RedisConnection, number>();
 
   constructor(

@@ -29,6 +29,7 @@ const REDIS_SHUTDOWN_MS = 5_000;
 export class TaskWorker {
   private readonly slots: Slots;
   private readonly running = new RunningTasks();
+  // table-ok: one entry per queue shard
   private readonly loops = new Map<QueueKeys, WatchedLoop>();
   private readonly runner: TaskRunner;
   /** What every claimed task settles through (one per connection, looked up once). */

@@ -1,0 +1,74 @@
+import { describe, expect, it } from '@jest/globals';
+import { IdTable, SlotSet } from '../../lib/core/support/churn-tables.js';
+
+describe('SlotSet', () => {
+  it('holds what was added until its own slot is deleted, and reuses freed slots', () => {
+    const set = new SlotSet<{ name: string }>();
+    const a = { name: 'a' };
+    const b = { name: 'b' };
+    const slotA = set.add(a);
+    const slotB = set.add(b);
+    expect(set.size).toBe(2);
+    expect(set.values()).toEqual([a, b]);
+    expect(set.delete(slotA, a)).toBe(true);
+    expect(set.has(slotA, a)).toBe(false);
+    expect(set.values()).toEqual([b]);
+    const c = { name: 'c' };
+    expect(set.add(c)).toBe(slotA);
+    expect(set.values()).toEqual([c, b]);
+    expect(set.size).toBe(2);
+    expect(set.has(slotB, b)).toBe(true);
+  });
+
+  it('ignores a second delete of a slot another item took since (the first item is gone already)', () => {
+    const set = new SlotSet<string>();
+    const slot = set.add('first');
+    set.delete(slot, 'first');
+    expect(set.add('second')).toBe(slot);
+    expect(set.delete(slot, 'first')).toBe(false);
+    expect(set.values()).toEqual(['second']);
+    expect(set.size).toBe(1);
+  });
+
+  it('gives a copy from values(), so deleting while going through it is safe', () => {
+    const set = new SlotSet<number>();
+    const slots = [1, 2, 3].map((n) => [set.add(n), n] as const);
+    for (const n of set.values()) {
+      const [slot] = slots[n - 1];
+      set.delete(slot, n);
+    }
+    expect(set.size).toBe(0);
+    expect(set.values()).toEqual([]);
+  });
+});
+
+describe('IdTable', () => {
+  it('maps ids to values, counts them, and keeps the order they came in', () => {
+    const table = new IdTable<number>();
+    table.set('b7', 1);
+    table.set('a3', 2);
+    table.set('b7', 3); // replaced, not counted twice
+    expect(table.size).toBe(2);
+    expect(table.get('b7')).toBe(3);
+    expect(table.has('a3')).toBe(true);
+    expect(table.values()).toEqual([3, 2]);
+    expect(table.ids()).toEqual(['b7', 'a3']);
+    expect(table.delete('b7')).toBe(true);
+    expect(table.delete('b7')).toBe(false);
+    expect(table.size).toBe(1);
+    expect(table.get('b7')).toBeUndefined();
+  });
+
+  it('takes any string as an id, those of Object.prototype included', () => {
+    const table = new IdTable<string>();
+    for (const id of ['__proto__', 'constructor', 'toString', 'hasOwnProperty', '', '0']) {
+      expect(table.has(id)).toBe(false);
+      table.set(id, `value of ${id}`);
+    }
+    expect(table.size).toBe(6);
+    expect(table.get('__proto__')).toBe('value of __proto__');
+    expect(table.get('constructor')).toBe('value of constructor');
+    expect(table.delete('toString')).toBe(true);
+    expect(table.size).toBe(5);
+  });
+});
