@@ -30,6 +30,16 @@ describe('SlotSet', () => {
     expect(set.size).toBe(1);
   });
 
+  it('gives back the storage of a burst once empty, and still refuses the handles of items gone', () => {
+    const set = new SlotSet<number>();
+    const burst = Array.from({ length: 1_000 }, (_, n) => [set.add(n), n] as const);
+    for (const [slot, n] of burst) set.delete(slot, n);
+    expect(set.size).toBe(0);
+    expect(set.add(5_000)).toBe(0);
+    expect(set.delete(0, 0)).toBe(false); // slot 0 held item 0 before: now it holds 5,000
+    expect(set.values()).toEqual([5_000]);
+  });
+
   it('gives a copy from values(), so deleting while going through it is safe', () => {
     const set = new SlotSet<number>();
     const slots = [1, 2, 3].map((n) => [set.add(n), n] as const);

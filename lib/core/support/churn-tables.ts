@@ -16,7 +16,8 @@
 /** A set of items, each deleted by the slot `add` gave it (no hashing, no per-item allocation). */
 export class SlotSet<T> {
   private readonly slots: (T | undefined)[] = [];
-  /** Free slots, reused last freed first (the array never grows past the most items held at once). */
+  /** Free slots, reused last freed first (the array never grows past the most items held at once, and
+   * a burst's storage is given back once the set is empty). */
   private readonly free: number[] = [];
   private count = 0;
 
@@ -41,8 +42,14 @@ export class SlotSet<T> {
   delete(slot: number, item: T): boolean {
     if (this.slots[slot] !== item || item === undefined) return false;
     this.slots[slot] = undefined;
-    this.free.push(slot);
     this.count--;
+    if (this.count === 0 && this.slots.length > 64) {
+      // Empty again after a burst: the storage it grew is given back (a later add starts at slot 0).
+      this.slots.length = 0;
+      this.free.length = 0;
+    } else {
+      this.free.push(slot);
+    }
     return true;
   }
 
