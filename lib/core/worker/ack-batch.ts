@@ -10,7 +10,6 @@ interface PendingAck {
 }
 
 interface Batch {
-  readonly batchKey: string;
   readonly keys: QueueKeys;
   readonly workerId: string;
   readonly acks: PendingAck[];
@@ -31,11 +30,11 @@ export class AckBatch {
   /** Resolves true once Redis removed the task, false when the worker no longer held it (lease lost). */
   acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean> {
     return new Promise((resolve, reject) => {
-      const batchKey = keys.processing(workerId);
+      // One batch per worker and shard (its processing hash): found by those two, no key built per ack.
       let batch: Batch | undefined;
-      for (const waiting of this.waiting) if (waiting.batchKey === batchKey) batch = waiting;
+      for (const waiting of this.waiting) if (waiting.workerId === workerId && waiting.keys.base === keys.base) batch = waiting;
       if (batch) batch.acks.push({ fields, resolve, reject });
-      else this.waiting.push({ batchKey, keys, workerId, acks: [{ fields, resolve, reject }] });
+      else this.waiting.push({ keys, workerId, acks: [{ fields, resolve, reject }] });
       if (!this.scheduled) {
         this.scheduled = true;
         process.nextTick(this.flush);
