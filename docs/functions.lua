@@ -3,155 +3,6 @@
 -- lib/core/redis/scripts/enqueueTasks-1.lua and its helpers; see docs/WIRE-FORMAT.md). Load it once with
 -- `redis-cli -x FUNCTION LOAD REPLACE < functions.lua`, then call
 -- `FCALL nestjs_redis_tasks_enqueue_v1 1 <root> <fields...>`: the same KEYS, ARGV and reply as the script.
--- include/guard.lua — shared by the scripts whose header says "Includes: guard".
--- Redis does not roll back a script that fails midway, so a script must never fail after its first
--- write. These helpers let it check or heal, before it writes, what a stray command could have broken.
--- Builds keys: a quarantined key is renamed to `<key>:quarantined:<n>` (same hash tag, so same slot).
---
--- expectTypes(key1, type1, key2, type2, ...)
---   Raises WRONGTYPE, naming the key, when a key holds another type than the script writes to it
---   (an absent key is fine). Called before the first write: a broken queue-level key stops the script
---   with nothing changed, never halfway.
-local function expectTypes(...)
-  local args = { ... }
-  for i = 1, #args, 2 do
-    local kind = redis.call('TYPE', args[i])['ok']
-    if kind ~= 'none' and kind ~= args[i + 1] then
-      error({ err = 'WRONGTYPE nestjs-redis-tasks: key ' .. args[i] .. ' holds a ' .. kind .. ', not a ' .. args[i + 1] ..
-        '; nothing was changed (delete or rename the key to let the queue go on)' })
-    end
-  end
-end
-
--- recordFault(faults, subject, what)
---   Notes a problem found in Redis data and what was done about it, for the admin API, the CLI and the
---   health check (hash: subject -> "<Redis time ms> <what>").
-local function recordFault(faults, subject, what)
-  local now = redis.call('TIME')
-  redis.call('HSET', faults, subject, tostring(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) .. ' ' .. what)
-end
-
--- quarantineKey(faults, key, kind)
---   A client's key holds another type than `kind` (a stray SET, say): it is renamed out of the way,
---   kept for inspection, and recorded, so the client's new tasks and every other client go on.
-local function quarantineKey(faults, key, kind)
-  local n = redis.call('HINCRBY', faults, '#quarantined', 1)
-  local moved = key .. ':quarantined:' .. n
-  local found = redis.call('TYPE', key)['ok']
-  redis.call('RENAME', key, moved)
-  recordFault(faults, key, 'held a ' .. found .. ', not a ' .. kind .. '; renamed to ' .. moved)
-end
-
--- usableKey(faults, key, kind): quarantines `key` when it holds another type than `kind`.
-local function usableKey(faults, key, kind)
-  local found = redis.call('TYPE', key)['ok']
-  if found ~= 'none' and found ~= kind then
-    quarantineKey(faults, key, kind)
-  end
-end
-
--- numberOr(faults, subject, value, default)
---   A number read from Redis (a weight, a rate, a count): `default` when absent; when present but not
---   a number, also `default`, and the bad value is recorded instead of failing the script.
-local function numberOr(faults, subject, value, default)
-  if not value then
-    return default
-  end
-  local number = tonumber(value)
-  if not number or number ~= number or number == math.huge or number == -math.huge then
-    recordFault(faults, subject, 'is "' .. string.sub(tostring(value), 1, 40) .. '", not a number; used ' .. tostring(default))
-    return default
-  end
-  return number
-end
-
--- countOutcome(counters, field, n): adds to an outcome counter; a broken counters key never stops a
---   settle (the counters are statistics; the admin API reports the broken key).
-local function countOutcome(counters, field, n)
-  redis.pcall('HINCRBY', counters, field, n)
-end
-
--- healingCall(faults, kind, command, key, ...)
---   A command on a client's own key: a key of the wrong type is quarantined and the command repeated on
---   the now absent key (a command refused for a wrong type changed nothing), so one broken client never
---   stops the others. Other errors are raised.
-local function healingCall(faults, kind, command, key, ...)
-  local reply = redis.pcall(command, key, ...)
-  if type(reply) == 'table' and reply.err then
-    if string.sub(reply.err, 1, 9) ~= 'WRONGTYPE' then
-      error(reply)
-    end
-    quarantineKey(faults, key, kind)
-    reply = redis.call(command, key, ...)
-  end
-  return reply
-end
-
--- healingIncr(faults, key, by, reset): INCRBY of a counter; one that is not an integer is reset to
---   `reset` (recorded) instead of failing.
-local function healingIncr(faults, key, by, reset)
-  local reply = redis.pcall('INCRBY', key, by)
-  if type(reply) == 'table' and reply.err then
-    recordFault(faults, key, 'was not an integer counter; reset to ' .. reset)
-    redis.call('DEL', key)
-    redis.call('SET', key, reset)
-    return reset
-  end
-  return reply
-end
-
--- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
-local UNKNOWN_COUNT = 1000000000
-
--- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
--- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
---   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
---   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
---   followed by the entry, so equal priorities keep their order). atHead puts it before the others of
---   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
---   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
---   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0);
---   `pendingCount` counts all of the shard's pending tasks (read by the dashboard and stats in O(1); the
---   claim takes off what it holds, and resets it to 0 when it finds no client waiting).
---   Never fails halfway: a client key or ring of the wrong type (overwritten by something else, so what
---   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
---   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
---   command fails, so the hot path runs no extra command.
---   enqueueTasks inlines the tail push of a task without priority (its hottest path): a change here is
---   made there too.
-local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
-  local size
-  if priority > 0 then
-    local seq = 0
-    if not atHead then
-      seq = healingIncr(faults, sequence, 1, 1)
-    end
-    healingCall(faults, 'zset', 'ZADD', prio, -priority, string.format('%015d', seq) .. entry)
-    healingIncr(faults, prioritized, 1, UNKNOWN_COUNT)
-    size = redis.call('ZCARD', prio)
-    if size == 1 then
-      size = size + healingCall(faults, 'list', 'LLEN', list)
-    end
-  else
-    if atHead then
-      size = healingCall(faults, 'list', 'LPUSH', list, entry)
-    else
-      size = healingCall(faults, 'list', 'RPUSH', list, entry)
-    end
-    if size == 1 then
-      size = size + healingCall(faults, 'zset', 'ZCARD', prio)
-    end
-  end
-  healingIncr(faults, pendingCount, 1, 1)
-  if size == 1 then
-    if atHead then
-      healingCall(faults, 'list', 'LPUSH', ring, clientId)
-    else
-      healingCall(faults, 'list', 'RPUSH', ring, clientId)
-    end
-  end
-end
-
 redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- enqueueTasks-1.lua
   -- Purpose: enqueue tasks, all of one call or none: each goes to its client's pending tasks (list, or
@@ -165,7 +16,12 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   unless a write fails.
   --   The producer's hottest call, so its request is small: one key, the shard's root, from which every
   --   key is named here, and two fields per plain task (coalesced emits of one event-loop turn arrive as
-  --   one call).
+  --   one call). And its commonest call (plain tasks, no consumer group but `default`) takes a fast path
+  --   that runs before the helpers are defined (`-- @helpers` marks where they go) and builds no table
+  --   but the results: one RPUSH per task, one INCRBY and at most one ring RPUSH per call. At the first
+  --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
+  --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
+  --   ring entries, a priority set to quarantine) and goes on from that task.
   -- Includes: guard, pushTask
   -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
   --   `<base>:priority:<client>`, `<root>:dedup:<key>`, ... as `QueueKeys` spells them; a test pins that
@@ -181,11 +37,229 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
   --   workers); PUBLISH of a new earliest due time on `<root>:due`.
   local root = KEYS[1]
+  local count = #ARGV
+  -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
+  local RING_SLICE = 1000
+  local groups = redis.call('SMEMBERS', root .. ':groups')
   local results = {}
   local n = 0
+  local a = 1
+  -- What the fast path owes for the tasks it pushed: to the pending count, the clients that join the ring
+  -- (their first pending task), and the clients whose priority set holds another type.
+  local owedCount = 0
+  local owedRing = nil
+  local owedHeal = nil
+  if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
+    local pending = root .. ':pending:'
+    while a <= count do
+      local client = ARGV[a]
+      if client == '' then
+        break -- a task with options
+      end
+      local size = redis.pcall('RPUSH', pending .. client, ARGV[a + 1])
+      if type(size) ~= 'number' then
+        break -- the client's list holds another type (the failed push changed nothing)
+      end
+      if size == 1 then
+        local queued = redis.pcall('ZCARD', root .. ':priority:' .. client)
+        if type(queued) ~= 'number' then
+          -- Quarantined below: then it is absent, so the client joins the ring.
+          if owedHeal then owedHeal[#owedHeal + 1] = client else owedHeal = { client } end
+          queued = 0
+        end
+        if queued == 0 then
+          if owedRing then owedRing[#owedRing + 1] = client else owedRing = { client } end
+        end
+      end
+      owedCount = owedCount + 1
+      n = n + 1
+      results[n] = 0
+      a = a + 2
+    end
+    if a > count and not owedHeal then
+      if type(redis.pcall('INCRBY', root .. ':pending-count', owedCount)) == 'number' then
+        owedCount = 0
+        if not owedRing then
+          return results
+        end
+        if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
+          return results
+        end
+      end
+    end
+  end
+
+  -- include/guard.lua — shared by the scripts whose header says "Includes: guard".
+  -- Redis does not roll back a script that fails midway, so a script must never fail after its first
+  -- write. These helpers let it check or heal, before it writes, what a stray command could have broken.
+  -- Builds keys: a quarantined key is renamed to `<key>:quarantined:<n>` (same hash tag, so same slot).
+  --
+  -- expectTypes(key1, type1, key2, type2, ...)
+  --   Raises WRONGTYPE, naming the key, when a key holds another type than the script writes to it
+  --   (an absent key is fine). Called before the first write: a broken queue-level key stops the script
+  --   with nothing changed, never halfway.
+  local function expectTypes(...)
+    local args = { ... }
+    for i = 1, #args, 2 do
+      local kind = redis.call('TYPE', args[i])['ok']
+      if kind ~= 'none' and kind ~= args[i + 1] then
+        error({ err = 'WRONGTYPE nestjs-redis-tasks: key ' .. args[i] .. ' holds a ' .. kind .. ', not a ' .. args[i + 1] ..
+          '; nothing was changed (delete or rename the key to let the queue go on)' })
+      end
+    end
+  end
+
+  -- recordFault(faults, subject, what)
+  --   Notes a problem found in Redis data and what was done about it, for the admin API, the CLI and the
+  --   health check (hash: subject -> "<Redis time ms> <what>").
+  local function recordFault(faults, subject, what)
+    local now = redis.call('TIME')
+    redis.call('HSET', faults, subject, tostring(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) .. ' ' .. what)
+  end
+
+  -- quarantineKey(faults, key, kind)
+  --   A client's key holds another type than `kind` (a stray SET, say): it is renamed out of the way,
+  --   kept for inspection, and recorded, so the client's new tasks and every other client go on.
+  local function quarantineKey(faults, key, kind)
+    local n = redis.call('HINCRBY', faults, '#quarantined', 1)
+    local moved = key .. ':quarantined:' .. n
+    local found = redis.call('TYPE', key)['ok']
+    redis.call('RENAME', key, moved)
+    recordFault(faults, key, 'held a ' .. found .. ', not a ' .. kind .. '; renamed to ' .. moved)
+  end
+
+  -- usableKey(faults, key, kind): quarantines `key` when it holds another type than `kind`.
+  local function usableKey(faults, key, kind)
+    local found = redis.call('TYPE', key)['ok']
+    if found ~= 'none' and found ~= kind then
+      quarantineKey(faults, key, kind)
+    end
+  end
+
+  -- numberOr(faults, subject, value, default)
+  --   A number read from Redis (a weight, a rate, a count): `default` when absent; when present but not
+  --   a number, also `default`, and the bad value is recorded instead of failing the script.
+  local function numberOr(faults, subject, value, default)
+    if not value then
+      return default
+    end
+    local number = tonumber(value)
+    if not number or number ~= number or number == math.huge or number == -math.huge then
+      recordFault(faults, subject, 'is "' .. string.sub(tostring(value), 1, 40) .. '", not a number; used ' .. tostring(default))
+      return default
+    end
+    return number
+  end
+
+  -- countOutcome(counters, field, n): adds to an outcome counter; a broken counters key never stops a
+  --   settle (the counters are statistics; the admin API reports the broken key).
+  local function countOutcome(counters, field, n)
+    redis.pcall('HINCRBY', counters, field, n)
+  end
+
+  -- healingCall(faults, kind, command, key, ...)
+  --   A command on a client's own key: a key of the wrong type is quarantined and the command repeated on
+  --   the now absent key (a command refused for a wrong type changed nothing), so one broken client never
+  --   stops the others. Other errors are raised.
+  local function healingCall(faults, kind, command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+      if string.sub(reply.err, 1, 9) ~= 'WRONGTYPE' then
+        error(reply)
+      end
+      quarantineKey(faults, key, kind)
+      reply = redis.call(command, key, ...)
+    end
+    return reply
+  end
+
+  -- healingIncr(faults, key, by, reset): INCRBY of a counter; one that is not an integer is reset to
+  --   `reset` (recorded) instead of failing.
+  local function healingIncr(faults, key, by, reset)
+    local reply = redis.pcall('INCRBY', key, by)
+    if type(reply) == 'table' and reply.err then
+      recordFault(faults, key, 'was not an integer counter; reset to ' .. reset)
+      redis.call('DEL', key)
+      redis.call('SET', key, reset)
+      return reset
+    end
+    return reply
+  end
+
+  -- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
+  local UNKNOWN_COUNT = 1000000000
+
+  -- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
+  -- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
+  --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
+  --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
+  --   followed by the entry, so equal priorities keep their order). atHead puts it before the others of
+  --   its priority (a task returned by a worker). The client joins the ring (at its head when atHead)
+  --   when this is its only pending task, so the ring holds a client exactly while it has pending tasks.
+  --   `prioritized` counts the queue's prioritized pending tasks (claims skip priority sets while it is 0);
+  --   `pendingCount` counts all of the shard's pending tasks (read by the dashboard and stats in O(1); the
+  --   claim takes off what it holds, and resets it to 0 when it finds no client waiting).
+  --   Never fails halfway: a client key or ring of the wrong type (overwritten by something else, so what
+  --   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
+  --   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
+  --   command fails, so the hot path runs no extra command.
+  --   enqueueTasks inlines the tail push of a task without priority (its hottest path): a change here is
+  --   made there too.
+  local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
+    local size
+    if priority > 0 then
+      local seq = 0
+      if not atHead then
+        seq = healingIncr(faults, sequence, 1, 1)
+      end
+      healingCall(faults, 'zset', 'ZADD', prio, -priority, string.format('%015d', seq) .. entry)
+      healingIncr(faults, prioritized, 1, UNKNOWN_COUNT)
+      size = redis.call('ZCARD', prio)
+      if size == 1 then
+        size = size + healingCall(faults, 'list', 'LLEN', list)
+      end
+    else
+      if atHead then
+        size = healingCall(faults, 'list', 'LPUSH', list, entry)
+      else
+        size = healingCall(faults, 'list', 'RPUSH', list, entry)
+      end
+      if size == 1 then
+        size = size + healingCall(faults, 'zset', 'ZCARD', prio)
+      end
+    end
+    healingIncr(faults, pendingCount, 1, 1)
+    if size == 1 then
+      if atHead then
+        healingCall(faults, 'list', 'LPUSH', ring, clientId)
+      else
+        healingCall(faults, 'list', 'RPUSH', ring, clientId)
+      end
+    end
+  end
+
+  -- @helpers
+  -- The general path: whatever the fast path did not finish, from task `a` on.
+  local faults = root .. ':faults'
+  if owedHeal then
+    for _, client in ipairs(owedHeal) do
+      usableKey(faults, root .. ':priority:' .. client, 'zset')
+    end
+  end
+  if owedCount > 0 then
+    healingIncr(faults, root .. ':pending-count', owedCount, owedCount)
+  end
+  if owedRing then
+    for i = 1, #owedRing, RING_SLICE do
+      healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, math.min(i + RING_SLICE - 1, #owedRing)))
+    end
+  end
+  if a > count then
+    return results
+  end
   -- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
   local bases = {}
-  for _, group in ipairs(redis.call('SMEMBERS', root .. ':groups')) do
+  for _, group in ipairs(groups) do
     if group == 'default' then
       bases[#bases + 1] = root
     else
@@ -204,8 +278,6 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
 
   local now = nil
   local earliestByBase = {}
-  local a = 1
-  local count = #ARGV
   while a <= count do
     local client, entry, priority, delay, dedup, ttl, id
     if ARGV[a] == '' then

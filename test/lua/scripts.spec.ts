@@ -129,6 +129,20 @@ describe('enqueueTasks', () => {
     expect(await redis.llen(keys.pending('a'))).toBe(2_500);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
   });
+
+  it('puts 1,500 new clients of one call on the ring in call order (more than one ring push takes)', async () => {
+    const clients = Array.from({ length: 1_500 }, (_, i) => `c${i}`);
+    expect(await enqueue(...clients.map((clientId): [string, string[]] => [clientId, [`${clientId}-1`]]))).toBe(1_500);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(clients);
+    expect(await redis.get(keys.pendingCount)).toBe('1500');
+  });
+
+  it('goes on after plain tasks with a task with options, in one call: ring order and pending count as if one path', async () => {
+    await enqueueWith([['a', '1'], ['b', '2'], ['c', '3', { priority: 2 }], ['d', '4'], ['e', '5', { delayMs: 60_000 }], ['f', '6']]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'c', 'd', 'f']);
+    expect(await redis.get(keys.pendingCount)).toBe('5');
+    expect(ids(await claim('a', 10))).toEqual(['1', '2', '3', '4', '6']);
+  });
 });
 
 describe('consumer groups (enqueueTasks fan-out)', () => {
@@ -714,6 +728,32 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
   });
 
+  it('enqueues past a client list of the wrong type met midway: the ring in call order, every task counted once', async () => {
+    await redis.set(keys.pending('b'), 'x');
+    expect(await enqueueWith([['a', 'a1'], ['a', 'a2'], ['b', 'b1'], ['c', 'c1']])).toEqual([0, 0, 0, 0]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'c']);
+    expect(await redis.get(keys.pendingCount)).toBe('4');
+    expect(await everyTaskId()).toEqual(['a1', 'a2', 'b1', 'c1']);
+    expect(await redis.hget(keys.faults, keys.pending('b'))).toMatch(/held a string, not a list/);
+  });
+
+  it("quarantines a priority set of the wrong type met by a client's first task, and puts the client on the ring", async () => {
+    await redis.set(keys.priority('b'), 'x');
+    expect(await enqueue(['a', ['a1']], ['b', ['b1']], ['c', ['c1']])).toBe(3);
+    expect(await redis.hget(keys.faults, keys.priority('b'))).toMatch(/held a string, not a zset/);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'c']);
+    expect(await redis.get(keys.pendingCount)).toBe('3');
+    expect(ids(await claim('a', 5))).toEqual(['a1', 'b1', 'c1']);
+  });
+
+  it('resets a pending count that is not an integer to the tasks the call added, recorded, and enqueues', async () => {
+    await redis.set(keys.pendingCount, 'many');
+    expect(await enqueue(['a', ['a1', 'a2']])).toBe(2);
+    expect(await redis.get(keys.pendingCount)).toBe('2');
+    expect(await redis.hget(keys.faults, keys.pendingCount)).toMatch(/not an integer counter/);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+  });
+
   it('enqueues into a client whose list had the wrong type (quarantined), all or nothing for the batch', async () => {
     await redis.set(keys.pending('b'), 'x');
     await redis.rpush(keys.dedup('k'), 'not a string');
@@ -727,6 +767,8 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     await redis.set(keys.ring, 'x');
     expect(await enqueue(['a', ['a1']], ['b', ['b1']])).toBe(2);
     expect(await redis.hget(keys.faults, keys.ring)).toMatch(/held a string, not a list/);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b']);
+    expect(await redis.get(keys.pendingCount)).toBe('2');
     expect(ids(await claim('a', 5)).sort()).toEqual(['a1', 'b1']);
   });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
+import { LUA_INCLUDES } from '../../lib/core/redis/scripts/sources.generated.js';
 
 const scripts = readScriptDefinitions();
 
@@ -42,6 +43,15 @@ describe('Lua script contract headers', () => {
       for (const index of used) {
         expect(index).toBeLessThanOrEqual(script.fixedKeys);
       }
+    });
+
+    it('uses no helper before its `-- @helpers` line (where the helpers are defined), and includes them once', () => {
+      const marker = script.lua.indexOf('\n-- @helpers\n');
+      const helpers = Object.values(LUA_INCLUDES).flatMap((lua) => [...lua.matchAll(/^local (?:function )?([A-Za-z_]+)/gm)].map((match) => match[1]));
+      expect(helpers).toContain('healingCall');
+      const before = marker < 0 ? '' : script.lua.slice(0, marker).split('\n').filter((line) => !line.startsWith('--')).join('\n');
+      expect(helpers.filter((name) => new RegExp(`\\b${name}\\b`).test(before))).toEqual([]);
+      if (marker >= 0) expect(script.source.split('\nlocal function healingCall(').length).toBeLessThanOrEqual(2);
     });
 
     it('builds no key names inside Lua (every key comes from KEYS), unless its header documents why', () => {

@@ -13,14 +13,21 @@ export interface ScriptDefinition {
   readonly variableKeys: boolean;
   /** The file as written (header included). */
   readonly lua: string;
-  /** What Redis runs: the helpers named on the header's `Includes:` line, then the file. */
+  /**
+   * What Redis runs: the helpers named on the header's `Includes:` line, then the file; or, where the
+   * file has a `-- @helpers` line (a fast path before it pays for no helper), the helpers there.
+   */
   readonly source: string;
 }
 
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
 const INCLUDES = /^-- Includes: (.+)$/m;
+const HELPERS_HERE = /^-- @helpers$/m;
 
-/** Helpers shared by several scripts (`scripts/include/<name>.lua`), prepended where a header asks. */
+/**
+ * Helpers shared by several scripts (`scripts/include/<name>.lua`), where a header asks: at the
+ * file's `-- @helpers` line, else before the file. scripts/embed-lua.mjs composes docs/enqueue.lua alike.
+ */
 function withIncludes(fileName: string, lua: string): string {
   const names = INCLUDES.exec(lua)?.[1].split(',').map((name) => name.trim()) ?? [];
   const helpers = names.map((name) => {
@@ -31,7 +38,9 @@ function withIncludes(fileName: string, lua: string): string {
     if (helper === undefined) throw new Error(`${fileName} includes "${name}", which scripts/include does not hold`);
     return helper;
   });
-  return [...helpers, lua].join('\n');
+  const at = HELPERS_HERE.exec(lua);
+  if (!at) return [...helpers, lua].join('\n');
+  return [lua.slice(0, at.index), ...helpers, lua.slice(at.index)].join('\n');
 }
 
 /**

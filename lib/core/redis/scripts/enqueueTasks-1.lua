@@ -10,7 +10,12 @@
 --   unless a write fails.
 --   The producer's hottest call, so its request is small: one key, the shard's root, from which every
 --   key is named here, and two fields per plain task (coalesced emits of one event-loop turn arrive as
---   one call).
+--   one call). And its commonest call (plain tasks, no consumer group but `default`) takes a fast path
+--   that runs before the helpers are defined (`-- @helpers` marks where they go) and builds no table
+--   but the results: one RPUSH per task, one INCRBY and at most one ring RPUSH per call. At the first
+--   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
+--   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
+--   ring entries, a priority set to quarantine) and goes on from that task.
 -- Includes: guard, pushTask
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, ... as `QueueKeys` spells them; a test pins that
@@ -26,11 +31,79 @@
 --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time on `<root>:due`.
 local root = KEYS[1]
+local count = #ARGV
+-- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
+local RING_SLICE = 1000
+local groups = redis.call('SMEMBERS', root .. ':groups')
 local results = {}
 local n = 0
+local a = 1
+-- What the fast path owes for the tasks it pushed: to the pending count, the clients that join the ring
+-- (their first pending task), and the clients whose priority set holds another type.
+local owedCount = 0
+local owedRing = nil
+local owedHeal = nil
+if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
+  local pending = root .. ':pending:'
+  while a <= count do
+    local client = ARGV[a]
+    if client == '' then
+      break -- a task with options
+    end
+    local size = redis.pcall('RPUSH', pending .. client, ARGV[a + 1])
+    if type(size) ~= 'number' then
+      break -- the client's list holds another type (the failed push changed nothing)
+    end
+    if size == 1 then
+      local queued = redis.pcall('ZCARD', root .. ':priority:' .. client)
+      if type(queued) ~= 'number' then
+        -- Quarantined below: then it is absent, so the client joins the ring.
+        if owedHeal then owedHeal[#owedHeal + 1] = client else owedHeal = { client } end
+        queued = 0
+      end
+      if queued == 0 then
+        if owedRing then owedRing[#owedRing + 1] = client else owedRing = { client } end
+      end
+    end
+    owedCount = owedCount + 1
+    n = n + 1
+    results[n] = 0
+    a = a + 2
+  end
+  if a > count and not owedHeal then
+    if type(redis.pcall('INCRBY', root .. ':pending-count', owedCount)) == 'number' then
+      owedCount = 0
+      if not owedRing then
+        return results
+      end
+      if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
+        return results
+      end
+    end
+  end
+end
+-- @helpers
+-- The general path: whatever the fast path did not finish, from task `a` on.
+local faults = root .. ':faults'
+if owedHeal then
+  for _, client in ipairs(owedHeal) do
+    usableKey(faults, root .. ':priority:' .. client, 'zset')
+  end
+end
+if owedCount > 0 then
+  healingIncr(faults, root .. ':pending-count', owedCount, owedCount)
+end
+if owedRing then
+  for i = 1, #owedRing, RING_SLICE do
+    healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, math.min(i + RING_SLICE - 1, #owedRing)))
+  end
+end
+if a > count then
+  return results
+end
 -- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
 local bases = {}
-for _, group in ipairs(redis.call('SMEMBERS', root .. ':groups')) do
+for _, group in ipairs(groups) do
   if group == 'default' then
     bases[#bases + 1] = root
   else
@@ -49,8 +122,6 @@ end
 
 local now = nil
 local earliestByBase = {}
-local a = 1
-local count = #ARGV
 while a <= count do
   local client, entry, priority, delay, dedup, ttl, id
   if ARGV[a] == '' then
