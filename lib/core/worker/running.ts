@@ -2,7 +2,7 @@ import type { TaskEnvelope } from '../model/codec.js';
 import type { HandlerRequest } from '../model/retry-policy.js';
 import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { IdTable } from '../support/churn-tables.js';
+import { SlotSet } from '../support/churn-tables.js';
 import { LazyAbort } from '../support/lazy-abort.js';
 import type { TaskLogger } from '../support/logger.js';
 
@@ -11,6 +11,8 @@ export interface Run {
   readonly keys: QueueKeys;
   readonly token: string;
   readonly abort: LazyAbort;
+  /** Its place among the runs under way (see SlotSet). */
+  slot: number;
   done?: Promise<void>;
   leaseLost?: boolean;
   /** When its handler started (Date.now()), once it has. */
@@ -29,26 +31,29 @@ export interface Run {
   trace?: ConsumerTrace;
 }
 
-/** The runs under way on a worker, by queue shard and fencing token. */
+/**
+ * The runs under way on a worker. Held by slot, not by a key: a key made per task from the shard and
+ * the token (a concatenated string) was flattened and hashed on every begin and end, a twentieth of a
+ * worker's CPU at concurrency 64. Finding a run by its token (a heartbeat reporting a lost lease, rare)
+ * looks through the runs.
+ */
 export class RunningTasks {
-  /** By runId (a run per task: no Map, see IdTable). */
-  private readonly runs = new IdTable<Run>();
+  private readonly runs = new SlotSet<Run>();
 
-  /** A new run of a claimed task; undefined when that token is already running (never, tokens being unique). */
-  begin(keys: QueueKeys, token: string): Run | undefined {
-    const id = runId(keys, token);
-    if (this.runs.has(id)) return undefined;
-    const run: Run = { keys, token, abort: new LazyAbort() };
-    this.runs.set(id, run);
+  /** A new run of a claimed task (each claim's token is unique to it: see claim-acks' nextTokenPrefix). */
+  begin(keys: QueueKeys, token: string): Run {
+    const run: Run = { keys, token, abort: new LazyAbort(), slot: 0 };
+    run.slot = this.runs.add(run);
     return run;
   }
 
   end(run: Run): void {
-    this.runs.delete(runId(run.keys, run.token));
+    this.runs.delete(run.slot, run);
   }
 
   find(keys: QueueKeys, token: string): Run | undefined {
-    return this.runs.get(runId(keys, token));
+    for (const run of this.runs.values()) if (run.token === token && run.keys === keys) return run;
+    return undefined;
   }
 
   /** Tokens of the runs of one queue shard. */
@@ -94,9 +99,4 @@ export class RunningTasks {
       }
     }
   }
-}
-
-function runId(keys: QueueKeys, token: string): string {
-  // Tokens are unique per process; the shard's root keeps ids of different shards apart all the same.
-  return `${keys.root}\u0000${token}`;
 }

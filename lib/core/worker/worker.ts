@@ -225,13 +225,6 @@ export class TaskWorker {
 
   private dispatch(task: ClaimedTask): void {
     const run = this.running.begin(task.keys, task.token);
-    if (!run) {
-      // Tokens are unique per claim call, so this cannot happen; if it ever did, overwriting the running
-      // task's state would let one run settle the other. The claim stays held and is recovered.
-      this.logger.error(`claimed token ${task.token} of "${task.keys.queue}" is already running here; left for recovery`);
-      this.slots.release();
-      return;
-    }
     const finished = () => {
       this.running.end(run);
       this.slots.release();
