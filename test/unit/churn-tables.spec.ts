@@ -53,7 +53,7 @@ describe('SlotSet', () => {
 });
 
 describe('IdTable', () => {
-  it('maps ids to values, counts them, and keeps the order they came in', () => {
+  it('maps ids to values and counts them', () => {
     const table = new IdTable<number>();
     table.set('b7', 1);
     table.set('a3', 2);
@@ -61,8 +61,8 @@ describe('IdTable', () => {
     expect(table.size).toBe(2);
     expect(table.get('b7')).toBe(3);
     expect(table.has('a3')).toBe(true);
-    expect(table.values()).toEqual([3, 2]);
-    expect(table.ids()).toEqual(['b7', 'a3']);
+    expect(table.values().sort()).toEqual([2, 3]);
+    expect(table.ids().sort()).toEqual(['a3', 'b7']);
     expect(table.delete('b7')).toBe(true);
     expect(table.delete('b7')).toBe(false);
     expect(table.size).toBe(1);
@@ -80,5 +80,30 @@ describe('IdTable', () => {
     expect(table.get('constructor')).toBe('value of constructor');
     expect(table.delete('toString')).toBe(true);
     expect(table.size).toBe(5);
+  });
+
+  it('keeps every id through growth, deletions and reuse of deleted slots, and shrinks once empty', () => {
+    const table = new IdTable<number>();
+    const held = new Map<string, number>();
+    // A churn like send()'s: ids come in order and go in another, with a few hundred held at most.
+    for (let i = 0; i < 5_000; i++) {
+      const id = `tXn2Qp${i.toString(36)}`;
+      table.set(id, i);
+      held.set(id, i);
+      if (i % 3 !== 0) {
+        const gone = `tXn2Qp${Math.floor(i * 0.9).toString(36)}`;
+        expect(table.delete(gone)).toBe(held.delete(gone));
+      }
+      if (i % 500 === 0) {
+        expect(table.size).toBe(held.size);
+        for (const [key, value] of held) expect(table.get(key)).toBe(value);
+      }
+    }
+    expect(table.values().sort((a, b) => a - b)).toEqual([...held.values()].sort((a, b) => a - b));
+    expect(table.ids().sort()).toEqual([...held.keys()].sort());
+    for (const key of held.keys()) expect(table.delete(key)).toBe(true);
+    expect(table.size).toBe(0);
+    expect(table.get('tXn2Qp0')).toBeUndefined();
+    expect((table as unknown as { ids_: unknown[] }).ids_.length).toBe(16);
   });
 });

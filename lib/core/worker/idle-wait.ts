@@ -1,3 +1,4 @@
+import { Redis } from 'ioredis';
 import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { defineScripts, type RedisConnection } from '../redis/scripts.js';
@@ -31,8 +32,17 @@ export class IdleWait {
   /** Resolves when the wait ends (woken or timed out), or with undefined as soon as `signal` aborts. */
   async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
     const { ring } = this.keys;
-    const blocked = this.connection.blmove(ring, ring, 'LEFT', 'RIGHT', this.timeoutMs / 1000);
-    const claimed = this.gateway.claim(this.keys, claim);
+    // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
+    const stream = this.connection instanceof Redis && this.connection.status === 'ready' ? this.connection.stream : undefined;
+    stream?.cork();
+    let blocked: Promise<unknown>;
+    let claimed: Promise<ClaimReply>;
+    try {
+      blocked = this.connection.blmove(ring, ring, 'LEFT', 'RIGHT', this.timeoutMs / 1000);
+      claimed = this.gateway.claim(this.keys, claim);
+    } finally {
+      stream?.uncork();
+    }
     // close() cuts the connection, but ioredis leaves a command waiting for a reconnection pending
     // forever when it is cut between two attempts: stopping must not wait for it. A claim that ran but
     // whose reply was cut off leaves its tasks in the processing hash, which the worker's release (or,
