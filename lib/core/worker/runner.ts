@@ -1,4 +1,4 @@
-import { decodeEntry, guessTaskId, type TaskEnvelope } from '../model/codec.js';
+import { decodeEntry, guessTaskId, type DecodeFailure, type TaskEnvelope } from '../model/codec.js';
 import { notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
 import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent, TaskOutcomeKind } from '../model/outcomes.js';
@@ -44,33 +44,29 @@ export class TaskRunner {
     private readonly logger: TaskLogger,
   ) {}
 
-  async run(task: ClaimedTask, run: Run): Promise<void> {
+  /**
+   * Not an async function: a task that runs (the common case) is the promise of `execute`, with no
+   * promise of its own around it (one less per task, and two fewer turns of the microtask queue). What
+   * throws here rejects, as it would in an async function (the worker logs it and keeps the task held).
+   */
+  run(task: ClaimedTask, run: Run): Promise<void> {
+    try {
+      return this.start(task, run);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  private start(task: ClaimedTask, run: Run): Promise<void> {
     const queue = task.keys.queue;
     // Decode: an entry we cannot read is set aside with the reason (retrying cannot fix it).
     const decoded = decodeEntry(task.raw);
-    if (!decoded.ok) {
-      const id = guessTaskId(task.raw);
-      const reason = undecodableReason(decoded);
-      if (await this.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
-        this.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
-      }
-      this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
-      return;
-    }
+    if (!decoded.ok) return this.setAsideUndecodable(task, decoded);
     const { envelope, attempts } = decoded.entry;
     const policy = mergeRetry(this.options.patterns.retryPolicy(queue), envelope);
     // Guard: attempts used up by interrupted runs, or expired, it does not start.
     const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
-    if (admission.kind === 'dead-letter') {
-      const { reason, detail } = admission;
-      const error = notRunError(reason, detail);
-      const replyError = this.replyError(envelope, queue, error, 0, reason);
-      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
-        this.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
-      }
-      this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
-      return;
-    }
+    if (admission.kind === 'dead-letter') return this.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
     const trace = this.options.tracing?.consume({
       pattern: queue,
@@ -84,11 +80,29 @@ export class TaskRunner {
     });
     if (!trace) return this.execute(task, run, envelope, attempt, policy);
     run.trace = trace;
-    try {
-      await this.execute(task, run, envelope, attempt, policy);
-    } finally {
-      trace.end();
+    return this.execute(task, run, envelope, attempt, policy).finally(() => trace.end());
+  }
+
+  /** An entry that cannot be read goes to dead letters with the reason (retrying cannot fix it). */
+  private async setAsideUndecodable(task: ClaimedTask, decoded: DecodeFailure): Promise<void> {
+    const queue = task.keys.queue;
+    const id = guessTaskId(task.raw);
+    const reason = undecodableReason(decoded);
+    if (await this.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
+      this.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
     }
+    this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
+  }
+
+  /** A task that may not start (attempts used up by interrupted runs, or expired) goes to dead letters. */
+  private async refuse(task: ClaimedTask, envelope: TaskEnvelope, attempts: number, reason: 'interrupted' | 'expired', detail: string): Promise<void> {
+    const queue = task.keys.queue;
+    const error = notRunError(reason, detail);
+    const replyError = this.replyError(envelope, queue, error, 0, reason);
+    if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
+      this.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
+    }
+    this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
   }
 
   /** Execute, decide, settle, report. */
