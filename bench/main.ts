@@ -1,11 +1,13 @@
 import 'reflect-metadata';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, type } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
+import { LibraryProcess, serveLibrary, type LibraryKind, type LibraryOps } from './isolation.js';
 import { bytesMatching, Completion, deleteMatching, measure, percentile, promotedDuring, sleep, type Cost } from './measure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -204,6 +206,22 @@ async function drain(driver: Driver, concurrency: number, memory?: (pending: { b
   return rate;
 }
 
+/** One drain run, and with `measureMemory`, the bytes per pending task and what the drain left. */
+interface DrainRun {
+  readonly rate: number;
+  readonly bytesPerPending?: number;
+  readonly keysLeft?: number;
+  readonly bytesLeft?: number;
+}
+
+async function drainRun(driver: Driver, concurrency: number, measureMemory: boolean): Promise<DrainRun> {
+  let bytesPerPending: number | undefined;
+  const rate = await drain(driver, concurrency, measureMemory ? (pending) => (bytesPerPending = pending.bytes / DRAIN_TASKS) : undefined);
+  const left = measureMemory ? await bytesMatching(redis, driver.keyPattern) : undefined;
+  await deleteMatching(redis, driver.keyPattern);
+  return { rate, bytesPerPending, keysLeft: left?.keys, bytesLeft: left?.bytes };
+}
+
 /** Worker at concurrency 16 running; single enqueues, 64 in flight; everything a task costs end to end. */
 async function endToEnd(driver: Driver): Promise<Cost> {
   await driver.begin('e2e');
@@ -317,26 +335,27 @@ const sampleOf = (values: number[]): Sample => {
  * interleave the libraries (each round runs every library once, then the next round), so drift on a
  * noisy machine hits all alike; a bare ioredis PING loop runs beside each as the round trip's floor.
  */
-async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise<void> {
-  const runs = drivers.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[], promoted: [] as number[] }));
+async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]): Promise<void> {
+  const runs = libraries.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[], promoted: [] as number[] }));
   for (let round = 0; round < REPEATS; round++) {
-    for (const [d, driver] of drivers.entries()) {
-      const { rate, bytes } = await emitSequential(driver);
+    for (const [d, library] of libraries.entries()) {
+      const { rate, bytes } = await library.call<{ rate: number; bytes: number }>('emitSequential', url);
       runs[d].sequential.push(rate);
       all[d].bytesPerEmit = bytes;
-      runs[d].ping.push(await pingFloor());
+      runs[d].ping.push(await library.call<number>('pingFloor'));
     }
-    for (const [d, driver] of drivers.entries()) {
-      const { rate, cpuMicros } = await emitParallel(driver);
+    for (const [d, library] of libraries.entries()) {
+      const { rate, cpuMicros } = await library.call<{ rate: number; cpuMicros: number }>('emitParallel', url);
       runs[d].parallel.push(rate);
       runs[d].cpu.push(cpuMicros);
     }
-    for (const [d, driver] of drivers.entries()) {
-      if (driver.request) runs[d].send.push(await sendParallel(driver));
+    for (const [d, library] of libraries.entries()) {
+      const rate = await library.call<number | undefined>('sendParallel', url);
+      if (rate !== undefined) runs[d].send.push(rate);
     }
-    for (const [d, driver] of drivers.entries()) runs[d].promoted.push(await emitPromotion(driver));
+    for (const [d, library] of libraries.entries()) runs[d].promoted.push(await library.call<number>('emitPromotion', url));
   }
-  for (const [d, driver] of drivers.entries()) {
+  for (const [d, driver] of libraries.entries()) {
     const figures = all[d];
     figures.emitSequential = sampleOf(runs[d].sequential);
     figures.pingFloor = sampleOf(runs[d].ping);
@@ -358,15 +377,16 @@ async function producerRows(drivers: readonly Driver[], all: Figures[]): Promise
  * the bare hand-off floor takes its turn in the same rounds. Each library's figures get its percentiles
  * per concurrency, and the floor (one figure for all: `floor`).
  */
-async function latencyRows(entries: readonly { driver: Driver; figures: Figures }[], at: { url: string; server: Redis; aof: boolean }): Promise<void> {
+async function latencyRows(entries: readonly { library: LibraryProcess; figures: Figures }[], at: { url: string; server: Redis; aof: boolean }): Promise<void> {
   const floor = new BareHandoffDriver(at.url);
   if (at.aof) await warmAofServer(at.url, at.server);
   const title = at.aof ? 'same with AOF everysec' : 'enqueue -> handler start at 2,000 tasks/s';
   for (const concurrency of LATENCY_CONCURRENCIES) {
-    const runners: LatencyDriver[] = entries.map((entry) => entry.driver);
-    if (concurrency === 1) runners.push(floor); // the floor's schedule is the concurrency-1 one
-    const results = await rounds(runners, (driver) => latency(driver, concurrency, at.server), LATENCY_REPEATS);
-    entries.forEach(({ driver, figures }, d) => {
+    // Each library in its own process; the floor (bare ioredis) here.
+    const runners = entries.map(({ library }) => () => library.call<{ p50: number; p99: number }>('latency', at.url, concurrency));
+    if (concurrency === 1) runners.push(() => latency(floor, concurrency, at.server)); // the floor's schedule is the concurrency-1 one
+    const results = await rounds(runners, (run) => run(), LATENCY_REPEATS);
+    entries.forEach(({ library: driver, figures }, d) => {
       const result = latencyOf(results[d]);
       (at.aof ? (figures.aofLatency ??= {}) : (figures.latency ??= {}))[concurrency] = result;
       log(`${driver.name}: ${title}, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
@@ -400,27 +420,25 @@ async function warmAofServer(at: string, server: Redis): Promise<void> {
 }
 
 /** Batch enqueue and the drains of every queue library, interleaved by round (see rounds). */
-async function throughputRows(entries: readonly { driver: Driver; figures: Figures }[]): Promise<void> {
-  const drivers = entries.map((entry) => entry.driver);
-  const batch = await rounds(drivers, (driver) => enqueueBatch(driver));
-  entries.forEach(({ driver, figures }, d) => {
+async function throughputRows(entries: readonly { library: LibraryProcess; figures: Figures }[]): Promise<void> {
+  const libraries = entries.map((entry) => entry.library);
+  const batch = await rounds(libraries, (library) => library.call<number>('enqueueBatch', url));
+  entries.forEach(({ library: driver, figures }, d) => {
     figures.enqueueBatch = sampleOf(batch[d]);
     log(`${driver.name}: enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
   });
   for (const concurrency of [1, 16, 64]) {
-    const rates = await rounds(drivers, async (driver, d) => {
+    const rates = await rounds(libraries, async (library, d) => {
       const figures = entries[d].figures;
-      const memory = concurrency === 16 ? (m: { bytes: number }) => (figures.bytesPerPending = m.bytes / DRAIN_TASKS) : undefined;
-      const rate = await drain(driver, concurrency, memory);
+      const run = await library.call<DrainRun>('drain', url, concurrency, concurrency === 16);
       if (concurrency === 16) {
-        const left = await bytesMatching(redis, driver.keyPattern);
-        figures.keysLeftAfterDrain = left.keys;
-        figures.bytesLeftAfterDrain = left.bytes;
+        figures.bytesPerPending = run.bytesPerPending;
+        figures.keysLeftAfterDrain = run.keysLeft;
+        figures.bytesLeftAfterDrain = run.bytesLeft;
       }
-      await deleteMatching(redis, driver.keyPattern);
-      return rate;
+      return run.rate;
     });
-    entries.forEach(({ driver, figures }, d) => {
+    entries.forEach(({ library: driver, figures }, d) => {
       (figures.drain ??= {})[concurrency] = sampleOf(rates[d]);
       log(`${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`);
       if (concurrency === 16) {
@@ -431,15 +449,15 @@ async function throughputRows(entries: readonly { driver: Driver; figures: Figur
 }
 
 /** One library's single-shot rows: what a task costs end to end, and fairness. */
-async function costRows(driver: Driver, figures: Figures): Promise<void> {
-  log(`\n== ${driver.name}`);
-  figures.cost = await endToEnd(driver);
+async function costRows(library: LibraryProcess, figures: Figures): Promise<void> {
+  log(`\n== ${library.name}`);
+  figures.cost = await library.call<Cost>('endToEnd', url);
   const c = figures.cost;
   log(
     `end to end (c=16): ${(c.tasks / c.seconds).toFixed(0)} tasks/s; per task ${c.redisCommandsPerTask.toFixed(2)} Redis commands (Lua included), ` +
       `${c.clientCommandsPerTask.toFixed(2)} client commands, Redis CPU ${c.redisCpuMicrosPerTask.toFixed(1)} µs, Node CPU ${c.nodeCpuMicrosPerTask.toFixed(1)} µs`,
   );
-  figures.fairnessDelayMs = await fairness(driver);
+  figures.fairnessDelayMs = await library.call<number>('fairness', url);
   log(`fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`);
 }
 
@@ -590,6 +608,79 @@ async function durability(): Promise<string> {
   ].join('\n');
 }
 
+/** The library a bench process of its own runs (see isolation.ts), on the Redis at `at`. */
+function newDriver(kind: LibraryKind, at: string): Driver {
+  switch (kind) {
+    case 'ours':
+      return new OursDriver(at);
+    case 'bull':
+      return new BullMqDriver(at);
+    case 'bee':
+      return new BeeQueueDriver(at);
+    case 'nest':
+      return new NestRedisDriver(at);
+  }
+}
+
+const LIBRARY_NAMES: Record<LibraryKind, string> = {
+  ours: 'nestjs-redis-tasks',
+  bull: 'BullMQ',
+  bee: 'Bee-Queue',
+  nest: 'Nest Transport.REDIS',
+};
+
+/** In a library's own process: the measurements the parent asks for, each on that library's driver for a Redis URL. */
+function libraryOps(kind: LibraryKind): LibraryOps {
+  const drivers = new Map<string, Driver>();
+  const servers = new Map<string, Redis>([[url, redis]]);
+  const driverAt = (at: string): Driver => {
+    let driver = drivers.get(at);
+    if (!driver) {
+      driver = newDriver(kind, at);
+      drivers.set(at, driver);
+    }
+    return driver;
+  };
+  const serverAt = (at: string): Redis => {
+    let server = servers.get(at);
+    if (!server) {
+      server = new Redis(at);
+      servers.set(at, server);
+    }
+    return server;
+  };
+  return {
+    emitSequential: (at: string) => emitSequential(driverAt(at)),
+    pingFloor: () => pingFloor(),
+    emitParallel: (at: string) => emitParallel(driverAt(at)),
+    sendParallel: async (at: string) => {
+      const driver = driverAt(at);
+      return driver.request ? sendParallel(driver) : undefined;
+    },
+    emitPromotion: (at: string) => emitPromotion(driverAt(at)),
+    enqueueBatch: (at: string) => enqueueBatch(driverAt(at)),
+    drain: (at: string, concurrency: number, measureMemory: boolean) => drainRun(driverAt(at), concurrency, measureMemory),
+    latency: (at: string, concurrency: number) => latency(driverAt(at), concurrency, serverAt(at)),
+    endToEnd: (at: string) => endToEnd(driverAt(at)),
+    fairness: (at: string) => fairness(driverAt(at)),
+    close: async () => {
+      for (const driver of drivers.values()) await driver.close();
+      for (const server of servers.values()) await server.quit();
+      setImmediate(() => process.exit(0));
+    },
+  };
+}
+
+/** Starts each library's own process (see isolation.ts). */
+function startLibraries(kinds: readonly LibraryKind[]): LibraryProcess[] {
+  const script = fileURLToPath(import.meta.url);
+  return kinds.map((kind) => new LibraryProcess(kind, LIBRARY_NAMES[kind], script));
+}
+
+async function closeLibraries(libraries: readonly LibraryProcess[]): Promise<void> {
+  await Promise.all(libraries.map((library) => library.close()));
+}
+
 async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'groups') {
     const driver = new OursDriver(url);
@@ -612,30 +703,27 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'producer') {
     // The producer rows alone, for every library (quick to iterate on the producer path).
-    const drivers = [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url), new NestRedisDriver(url)];
-    await producerRows(drivers, drivers.map(() => ({}) as Figures));
-    for (const driver of drivers) await driver.close();
+    const libraries = startLibraries(['ours', 'bull', 'bee', 'nest']);
+    await producerRows(libraries, libraries.map(() => ({}) as Figures));
+    await closeLibraries(libraries);
     await redis.quit();
     return;
   }
   if (process.env.BENCH_ONLY === 'drain') {
     // The batch and drain rows alone, for every queue library (quick to iterate on the worker path).
-    const drivers = [new OursDriver(url), new BullMqDriver(url), new BeeQueueDriver(url)];
-    await throughputRows(drivers.map((driver) => ({ driver, figures: {} as Figures })));
-    for (const driver of drivers) await driver.close();
+    const libraries = startLibraries(['ours', 'bull', 'bee']);
+    await throughputRows(libraries.map((library) => ({ library, figures: {} as Figures })));
+    await closeLibraries(libraries);
     await redis.quit();
     return;
   }
   if (process.env.BENCH_ONLY === 'latency') {
     const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
-    const names = (process.env.BENCH_DRIVERS ?? 'ours,bull,bee').split(',');
-    const make = (name: string, at: string): Driver => (name === 'ours' ? new OursDriver(at) : name === 'bull' ? new BullMqDriver(at) : new BeeQueueDriver(at));
-    const plain = names.map((name) => ({ driver: make(name, url), figures: {} as Figures }));
-    await latencyRows(plain, { url, server: redis, aof: false });
-    const aof = aofUrl && aofServer ? names.map((name) => ({ driver: make(name, aofUrl), figures: {} as Figures })) : [];
-    if (aofUrl && aofServer) await latencyRows(aof, { url: aofUrl, server: aofServer, aof: true });
-    for (const { driver } of [...plain, ...aof]) await driver.close();
+    const libraries = startLibraries((process.env.BENCH_DRIVERS ?? 'ours,bull,bee').split(',') as LibraryKind[]);
+    await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url, server: redis, aof: false });
+    if (aofUrl && aofServer) await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url: aofUrl, server: aofServer, aof: true });
+    await closeLibraries(libraries);
     await aofServer?.quit();
     await redis.quit();
     return;
@@ -644,29 +732,24 @@ async function main(): Promise<void> {
   const redisVersion = /redis_version:(\S+)/.exec(serverInfo)?.[1];
   const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
   const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
-  const ours = new OursDriver(url);
-  const bull = new BullMqDriver(url);
-  const bee = new BeeQueueDriver(url);
-  const nest = new NestRedisDriver(url);
-  const [a, b, q, n] = [ours, bull, bee, nest].map(() => ({ drain: {}, latency: {} }) as unknown as Figures);
-  await producerRows([ours, bull, bee, nest], [a, b, q, n]);
+  const libraries = startLibraries(['ours', 'bull', 'bee', 'nest']);
+  const [a, b, q, n] = libraries.map(() => ({ drain: {}, latency: {} }) as unknown as Figures);
+  await producerRows(libraries, [a, b, q, n]);
   const queues = [
-    { driver: ours, figures: a },
-    { driver: bull, figures: b },
-    { driver: bee, figures: q },
+    { library: libraries[0], figures: a },
+    { library: libraries[1], figures: b },
+    { library: libraries[2], figures: q },
   ];
   log('\n== batch enqueue and drains, libraries taking turns in each round');
   await throughputRows(queues);
   log('\n== latency, libraries taking turns in each round');
-  await latencyRows([...queues, { driver: nest, figures: n }], { url, server: redis, aof: false });
-  if (aofUrl && aofServer) {
-    const onAof = [new OursDriver(aofUrl), new BullMqDriver(aofUrl), new BeeQueueDriver(aofUrl)];
-    await latencyRows(onAof.map((driver, i) => ({ driver, figures: queues[i].figures })), { url: aofUrl, server: aofServer, aof: true });
-    for (const driver of onAof) await driver.close();
-  }
-  await nest.close();
+  await latencyRows([...queues, { library: libraries[3], figures: n }], { url, server: redis, aof: false });
+  if (aofUrl && aofServer) await latencyRows(queues, { url: aofUrl, server: aofServer, aof: true });
   await aofServer?.quit();
-  for (const { driver, figures } of queues) await costRows(driver, figures);
+  for (const { library, figures } of queues) await costRows(library, figures);
+  await closeLibraries(libraries);
+  // Our own rows (scale, groups, durability, dashboard) run here, in a process no other library ran in.
+  const ours = new OursDriver(url);
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
   log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
@@ -675,8 +758,6 @@ async function main(): Promise<void> {
   const threeGroups = await median(() => groupsDrain(ours, 3));
   log(`1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`);
   await ours.close();
-  await bull.close();
-  await bee.close();
   const durabilityTable = await durability();
   const dashboard = dashboardLine(await dashboardScale(url));
 
@@ -697,7 +778,8 @@ async function main(): Promise<void> {
     '# Benchmark results',
     '',
     `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; every library in the same run, on the same Redis,`,
-    'producer and worker in one process, no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,',
+    'each in a Node process of its own (its producer and worker in that one process: libraries sharing a process slowed',
+    "each other through the ioredis code two of them share with BullMQ), no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,",
     "Bee-Queue jobs with `removeOnSuccess` (and `storeJobs: false`); Nest's `Transport.REDIS` is pub/sub (no backlog: no drain rows).",
     `Each figure is the median of ${REPEATS} runs (latency rows: ${LATENCY_REPEATS}), with the lowest and highest in parentheses. Ratios are ours against each`,
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
@@ -733,7 +815,12 @@ async function main(): Promise<void> {
   await redis.quit();
 }
 
-main().catch((error: unknown) => {
-  console.error(error);
-  process.exit(1);
-});
+if (process.env.BENCH_LIBRARY) {
+  // A library's own process (see isolation.ts): measurements on request, until the parent closes it.
+  serveLibrary(libraryOps(process.env.BENCH_LIBRARY as LibraryKind));
+} else {
+  main().catch((error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  });
+}
