@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Command } from 'ioredis';
 import type { RedisConnection, ScriptDefinition } from './scripts.js';
 
@@ -23,7 +22,7 @@ const OPTIONS = { replyEncoding: 'utf8' } as const;
  * them on itself: those calls take ioredis's own function (`generic`), which queues them.
  */
 export function scriptCommand(connection: RedisConnection, script: ScriptDefinition, generic: ScriptFunction): ScriptFunction {
-  const sha = createHash('sha1').update(script.source).digest('hex');
+  const sha = script.sha;
   const source = script.source;
   // A `-F+n` script's caller passes numkeys first; the others have a fixed count.
   const numKeys = script.variableKeys ? undefined : String(script.fixedKeys);

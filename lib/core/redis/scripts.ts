@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
 import { scriptCommand, type ScriptFunction } from './script-command.js';
@@ -18,6 +19,8 @@ export interface ScriptDefinition {
    * file has a `-- @helpers` line (a fast path before it pays for no helper), the helpers there.
    */
   readonly source: string;
+  /** SHA1 of `source` (what EVALSHA names), computed once per process, not per connection. */
+  readonly sha: string;
 }
 
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
@@ -56,13 +59,15 @@ export function readScriptDefinitions(): ScriptDefinition[] {
         throw new Error(`Lua script file name "${fileName}" is not of the form verbNoun-N.lua or verbNoun-N+n.lua`);
       }
       const lua = LUA_SCRIPTS[fileName];
+      const source = withIncludes(fileName, lua);
       return {
         name: match[1],
         fileName,
         fixedKeys: Number(match[2]),
         variableKeys: match[3] !== undefined,
         lua,
-        source: withIncludes(fileName, lua),
+        source,
+        sha: createHash('sha1').update(source).digest('hex'),
       };
     });
 }

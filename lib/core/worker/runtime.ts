@@ -75,9 +75,15 @@ export class WorkerRuntime {
     );
   }
 
+  /**
+   * Subscribes and registers at the same time (two connections: their round trips overlap), and
+   * claims once both are done, so no resume or due time announced after the first claim is missed.
+   */
   async start(): Promise<void> {
-    await this.subscribe();
-    await this.worker.start(this.queues);
+    const [subscribed, registered] = await Promise.allSettled([this.subscribe(), this.worker.register(this.queues)]);
+    if (subscribed.status === 'rejected') throw subscribed.reason;
+    if (registered.status === 'rejected') throw registered.reason;
+    this.worker.startClaiming();
     this.schedule.start();
   }
 
@@ -98,11 +104,12 @@ export class WorkerRuntime {
   /** Due times of delayed tasks (promoted on time) and resumes of paused queues (claimed at once). */
   private async subscribe(): Promise<void> {
     if (this.queues.length === 0) return;
-    // Checks each queue's shard count against the one on record before anything else uses it.
-    const shards = (await this.layouts.layouts(this.queues)).flatMap((layout) => layout.shards);
+    // Opened first: its handshake goes on while the layouts are checked.
     const subscriber = openBlockingConnection(this.redis, `tasks:worker:${this.options.workerId}:due`);
     this.subscriber = subscriber;
     subscriber.on('error', () => undefined); // outages are reported once by the command connection
+    // Checks each queue's shard count against the one on record before anything else uses it.
+    const shards = (await this.layouts.layouts(this.queues)).flatMap((layout) => layout.shards);
     const control = new Set(shards.map((keys) => keys.controlChannel));
     subscriber.on('message', (channel: string, message: string) => {
       if (control.has(channel)) this.worker.resume(channel);

@@ -75,35 +75,52 @@ export class TaskWorker {
    * same id was interrupted), then starts claiming.
    */
   async start(queues: readonly string[]): Promise<void> {
+    await this.register(queues);
+    this.startClaiming();
+  }
+
+  /**
+   * Registers in every shard of `queues` (its group, the pattern's rate and cap, the client weights,
+   * the pattern list), resumes what a previous run of this worker id left, and takes the lease. The
+   * commands of a step that do not depend on each other go out together: one round trip per step, not
+   * one per command (a worker's start-up is part of every drain it begins).
+   */
+  async register(queues: readonly string[]): Promise<void> {
     // Every shard of every queue: the count is checked against the one on record first.
     const layouts = await this.layouts.layouts(queues);
     this.shards = layouts.flatMap((layout) => layout.shards);
+    const writes: Promise<unknown>[] = [];
     for (const layout of layouts) {
       const rate = this.options.patterns.rateLimit(layout.queue);
       const cap = this.options.patterns.clientConcurrency(layout.queue);
       for (const keys of layout.shards) {
         // From now on every task emitted for the pattern gets a copy for this group.
-        await this.redis.sadd(keys.groups, keys.group);
-        await (rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
-        await (cap > 0 ? this.redis.set(keys.clientConcurrency, cap) : this.redis.del(keys.clientConcurrency));
+        writes.push(this.redis.sadd(keys.groups, keys.group));
+        writes.push(rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
+        writes.push(cap > 0 ? this.redis.set(keys.clientConcurrency, cap) : this.redis.del(keys.clientConcurrency));
       }
       for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
         const keys = layout.shardOf(clientId);
-        await (weight === 1 ? this.redis.hdel(keys.weights, clientId) : this.redis.hset(keys.weights, clientId, weight));
+        writes.push(weight === 1 ? this.redis.hdel(keys.weights, clientId) : this.redis.hset(keys.weights, clientId, weight));
       }
     }
     if (queues.length > 0) {
-      await this.redis.sadd(this.keys.queues, ...queues);
+      writes.push(this.redis.sadd(this.keys.queues, ...queues));
     }
-    for (const keys of this.shards) {
-      if ((await this.redis.zscore(keys.workers, this.workerId)) !== null) {
-        const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, { countAttempt: true, logger: this.logger });
-        if (requeued + malformed > 0) {
-          this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
-        }
+    await Promise.all(writes);
+    const previous = await Promise.all(this.shards.map((keys) => this.redis.zscore(keys.workers, this.workerId)));
+    for (const [index, keys] of this.shards.entries()) {
+      if (previous[index] === null) continue;
+      const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, { countAttempt: true, logger: this.logger });
+      if (requeued + malformed > 0) {
+        this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
       }
-      await this.lease.take(keys);
     }
+    await Promise.all(this.shards.map((keys) => this.lease.take(keys)));
+  }
+
+  /** Starts the lease, a claim loop per registered shard, and the watchdog. */
+  startClaiming(): void {
     this.lease.start(() => this.shards);
     for (const keys of this.shards) {
       const blocking = openBlockingConnection(this.redis, `tasks:worker:${this.workerId}`);
