@@ -677,6 +677,11 @@ function startLibraries(kinds: readonly LibraryKind[]): LibraryProcess[] {
   return kinds.map((kind) => new LibraryProcess(kind, LIBRARY_NAMES[kind], script));
 }
 
+/** The libraries of a partial run (BENCH_ONLY): BENCH_DRIVERS (e.g. `ours,bee`), else `all`. */
+function onlyLibraries(all: readonly LibraryKind[]): LibraryProcess[] {
+  return startLibraries(process.env.BENCH_DRIVERS ? (process.env.BENCH_DRIVERS.split(',') as LibraryKind[]) : all);
+}
+
 async function closeLibraries(libraries: readonly LibraryProcess[]): Promise<void> {
   await Promise.all(libraries.map((library) => library.close()));
 }
@@ -703,7 +708,7 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'producer') {
     // The producer rows alone, for every library (quick to iterate on the producer path).
-    const libraries = startLibraries(['ours', 'bull', 'bee', 'nest']);
+    const libraries = onlyLibraries(['ours', 'bull', 'bee', 'nest']);
     await producerRows(libraries, libraries.map(() => ({}) as Figures));
     await closeLibraries(libraries);
     await redis.quit();
@@ -711,7 +716,7 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'drain') {
     // The batch and drain rows alone, for every queue library (quick to iterate on the worker path).
-    const libraries = startLibraries(['ours', 'bull', 'bee']);
+    const libraries = onlyLibraries(['ours', 'bull', 'bee']);
     await throughputRows(libraries.map((library) => ({ library, figures: {} as Figures })));
     await closeLibraries(libraries);
     await redis.quit();
@@ -720,7 +725,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'latency') {
     const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
-    const libraries = startLibraries((process.env.BENCH_DRIVERS ?? 'ours,bull,bee').split(',') as LibraryKind[]);
+    const libraries = onlyLibraries(['ours', 'bull', 'bee']);
     await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url, server: redis, aof: false });
     if (aofUrl && aofServer) await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url: aofUrl, server: aofServer, aof: true });
     await closeLibraries(libraries);
