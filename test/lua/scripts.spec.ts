@@ -260,6 +260,38 @@ describe('claimTasks', () => {
     expect((await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p5.' })).drained).toBe(false);
   });
 
+  it('takes a lone client\'s tasks in one pop, as a visit per task would: in order, tokens rising, the ring and the pending count kept right', async () => {
+    await enqueue(['a', ['1', '2', '3', '4', '5']]);
+    const request = { workerId: worker, clientConcurrency: 0, acks: [] };
+    const some = await gateway.claim(keys, { ...request, wanted: 3, tokenPrefix: 'p0.' });
+    expect([ids(some.outcome), some.drained]).toEqual([['1', '2', '3'], false]);
+    const tokens = pairsOf(some.outcome).filter((_, i) => i % 2 === 0);
+    expect([...tokens].sort()).toEqual(tokens);
+    expect(await redis.hlen(keys.processing(worker))).toBe(3);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
+    expect(await redis.get(keys.pendingCount)).toBe('2');
+    // More asked than it holds: the rest, the client leaves the ring, the queue is drained.
+    const rest = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p1.' });
+    expect([ids(rest.outcome), rest.drained]).toEqual([['4', '5'], true]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
+    expect(await redis.get(keys.pendingCount)).toBe('0');
+  });
+
+  it('drops a lone client left on the ring with nothing pending, and heals a lone client\'s list of the wrong type', async () => {
+    await redis.rpush(keys.ring, 'a');
+    const stale = await gateway.claim(keys, { workerId: worker, clientConcurrency: 0, acks: [], wanted: 4, tokenPrefix: 'p0.' });
+    expect([ids(stale.outcome), stale.drained]).toEqual([[], true]);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
+    await redis.set(keys.pending('b'), 'x');
+    await redis.rpush(keys.ring, 'b');
+    const broken = await gateway.claim(keys, { workerId: worker, clientConcurrency: 0, acks: [], wanted: 4, tokenPrefix: 'p1.' });
+    expect(ids(broken.outcome)).toEqual([]);
+    expect(await redis.hget(keys.faults, keys.pending('b'))).toMatch(/held a string, not a list/);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
+    await enqueue(['b', ['b1']]);
+    expect(ids(await claim('b', 4))).toEqual(['b1']);
+  });
+
   it('acknowledges the given tokens first, reporting those no longer held as lost', async () => {
     await enqueue(['a', ['1', '2', '3']]);
     const [t1, , t2] = (await claim('a', 2)) as string[];

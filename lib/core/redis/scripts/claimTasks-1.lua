@@ -52,7 +52,8 @@
 --   client is waiting: a claim now would find nothing, so the worker can block at once), else 0
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
---   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks,
+--   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks
+--   (LPOP with a count when one plain client waits: the same tasks a visit per task would take),
 --   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
@@ -197,6 +198,31 @@ local count = 0
 -- The loop runs protected: if any step fails (an ACL refusing a command, say), what it popped is still
 -- held before the error is raised.
 local completed, failure = pcall(function()
+-- One client waiting, and no weights, rate limits, cap or priorities: a visit per task would pop its
+-- list's head again and again, so those tasks come in one LPOP with a count (then the loop below finds
+-- the ring empty, or is not needed). A key of the wrong type leaves this to the loop, which heals it.
+if not weighted and not limited and cap == 0 and not prioritized and redis.pcall('LLEN', ring) == 1 then
+  local client = redis.pcall('LINDEX', ring, 0)
+  local list = type(client) == 'string' and pendingPrefix .. client
+  local entries = list and redis.pcall('LPOP', list, wanted)
+  if list and (entries == false or (type(entries) == 'table' and not entries.err)) then
+    local origin = { list = list, priority = priorityPrefix .. client }
+    for _, entry in ipairs(entries or {}) do
+      count = count + 1
+      if not execution then
+        execution = healingIncr(faults, sequence, 1, 1)
+      end
+      claimed[2 * count - 1] = ARGV[4] .. execution .. '.' .. string.format('%05d', count)
+      claimed[2 * count] = entry
+      origins[count] = origin
+    end
+    if redis.call('LLEN', list) == 0 then
+      redis.call('LREM', ring, -1, client)
+    else
+      stayed = true
+    end
+  end
+end
 while count < wanted do
   stayed = false
   local client
