@@ -403,6 +403,16 @@ describe('ackTasks', () => {
     expect(await redis.exists(keys.processing(worker))).toBe(0);
   });
 
+  it('checks the per-client cap keys only where a cap is in use: without one, a broken cap key does not stop an acknowledgement', async () => {
+    await enqueue(['a', ['1', '2']]);
+    const [first, , second] = (await claim('a', 2)) as string[];
+    await redis.set(keys.inflight, 'x'); // a cap key of the wrong type, while no task was claimed under a cap
+    expect(await ack(first, '1')).toBe(true);
+    await redis.hset(keys.counted, 'some-token', 'a'); // now a cap is in use: its keys are checked first
+    await expect(ack(second, '2')).rejects.toThrow(/WRONGTYPE.*inflight/);
+    expect(await redis.hexists(keys.processing(worker), second)).toBe(1);
+  });
+
   it('settles several tasks in one call, each fenced on its own token', async () => {
     await enqueueWith([['a', '1'], ['a', '2', { dedupKey: 'k' }], ['a', '3']]);
     const tokens = ((await claim('a', 3)) as string[]).filter((_, i) => i % 2 === 0);
