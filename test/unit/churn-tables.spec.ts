@@ -82,6 +82,16 @@ describe('IdTable', () => {
     expect(table.size).toBe(5);
   });
 
+  it('tells apart ids that end alike (they hash alike, and are compared whole)', () => {
+    const table = new IdTable<number>();
+    const ids = Array.from({ length: 200 }, (_, i) => `${i}-prefix-that-differs-only-here-0123456789`);
+    ids.forEach((id, i) => table.set(id, i));
+    expect(table.size).toBe(200);
+    ids.forEach((id, i) => expect(table.get(id)).toBe(i));
+    for (const id of ids.slice(0, 100)) expect(table.delete(id)).toBe(true);
+    expect(ids.map((id) => table.has(id))).toEqual(ids.map((_, i) => i >= 100));
+  });
+
   it('keeps every id through growth, deletions and reuse of deleted slots, and shrinks once empty', () => {
     const table = new IdTable<number>();
     const held = new Map<string, number>();

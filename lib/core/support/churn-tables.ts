@@ -175,9 +175,14 @@ export class IdTable<V> {
 
 const MIN_CAPACITY = 16;
 
-/** FNV-1a over the UTF-16 code units. */
+/**
+ * FNV-1a over the last HASHED code units (UTF-16) and the length: task ids are a per-process prefix and
+ * a counter, so their ends tell them apart; ids alike there only probe further (lookups compare ids whole).
+ */
 function hashOf(id: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
+  let hash = 0x811c9dc5 ^ id.length;
+  for (let i = Math.max(0, id.length - HASHED); i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
   return hash >>> 0;
 }
+
+const HASHED = 10;
