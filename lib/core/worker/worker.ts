@@ -71,15 +71,6 @@ export class TaskWorker {
   }
 
   /**
-   * Registers, resumes what this worker id's processing hashes still hold (a previous run of the
-   * same id was interrupted), then starts claiming.
-   */
-  async start(queues: readonly string[]): Promise<void> {
-    await this.register(queues);
-    this.startClaiming();
-  }
-
-  /**
    * Registers in every shard of `queues` (its group, the pattern's rate and cap, the client weights,
    * the pattern list), resumes what a previous run of this worker id left, and takes the lease. The
    * commands of a step that do not depend on each other go out together: one round trip per step, not

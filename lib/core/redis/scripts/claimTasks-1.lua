@@ -195,6 +195,17 @@ local execution = nil
 local claimed = {}
 local owners = {}
 local count = 0
+-- Records a popped entry under this call's next fencing token (the sequence is taken with the first),
+-- with where it came from (`origin`: list, priority set, score).
+local function take(entry, origin)
+  count = count + 1
+  if not execution then
+    execution = healingIncr(faults, sequence, 1, 1)
+  end
+  claimed[2 * count - 1] = ARGV[4] .. execution .. '.' .. string.format('%05d', count)
+  claimed[2 * count] = entry
+  origins[count] = origin
+end
 -- The loop runs protected: if any step fails (an ACL refusing a command, say), what it popped is still
 -- held before the error is raised.
 local completed, failure = pcall(function()
@@ -208,13 +219,7 @@ if not weighted and not limited and cap == 0 and not prioritized and redis.pcall
   if list and (entries == false or (type(entries) == 'table' and not entries.err)) then
     local origin = { list = list, priority = priorityPrefix .. client }
     for _, entry in ipairs(entries or {}) do
-      count = count + 1
-      if not execution then
-        execution = healingIncr(faults, sequence, 1, 1)
-      end
-      claimed[2 * count - 1] = ARGV[4] .. execution .. '.' .. string.format('%05d', count)
-      claimed[2 * count] = entry
-      origins[count] = origin
+      take(entry, origin)
     end
     if redis.call('LLEN', list) == 0 then
       redis.call('LREM', ring, -1, client)
@@ -301,13 +306,7 @@ while count < wanted do
       end
       if entry then
         used = used + 1
-        count = count + 1
-        if not execution then
-          execution = healingIncr(faults, sequence, 1, 1)
-        end
-        claimed[2 * count - 1] = ARGV[4] .. execution .. '.' .. string.format('%05d', count)
-        claimed[2 * count] = entry
-        origins[count] = { list = list, priority = priority, score = score }
+        take(entry, { list = list, priority = priority, score = score })
         if score then
           redis.call('DECR', prioritizedKey)
         end

@@ -12,8 +12,8 @@
 --   it held is gone already) is quarantined and the push repeated (a failed push changes nothing), and a
 --   counter that is not an integer is reset and recorded in `faults`. Checking costs nothing until a
 --   command fails, so the hot path runs no extra command.
---   enqueueTasks inlines the tail push of a task without priority (its hottest path): a change here is
---   made there too.
+--   enqueueTasks inlines the tail push of a task without priority (its hottest path), in its fast path
+--   and in its general path: a change here is made in both.
 local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   local size
   if priority > 0 then
