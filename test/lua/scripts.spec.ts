@@ -431,6 +431,37 @@ describe('ackTasks', () => {
     expect(await redis.hget(keys.counters, 'completed')).toBe('3');
   });
 
+  it('acknowledges a token given twice in one call once', async () => {
+    await enqueue(['a', ['1']]);
+    const [token] = (await claim('a', 1)) as string[];
+    const results = await gateway.acknowledge(keys, worker, [token, '1', '', '', '', 5_000, token, '1', '', '', '', 5_000]);
+    expect(results).toEqual([true, false]);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('1');
+  });
+
+  it('settles more tasks in one call than Lua can unpack at once (a worker of concurrency 10,000)', async () => {
+    const count = 9_000;
+    const clientIds = Array.from({ length: count }, (_, i) => String(i));
+    await enqueueWith(clientIds.map((id) => ['a', id] as [string, string]));
+    const tokens: string[] = [];
+    while (tokens.length < count) tokens.push(...pairsOf(await claim('a', 1_000)).filter((_, i) => i % 2 === 0)); // prefetch is at most 1,000
+    expect(tokens).toHaveLength(count);
+    const results = await gateway.acknowledge(keys, worker, tokens.flatMap((token, i) => [token, String(i), '', '', '', 5_000]));
+    expect(results.filter((held) => held)).toHaveLength(count);
+    expect(await redis.exists(keys.processing(worker))).toBe(0);
+    expect(await redis.hget(keys.counters, 'completed')).toBe(String(count));
+  });
+
+  it('changes nothing when the processing hash is not a hash', async () => {
+    await enqueueWith([['a', '1', { dedupKey: 'k' }]]);
+    const [token] = (await claim('a', 1)) as string[];
+    await redis.del(keys.processing(worker));
+    await redis.set(keys.processing(worker), 'x');
+    await expect(gateway.acknowledge(keys, worker, [token, '1', 'k', `${prefix}:replies:x`, '{}', 5_000])).rejects.toThrow(/WRONGTYPE/);
+    expect(await redis.exists(keys.result('1'), keys.counters)).toBe(0);
+    expect(await redis.get(keys.dedup('k'))).toBe('1');
+  });
+
   it('stores the reply with a TTL for a send() task', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];

@@ -18,24 +18,47 @@
 -- ARGV[1..]: per task, 6 fields: fencing token; task id; its deduplication key ('' = none); reply channel
 --   ('' = not a send() task); reply (JSON, '' when none); result TTL in milliseconds
 -- Returns: array with one element per task: 1 when acknowledged; 0 when the token is no longer held
---   (lease lost: nothing of that task is changed)
--- Side effects: per acknowledged task: HDEL from the processing hash; the client's cap slot released
---   (releaseClientSlot); DEL of the deduplication key if this task holds it; for a reply, SET with PX on
---   the result key and PUBLISH. HINCRBY counters completed by the number acknowledged.
+--   (lease lost: nothing of that task is changed), or came earlier in the same call
+-- Side effects: HMGET of every token (in slices of 1,000), then per acknowledged task: the deduplication key freed if this
+--   task holds it (DEL); for a reply, SET with PX on the result key and PUBLISH; the client's cap slot
+--   released (releaseClientSlot) where a cap is in use. Then one HDEL of the acknowledged tokens from the
+--   processing hash (in slices), and HINCRBY counters completed by their number.
 -- Checked before the first write: nothing below can fail once a task starts to leave. Only where a
--- per-client cap is in use (its counted hash exists): otherwise releaseClientSlot finds no token in
--- counted and writes nothing (one EXISTS instead of four TYPEs per call).
-if redis.call('EXISTS', KEYS[2]) == 1 then
+-- per-client cap is in use (its counted hash exists): otherwise no token is in counted, so no slot is
+-- released (one EXISTS instead of four TYPEs and an HGET per task).
+local capped = redis.call('EXISTS', KEYS[2]) == 1
+if capped then
   expectTypes(KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'set', KEYS[5], 'list')
 end
 local root = KEYS[7]
-local results = {}
-local acknowledged = 0
+local tokens = {}
 for a = 1, #ARGV, 6 do
-  local token = ARGV[a]
-  if redis.call('HEXISTS', KEYS[1], token) == 0 then
-    results[#results + 1] = 0
+  tokens[#tokens + 1] = ARGV[a]
+end
+if #tokens == 0 then
+  return {}
+end
+-- Tokens per HMGET / HDEL: unpack's limit is a few thousand values, and a turn's acknowledgements of one
+-- worker may be as many as its concurrency (up to 10,000).
+local SLICE = 1000
+-- Fails here, before any write, when the processing hash is not a hash.
+local held = {}
+for from = 1, #tokens, SLICE do
+  local slice = redis.call('HMGET', KEYS[1], unpack(tokens, from, math.min(from + SLICE - 1, #tokens)))
+  for i = 1, #slice do
+    held[from + i - 1] = slice[i]
+  end
+end
+local results = {}
+local settled = {}
+local seen = {}
+for t = 1, #tokens do
+  local token = tokens[t]
+  if not held[t] or seen[token] then
+    results[t] = 0
   else
+    seen[token] = true
+    local a = (t - 1) * 6 + 1
     local id, dedup, channel = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
     local holder = ''
     local dedupKey = ''
@@ -47,13 +70,17 @@ for a = 1, #ARGV, 6 do
       channel = nil
     end
     finishTask(dedupKey, holder, root .. ':result:' .. id, channel, ARGV[a + 4], ARGV[a + 5])
-    redis.call('HDEL', KEYS[1], token)
-    releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, false)
-    acknowledged = acknowledged + 1
-    results[#results + 1] = 1
+    if capped then
+      releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, false)
+    end
+    settled[#settled + 1] = token
+    results[t] = 1
   end
 end
-if acknowledged > 0 then
-  countOutcome(KEYS[6], 'completed', acknowledged)
+if #settled > 0 then
+  for from = 1, #settled, SLICE do
+    redis.call('HDEL', KEYS[1], unpack(settled, from, math.min(from + SLICE - 1, #settled)))
+  end
+  countOutcome(KEYS[6], 'completed', #settled)
 end
 return results
