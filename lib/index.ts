@@ -53,6 +53,7 @@ export {
   RetryTaskError,
   TaskFailedError,
   UnserializableResultError,
+  WorkerIdInUseError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
 export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/model/dead-letter.js';

@@ -538,6 +538,19 @@ describe('requeueTasks', () => {
     expect(first + second).toBe(1);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
   });
+
+  it('moves nothing for a recovery fenced on a lease the worker renewed since (-1), and moves all once it expired by then', async () => {
+    await enqueue(['a', ['1', '2']]);
+    const [t1, , t2] = (await claim('a', 2)) as string[];
+    const { now } = await gateway.heartbeat(keys, worker, 5_000);
+    const held = [t2, t1].map((token) => ({ token, clientId: 'a', priority: 0 }));
+    // The reaper saw the lease expired at `now`; the worker renewed it to now + 5,000 meanwhile.
+    expect(await gateway.requeue(keys, worker, true, held, now)).toBe(-1);
+    expect(await redis.hlen(keys.processing(worker))).toBe(2);
+    expect(await redis.llen(keys.pending('a'))).toBe(0);
+    expect(await gateway.requeue(keys, worker, true, held, now + 5_000)).toBe(2);
+    expect(await redis.llen(keys.pending('a'))).toBe(2);
+  });
 });
 
 describe('heartbeatWorker', () => {

@@ -293,6 +293,29 @@ export class RedisUnavailableError extends RedisTaskError {
 }
 
 /**
+ * A worker started with the `workerId` of a worker that is still alive: its heartbeat went on advancing
+ * while this one waited. Two processes with one id would take each other's running tasks for leftovers
+ * of a previous run and run them again, so the second is refused. Give each process its own id (or
+ * leave `workerId` unset: the generated one is unique per process).
+ */
+export class WorkerIdInUseError extends RedisTaskError {
+  constructor(
+    readonly workerId: string,
+    /** The queue (pattern) where the live worker's heartbeat was seen. */
+    readonly queue: string,
+    /** How long this worker watched the heartbeat (ms). */
+    readonly watchedMs: number,
+  ) {
+    super(
+      'WORKER_ID_IN_USE',
+      `nestjs-redis-tasks: worker id "${workerId}" belongs to a worker that is still alive (its heartbeat on "${queue}" advanced while this one ` +
+        `watched it for ${watchedMs} ms). Two processes with one id would run each other's tasks twice: give each process its own workerId, ` +
+        'or leave it unset for a generated one',
+    );
+  }
+}
+
+/**
  * Redis refused a command for the ACL user (NOPERM): a configuration problem that no retry heals, so
  * it fails at once. The fix is the user's rule: `aclRule(prefix)` gives the least-privilege one.
  */

@@ -140,7 +140,12 @@ export class TaskReaper {
     {
       for (const workerId of dead) {
         const settle = { workerId, deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs };
-        const { requeued, malformed } = await requeueProcessing(this.redis, keys, settle, { countAttempt: true, logger: this.logger });
+        const { requeued, malformed, alive } = await requeueProcessing(this.redis, keys, settle, { countAttempt: true, logger: this.logger, expiredBy: now });
+        if (alive) {
+          // It renewed its lease after this sweep found it expired (a long pause, not a death): its tasks stay its own.
+          this.logger?.log(`worker ${workerId} of "${keys.queue}" renewed its lease during recovery: it is alive, and keeps its tasks`);
+          continue;
+        }
         result.recovered += requeued;
         result.deadLettered += malformed;
         if (await this.gateway.forgetWorker(keys, workerId, now)) result.workersRemoved++;

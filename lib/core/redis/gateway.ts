@@ -66,12 +66,18 @@ export class ScriptGateway {
     return settled === 1;
   }
 
-  /** requeueTasks: held tasks back to the heads of their clients' lists; how many went back. */
-  requeue(keys: QueueKeys, workerId: string, countAttempt: boolean, tasks: readonly HeldTask[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults, keys.pendingCount]);
+  /**
+   * requeueTasks: held tasks back to the heads of their clients' lists; how many went back. With
+   * `expiredBy` (a reaper's recovery), nothing moves unless the worker's lease still ends by then:
+   * -1 when the worker renewed it meanwhile (it is alive).
+   */
+  requeue(keys: QueueKeys, workerId: string, countAttempt: boolean, tasks: readonly HeldTask[], expiredBy?: number): Promise<number> {
+    const scriptKeys = new ScriptKeys([
+      keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults, keys.pendingCount, keys.workers,
+    ]);
     const fields: (string | number)[] = [];
     for (const task of tasks) fields.push(task.token, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
-    return this.redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt ? 1 : 0, ...fields);
+    return this.redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt ? 1 : 0, expiredBy === undefined ? '' : workerId, expiredBy ?? 0, ...fields);
   }
 
   /** promoteTasks: due delayed entries to their clients' lists; how many were promoted. */

@@ -15,6 +15,8 @@ export interface SettleOptions {
 export interface RequeueResult {
   readonly requeued: number;
   readonly malformed: number;
+  /** The worker renewed its lease after `expiredBy`: it is alive, and nothing was moved. */
+  readonly alive?: boolean;
 }
 
 /**
@@ -31,7 +33,14 @@ export async function requeueProcessing(
   redis: TaskRedis,
   keys: QueueKeys,
   settle: SettleOptions,
-  options: { countAttempt: boolean; tokens?: readonly string[]; entries?: Readonly<Record<string, string>>; logger?: TaskLogger },
+  options: {
+    countAttempt: boolean;
+    tokens?: readonly string[];
+    entries?: Readonly<Record<string, string>>;
+    logger?: TaskLogger;
+    /** A reaper's recovery: only while the worker's lease still ends by this time (Redis ms); see `alive`. */
+    expiredBy?: number;
+  },
 ): Promise<RequeueResult> {
   const entries = options.entries ?? ((await redis.hgetall(keys.processing(settle.workerId))) as Record<string, string>);
   const wanted = options.tokens ? new Set(options.tokens) : undefined;
@@ -51,8 +60,11 @@ export async function requeueProcessing(
   }
   // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is
   // reported by the await below, not as an unhandled rejection while the dead letters are written.
-  const requeued = held.length > 0 ? gateway.requeue(keys, settle.workerId, options.countAttempt, held) : Promise.resolve(0);
+  const requeued = held.length > 0 ? gateway.requeue(keys, settle.workerId, options.countAttempt, held, options.expiredBy) : Promise.resolve(0);
   requeued.catch(() => undefined);
+  if (options.expiredBy !== undefined && held.length > 0 && (await requeued) === -1) {
+    return { requeued: 0, malformed: 0, alive: true };
+  }
   let malformed = 0;
   for (const [token, decoded] of undecodable) {
     const id = guessTaskId(entries[token]);

@@ -304,15 +304,9 @@ export class ClaimLoop {
       case 'claimed': {
         const { pairs } = outcome;
         const count = pairs.length / 2;
-        if (this.stopped) {
-          // Closing: a claim that lands now starts nothing. Shutdown has already counted the runs it waits
-          // for, so a run started here would be returned to the queue while its handler ran (and run again
-          // after the restart). Its tasks stay in this worker's processing hash, and shutdown returns them
-          // to their queue uncounted once every loop has stopped (or the sweep after deregistering does).
-          this.slots.release(wanted);
-          return { count, drained: reply.drained };
-        }
-        this.slots.release(wanted - count);
+        // Closing: start nothing (shutdown counted its runs already); the tasks stay held, and shutdown returns them uncounted.
+        this.slots.release(this.stopped ? wanted : wanted - count);
+        if (this.stopped) return { count, drained: reply.drained };
         for (let i = 0; i < pairs.length; i += 2) {
           this.hooks.onClaimed(pairs[i], pairs[i + 1]);
         }

@@ -15,9 +15,11 @@
 --   waits without blocking others and without polling.
 --   Nothing is lost when a step fails: the loop runs protected (pcall), and every popped entry is written
 --   to the processing hash whether the loop ended or failed midway (a failure leaves them there, where
---   the worker's orphan check returns them); if that write itself is refused, each entry goes back where
---   it came from. The ring, client keys and counters heal on the failing command; the keys of a feature
---   that is on (cap, weights, rate limits) are type-checked before the first pop. A client whose own keys
+--   the worker's orphan check returns them); if that write itself is refused, exactly what was taken goes
+--   back (entries, priority members with their scores, counts, cap slots, ring places). The processing
+--   hash and the keys of a feature that is on (cap, weights, rate limits) are type-checked before the
+--   first write (a failed check changes nothing); the ring, client keys and counters heal on the failing
+--   command. A client whose own keys
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
 -- Includes: guard, releaseClientSlot
@@ -72,17 +74,14 @@ local prioritized = false
 local weighted = false
 local limited = false
 local paused = false
+-- Every key this call may write that cannot heal is checked before the first write: the processing
+-- hash (acknowledged from, claimed into), and the keys of a feature that is on (cap, weights, rate
+-- limits; EXISTS tells which are). A failed check changes nothing; the ring, client keys and counters
+-- heal on the command that finds them broken.
+expectTypes(processing, 'hash')
+local rawPrioritized = nil
 if wanted > 0 then
-  -- Read before anything is written. A counter of another type is set aside, and counted as unknown
-  -- (high), so priority sets are looked at rather than hidden.
-  local raw = redis.pcall('GET', prioritizedKey)
-  if type(raw) == 'table' then
-    quarantineKey(faults, prioritizedKey, 'string')
-    redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
-    raw = tostring(UNKNOWN_COUNT)
-  end
-  local count = tonumber(raw or '0')
-  prioritized = not count or count ~= math.floor(count) or count > 0
+  rawPrioritized = redis.pcall('GET', prioritizedKey)
   -- One EXISTS tells whether weights or rate limits are set at all, or the queue is paused (usually none).
   if redis.call('EXISTS', weights, rates, pausedKey) > 0 then
     weighted = redis.call('EXISTS', weights) == 1
@@ -90,11 +89,25 @@ if wanted > 0 then
     paused = redis.call('EXISTS', pausedKey) == 1
   end
 end
--- The features' own keys must be of their types before anything is written or popped (these checks
--- run only while the feature is on). The processing hash fails the first read (acks) or its write is
--- undone (hold); the ring and client keys heal; the sequence is a healing counter.
 if cap > 0 then
   expectTypes(counted, 'hash', inflight, 'hash', parked, 'set')
+end
+if weighted then
+  expectTypes(weights, 'hash', credit, 'hash')
+end
+if limited then
+  expectTypes(rates, 'hash', throttled, 'zset', buckets, 'hash')
+end
+if wanted > 0 then
+  -- A counter of another type is set aside, and counted as unknown (high), so priority sets are looked
+  -- at rather than hidden.
+  if type(rawPrioritized) == 'table' then
+    quarantineKey(faults, prioritizedKey, 'string')
+    redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
+    rawPrioritized = tostring(UNKNOWN_COUNT)
+  end
+  local count = tonumber(rawPrioritized or '0')
+  prioritized = not count or count ~= math.floor(count) or count > 0
 end
 if prioritized then
   local count = tonumber(redis.call('GET', prioritizedKey) or '0')
@@ -103,12 +116,6 @@ if prioritized then
     recordFault(faults, prioritizedKey, 'was not an integer counter; reset to ' .. UNKNOWN_COUNT)
     redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
   end
-end
-if weighted then
-  expectTypes(weights, 'hash', credit, 'hash')
-end
-if limited then
-  expectTypes(rates, 'hash', throttled, 'zset', buckets, 'hash')
 end
 if #ARGV >= 5 then
   local acks = {}
@@ -154,23 +161,34 @@ local origins = {}
 
 -- Writes every popped entry into the processing hash in one command (and, under a cap, its client into
 -- counted). Called after the loop, also when the loop failed midway: nothing popped is left unrecorded.
--- If the write itself is refused (an ACL, a broken hash), every entry goes back where it came from.
+-- If the write itself is refused (its type was checked first, so an ACL, say), exactly what was taken
+-- goes back: each entry to where it came from (a priority member with its sequence and score, and the
+-- prioritized count), each client's cap slot, and its place on the ring when it had left it.
 local function holdAll(claimed, count, owners)
   if count == 0 then
     return
   end
   local written = redis.pcall('HSET', processing, unpack(claimed))
   if type(written) == 'table' and written.err then
+    local clients = {}
     for i = count, 1, -1 do
       local origin = origins[i]
       if origin.score then
-        redis.call('ZADD', origin.priority, origin.score, claimed[2 * i])
+        redis.call('ZADD', origin.priority, origin.score, origin.member)
+        redis.call('INCR', prioritizedKey)
       else
         redis.call('LPUSH', origin.list, claimed[2 * i])
       end
+      if cap > 0 then
+        redis.call('HINCRBY', inflight, origin.client, -1)
+        redis.call('SREM', parked, origin.client)
+      end
+      clients[origin.client] = true
     end
-    if string.sub(written.err, 1, 9) == 'WRONGTYPE' then
-      error({ err = 'WRONGTYPE the processing hash ' .. processing .. ' is not a hash; nothing was claimed (delete or rename the key)' })
+    for client in pairs(clients) do
+      if not redis.call('LPOS', ring, client) then
+        redis.call('RPUSH', ring, client)
+      end
     end
     error(written)
   end
@@ -196,7 +214,8 @@ local claimed = {}
 local owners = {}
 local count = 0
 -- Records a popped entry under this call's next fencing token (the sequence is taken with the first),
--- with where it came from (`origin`: list, priority set, score).
+-- with where it came from (`origin`: client, list, priority set, and for a priority member its score
+-- and the member as stored).
 local function take(entry, origin)
   count = count + 1
   if not execution then
@@ -217,7 +236,7 @@ if not weighted and not limited and cap == 0 and not prioritized and redis.pcall
   local list = type(client) == 'string' and pendingPrefix .. client
   local entries = list and redis.pcall('LPOP', list, wanted)
   if list and (entries == false or (type(entries) == 'table' and not entries.err)) then
-    local origin = { list = list, priority = priorityPrefix .. client }
+    local origin = { list = list, priority = priorityPrefix .. client, client = client }
     for _, entry in ipairs(entries or {}) do
       take(entry, origin)
     end
@@ -294,10 +313,12 @@ while count < wanted do
     local entry = nil
     if cap == 0 or inFlight < cap then
       local score = nil
+      local member = nil
       if prioritized then
         local popped = healingCall(faults, 'zset', 'ZPOPMIN', priority)
         if popped[1] then
-          entry = string.sub(popped[1], 16)
+          member = popped[1]
+          entry = string.sub(member, 16)
           score = popped[2]
         end
       end
@@ -306,7 +327,7 @@ while count < wanted do
       end
       if entry then
         used = used + 1
-        take(entry, { list = list, priority = priority, score = score })
+        take(entry, { list = list, priority = priority, score = score, member = member, client = client })
         if score then
           redis.call('DECR', prioritizedKey)
         end

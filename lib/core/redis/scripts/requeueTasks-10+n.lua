@@ -1,8 +1,10 @@
--- requeueTasks-9+n.lua
+-- requeueTasks-10+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
---   task twice, and a task settled meanwhile is left alone.
+--   task twice, and a task settled meanwhile is left alone. A reaper's recovery is fenced on the lease:
+--   when ARGV[2] names the worker, nothing moves unless its lease (in the workers set) still ends at or
+--   before ARGV[3], so a worker that renewed its lease since the reaper found it expired keeps its tasks.
 --   Each task is pushed before it leaves the processing hash, and the keys written are type-checked
 --   (or, a client's own, healed) first, so a failure at any step never loses a task.
 -- Includes: guard, pushTask, releaseClientSlot
@@ -15,12 +17,15 @@
 -- KEYS[7]: parked (set of clients taken off the ring at their cap)
 -- KEYS[8]: faults (hash: broken data found and what was done; see guard)
 -- KEYS[9]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
--- KEYS[10..n+9]: pending lists and priority sets the tasks return to
+-- KEYS[10]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
+-- KEYS[11..n+10]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
--- ARGV[2..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
+-- ARGV[2]: the worker id whose lease must have expired ('' = no lease check); ARGV[3]: the latest lease
+--   expiry (ms) that counts as expired (when ARGV[2] is given)
+-- ARGV[4..]: per task, 5 fields: fencing token, index into KEYS of its client's pending list, index of
 --   its client's priority set, client id, priority; pass tokens newest first so that pushes at the head
 --   restore the original order
--- Returns: integer, the number of tasks requeued
+-- Returns: integer, the number of tasks requeued (-1 when the worker renewed its lease: nothing moved)
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
 --   of prioritized; INCR of the pending count), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
@@ -28,8 +33,14 @@
 local countAttempt = ARGV[1] == '1'
 -- Checked before the first write; each task is pushed before it leaves the processing hash.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set')
+if ARGV[2] ~= '' then
+  local lease = redis.call('ZSCORE', KEYS[10], ARGV[2])
+  if lease and tonumber(lease) > tonumber(ARGV[3]) then
+    return -1
+  end
+end
 local requeued = 0
-for i = 2, #ARGV, 5 do
+for i = 4, #ARGV, 5 do
   local token = ARGV[i]
   local entry = redis.call('HGET', KEYS[1], token)
   if entry then
