@@ -305,11 +305,9 @@ export class ClaimLoop {
         const { pairs } = outcome;
         const count = pairs.length / 2;
         // Closing: start nothing (shutdown counted its runs already); the tasks stay held, and shutdown returns them uncounted.
-        this.slots.release(this.stopped ? wanted : wanted - count);
-        if (this.stopped) return { count, drained: reply.drained };
-        for (let i = 0; i < pairs.length; i += 2) {
-          this.hooks.onClaimed(pairs[i], pairs[i + 1]);
-        }
+        const started = this.stopped ? 0 : count;
+        this.slots.release(wanted - started);
+        for (let i = 0; i < 2 * started; i += 2) this.hooks.onClaimed(pairs[i], pairs[i + 1]);
         return { count, drained: reply.drained };
       }
     }
