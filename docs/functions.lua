@@ -40,7 +40,11 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   local count = #ARGV
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
   local RING_SLICE = 1000
-  local groups = redis.call('SMEMBERS', root .. ':groups')
+  local groups = redis.pcall('SMEMBERS', root .. ':groups')
+  if groups.err then
+    -- Read before any write: name the key (a bare WRONGTYPE names none); nothing was changed.
+    error({ err = string.sub(groups.err, 1, 9) == 'WRONGTYPE' and ('WRONGTYPE nestjs-redis-tasks: key ' .. root .. ':groups is not a set; nothing was changed (delete or rename the key to let the queue go on)') or groups.err })
+  end
   local results = {}
   local n = 0
   local a = 1
@@ -107,6 +111,21 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
           '; nothing was changed (delete or rename the key to let the queue go on)' })
       end
     end
+  end
+
+  -- checkedCall(kind, command, key, ...)
+  --   A script's first command on `key` (a read, before any write): a key of another type than `kind`
+  --   fails the script naming the key (nothing was changed yet), instead of Redis's bare WRONGTYPE.
+  --   Costs nothing more than the command when the key is sound.
+  local function checkedCall(kind, command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+      if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+        expectTypes(key, kind)
+      end
+      error(reply)
+    end
+    return reply
   end
 
   -- recordFault(faults, subject, what)

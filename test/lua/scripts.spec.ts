@@ -3,7 +3,7 @@ import { decodeEntry, encodeEntry } from '../../lib/core/model/codec.js';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
 import { gatewayOf, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
 import { pushEnqueueArgs } from '../../lib/core/producer/task-items.js';
-import { claimAs, deleteKeys, keysUnder, openRedis, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
+import { claimAs, deleteKeys, keysUnder, openRedis, snapshotKeys, testPrefix, waitFor, type TestRedis } from '../support/redis.js';
 
 const redis: TestRedis = openRedis();
 const gateway = gatewayOf(redis);
@@ -858,11 +858,23 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     expect(ids(await claim('a', 5)).sort()).toEqual(['a1', 'b1']);
   });
 
-  it('names the processing hash when it is broken, and returns what it popped', async () => {
-    await enqueue(['a', ['a1', 'a2']]);
+  it('names the processing hash when it is broken and changes nothing (40 clients, 10 prioritized tasks, a cap); all run once it is deleted', async () => {
+    const tasks: [string, string, Options?][] = [];
+    for (let c = 0; c < 40; c++) tasks.push([`c${c}`, `t${c}`, c % 4 === 0 ? { priority: 5 } : undefined]);
+    await enqueueWith(tasks);
+    await gateway.heartbeat(keys, worker, 60_000);
     await redis.set(keys.processing(worker), 'x');
-    await expect(claim('a', 5)).rejects.toThrow(`the processing hash ${keys.processing(worker)} is not a hash; nothing was claimed`);
-    expect(await redis.lrange(keys.pending('a'), 0, -1)).toHaveLength(2);
+    const before = await snapshotKeys(redis, prefix);
+    for (const cap of [0, 2]) {
+      await expect(gateway.claim(keys, { workerId: worker, wanted: 36, clientConcurrency: cap, tokenPrefix: 'p.', acks: [] })).rejects.toThrow(
+        `key ${keys.processing(worker)} holds a string, not a hash; nothing was changed`,
+      );
+      await expect(gateway.claim(keys, { workerId: worker, wanted: 0, clientConcurrency: cap, tokenPrefix: 'p.', acks: ['t.1'] })).rejects.toThrow(keys.processing(worker));
+    }
+    expect(await snapshotKeys(redis, prefix)).toEqual(before);
+    await redis.del(keys.processing(worker));
+    const claimed = ids((await gateway.claim(keys, { workerId: worker, wanted: 100, clientConcurrency: 2, tokenPrefix: 'p.', acks: [] })).outcome);
+    expect(claimed.sort()).toEqual(tasks.map(([, id]) => id).sort());
   });
 });
 

@@ -105,3 +105,16 @@ export async function newestDeadLetter(redis: Redis, queue: QueueKeys): Promise<
     return raw === undefined ? undefined : (JSON.parse(raw) as DeadLetterRecord);
   }, `a dead letter of ${queue.queue}`);
 }
+
+/**
+ * Every key under a prefix with its type and serialized value (DUMP, hex) and TTL presence: two
+ * snapshots are equal exactly when nothing under the prefix changed.
+ */
+export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record<string, string>> {
+  const snapshot: Record<string, string> = {};
+  for (const key of (await keysUnder(redis, prefix)).sort()) {
+    const [type, dumped, ttl] = await Promise.all([redis.type(key), redis.dumpBuffer(key), redis.pttl(key)]);
+    snapshot[key] = `${type} ${ttl >= 0 ? 'ttl' : 'no-ttl'} ${dumped?.toString('hex') ?? ''}`;
+  }
+  return snapshot;
+}

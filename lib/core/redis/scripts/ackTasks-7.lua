@@ -44,7 +44,7 @@ local SLICE = 1000
 -- Fails here, before any write, when the processing hash is not a hash.
 local held = {}
 for from = 1, #tokens, SLICE do
-  local slice = redis.call('HMGET', KEYS[1], unpack(tokens, from, math.min(from + SLICE - 1, #tokens)))
+  local slice = checkedCall('hash', 'HMGET', KEYS[1], unpack(tokens, from, math.min(from + SLICE - 1, #tokens)))
   for i = 1, #slice do
     held[from + i - 1] = slice[i]
   end

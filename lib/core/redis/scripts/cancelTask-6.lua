@@ -3,6 +3,7 @@
 --   client's pending tasks or the delayed set, and free its deduplication key. A claimed task is left
 --   alone (it runs; its reply has nobody waiting). A client left with nothing pending stays on the ring
 --   until the next claim drops it (as for any stale ring entry).
+-- Includes: guard
 -- KEYS[1]: the client's pending list
 -- KEYS[2]: the client's priority set (members: 15-digit sequence + encoded entry, score -priority)
 -- KEYS[3]: delayed (sorted set: encoded entry -> due time)
@@ -18,7 +19,7 @@
 local removed = 0
 local priority = tonumber(ARGV[2]) or 0
 if priority > 0 then
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], -priority, -priority)) do
+  for _, member in ipairs(checkedCall('zset', 'ZRANGEBYSCORE', KEYS[2], -priority, -priority)) do
     if string.sub(member, 16) == ARGV[1] then
       removed = redis.call('ZREM', KEYS[2], member)
       if removed == 1 then

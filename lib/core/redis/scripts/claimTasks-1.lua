@@ -80,7 +80,12 @@ local paused = false
 -- heal on the command that finds them broken.
 expectTypes(processing, 'hash')
 local rawPrioritized = nil
+local now, lease = nil, nil
 if wanted > 0 then
+  -- The lease is read here, before the acknowledgements write (it is checked after them).
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  lease = checkedCall('zset', 'ZSCORE', workers, ARGV[2])
   rawPrioritized = redis.pcall('GET', prioritizedKey)
   -- One EXISTS tells whether weights or rate limits are set at all, or the queue is paused (usually none).
   if redis.call('EXISTS', weights, rates, pausedKey) > 0 then
@@ -146,9 +151,6 @@ end
 -- A worker whose lease has expired claims nothing, as if unregistered: a reaper may be recovering its
 -- tasks, and a claim it queued before it stalled (pipelined behind a blocking read, run by Redis while
 -- the process is frozen) must not take tasks it cannot run.
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local lease = redis.call('ZSCORE', workers, ARGV[2])
 if not lease or tonumber(lease) < now then
   return { lost, -1, 0, 0 }
 end
@@ -266,8 +268,16 @@ while count < wanted do
     -- No client waits (the ring is empty): unless some are parked or throttled, nothing is pending, so
     -- the pending count is set right if anything (a quarantined list, a hand edit) made it drift.
     -- (Set to what this call popped, which holdAll then takes off.)
-    if redis.call('EXISTS', parked, throttled) == 0 and redis.call('GET', pendingCount) ~= tostring(count) then
-      redis.call('SET', pendingCount, count)
+    if redis.call('EXISTS', parked, throttled) == 0 then
+      local recorded = redis.pcall('GET', pendingCount)
+      if type(recorded) == 'table' then
+        recordFault(faults, pendingCount, 'was not an integer counter; reset')
+        redis.call('DEL', pendingCount)
+        recorded = nil
+      end
+      if recorded ~= tostring(count) then
+        redis.call('SET', pendingCount, count)
+      end
     end
     ringEmpty = true
     break

@@ -10,7 +10,7 @@
 -- ARGV[1]: the entry as found; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
 -- Returns: 1 when moved; 0 when the entry was no longer in the delayed set (someone else moved it)
 -- Side effects: LPUSH + LTRIM on the dead letters, ZREM from the delayed set, HINCRBY counters deadLettered.
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if not checkedCall('zset', 'ZSCORE', KEYS[1], ARGV[1]) then
   return 0
 end
 expectTypes(KEYS[2], 'list')

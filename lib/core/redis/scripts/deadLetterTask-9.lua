@@ -23,7 +23,7 @@
 --   PX on the result key and PUBLISH.
 -- Checked before the first write; the record is stored before the task leaves the processing hash, so
 -- a failure at any step leaves the task held (it settles again), never gone.
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+if checkedCall('hash', 'HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 expectTypes(KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set', KEYS[8], 'list')

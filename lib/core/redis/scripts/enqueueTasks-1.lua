@@ -34,7 +34,11 @@ local root = KEYS[1]
 local count = #ARGV
 -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
 local RING_SLICE = 1000
-local groups = redis.call('SMEMBERS', root .. ':groups')
+local groups = redis.pcall('SMEMBERS', root .. ':groups')
+if groups.err then
+  -- Read before any write: name the key (a bare WRONGTYPE names none); nothing was changed.
+  error({ err = string.sub(groups.err, 1, 9) == 'WRONGTYPE' and ('WRONGTYPE nestjs-redis-tasks: key ' .. root .. ':groups is not a set; nothing was changed (delete or rename the key to let the queue go on)') or groups.err })
+end
 local results = {}
 local n = 0
 local a = 1

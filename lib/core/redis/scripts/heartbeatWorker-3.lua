@@ -1,6 +1,7 @@
 -- heartbeatWorker-3.lua
 -- Purpose: renew a worker's lease on a queue (register it if new) with the Redis server's clock, and
 --   reconcile what the worker believes it runs with what its processing hash holds.
+-- Includes: guard
 -- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[3]: heartbeats (hash: worker id -> time of its last heartbeat, Redis time in milliseconds)
@@ -10,6 +11,8 @@
 --   (their lease was lost: recovered by a reaper) and orphaned lists tokens the hash holds that were
 --   not given (claimed, but the worker never saw the claim's reply)
 -- Side effects: ZADD of the worker's lease expiry; HSET of its heartbeat time.
+-- Checked before the first write: a failed check changes nothing.
+expectTypes(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash')
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])

@@ -1,6 +1,7 @@
 -- recordShardCount-4.lua
 -- Purpose: record the shard count a queue is used with, the first time it is used, and report the
 --   count on record, so producers and workers configured with another count can be refused.
+-- Includes: guard
 -- KEYS[1]: the queue's shard count (string, in the queue's unsharded hash tag)
 -- KEYS[2]: the unsharded ring (list of client ids)
 -- KEYS[3]: the unsharded delayed set (zset)
@@ -10,7 +11,7 @@
 -- Returns: the count on record (integer); a queue with no record gets ARGV[1], or 1 when its unsharded
 --   keys already hold work (an unsharded queue from before counts were recorded).
 -- Side effects: SET of KEYS[1] when absent (no TTL: the count lives as long as the queue).
-local recorded = redis.call('GET', KEYS[1])
+local recorded = checkedCall('string', 'GET', KEYS[1])
 if recorded then
   return tonumber(recorded)
 end

@@ -1,6 +1,7 @@
 -- releaseThrottled-2.lua
 -- Purpose: put rate-limited clients whose next token is due back on the ring, so claims visit them
 --   again (a throttled client has pending tasks and is off the ring while it waits).
+-- Includes: guard
 -- KEYS[1]: throttled (sorted set: client id -> when its next token is due, Redis time in ms)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- ARGV[1]: now (Redis time in ms)
@@ -8,6 +9,8 @@
 --   time still in the set (0 when it is empty)
 -- Side effects: ZREM from throttled and RPUSH to the ring of each due client (a client left with no
 --   task is dropped from the ring by the next claim that visits it).
+-- Checked before the first write: a failed check changes nothing.
+expectTypes(KEYS[1], 'zset', KEYS[2], 'list')
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
 for _, client in ipairs(due) do
   redis.call('ZREM', KEYS[1], client)

@@ -18,7 +18,7 @@
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
 --   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
 --   and retried.
-local entry = redis.call('HGET', KEYS[1], ARGV[1])
+local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
 end

@@ -18,6 +18,21 @@ local function expectTypes(...)
   end
 end
 
+-- checkedCall(kind, command, key, ...)
+--   A script's first command on `key` (a read, before any write): a key of another type than `kind`
+--   fails the script naming the key (nothing was changed yet), instead of Redis's bare WRONGTYPE.
+--   Costs nothing more than the command when the key is sound.
+local function checkedCall(kind, command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    if string.sub(reply.err, 1, 9) == 'WRONGTYPE' then
+      expectTypes(key, kind)
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- recordFault(faults, subject, what)
 --   Notes a problem found in Redis data and what was done about it, for the admin API, the CLI and the
 --   health check (hash: subject -> "<Redis time ms> <what>").
