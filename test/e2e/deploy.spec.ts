@@ -3,6 +3,7 @@ import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { lastValueFrom } from 'rxjs';
 import { PrefixKeys, WorkerIdInUseError } from '../../lib/index.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { claimAs, deleteKeys, gate, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -146,7 +147,7 @@ describe('two processes with one worker id', () => {
     await client.emitBatch('deploy.flow', [{ key: 'x' }, { key: 'y' }]);
     const queue = new PrefixKeys(prefix).queue('deploy.flow');
     // A previous run took its lease (unexpired) and claimed both tasks, then died (no more heartbeats).
-    await redis.heartbeatWorker(queue.workers, queue.processing('crashed-id'), queue.heartbeats, 'crashed-id', 30_000);
+    await gatewayOf(redis).heartbeat(queue, 'crashed-id', 30_000);
     await claimAs(redis, queue, 'crashed-id', 2);
     const worker = await startWorker(prefix, [Flow], { workerId: 'crashed-id', heartbeatIntervalMs: 100, leaseMs: 2_000 });
     apps.push(worker.app);

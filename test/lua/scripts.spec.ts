@@ -553,6 +553,25 @@ describe('requeueTasks', () => {
   });
 });
 
+describe('rejoinClient', () => {
+  it('puts a client whose tasks nothing can reach back on the ring, counts them, records it, and leaves a client in reach alone', async () => {
+    await enqueueWith([['a', '1'], ['a', '2', { priority: 2 }], ['b', '3']]);
+    await redis.lrem(keys.ring, 0, 'a'); // a hand edit: a's tasks are stranded
+    await redis.set(keys.pendingCount, 1);
+    expect(await gateway.rejoinClient(keys, 'b')).toBe(0);
+    expect(await gateway.rejoinClient(keys, 'a')).toBe(2);
+    expect(await gateway.rejoinClient(keys, 'a')).toBe(0);
+    expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['b', 'a']);
+    expect(await redis.get(keys.pendingCount)).toBe('3');
+    expect(await redis.hget(keys.faults, keys.pending('a'))).toMatch(/had 2 pending task\(s\) but its client was off the ring; put back/);
+    await redis.sadd(keys.parked, 'c');
+    await enqueueWith([['c', '4']]);
+    await redis.lrem(keys.ring, 0, 'c');
+    await redis.sadd(keys.parked, 'c');
+    expect(await gateway.rejoinClient(keys, 'c')).toBe(0); // parked at its cap: in reach once a slot frees
+  });
+});
+
 describe('heartbeatWorker', () => {
   it('records the lease expiry on the Redis clock', async () => {
     const [seconds] = await redis.time();
@@ -858,23 +877,24 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     expect(ids(await claim('a', 5)).sort()).toEqual(['a1', 'b1']);
   });
 
-  it('names the processing hash when it is broken and changes nothing (40 clients, 10 prioritized tasks, a cap); all run once it is deleted', async () => {
+  it('sets aside a processing hash of another type before anything else (40 clients, 10 prioritized tasks, a cap), and claims every task intact', async () => {
     const tasks: [string, string, Options?][] = [];
     for (let c = 0; c < 40; c++) tasks.push([`c${c}`, `t${c}`, c % 4 === 0 ? { priority: 5 } : undefined]);
     await enqueueWith(tasks);
     await gateway.heartbeat(keys, worker, 60_000);
     await redis.set(keys.processing(worker), 'x');
     const before = await snapshotKeys(redis, prefix);
-    for (const cap of [0, 2]) {
-      await expect(gateway.claim(keys, { workerId: worker, wanted: 36, clientConcurrency: cap, tokenPrefix: 'p.', acks: [] })).rejects.toThrow(
-        `key ${keys.processing(worker)} holds a string, not a hash; nothing was changed`,
-      );
-      await expect(gateway.claim(keys, { workerId: worker, wanted: 0, clientConcurrency: cap, tokenPrefix: 'p.', acks: ['t.1'] })).rejects.toThrow(keys.processing(worker));
-    }
+    // A cap key of the wrong type fails the claim first: it changes nothing (the processing hash included).
+    await redis.set(keys.counted, 'x');
+    await expect(gateway.claim(keys, { workerId: worker, wanted: 36, clientConcurrency: 2, tokenPrefix: 'p.', acks: [] })).rejects.toThrow(
+      `key ${keys.counted} holds a string, not a hash; nothing was changed`,
+    );
+    await redis.del(keys.counted);
     expect(await snapshotKeys(redis, prefix)).toEqual(before);
-    await redis.del(keys.processing(worker));
     const claimed = ids((await gateway.claim(keys, { workerId: worker, wanted: 100, clientConcurrency: 2, tokenPrefix: 'p.', acks: [] })).outcome);
     expect(claimed.sort()).toEqual(tasks.map(([, id]) => id).sort());
+    expect(await redis.get(`${keys.processing(worker)}:quarantined:1`)).toBe('x');
+    expect(await redis.hget(keys.faults, keys.processing(worker))).toMatch(/held a string, not a hash/);
   });
 });
 

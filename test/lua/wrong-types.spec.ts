@@ -225,6 +225,13 @@ const SCENARIOS: Record<string, Scenario> = {
     setup: async () => undefined,
     run: (keys) => gateway.recordShardCount(new PrefixKeys(keys.root.slice(0, keys.root.indexOf(':{'))), keys.queue, 1),
   },
+  rejoinClient: {
+    setup: async (keys) => {
+      await sound(keys);
+      await redis.lrem(keys.ring, 0, 'a');
+    },
+    run: (keys) => gateway.rejoinClient(keys, 'a'),
+  },
   readOverview: {
     setup: sound,
     run: (keys) => gateway.readOverview(keys, 10),

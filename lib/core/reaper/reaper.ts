@@ -8,6 +8,7 @@ import { DEFAULT_GROUP, PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import { QueueLayouts } from '../redis/layouts.js';
+import { RingAudit } from './ring-audit.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -20,6 +21,8 @@ export interface SweepResult {
   deadLettered: number;
   /** Dead workers whose registration was removed. */
   workersRemoved: number;
+  /** Clients whose pending tasks no claim could reach, put back on their ring (see RingAudit). */
+  rejoined?: number;
   /** Earliest due time left in the delayed sets swept (ms, Redis clock), if any. */
   nextDueAt?: number;
 }
@@ -41,6 +44,7 @@ const PROMOTE_BATCH = 500;
 export class TaskReaper {
   private readonly owner = randomBytes(8).toString('hex');
   private readonly gateway: ScriptGateway;
+  private readonly audit: RingAudit;
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
   /** Redis clock minus this process's clock, as last measured (due times are on the Redis clock). */
@@ -54,6 +58,7 @@ export class TaskReaper {
     private readonly logger?: TaskLogger,
   ) {
     this.gateway = gatewayOf(redis);
+    this.audit = new RingAudit(redis, this.gateway);
   }
 
   /**
@@ -75,6 +80,7 @@ export class TaskReaper {
       total.promoted += result.promoted;
       total.deadLettered += result.deadLettered;
       total.workersRemoved += result.workersRemoved;
+      if (result.rejoined) total.rejoined = (total.rejoined ?? 0) + result.rejoined;
       if (result.nextDueAt !== undefined && (total.nextDueAt === undefined || result.nextDueAt < total.nextDueAt)) {
         total.nextDueAt = result.nextDueAt;
       }
@@ -122,6 +128,10 @@ export class TaskReaper {
     }
     const promotion = await this.promoteDue(keys, now);
     await this.snapshot(keys, now);
+    for (const { clientId, tasks } of await this.audit.step(keys)) {
+      result.rejoined = (result.rejoined ?? 0) + 1;
+      this.logger?.warn(`client "${clientId}" of "${keys.queue}" had ${tasks} pending task(s) that no worker could reach (its client was off the ring); put it back (recorded in faults)`);
+    }
     result.promoted = promotion.promoted;
     result.deadLettered += promotion.deadLettered;
     result.nextDueAt = promotion.nextDueAt;

@@ -103,7 +103,7 @@ export class ScriptGateway {
 
   /** heartbeatWorker: renews the lease; `running` tokens the hash lost, and held tokens nothing runs. */
   async heartbeat(keys: QueueKeys, workerId: string, leaseMs: number, running: readonly string[] = []): Promise<Heartbeat> {
-    const [now, lost, orphaned] = await this.redis.heartbeatWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, leaseMs, ...running);
+    const [now, lost, orphaned] = await this.redis.heartbeatWorker(keys.workers, keys.processing(workerId), keys.heartbeats, keys.faults, workerId, leaseMs, ...running);
     return { now, lost, orphaned };
   }
 
@@ -137,6 +137,11 @@ export class ScriptGateway {
   recordShardCount(prefix: PrefixKeys, queue: string, count: number): Promise<number> {
     const unsharded = prefix.queue(queue);
     return this.redis.recordShardCount(prefix.shardCount(queue), unsharded.ring, unsharded.delayed, unsharded.workers, count);
+  }
+
+  /** rejoinClient: a client with pending tasks that nothing can reach back on the ring; how many tasks it has (0: it was in reach). */
+  rejoinClient(keys: QueueKeys, clientId: string): Promise<number> {
+    return this.redis.rejoinClient(keys.ring, keys.parked, keys.throttled, keys.pending(clientId), keys.priority(clientId), keys.pendingCount, keys.faults, clientId);
   }
 
   /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */

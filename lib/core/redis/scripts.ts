@@ -116,6 +116,7 @@ export interface TaskCommands {
     workers: string,
     processing: string,
     heartbeats: string,
+    faults: string,
     workerId: string,
     leaseMs: number,
     ...runningTokens: string[]
@@ -130,6 +131,7 @@ export interface TaskCommands {
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   readOverview(root: string, sample: number): Promise<unknown[]>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
+  rejoinClient(ring: string, parked: string, throttled: string, pending: string, priority: string, pendingCount: string, faults: string, clientId: string): Promise<number>;
   cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, pendingCount: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
 }
 

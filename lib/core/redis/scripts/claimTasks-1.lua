@@ -16,10 +16,10 @@
 --   Nothing is lost when a step fails: the loop runs protected (pcall), and every popped entry is written
 --   to the processing hash whether the loop ended or failed midway (a failure leaves them there, where
 --   the worker's orphan check returns them); if that write itself is refused, exactly what was taken goes
---   back (entries, priority members with their scores, counts, cap slots, ring places). The processing
---   hash and the keys of a feature that is on (cap, weights, rate limits) are type-checked before the
---   first write (a failed check changes nothing); the ring, client keys and counters heal on the failing
---   command. A client whose own keys
+--   back (entries, priority members with their scores, counts, cap slots, ring places). A processing
+--   hash of another type (it holds no task then) is set aside first; the keys of a feature that is on
+--   (cap, weights, rate limits) are type-checked before the first write (a failed check changes
+--   nothing); the ring, client keys and counters heal on the failing command. A client whose own keys
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
 -- Includes: guard, releaseClientSlot
@@ -74,11 +74,10 @@ local prioritized = false
 local weighted = false
 local limited = false
 local paused = false
--- Every key this call may write that cannot heal is checked before the first write: the processing
--- hash (acknowledged from, claimed into), and the keys of a feature that is on (cap, weights, rate
--- limits; EXISTS tells which are). A failed check changes nothing; the ring, client keys and counters
--- heal on the command that finds them broken.
-expectTypes(processing, 'hash')
+-- The keys of a feature that is on (cap, weights, rate limits; EXISTS tells which are) are checked
+-- before the first write: a failed check changes nothing. Then a processing hash of another type (it
+-- holds no task of this worker) is set aside and recorded, so the claim goes on; the ring, client keys
+-- and counters heal on the command that finds them broken.
 local rawPrioritized = nil
 local now, lease = nil, nil
 if wanted > 0 then
@@ -103,6 +102,7 @@ end
 if limited then
   expectTypes(rates, 'hash', throttled, 'zset', buckets, 'hash')
 end
+usableKey(faults, processing, 'hash')
 if wanted > 0 then
   -- A counter of another type is set aside, and counted as unknown (high), so priority sets are looked
   -- at rather than hidden.

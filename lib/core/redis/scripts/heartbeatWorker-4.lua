@@ -1,18 +1,23 @@
--- heartbeatWorker-3.lua
+-- heartbeatWorker-4.lua
 -- Purpose: renew a worker's lease on a queue (register it if new) with the Redis server's clock, and
 --   reconcile what the worker believes it runs with what its processing hash holds.
 -- Includes: guard
 -- KEYS[1]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
 -- KEYS[2]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[3]: heartbeats (hash: worker id -> time of its last heartbeat, Redis time in milliseconds)
+-- KEYS[4]: faults (hash: broken data found and what was done; see guard)
 -- ARGV[1]: worker id; ARGV[2]: lease length in milliseconds (expiry = now + lease)
 -- ARGV[3..]: fencing tokens of the tasks the worker is running now
 -- Returns: array { now, lost, orphaned } where lost lists the given tokens the hash no longer holds
 --   (their lease was lost: recovered by a reaper) and orphaned lists tokens the hash holds that were
 --   not given (claimed, but the worker never saw the claim's reply)
--- Side effects: ZADD of the worker's lease expiry; HSET of its heartbeat time.
--- Checked before the first write: a failed check changes nothing.
-expectTypes(KEYS[1], 'zset', KEYS[2], 'hash', KEYS[3], 'hash')
+-- Side effects: ZADD of the worker's lease expiry; HSET of its heartbeat time; a key of the wrong type
+--   renamed aside and recorded in faults (see guard).
+-- A key of another type holds nothing of ours (no lease, no task): it is set aside and recorded, so a
+-- stray key never keeps workers from registering.
+usableKey(KEYS[4], KEYS[1], 'zset')
+usableKey(KEYS[4], KEYS[2], 'hash')
+usableKey(KEYS[4], KEYS[3], 'hash')
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
