@@ -24,22 +24,68 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   ring entries, a priority set to quarantine) and goes on from that task.
   -- Includes: guard, pushTask
   -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
-  --   `<base>:priority:<client>`, `<root>:dedup:<key>`, ... as `QueueKeys` spells them; a test pins that
+  --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
   --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
   -- KEYS[1]: the shard's key root, `prefix:{pattern...}` (not a key itself; declared so the call goes to
   --   the node of its slot)
-  -- ARGV[1..]: per task, either 2 fields (a plain task): client id, encoded entry; or 8 fields (a task with
-  --   options): '' (client ids are never empty), client id, encoded entry, priority (0 = none), delay in
-  --   ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id
-  -- Returns: array with one element per task: 0 when enqueued, or the id of the live task that holds its
-  --   deduplication key (the task was refused as a duplicate)
+  -- ARGV[1..5] (optional; the Node producer always sends them): '{call}' (never a client id: client ids
+  --   have no braces), the call's id (unique to the call), its mode, the TTL in ms of the call's record,
+  --   and the caller's deadline (Unix ms, read by the caller when it sends the call again, not here).
+  --   Mode '1': a first send: the tasks are written and the answer recorded under `<root>:call:<id>`.
+  --   Mode '2': the same call sent again (ioredis resends a command whose reply a reconnection lost): the
+  --   recorded answer is returned if the first send ran, else the call runs as a first send would.
+  --   Mode '3': sent again after the caller's deadline (it was told the outcome is unknown): the recorded
+  --   answer, or -1 with nothing written.
+  -- ARGV[1..] (or ARGV[6..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
+  --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
+  --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id
+  -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
+  --   held by the task's own id), or the id of the live task that holds its deduplication key (the task
+  --   was refused as a duplicate); -1 (mode '3' only) when no answer is on record
   -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
-  --   workers); PUBLISH of a new earliest due time on `<root>:due`.
+  --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET PX of the call's record (with
+  --   ARGV[1] '{call}'): the task count when every task was written, else 'j' and the results as JSON.
   local root = KEYS[1]
   local count = #ARGV
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
   local RING_SLICE = 1000
+  local a = 1
+  local record = nil
+  if ARGV[1] == '{call}' then
+    record = root .. ':call:' .. ARGV[2]
+    a = 6
+    if ARGV[3] ~= '1' then
+      local answered = redis.pcall('GET', record)
+      if type(answered) == 'string' then
+        if string.sub(answered, 1, 1) == 'j' then
+          return cjson.decode(string.sub(answered, 2))
+        end
+        local written = {}
+        for i = 1, tonumber(answered) do
+          written[i] = 0
+        end
+        return written
+      end
+      if ARGV[3] == '3' then
+        return -1
+      end
+    end
+  end
+  -- Records the call's answer (a first send, or a resend whose first did not run), then returns it.
+  local function answer(results)
+    if record then
+      local value = tostring(#results)
+      for i = 1, #results do
+        if results[i] ~= 0 then
+          value = 'j' .. cjson.encode(results)
+          break
+        end
+      end
+      redis.call('SET', record, value, 'PX', ARGV[4])
+    end
+    return results
+  end
   local groups = redis.pcall('SMEMBERS', root .. ':groups')
   if groups.err then
     -- Read before any write: name the key (a bare WRONGTYPE names none); nothing was changed.
@@ -47,7 +93,6 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   end
   local results = {}
   local n = 0
-  local a = 1
   -- What the fast path owes for the tasks it pushed: to the pending count, the clients that join the ring
   -- (their first pending task), and the clients whose priority set holds another type.
   local owedCount = 0
@@ -84,10 +129,10 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
       if type(redis.pcall('INCRBY', root .. ':pending-count', owedCount)) == 'number' then
         owedCount = 0
         if not owedRing then
-          return results
+          return answer(results)
         end
         if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
-          return results
+          return answer(results)
         end
       end
     end
@@ -274,7 +319,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
   end
   if a > count then
-    return results
+    return answer(results)
   end
   -- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
   local bases = {}
@@ -317,11 +362,14 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
           quarantineKey(root .. ':faults', key, 'string')
           redis.call('SET', key, id, 'NX', 'PX', ttl)
           holder = nil
+        elseif holder == id then
+          -- Held by this very task: the call ran before (sent again with no record of it). Written, once.
+          holder = 0
         end
       end
     end
     if holder then
-      results[n] = holder
+      results[n] = holder -- 0: this task, written before; else the live task that holds the key
     else
       results[n] = 0
       if delay > 0 then
@@ -365,6 +413,6 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
       redis.call('PUBLISH', root .. ':due', due)
     end
   end
-  return results
+  return answer(results)
 
 end)

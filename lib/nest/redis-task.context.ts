@@ -75,27 +75,30 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?
    * Run the task again after `delayMs` (default: the retry policy's backoff), whatever the handler returns
    * or throws after this call (or `throw new RetryTaskError(message, { delayMs })`). The run counts as an
    * attempt: on the last one the task goes to dead letters. A `send()` caller waits for a later run.
-   * Throws `LeaseLostError` (nothing applied) when this run no longer holds the task.
+   * Returns `false` (nothing applied; logged) when this run no longer holds the task or is over: a late
+   * call, from a timer say, never throws.
    */
-  retry(options?: { readonly delayMs?: number }): void {
-    this.control('retry').retry(options);
+  retry(options?: { readonly delayMs?: number }): boolean {
+    return this.control('retry').retry(options);
   }
 
   /**
    * Send the task to dead letters when the handler returns (reason `rejected`, your `reason` as the
-   * record's `detail`), without further attempts; or `throw new DeadLetterTaskError(reason)`. Throws
-   * `LeaseLostError` (nothing applied) when this run no longer holds the task.
+   * record's `detail`), without further attempts; or `throw new DeadLetterTaskError(reason)`. Returns
+   * `false` (nothing applied; logged) when this run no longer holds the task or is over.
    */
-  deadLetter(reason: string): void {
-    this.control('deadLetter').deadLetter(reason);
+  deadLetter(reason: string): boolean {
+    return this.control('deadLetter').deadLetter(reason);
   }
 
   /**
    * For long work: confirms in Redis that this run still holds the task, renews the worker's lease, and
-   * moves this run's handler-timeout deadline (`handlerTimeoutMs`) to at least `ms` from now. Rejects with
-   * `LeaseLostError` when the task is held no more (stop working on it: another process has it).
+   * moves this run's handler-timeout deadline (`handlerTimeoutMs`) to at least `ms` from now. Resolves
+   * `true` when extended, `false` when the task is held no more (stop working on it: another process has
+   * it, and `signal` aborts with `LeaseLostError`), the run is over, or Redis could not confirm the lease.
+   * Never rejects, so `setInterval(() => ctx.extendLease(60_000), 20_000)` is safe as it is.
    */
-  extendLease(ms: number): Promise<void> {
+  extendLease(ms: number): Promise<boolean> {
     return this.control('extendLease').extendLease(ms);
   }
 

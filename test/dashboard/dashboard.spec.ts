@@ -51,7 +51,7 @@ class AdminGuard implements CanActivate {
 
 function appModule(prefix: string): unknown {
   @Module({
-    imports: [RedisTaskDashboardModule.forRoot({ path: 'admin/queues', connection: redisUrl(), prefix, actions: true, guard: AdminGuard, refreshMs: 1_000 })],
+    imports: [RedisTaskDashboardModule.forRoot({ path: 'admin/queues', connection: redisUrl(), prefix, actions: true, showPayloads: true, guard: AdminGuard, refreshMs: 1_000 })],
   })
   class AppModule {}
   return AppModule;

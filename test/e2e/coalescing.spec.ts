@@ -39,7 +39,8 @@ function recordCalls(connection: TaskRedis): { tasks: string[][] } {
   const original = connection.enqueueTasks.bind(connection);
   connection.enqueueTasks = (root: string, ...args: (string | number)[]) => {
     const entries: string[] = [];
-    for (let a = 0; a < args.length; ) {
+    // The call record's 5 fields come first (see enqueueTasks-1.lua).
+    for (let a = args[0] === '{call}' ? 5 : 0; a < args.length; ) {
       if (args[a] === '') {
         entries.push(String(args[a + 2]));
         a += 8;

@@ -63,7 +63,13 @@ describe('exactly once without faults', () => {
     expect(byWorker.get('w-b')).toBeGreaterThan(0);
     // Nothing but the list of patterns, the worker registry, the shard count, the outcome counters (and their
     // per-minute history), the claim counter and the pending count (back to 0) remain.
-    const left = (await keysUnder(redis, prefix)).map((key) => (key.startsWith(queue.root) ? key.slice(queue.root.length + 1) : key)).sort();
+    // Enqueue calls' records expire with their TTL (enqueueTimeoutMs + 10 s): kept only for a resend.
+    const records = (await keysUnder(redis, prefix)).filter((key) => key.startsWith(`${queue.root}:call:`));
+    expect((await Promise.all(records.map((key) => redis.pttl(key)))).every((ttl) => ttl > 0 && ttl <= 15_000)).toBe(true);
+    const left = (await keysUnder(redis, prefix))
+      .filter((key) => !records.includes(key))
+      .map((key) => (key.startsWith(queue.root) ? key.slice(queue.root.length + 1) : key))
+      .sort();
     expect(left).toEqual(['counters', 'groups', 'heartbeats', 'history', 'pending-count', 'sequence', 'shards', 'workers', `${prefix}:queues`].sort());
     expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
     expect(await redis.get(queue.pendingCount)).toBe('0');

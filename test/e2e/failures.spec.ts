@@ -342,7 +342,8 @@ describe('bounded memory', () => {
     const queue = keys.queue('noop');
     await waitFor(async () => (await redis.hget(queue.counters, 'completed')) === '1', 'the warm-up task to be acknowledged');
     // The per-minute history appears at a reaper's sweep, whenever that comes; it is bounded (an hour of minutes).
-    const lasting = async () => (await keysUnder(redis, prefix)).filter((key) => !key.endsWith(':history')).sort();
+    // So do the enqueue calls' records (kept for the call's TTL, enqueueTimeoutMs + 10 s, so a resend finds them).
+    const lasting = async () => (await keysUnder(redis, prefix)).filter((key) => !key.endsWith(':history') && !key.includes(':call:')).sort();
     const baseline = await lasting();
     for (let i = 0; i < 10; i++) {
       await client.emitBatch('noop', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build()));
@@ -350,6 +351,9 @@ describe('bounded memory', () => {
     await waitFor(async () => (await lasting()).join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
     // What stays: the list of patterns, each pattern's worker registry and heartbeats, shard count, outcome and claim counters (and their per-minute history), the pending count; nothing per task.
     expect(baseline.every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|pending-count|queues)$/.test(key))).toBe(true);
+    const records = (await keysUnder(redis, prefix)).filter((key) => key.includes(':call:'));
+    const ttls = await Promise.all(records.map((key) => redis.pttl(key)));
+    expect(ttls.every((ttl) => ttl > 0 && ttl <= 15_000)).toBe(true);
   }, 120_000);
 });
 

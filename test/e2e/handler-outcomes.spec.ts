@@ -30,12 +30,11 @@ function ran(pattern: string, ctx: RedisTaskContext): void {
   runs.push({ pattern, attempt: ctx.getAttempt(), at: Date.now() });
 }
 
-async function refusal(what: string, attempt: () => unknown): Promise<void> {
+async function refusal(what: string, attempt: () => boolean | Promise<boolean>): Promise<void> {
   try {
-    await attempt();
-    refusals.push(`${what}: applied`);
+    refusals.push(`${what}: ${(await attempt()) ? 'applied' : 'refused'}`);
   } catch (error) {
-    refusals.push(`${what}: ${error instanceof LeaseLostError ? 'LeaseLostError' : String(error)}`);
+    refusals.push(`${what}: threw ${error instanceof LeaseLostError ? 'LeaseLostError' : String(error)}`);
   }
 }
 
@@ -249,7 +248,7 @@ describe('handler-decided outcomes', () => {
     await waitFor(() => runsOf('fenced').length === 2, 'the recovered run');
     openGate();
     await waitFor(() => refusals.length === 3, 'the three requests');
-    expect(refusals).toEqual(['extendLease: LeaseLostError', 'retry: LeaseLostError', 'deadLetter: LeaseLostError']);
+    expect(refusals).toEqual(['extendLease: refused', 'retry: refused', 'deadLetter: refused']);
     await waitFor(() => outcomes.filter((event) => event.outcome === 'completed').length === 1 && outcomes.some((event) => event.outcome === 'lease-lost'), 'both runs to end');
     expect(await redis.zcard(queue.delayed)).toBe(0);
     expect(await redis.llen(queue.deadLetters)).toBe(0);

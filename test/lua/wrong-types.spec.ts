@@ -1,11 +1,9 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import type { Command } from 'ioredis';
-import { encodeEntry } from '../../lib/core/model/codec.js';
-import { pushEnqueueArgs } from '../../lib/core/producer/task-items.js';
-import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
-import { claimAs, deleteKeys, openRedis, snapshotKeys, testPrefix } from '../support/redis.js';
+import { deleteKeys, openRedis, snapshotKeys, testPrefix } from '../support/redis.js';
+import { scenarios, type Scenario } from './scenarios.js';
 
 // Generated from the scripts' contract headers: for every script and every key it is given (KEYS) or
 // names from its root (the keys its header lists under "Builds keys"), the key is made the wrong type,
@@ -14,8 +12,8 @@ import { claimAs, deleteKeys, openRedis, snapshotKeys, testPrefix } from '../sup
 // - it succeeded, having set the key aside (quarantined and recorded in faults) or not written it.
 
 const redis = openRedis();
-const gateway = gatewayOf(redis);
 const worker = 'w1';
+const SCENARIOS = scenarios(redis, worker);
 const scripts = readScriptDefinitions();
 const shas = new Map(scripts.map((script) => [script.sha, script.name]));
 
@@ -93,150 +91,6 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.dedup('d1'), 'string'], [keys.groups, 'set'], [keys.deadLetters, 'list'], [keys.history, 'hash'],
   ];
 }
-
-function entry(id: string, clientId = 'a', attempts = 0, priority = 0): string {
-  return encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) }, attempts);
-}
-
-async function enqueue(keys: QueueKeys, tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string }[]): Promise<unknown> {
-  const args: (string | number)[] = [];
-  for (const task of tasks) {
-    const client = task.client ?? 'a';
-    pushEnqueueArgs(args, {
-      id: task.id, clientId: client, entry: entry(task.id, client, 0, task.priority ?? 0), priority: task.priority ?? 0,
-      delayMs: task.delayMs ?? 0, deduplicationKey: task.dedup, deduplicationTtlMs: 60_000, awaitsReply: false,
-    });
-  }
-  return gateway.enqueue(keys, args);
-}
-
-/** Claims what the queue holds for `worker` (registered first); the token/entry pairs. */
-async function claimAll(keys: QueueKeys, cap = 0): Promise<string[]> {
-  await gateway.heartbeat(keys, worker, 60_000);
-  const claimed = await claimAs(redis, keys, worker, 10, [], cap);
-  if (!Array.isArray(claimed)) throw new Error(`nothing claimed: ${claimed}`);
-  return claimed;
-}
-
-interface Scenario {
-  /** Puts the queue in the state the script's call expects (tasks waiting, claimed, delayed...). */
-  setup(keys: QueueKeys): Promise<unknown>;
-  /** The script's call, as its caller makes it. */
-  run(keys: QueueKeys, state: unknown): Promise<unknown>;
-}
-
-const sound = (keys: QueueKeys) => enqueue(keys, [{ id: 'p1' }, { id: 'p2', priority: 3 }, { id: 'p3', client: 'b', dedup: 'd1' }]);
-
-const SCENARIOS: Record<string, Scenario> = {
-  enqueueTasks: {
-    setup: (keys) => redis.sadd(keys.groups, 'default'),
-    run: (keys) => enqueue(keys, [{ id: 'n1' }, { id: 'n2', priority: 2 }, { id: 'n3', delayMs: 5_000 }, { id: 'n4', dedup: 'd1' }]),
-  },
-  claimTasks: {
-    setup: async (keys) => {
-      await sound(keys);
-      await gateway.heartbeat(keys, worker, 60_000);
-    },
-    run: (keys) => gateway.claim(keys, { workerId: worker, wanted: 5, clientConcurrency: 2, tokenPrefix: 'x.', acks: ['x.0.00001'] }),
-  },
-  ackTasks: {
-    setup: async (keys) => {
-      await sound(keys);
-      return claimAll(keys, 2);
-    },
-    run: (keys, claimed) => {
-      const [t1, , t2, , t3] = claimed as string[];
-      return gateway.acknowledge(keys, worker, [t1, 'p1', '', 'chan', '"r"', 5_000, t2, 'p2', '', '', '', 5_000, t3, 'p3', 'd1', '', '', 5_000]);
-    },
-  },
-  retryTask: {
-    setup: async (keys) => {
-      await sound(keys);
-      return claimAll(keys, 2);
-    },
-    run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000),
-  },
-  deadLetterTask: {
-    setup: async (keys) => {
-      await sound(keys);
-      return claimAll(keys, 2);
-    },
-    run: (keys, claimed) =>
-      gateway.deadLetter(keys, worker, (claimed as string[])[4], {
-        record: '{"reason":"failed"}', cap: 10, taskId: 'p3', deduplicationKey: 'd1', reply: { channel: 'chan', message: '{}', ttlMs: 5_000 },
-      }),
-  },
-  requeueTasks: {
-    setup: async (keys) => {
-      await sound(keys);
-      return claimAll(keys, 2);
-    },
-    run: (keys, claimed) => {
-      const [t1, , t2, , t3] = claimed as string[];
-      return gateway.requeue(keys, worker, true, [
-        { token: t3, clientId: 'b', priority: 0 }, { token: t2, clientId: 'a', priority: 0 }, { token: t1, clientId: 'a', priority: 3 },
-      ]);
-    },
-  },
-  promoteTasks: {
-    setup: (keys) => redis.zadd(keys.delayed, 1, entry('d1'), 2, entry('d2', 'a', 1, 4)),
-    run: (keys) => gateway.promote(keys, [{ entry: entry('d1'), clientId: 'a', priority: 0 }, { entry: entry('d2', 'a', 1, 4), clientId: 'a', priority: 4 }]),
-  },
-  deadLetterDelayed: {
-    setup: (keys) => redis.zadd(keys.delayed, 1, entry('d1')),
-    run: (keys) => gateway.deadLetterDelayed(keys, entry('d1'), '{"reason":"expired"}', 10),
-  },
-  requeueDeadLetters: {
-    setup: (keys) => redis.lpush(keys.deadLetters, '{"id":"x1"}', '{"id":"x2"}'),
-    run: (keys) =>
-      gateway.requeueDeadLetters(keys, [
-        { raw: '{"id":"x1"}', clientId: 'a', entry: entry('x1'), priority: 0 },
-        { raw: '{"id":"x2"}', clientId: 'a', entry: entry('x2', 'a', 0, 2), priority: 2 },
-      ]),
-  },
-  cancelTask: {
-    setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1' }, { id: 'c2' }]),
-    run: (keys) => gateway.cancel(keys, { clientId: 'a', entry: entry('c1', 'a', 0, 2), priority: 2, deduplicationKey: 'd1', id: 'c1' }),
-  },
-  heartbeatWorker: {
-    setup: async (keys) => {
-      await sound(keys);
-      return claimAll(keys);
-    },
-    run: (keys, claimed) => gateway.heartbeat(keys, worker, 5_000, [(claimed as string[])[0]]),
-  },
-  forgetWorker: {
-    setup: (keys) => redis.zadd(keys.workers, 1, worker),
-    run: (keys) => gateway.forgetWorker(keys, worker, Date.now()),
-  },
-  releaseLock: {
-    setup: (keys) => redis.set(keys.reaperLock, 'me'),
-    run: (keys) => gateway.releaseReaperLock(keys, 'me'),
-  },
-  releaseThrottled: {
-    setup: (keys) => redis.zadd(keys.throttled, 1, 'a'),
-    run: (keys) => gateway.releaseThrottled(keys, Date.now()),
-  },
-  snapshotCounters: {
-    setup: (keys) => redis.hset(keys.counters, 'completed', 3),
-    run: (keys) => gateway.snapshotCounters(keys),
-  },
-  recordShardCount: {
-    setup: async () => undefined,
-    run: (keys) => gateway.recordShardCount(new PrefixKeys(keys.root.slice(0, keys.root.indexOf(':{'))), keys.queue, 1),
-  },
-  rejoinClient: {
-    setup: async (keys) => {
-      await sound(keys);
-      await redis.lrem(keys.ring, 0, 'a');
-    },
-    run: (keys) => gateway.rejoinClient(keys, 'a'),
-  },
-  readOverview: {
-    setup: sound,
-    run: (keys) => gateway.readOverview(keys, 10),
-  },
-};
 
 /**
  * Keys a script writes with a plain SET, which replaces a value of any type: such a write cannot fail,

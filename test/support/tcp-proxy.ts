@@ -15,6 +15,12 @@ export interface TcpProxy {
    * closes it after `holdMs`: a server that is gone, each reconnection attempt failing within `holdMs`.
    */
   dropAfter(holdMs: number): void;
+  /**
+   * The next time a client sends a command containing `marker`, the connection is cut right after Redis
+   * answers it, the answer never forwarded: Redis ran the command, the client never heard (as when a
+   * connection drops between the two). Resolves once it happened.
+   */
+  loseReplyTo(marker: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -22,6 +28,7 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
   const held = new Set<Socket>();
   let dropAfterMs: number | undefined;
+  let losing: { marker: string; done: () => void } | undefined;
   const server: Server = createServer((client) => {
     if (dropAfterMs !== undefined) {
       held.add(client);
@@ -32,8 +39,21 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
     const upstream = connect(targetPort, '127.0.0.1');
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
-    client.pipe(upstream);
-    upstream.pipe(client);
+    let armed = false;
+    client.on('data', (chunk: Buffer) => {
+      if (losing && chunk.includes(losing.marker)) armed = true;
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (armed && losing) {
+        const { done } = losing;
+        losing = undefined;
+        drop();
+        done();
+        return;
+      }
+      client.write(chunk);
+    });
     const drop = () => {
       pairs.delete(pair);
       client.destroy();
@@ -51,8 +71,8 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
     freeze() {
       for (const pair of pairs) {
         const [client, upstream] = pair;
-        client.unpipe(upstream);
-        upstream.unpipe(client);
+        client.removeAllListeners('data');
+        upstream.removeAllListeners('data');
         client.pause();
         upstream.pause();
         frozen.push(pair);
@@ -65,6 +85,11 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
         client.destroy();
         upstream.destroy();
       }
+    },
+    loseReplyTo(marker) {
+      return new Promise<void>((resolve) => {
+        losing = { marker, done: resolve };
+      });
     },
     async close() {
       for (const [client, upstream] of [...pairs, ...frozen]) {

@@ -47,6 +47,22 @@ export interface RequeueDeadLettersResult {
 }
 
 const CHUNK = 500;
+/**
+ * About how many bytes one LRANGE of dead letters returns: records are read a few at a time when they are
+ * large (1 MB payloads), so no single command holds Redis for long (one LRANGE of 500 such records took
+ * over a second, and every other client waited).
+ */
+const READ_BYTES = 512 * 1024;
+/** Most bytes a filtered page reads before it stops and says where to go on. */
+const SCAN_BYTES = 16 * 1024 * 1024;
+
+/** Records to ask for next, from the size of those just read (1 to CHUNK). */
+function nextRows(raw: readonly string[], wanted: number): number {
+  let bytes = 0;
+  for (const text of raw) bytes += text.length;
+  const average = raw.length === 0 ? 1 : Math.max(1, bytes / raw.length);
+  return Math.max(1, Math.min(CHUNK, wanted, Math.floor(READ_BYTES / average)));
+}
 
 /** The dead letters of a queue: list, count, requeue (a fresh run) and purge, by selection. */
 export class DeadLetters extends AdminPart {
@@ -71,28 +87,37 @@ export class DeadLetters extends AdminPart {
    */
   async findDeadLetters(
     queue: string,
-    { offset = 0, limit = 50, filter = {}, scanLimit = 5_000 }: { offset?: number; limit?: number; filter?: DeadLetterFilter; scanLimit?: number } = {},
+    { offset = 0, limit = 50, filter = {}, scanLimit = 5_000, scanBytes = SCAN_BYTES }: { offset?: number; limit?: number; filter?: DeadLetterFilter; scanLimit?: number; scanBytes?: number } = {},
   ): Promise<DeadLetterPage> {
     const records: DeadLetterRecord[] = [];
     const now = Date.now();
+    const filtered = filter.reason !== undefined || filter.clientId !== undefined;
     let position = 0;
     let read = 0;
+    let bytes = 0;
     let nextOffset: number | null = null;
     let total = 0;
+    // Unfiltered, a page reads exactly its rows; filtered, a few at first, then as many as READ_BYTES holds.
+    let rows = filtered ? 10 : Math.min(limit, CHUNK);
     for (const keys of await this.shards(queue)) {
       const length = await this.redis.llen(keys.deadLetters);
       const start = Math.max(0, offset - position);
-      for (let at = start; at < length && nextOffset === null; at += CHUNK) {
-        const raw = await this.redis.lrange(keys.deadLetters, at, at + CHUNK - 1);
+      for (let at = start; at < length && nextOffset === null; ) {
+        const want = filtered ? rows : Math.max(1, Math.min(rows, limit - records.length));
+        const raw = await this.redis.lrange(keys.deadLetters, at, at + want - 1);
+        if (raw.length === 0) break;
         for (const [i, text] of raw.entries()) {
           const record = parseRecord(text);
           read++;
+          bytes += text.length;
           if (selects({ filter }, record, now)) records.push(record);
-          if (records.length >= limit || read >= scanLimit) {
+          if (records.length >= limit || read >= scanLimit || bytes >= scanBytes) {
             nextOffset = position + at + i + 1;
             break;
           }
         }
+        at += raw.length;
+        rows = nextRows(raw, filtered ? CHUNK : limit);
       }
       position += length;
       total += length;
@@ -163,7 +188,8 @@ export class DeadLetters extends AdminPart {
       const key = keys.deadLetters;
       if (selection === 'all') {
         removed += await this.redis.llen(key);
-        await this.redis.del(key);
+        // UNLINK: a list of large records is freed in the background, not while every client waits.
+        await this.redis.unlink(key);
         continue;
       }
       for (const { raw } of await this.select(keys, selection)) {
@@ -173,10 +199,22 @@ export class DeadLetters extends AdminPart {
     return removed;
   }
 
+  /** The selected records of a shard, read a few at a time (see READ_BYTES), never the whole list in one command. */
   private async select(keys: QueueKeys, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
-    const all = await this.redis.lrange(keys.deadLetters, 0, -1);
     const now = Date.now();
-    return all.map((raw) => ({ raw, record: parseRecord(raw) })).filter(({ record }) => selects(selection, record, now));
+    const selected: { raw: string; record: DeadLetterRecord }[] = [];
+    let rows = 10;
+    for (let at = 0; ; ) {
+      const raw = await this.redis.lrange(keys.deadLetters, at, at + rows - 1);
+      if (raw.length === 0) break;
+      for (const text of raw) {
+        const record = parseRecord(text);
+        if (selects(selection, record, now)) selected.push({ raw: text, record });
+      }
+      at += raw.length;
+      rows = nextRows(raw, CHUNK);
+    }
+    return selected;
   }
 }
 

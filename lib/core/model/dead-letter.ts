@@ -94,6 +94,32 @@ export function toErrorRecord(error: unknown): ErrorRecord {
   }
 }
 
+/**
+ * What a handler threw, made safe to look at: the value itself when its prototype and the fields this
+ * library reads can be read without throwing, else an Error saying what it was. Every later touch (an
+ * `instanceof`, a `code`, a `message`) then cannot throw: a hostile value (a Proxy whose traps throw) once
+ * made a task loop for ever, its settle failing before the attempt was counted.
+ */
+export function inspectableThrown(value: unknown): unknown {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return value;
+  try {
+    Object.getPrototypeOf(value);
+    const fields = value as Record<string, unknown>;
+    for (const field of ['name', 'message', 'code', 'stack', 'data', 'delayMs', 'cause', 'constructor']) void fields[field];
+    return value;
+  } catch (error) {
+    return new Error(`the handler threw a value that cannot be inspected (${describeThrown(value)}; reading it threw ${describeThrown(safeMessage(error))})`);
+  }
+}
+
+function safeMessage(error: unknown): unknown {
+  try {
+    return error instanceof Error ? error.message : error;
+  } catch {
+    return 'a hostile value';
+  }
+}
+
 /** Text for any value: strings as they are, everything else as JSON where it can be, else its type. */
 export function describeThrown(value: unknown): string {
   try {
@@ -153,6 +179,15 @@ function asData(value: unknown): unknown {
 
 function safeString(value: unknown, fallback: string): string {
   return typeof value === 'string' ? value : value === undefined || value === null ? fallback : describeThrown(value);
+}
+
+/**
+ * A text of a dead-letter record (the handler's `detail`, a message) cut at `limit` characters: the one cap
+ * for every path into a record (`ctx.deadLetter()` refuses longer reasons; a thrown `DeadLetterTaskError`
+ * cannot be refused, so its message is cut here).
+ */
+export function capText(text: string, limit = MAX_ERROR_MESSAGE): string {
+  return cap(text, limit);
 }
 
 function cap(text: string, limit: number): string {

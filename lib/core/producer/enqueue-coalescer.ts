@@ -1,6 +1,6 @@
 import type { DurabilityOptions } from '../config/options.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import { gatewayOf, startEnqueueCall, type ScriptGateway } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { SlotSet } from '../support/churn-tables.js';
@@ -106,12 +106,13 @@ export class EnqueueCoalescer {
   }
 
   private call(settings: CallSettings, keys: QueueKeys, parts: EnqueuePart[]): void {
+    const call = this.deadlines.add(parts, settings.timeoutMs);
     const args: (string | number)[] = [];
+    startEnqueueCall(args, call.deadline, settings.timeoutMs);
     for (const part of parts) {
       part.sent = true;
       for (const task of part.tasks) pushEnqueueArgs(args, task);
     }
-    const call = this.deadlines.add(parts, settings.timeoutMs);
     const durability = settings.durability;
     const written = durability
       ? this.gateway.enqueueReplicated(keys, args, durability).then((replicated) => {

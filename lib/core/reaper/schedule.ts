@@ -1,5 +1,8 @@
-import type { TaskLogger } from '../support/logger.js';
+import { settledBy, type TaskLogger } from '../support/logger.js';
 import type { SweepResult, TaskReaper } from './reaper.js';
+
+/** Longest stop() waits for a sweep under way (an outage does not hold a deploy). */
+const STOP_WAIT_MS = 2_000;
 
 /** What the schedule drives: a TaskReaper (or anything that sweeps and promotes alike). */
 export type Sweeper = Pick<TaskReaper, 'sweep' | 'promote' | 'clockOffsetMs'>;
@@ -53,11 +56,16 @@ export class ReaperSchedule {
     this.dueTimer.unref();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops the schedule; waits for a sweep under way, but no longer than `waitMs`: during an outage a
+   * sweep's commands wait for Redis, and a deploy must not wait with them. Everything a sweep does is a
+   * script that moves only what is still there, so one cut short is simply done by the next reaper.
+   */
+  async stop(waitMs = STOP_WAIT_MS): Promise<void> {
     this.stopped = true;
     clearInterval(this.interval);
     clearTimeout(this.dueTimer);
-    await this.running;
+    if (this.running) await settledBy(this.running, Date.now() + waitMs);
   }
 
   private promote(): Promise<SweepResult> {

@@ -218,26 +218,57 @@ export class ConnectionWatch {
     // A user's instance made with lazyConnect waits for a first command; start it ourselves.
     if (connection.status === 'wait') void connection.connect().catch(() => undefined);
     return new Promise((resolve, reject) => {
-      const done = (error?: Error) => {
-        clearTimeout(timer);
-        connection.off('ready', onReady);
-        connection.off('end', onEnd);
-        connection.off('error', onError);
-        if (error) reject(error);
-        else resolve();
-      };
-      const onReady = () => done();
-      const onEnd = () => done(new NotReadyError('the connection was closed'));
-      // Listeners run in order: this watch's own classification (added first) has already run.
-      const onError = () => {
-        if (this.permanent) done(this.permanent);
-      };
-      const timer = setTimeout(() => done(new NotReadyError(this.lastError ?? `connection ${connection.status}`)), ms);
-      connection.on('ready', onReady);
-      connection.on('end', onEnd);
-      connection.on('error', onError);
+      const waiter: ReadyWaiter = { resolve, reject, timer: undefined };
+      waiter.timer = setTimeout(() => {
+        this.waiters.delete(waiter);
+        reject(new NotReadyError(this.lastError ?? `connection ${connection.status}`));
+      }, ms);
+      this.waiters.add(waiter);
+      this.listenForReady();
     });
   }
+
+  /**
+   * Every caller waiting for the connection shares one set of listeners (not three per caller: 64 emits
+   * waiting through an outage tripped Node's MaxListenersExceededWarning); they go once all are answered.
+   */
+  // table-ok: callers waiting through an outage only (a new set once they are answered: see churn-tables)
+  private waiters = new Set<ReadyWaiter>();
+  private listening = false;
+
+  private listenForReady(): void {
+    if (this.listening) return;
+    this.listening = true;
+    const { connection } = this;
+    const settle = (error?: Error) => {
+      connection.off('ready', onReady);
+      connection.off('end', onEnd);
+      connection.off('error', onError);
+      this.listening = false;
+      const waiting = this.waiters;
+      this.waiters = new Set();
+      for (const waiter of waiting) {
+        clearTimeout(waiter.timer);
+        if (error) waiter.reject(error);
+        else waiter.resolve();
+      }
+    };
+    const onReady = () => settle();
+    const onEnd = () => settle(new NotReadyError('the connection was closed'));
+    // Listeners run in order: this watch's own classification (added first) has already run.
+    const onError = () => {
+      if (this.permanent) settle(this.permanent);
+    };
+    connection.on('ready', onReady);
+    connection.on('end', onEnd);
+    connection.on('error', onError);
+  }
+}
+
+interface ReadyWaiter {
+  resolve(): void;
+  reject(error: Error): void;
+  timer: NodeJS.Timeout | undefined;
 }
 
 const watches = new WeakMap<RedisConnection, ConnectionWatch>();

@@ -1,5 +1,7 @@
 import type { PrefixKeys, QueueKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
+import { randomBytes } from 'node:crypto';
+import { CALL_MARKER } from './script-command.js';
 import { ScriptKeys } from './script-keys.js';
 import type { SettleKeys, TaskRedis } from './scripts.js';
 
@@ -11,9 +13,13 @@ import type { SettleKeys, TaskRedis } from './scripts.js';
 export class ScriptGateway {
   constructor(private readonly redis: TaskRedis) {}
 
-  /** enqueueTasks: `args` as `pushEnqueueArgs` writes them; per task 0 (written) or the id holding its deduplication key. */
-  enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[]> {
-    return this.redis.enqueueTasks(keys.root, ...args);
+  /**
+   * enqueueTasks: `args` as `startEnqueueCall` and `pushEnqueueArgs` write them; per task 0 (written) or
+   * the id holding its deduplication key. Rejects when the call was sent again after its deadline and no
+   * answer was on record (see the script's mode '3': nothing was written by that send).
+   */
+  async enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[]> {
+    return answered(await this.redis.enqueueTasks(keys.root, ...args));
   }
 
   /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
@@ -30,7 +36,7 @@ export class ScriptGateway {
     if (enqueueError) throw enqueueError;
     const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
     if (waitError) throw waitError;
-    const written = results as (0 | string)[];
+    const written = answered(results as (0 | string)[] | -1);
     return Number(acknowledged) < replicas ? { kind: 'short', results: written, acknowledged: Number(acknowledged) } : { kind: 'replicated', results: written };
   }
 
@@ -230,3 +236,24 @@ export interface Heartbeat {
 
 /** The gateway of a connection (scripts are defined per connection). */
 export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));
+
+/** Margin of a call record's TTL past the caller's deadline (a resend sent before it may run a little after). */
+const CALL_RECORD_MARGIN_MS = 10_000;
+/** This process's part of every call id (the rest is a counter). */
+const CALL_ID_PREFIX = `${randomBytes(6).toString('base64url')}.`;
+let callSequence = 0;
+
+/**
+ * Starts an enqueue call's arguments with its call record: a new call id, mode '1' (a first send), the
+ * record's TTL and the caller's deadline. ioredis may send the call again after a reconnection; the
+ * record makes that idempotent (see enqueueTasks-1.lua and resentAs).
+ */
+export function startEnqueueCall(args: (string | number)[], deadline: number, timeoutMs: number): void {
+  args.push(CALL_MARKER, CALL_ID_PREFIX + (++callSequence).toString(36), '1', timeoutMs + CALL_RECORD_MARGIN_MS, deadline);
+}
+
+/** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */
+function answered(results: (0 | string)[] | -1): (0 | string)[] {
+  if (Array.isArray(results)) return results;
+  throw new Error('the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing');
+}

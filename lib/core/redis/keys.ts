@@ -148,6 +148,14 @@ export class QueueKeys {
     return `${this.root}:dedup:${key}`;
   }
 
+  /**
+   * What one enqueue call answered (string, with a TTL): a call ioredis sends again after a reconnection
+   * (its reply lost) finds it and answers the same, instead of writing its tasks twice.
+   */
+  call(callId: string): string {
+    return `${this.root}:call:${callId}`;
+  }
+
   /** The same shard's keys for another consumer group. */
   forGroup(group: string): QueueKeys {
     return group === this.group ? this : new QueueKeys(this.prefix, this.queue, this.shard, this.shardCount, group);

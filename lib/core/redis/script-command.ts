@@ -3,6 +3,12 @@ import type { RedisConnection, ScriptDefinition } from './scripts.js';
 
 type Arg = string | number;
 
+/**
+ * An enqueue call's first argument when it carries a call record (see enqueueTasks' header): never a
+ * client id, which has no braces.
+ */
+export const CALL_MARKER = '{call}';
+
 /** A script's function on a connection (or, copied, on a pipeline of it). */
 export type ScriptFunction = (this: unknown, ...args: Arg[]) => unknown;
 
@@ -51,6 +57,7 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
     if (this !== connection) return generic.apply(this, args);
     const sent = wire(sha, args);
     const command = commandOf('evalsha', sent);
+    if (sent[skip + 1] === CALL_MARKER) resentAs(command, sent, skip + 3, skip + 5);
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);
@@ -62,5 +69,20 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
     };
     void connection.sendCommand(command);
     return command.promise as Promise<unknown>;
+  };
+}
+
+/**
+ * ioredis writes a command again after a reconnection when its reply was lost
+ * (`autoResendUnfulfilledCommands`): by then Redis may have run it. A call that carries a call record
+ * says so on every write after the first: mode '2' (answer from the record if the first write ran), or
+ * '3' once the caller's deadline passed (the caller was told the outcome is unknown: write nothing new).
+ */
+function resentAs(command: Command, sent: string[], modeAt: number, deadlineAt: number): void {
+  const toWritable = command.toWritable;
+  let writes = 0;
+  command.toWritable = function (this: Command, socket: unknown) {
+    if (++writes > 1) sent[modeAt] = Date.now() >= Number(sent[deadlineAt]) ? '3' : '2';
+    return toWritable.call(this, socket as never);
   };
 }

@@ -85,7 +85,7 @@ export type SettleKeys = [counted: string, inflight: string, parked: string, rin
 
 /** The commands the scripts add to a connection (see each `.lua` header for the contract). */
 export interface TaskCommands {
-  enqueueTasks(root: string, ...tasks: (string | number)[]): Promise<(0 | string)[]>;
+  enqueueTasks(root: string, ...tasks: (string | number)[]): Promise<(0 | string)[] | -1>;
   claimTasks(
     base: string,
     wanted: number,

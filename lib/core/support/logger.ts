@@ -48,7 +48,16 @@ export class OutageReporter {
 }
 
 export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  // Never throws, whatever `error` is (a Proxy whose traps throw included): it is called in catch blocks.
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    try {
+      return Object.prototype.toString.call(error);
+    } catch {
+      return 'an error that cannot be described';
+    }
+  }
 }
 
 /** A delay that ends early when the signal aborts. */

@@ -1,6 +1,6 @@
 import type { AckBatch } from './ack-batch.js';
 import type { TaskEnvelope } from '../model/codec.js';
-import { capRaw, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
+import { capRaw, capText, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
@@ -74,7 +74,7 @@ export class ClaimedTask {
       pattern: this.keys.queue,
       clientId: envelope?.clientId,
       reason: details.reason,
-      detail: details.detail,
+      detail: details.detail === undefined ? undefined : capText(details.detail),
       error: details.error,
       attempts: details.attempts,
       enqueuedAt: envelope?.enqueuedAt,

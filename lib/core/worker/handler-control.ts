@@ -7,8 +7,9 @@ import type { RunControl, WorkerOptions } from './worker-types.js';
 
 /**
  * A handler's say over its own run (`ctx.retry()`, `ctx.deadLetter()`, `ctx.extendLease()`). Every call is
- * fenced: once the run lost its lease, was given up at shutdown, or is over, it is refused (logged, and
- * `LeaseLostError` thrown) and nothing is applied.
+ * fenced: once the run lost its lease, was given up at shutdown, or is over, it is refused (logged once
+ * per kind of call, answered `false`) and nothing is applied. A refusal never throws: such calls come
+ * late, from a timer or an un-awaited keep-alive, where a throw or a rejection would end the process.
  */
 export class HandlerControl implements RunControl {
   constructor(
@@ -20,31 +21,36 @@ export class HandlerControl implements RunControl {
     private readonly logger: TaskLogger,
   ) {}
 
-  retry(options?: { readonly delayMs?: number }): void {
-    this.refuseUnlessHeld('retry');
+  retry(options?: { readonly delayMs?: number }): boolean {
+    if (this.refused('retry')) return false;
     const delayMs = options?.delayMs === undefined ? undefined : validateRetryDelay('ctx.retry() delayMs', options.delayMs);
     this.run.requested = { kind: 'retry', delayMs };
+    return true;
   }
 
-  deadLetter(reason: string): void {
-    this.refuseUnlessHeld('deadLetter');
+  deadLetter(reason: string): boolean {
+    if (this.refused('deadLetter')) return false;
     this.run.requested = { kind: 'dead-letter', detail: validateDeadLetterReason('ctx.deadLetter() reason', reason) };
+    return true;
   }
 
-  async extendLease(ms: number): Promise<void> {
-    this.refuseUnlessHeld('extendLease');
+  async extendLease(ms: number): Promise<boolean> {
+    if (this.refused('extendLease')) return false;
     validateLeaseExtension('ctx.extendLease() ms', ms);
-    // Fenced in Redis: the run's token must still be in this worker's processing hash.
-    const held = await this.task.stillHeld(this.options.leaseMs + this.options.heartbeatIntervalMs);
-    if (!held && !this.run.leaseLost) {
+    // Fenced in Redis: the run's token must still be in this worker's processing hash. A Redis failure
+    // answers false too (the lease could not be confirmed), never a rejection.
+    const held = await this.task.stillHeld(this.options.leaseMs + this.options.heartbeatIntervalMs).catch(() => undefined);
+    if (held === false && !this.run.leaseLost) {
       this.run.leaseLost = true;
-      this.run.abort.abort(new Error('the task was recovered by another process: this worker lost its lease'));
+      this.run.abort.abort(new LeaseLostError(this.task.keys.queue, this.taskId, 'its lease was lost: another process recovered the task'));
     }
-    this.refuseUnlessHeld('extendLease');
+    if (held !== true || this.refused('extendLease')) return false;
     if (this.run.deadline !== undefined) this.run.deadline = Math.max(this.run.deadline, Date.now() + ms);
+    return true;
   }
 
-  private refuseUnlessHeld(what: string): void {
+  /** Whether a control call must be refused now (logged once per kind of call and run). */
+  private refused(what: string): boolean {
     const why = this.run.leaseLost
       ? 'its lease was lost: another process recovered the task'
       : this.released()
@@ -52,9 +58,15 @@ export class HandlerControl implements RunControl {
         : this.run.over
           ? 'the run is over'
           : undefined;
-    if (why === undefined) return;
-    const queue = this.task.keys.queue;
-    this.logger.warn(`refused ctx.${what}() of task ${this.taskId} of "${queue}": ${why}`);
-    throw new LeaseLostError(queue, this.taskId, why);
+    if (why === undefined) return false;
+    if (!this.warned.has(what)) {
+      this.warned.add(what);
+      this.logger.warn(`refused ctx.${what}() of task ${this.taskId} of "${this.task.keys.queue}": ${why}; nothing was applied`);
+    }
+    return true;
   }
+
+  /** The kinds of call refused already (a keep-alive timer would log every tick). */
+  // table-ok: made only once a run is refused a call
+  private readonly warned = new Set<string>();
 }

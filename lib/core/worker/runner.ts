@@ -1,5 +1,5 @@
 import { decodeEntry, guessTaskId, type DecodeFailure, type TaskEnvelope } from '../model/codec.js';
-import { notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
+import { inspectableThrown, notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
 import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
 import type { TaskOutcomeEvent, TaskOutcomeKind } from '../model/outcomes.js';
 import { replyErrorOf, type ReplyError } from '../model/reply.js';
@@ -114,6 +114,7 @@ export class TaskRunner {
     run.attempt = attempt;
     let outcome = await this.callHandler(task, envelope, queue, attempt, policy.maxAttempts, run);
     run.over = true;
+    if (outcome.status === 'failed') outcome = { status: 'failed', error: inspectableThrown(outcome.error) };
     // What the handler asked for (ctx.retry(), ctx.deadLetter()) wins over what it returned or threw.
     const requested = run.requested;
     if (requested) outcome = { status: 'failed', error: requestedError(requested, outcome) };

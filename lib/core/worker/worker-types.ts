@@ -25,22 +25,23 @@ export interface TaskExecution {
 
 /**
  * A handler's say over its own run. Each call is fenced: from a run that lost its lease, was given up at
- * shutdown, or is over, it throws `LeaseLostError` and nothing is applied.
+ * shutdown, or is over, it answers `false` and nothing is applied (never a throw or a rejection: such
+ * calls come late, from timers, where either would end the process).
  */
 export interface RunControl {
   /**
    * Run the task again later, after `delayMs` (default: the retry policy's backoff), whatever the handler
    * returns or throws after this call. Counts as an attempt: on the last one the task is dead-lettered.
    */
-  retry(options?: { readonly delayMs?: number }): void;
+  retry(options?: { readonly delayMs?: number }): boolean;
   /** Send the task to dead letters when the handler returns (reason `rejected`, `detail` = `reason`). */
-  deadLetter(reason: string): void;
+  deadLetter(reason: string): boolean;
   /**
    * Confirms in Redis that this run still holds the task and renews the worker's lease, then moves the
-   * run's handler-timeout deadline to at least `ms` from now. Rejects with `LeaseLostError` when the
-   * task is held no more.
+   * run's handler-timeout deadline to at least `ms` from now. Resolves `false` when the task is held no
+   * more (the run's signal aborts), the run is over, or Redis could not confirm it.
    */
-  extendLease(ms: number): Promise<void>;
+  extendLease(ms: number): Promise<boolean>;
 }
 
 export type TaskOutcome =

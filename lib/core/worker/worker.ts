@@ -279,10 +279,16 @@ export class TaskWorker {
       this.slots.release();
     };
     run.done = this.runner.run(task, run).then(finished, (error: unknown) => {
-      // A bug of ours must not take the process down: the task stays in the processing hash, where
-      // the orphan check or a restart returns it to its queue.
-      this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it stays held for recovery`);
+      // A bug of ours (or a value no code could handle) must not take the process down, nor loop: the task
+      // goes back to its queue with this run counted as an attempt, so the worst case is a dead letter
+      // (`interrupted`, once its attempts are used up), never a task that runs for ever. Fenced on the
+      // token: a task this run settled already is left alone.
+      this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it goes back to its queue, the attempt counted`);
       finished();
+      if (this.released) return;
+      requeueProcessing(this.redis, task.keys, this.options, { countAttempt: true, tokens: [task.token], logger: this.logger }).catch((failure: unknown) => {
+        this.logger.warn(`could not return a task of "${task.keys.queue}" after an internal error (${errorMessage(failure)}); the orphan check returns it`);
+      });
     });
   }
 }

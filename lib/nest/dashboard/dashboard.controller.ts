@@ -41,7 +41,8 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
     @Get()
     @secured()
     @Header('Content-Type', 'text/html; charset=utf-8')
-    page(@Req() request: { url?: string; originalUrl?: string }): string {
+    page(@Req() request: { url?: string; originalUrl?: string }, @Headers() headers: RequestHeaders): string {
+      this.dashboard.admit(headers, 'page');
       const { title, actions, refreshMs } = this.dashboard.settings;
       return pageHtml({ base: pathOf(request).replace(/\/+$/, ''), title, actions, refreshMs, token: this.dashboard.csrf.issue() });
     }
@@ -49,32 +50,37 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
     @Get('app.js')
     @secured()
     @Header('Content-Type', 'text/javascript; charset=utf-8')
-    script(): string {
+    script(@Headers() headers: RequestHeaders): string {
+      this.dashboard.admit(headers, 'page');
       return APP_JS;
     }
 
     @Get('app.css')
     @secured()
     @Header('Content-Type', 'text/css; charset=utf-8')
-    style(): string {
+    style(@Headers() headers: RequestHeaders): string {
+      this.dashboard.admit(headers, 'page');
       return APP_CSS;
     }
 
     @Get('api/overview')
     @secured()
-    overview(): Promise<unknown> {
+    overview(@Headers() headers: RequestHeaders): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
       return this.dashboard.overview();
     }
 
     @Get('api/pattern')
     @secured()
-    pattern(@Query() query: Body): Promise<unknown> {
+    pattern(@Headers() headers: RequestHeaders, @Query() query: Body): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
       return this.dashboard.pattern(query);
     }
 
     @Get('api/dead-letters')
     @secured()
-    deadLetters(@Query() query: Body): Promise<unknown> {
+    deadLetters(@Headers() headers: RequestHeaders, @Query() query: Body): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
       return this.dashboard.deadLetters(query);
     }
 

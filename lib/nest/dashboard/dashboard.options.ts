@@ -15,8 +15,19 @@ export interface RedisTaskDashboardSettings {
   actions?: boolean;
   /** How often the page refreshes what it shows, in ms (1,000 to 60,000). Default 2,000. */
   refreshMs?: number;
-  /** Show dead letters' payloads (they may hold personal data). Default true. */
+  /**
+   * Show dead letters' payloads (they may hold personal data). Default false. Like `actions`, needs a
+   * `guard` (or `allowPayloadsWithoutGuard: true`): anyone who reaches the routes could read them.
+   */
   showPayloads?: boolean;
+  /**
+   * Host names (with the port when it is not 80/443) the dashboard may be reached under, e.g.
+   * `['ops.example.com', 'localhost:3000']`; other hosts are refused, which stops DNS rebinding (another
+   * site's host name pointed at this app). Default: any host.
+   */
+  allowedHosts?: string[];
+  /** Believe `X-Forwarded-Host` (only behind a proxy of yours that sets it). Default false. */
+  trustProxy?: boolean;
   /**
    * The key of the page's anti-CSRF tokens (at least 32 characters). Default: random per process, so set
    * it when several instances serve the dashboard behind one address.
@@ -37,6 +48,8 @@ export interface RedisTaskDashboardMount {
   guard?: Type<CanActivate> | CanActivate;
   /** Opt out, by name, of the rule that actions need a guard (e.g. the dashboard sits behind a VPN-only proxy). */
   allowActionsWithoutGuard?: boolean;
+  /** Opt out, by name, of the rule that showing payloads needs a guard. */
+  allowPayloadsWithoutGuard?: boolean;
   /** Modules the guard's dependencies come from. */
   imports?: ModuleMetadata['imports'];
 }
@@ -57,6 +70,8 @@ export interface ResolvedDashboardSettings {
   readonly showPayloads: boolean;
   readonly csrfSecret?: string;
   readonly title: string;
+  readonly allowedHosts?: readonly string[];
+  readonly trustProxy: boolean;
 }
 
 /** The mount point, normalized (no leading or trailing slash); refused when it is not a plain path. */
@@ -69,7 +84,16 @@ export function resolvePath(path: unknown = 'queues'): string {
 
 /** Checks the settings (each bad one named) and refuses actions without a guard unless opted out. */
 export function resolveSettings(settings: RedisTaskDashboardSettings, mount: RedisTaskDashboardMount): ResolvedDashboardSettings {
-  const { actions = false, refreshMs = 2_000, showPayloads = true, csrfSecret, title = 'Queues' } = settings;
+  const { actions = false, refreshMs = 2_000, showPayloads = false, csrfSecret, title = 'Queues', allowedHosts, trustProxy = false } = settings;
+  if (typeof trustProxy !== 'boolean') throw new InvalidOptionError('trustProxy', 'must be true or false');
+  if (allowedHosts !== undefined && (!Array.isArray(allowedHosts) || allowedHosts.length === 0 || !allowedHosts.every((host) => typeof host === 'string' && /^[A-Za-z0-9.[\]:-]+$/.test(host)))) {
+    throw new InvalidOptionError('allowedHosts', 'must be a non-empty list of host names (with ":port" when not 80/443), e.g. ["ops.example.com", "localhost:3000"]');
+  }
+  if (showPayloads === true && !mount.guard && mount.allowPayloadsWithoutGuard !== true) {
+    throw new InvalidOptionError('showPayloads', 'needs option "guard" (the app\'s own CanActivate): anyone who can reach the dashboard could otherwise read ' +
+        'dead letters\' payloads. Pass "allowPayloadsWithoutGuard: true" to opt out.',
+    );
+  }
   if (typeof actions !== 'boolean') throw new InvalidOptionError('actions', 'must be true or false');
   if (typeof showPayloads !== 'boolean') throw new InvalidOptionError('showPayloads', 'must be true or false');
   if (!Number.isInteger(refreshMs) || refreshMs < 1_000 || refreshMs > 60_000) {
@@ -86,5 +110,5 @@ export function resolveSettings(settings: RedisTaskDashboardSettings, mount: Red
         'pause queues and purge dead letters. Pass "allowActionsWithoutGuard: true" to opt out.',
     );
   }
-  return { connection: settings.connection, prefix: settings.prefix, actions, refreshMs, showPayloads, csrfSecret, title };
+  return { connection: settings.connection, prefix: settings.prefix, actions, refreshMs, showPayloads, csrfSecret, title, allowedHosts, trustProxy };
 }

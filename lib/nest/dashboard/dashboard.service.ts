@@ -8,7 +8,7 @@ import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
 import { QueueLayouts } from '../../core/redis/layouts.js';
 import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
-import { CsrfTokens } from './csrf.js';
+import { CsrfTokens, type DashboardRequest } from './csrf.js';
 import type { ResolvedDashboardSettings } from './dashboard.options.js';
 
 export const DASHBOARD_SETTINGS = Symbol('RedisTaskDashboardSettings');
@@ -38,7 +38,7 @@ export class DashboardService implements OnModuleDestroy {
   private parts?: Promise<{ admin: TaskAdmin; reader: OverviewReader }>;
 
   constructor(@Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings) {
-    this.csrf = new CsrfTokens(settings.csrfSecret);
+    this.csrf = new CsrfTokens(settings.csrfSecret, { allowedHosts: settings.allowedHosts, trustProxy: settings.trustProxy });
     this.client = new RedisTaskClient({
       ...(settings.connection !== undefined ? { connection: settings.connection } : {}),
       ...(settings.prefix !== undefined ? { prefix: settings.prefix } : {}),
@@ -85,15 +85,22 @@ export class DashboardService implements OnModuleDestroy {
       limit: this.count('limit', query.limit, 25, MAX_PAGE),
       filter: this.filter(query),
     });
+    // Payloads only when shown (an opt-in that needs a guard), and then a preview of a large one: a page
+    // of 1 MB payloads is not sent to the browser every refresh.
     // spread-ok: per dashboard request
-    return this.settings.showPayloads ? page : { ...page, records: page.records.map(({ payload: _payload, ...record }) => record) };
+    return { ...page, records: page.records.map(({ payload, ...record }) => (this.settings.showPayloads ? { ...record, payload: preview(payload) } : record)) };
+  }
+
+  /** Refuses a request from another origin or host (reads included: see CsrfTokens). */
+  admit(headers: Readonly<Record<string, string | string[] | undefined>>, kind: DashboardRequest): void {
+    const refusal = this.csrf.refusal(headers, kind);
+    if (refusal) throw new ForbiddenException(refusal);
   }
 
   /** Checks that actions are on and the request passes the CSRF checks. */
   authorize(headers: Readonly<Record<string, string | string[] | undefined>>): void {
     if (!this.settings.actions) throw new ForbiddenException('actions are disabled on this dashboard (option "actions")');
-    const refusal = this.csrf.refusal(headers);
-    if (refusal) throw new ForbiddenException(refusal);
+    this.admit(headers, 'action');
   }
 
   async pause(body: Record<string, unknown>, paused: boolean): Promise<{ paused: boolean }> {
@@ -185,4 +192,12 @@ export class DashboardService implements OnModuleDestroy {
     }
     return value;
   }
+}
+
+/** Largest payload the dashboard sends as it is (characters of JSON); a larger one is cut to a preview. */
+const PAYLOAD_PREVIEW = 4_096;
+
+function preview(payload: unknown): unknown {
+  const json = JSON.stringify(payload) ?? '';
+  return json.length <= PAYLOAD_PREVIEW ? payload : `${json.slice(0, PAYLOAD_PREVIEW)}… (${json.length - PAYLOAD_PREVIEW} more characters; see the CLI: dead show)`;
 }

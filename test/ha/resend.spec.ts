@@ -1,0 +1,110 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { firstValueFrom } from 'rxjs';
+import { PrefixKeys, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { decodeEntry } from '../../lib/core/model/codec.js';
+import { startProducer } from '../support/nest.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
+import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+// ioredis resends a command whose reply a reconnection lost (autoResendUnfulfilledCommands). An enqueue
+// call that Redis ran before the connection dropped must not write its tasks twice when resent, and its
+// callers get their normal receipts (a deduplicated task is "written", not a duplicate of itself).
+
+const redis = openRedis();
+const closing: { close(): Promise<unknown> }[] = [];
+let proxy: TcpProxy | undefined;
+let prefix = '';
+
+afterEach(async () => {
+  await Promise.all(closing.splice(0).map((item) => item.close()));
+  await proxy?.close();
+  proxy = undefined;
+  await deleteKeys(redis, prefix);
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+/** Task ids in the pending lists of the given clients, with how often each is there. */
+async function idsIn(pattern: string, clients: string[]): Promise<Map<string, number>> {
+  const queue = new PrefixKeys(prefix).queue(pattern);
+  const seen = new Map<string, number>();
+  for (const client of clients) {
+    for (const raw of await redis.lrange(queue.pending(client), 0, -1)) {
+      const decoded = decodeEntry(raw);
+      const id = decoded.ok ? decoded.entry.envelope.id : '?';
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+    }
+  }
+  return seen;
+}
+
+describe('an enqueue call resent after its reply was lost', () => {
+  it('writes each task once and answers each caller normally, over 20 trials of 32 coalesced emits and a 200-task batch', async () => {
+    prefix = testPrefix('resend');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
+    closing.push(module);
+    const ids: string[] = [];
+    let lost = 0;
+    for (let trial = 0; trial < 20; trial++) {
+      const cut = proxy.loseReplyTo('{call}');
+      const emits = Array.from({ length: 32 }, (_, i) => firstValueFrom(client.emit('resend.task', new RedisTaskRecordBuilder({ n: i }).setClientId('c1').build())));
+      const batch = client.emitBatch('resend.task', Array.from({ length: 200 }, (_, i) => new RedisTaskRecordBuilder({ n: i }).setClientId('c2').build()));
+      const receipts = [...(await Promise.all(emits)), ...(await batch)];
+      await cut;
+      lost++;
+      expect(receipts.every((receipt) => !receipt.duplicate)).toBe(true);
+      ids.push(...receipts.map((receipt) => receipt.id));
+    }
+    expect(lost).toBe(20);
+    const seen = await idsIn('resend.task', ['c1', 'c2']);
+    expect(seen.size).toBe(ids.length);
+    expect([...seen.values()].filter((count) => count > 1)).toEqual([]);
+    expect(new Set(ids).size).toBe(ids.length);
+    const queue = new PrefixKeys(prefix).queue('resend.task');
+    expect(await redis.get(queue.pendingCount)).toBe(String(ids.length));
+  });
+
+  it('answers a resent call of deduplicated emits with their own ids as written, and writes none twice (20 trials)', async () => {
+    prefix = testPrefix('resend-dedup');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
+    closing.push(module);
+    let total = 0;
+    for (let trial = 0; trial < 20; trial++) {
+      const cut = proxy.loseReplyTo('{call}');
+      const receipts = await Promise.all(
+        Array.from({ length: 16 }, (_, i) =>
+          firstValueFrom(client.emit('resend.dedup', new RedisTaskRecordBuilder({ n: i }).setDeduplicationKey(`k${trial}-${i}`).build())),
+        ),
+      );
+      await cut;
+      total += receipts.length;
+      expect(receipts.filter((receipt) => receipt.duplicate)).toEqual([]);
+    }
+    const seen = await idsIn('resend.dedup', ['default']);
+    expect(seen.size).toBe(total);
+    expect([...seen.values()].every((count) => count === 1)).toBe(true);
+  });
+
+  it('lets 64 emits wait through an outage on one set of listeners (no MaxListenersExceededWarning)', async () => {
+    prefix = testPrefix('resend-listeners');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 600 });
+    closing.push(module);
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      proxy.dropAfter(50);
+      const outcomes = await Promise.allSettled(Array.from({ length: 64 }, (_, i) => firstValueFrom(client.emit('resend.outage', { i }))));
+      expect(outcomes.every((outcome) => outcome.status === 'rejected')).toBe(true);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((name) => name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
