@@ -4,6 +4,8 @@ import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import { DEFAULT_GROUP } from '../core/redis/keys.js';
 import { validateGroup } from '../core/config/rules.js';
+import { RedisUnavailableError } from '../core/model/errors.js';
+import { describeServer, watchOf } from '../core/redis/connection.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
@@ -28,76 +30,103 @@ export class RedisTaskAdmin {
 
   /** Consumer groups registered on a pattern. */
   async groups(pattern: string): Promise<string[]> {
-    return (await this.core()).groups(pattern);
+    return this.call((admin) => admin.groups(pattern));
   }
 
   /** Unregisters a group from a pattern and deletes its copies; reports how many of each were deleted. */
   async removeGroup(pattern: string, group: string): Promise<RemovedGroup> {
-    return (await this.core()).removeGroup(pattern, group);
+    return this.call((admin) => admin.removeGroup(pattern, group));
   }
 
   async queues(): Promise<string[]> {
-    return (await this.core()).queues();
+    return this.call((admin) => admin.queues());
   }
 
   /** Pending per client, in flight per worker, delayed, dead letters, oldest pending age, outcome counters. */
   async stats(pattern: string): Promise<QueueStats> {
-    return (await this.core()).stats(pattern);
+    return this.call((admin) => admin.stats(pattern));
   }
 
   /** Forgets a pattern's recorded faults (broken keys found by the scripts), once dealt with. */
   async clearFaults(pattern: string): Promise<number> {
-    return (await this.core()).clearFaults(pattern);
+    return this.call((admin) => admin.clearFaults(pattern));
   }
 
   /** Workers of one pattern, or of every pattern, with their leases and tasks in flight. */
   async workers(pattern?: string): Promise<WorkerInfo[]> {
-    return (await this.core()).workers(pattern);
+    return this.call((admin) => admin.workers(pattern));
   }
 
   /** Workers stop claiming from the pattern; running handlers finish; producers still enqueue. */
   async pause(pattern: string): Promise<void> {
-    return (await this.core()).pause(pattern);
+    return this.call((admin) => admin.pause(pattern));
   }
 
   async resume(pattern: string): Promise<void> {
-    return (await this.core()).resume(pattern);
+    return this.call((admin) => admin.resume(pattern));
   }
 
   /** A client's share of claims relative to others (weight 1 to 1,000; 1 is the default). */
   async setClientWeight(pattern: string, clientId: string, weight: number): Promise<void> {
-    return (await this.core()).setClientWeight(pattern, clientId, weight);
+    return this.call((admin) => admin.setClientWeight(pattern, clientId, weight));
   }
 
   /** Tasks of one client started per second at most (overrides the pattern's limit); null removes it. */
   async setClientRateLimit(pattern: string, clientId: string, rate: number | null): Promise<void> {
-    return (await this.core()).setClientRateLimit(pattern, clientId, rate);
+    return this.call((admin) => admin.setClientRateLimit(pattern, clientId, rate));
   }
 
   async clientWeights(pattern: string): Promise<Record<string, number>> {
-    return (await this.core()).clientWeights(pattern);
+    return this.call((admin) => admin.clientWeights(pattern));
   }
 
   async listDeadLetters(pattern: string, page?: { offset?: number; limit?: number }): Promise<DeadLetterRecord[]> {
-    return (await this.core()).listDeadLetters(pattern, page);
+    return this.call((admin) => admin.listDeadLetters(pattern, page));
   }
 
   async countDeadLetters(pattern: string): Promise<number> {
-    return (await this.core()).countDeadLetters(pattern);
+    return this.call((admin) => admin.countDeadLetters(pattern));
   }
 
   /** `'all'`, or `{ ids: [...] }` for one or some tasks. */
   async requeueDeadLetters(pattern: string, selection: DeadLetterSelection): Promise<RequeueDeadLettersResult> {
-    return (await this.core()).requeueDeadLetters(pattern, selection);
+    return this.call((admin) => admin.requeueDeadLetters(pattern, selection));
   }
 
   async purgeDeadLetters(pattern: string, selection: DeadLetterSelection): Promise<number> {
-    return (await this.core()).purgeDeadLetters(pattern, selection);
+    return this.call((admin) => admin.purgeDeadLetters(pattern, selection));
   }
 
-  private async core(): Promise<TaskAdmin> {
-    const redis = await this.client.connect();
-    // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-    return scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group));
+  /**
+   * One admin call within one deadline (`enqueueTimeoutMs`), connecting included: while Redis is
+   * unreachable it fails in time with `RedisUnavailableError` instead of waiting on ioredis's retries
+   * (a dashboard, a health check or a metrics scrape must answer while Redis is down).
+   */
+  private async call<T>(work: (admin: TaskAdmin) => Promise<T>): Promise<T> {
+    const timeoutMs = this.client.options.enqueueTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(this.unavailable(timeoutMs)), timeoutMs);
+    });
+    try {
+      return await Promise.race([
+        late,
+        (async () => {
+          const redis = await this.client.connect();
+          if (redis.status !== 'ready') {
+            await watchOf(redis).whenReady(Math.max(0, deadline - Date.now())).catch(() => Promise.reject(this.unavailable(timeoutMs)));
+          }
+          // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
+          return work(scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group)));
+        })(),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private unavailable(timeoutMs: number): RedisUnavailableError {
+    return new RedisUnavailableError('', describeServer(this.client.options.connection), timeoutMs, false, 'the admin API could not reach Redis');
   }
 }

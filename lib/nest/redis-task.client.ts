@@ -80,12 +80,15 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     if (!Array.isArray(items)) {
       throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
     }
-    // Connected: handed over in this turn, so calls made in one turn are written in call order.
+    // Connected: handed over in this turn, so calls made in one turn are written in call order. Not
+    // connected: connecting counts against the call's one deadline (enqueueTimeoutMs from now).
+    const deadline = this.connected ? undefined : Date.now() + this.options.enqueueTimeoutMs;
     if (!this.connected) await this.connect();
     const now = Date.now();
     return this.requireProducer().enqueue(
       this.normalizePattern(pattern as string),
       items.map((item) => this.toItem(item, now)),
+      deadline,
     );
   }
 
@@ -105,8 +108,10 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // Connected: straight to the producer (no promise for connect(), no Subject per emit).
       producer.enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome);
     } else {
+      // Connecting counts against the emit's one deadline (enqueueTimeoutMs from now).
+      const deadline = Date.now() + this.options.enqueueTimeoutMs;
       this.connect()
-        .then(() => this.requireProducer().enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome))
+        .then(() => this.requireProducer().enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome, deadline))
         .catch((error: unknown) => outcome.failed(error));
     }
     return new Observable<TResult>((subscriber) => outcome.subscribe(subscriber));
@@ -117,8 +122,26 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * with Nest's own `send`, nothing is sent until it is subscribed to.
    */
   override send<TResult = unknown, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
-    if (!this.connected || pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
+    if (pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
       return super.send<TResult, TInput>(pattern, data);
+    }
+    if (!this.connected) {
+      // Connecting, subscribing to replies and enqueueing share one deadline: enqueueTimeoutMs from the subscription.
+      return new Observable<TResult>((observer) => {
+        const deadline = Date.now() + this.options.enqueueTimeoutMs;
+        let stop: () => void = ignore;
+        let stopped = false;
+        this.connect().then(
+          () => {
+            if (!stopped) stop = this.publish({ pattern, data }, this.createObserver(observer), deadline);
+          },
+          (error: unknown) => observer.error(error),
+        );
+        return () => {
+          stopped = true;
+          stop();
+        };
+      });
     }
     // Connected: no promise for connect() and no mergeMap per call.
     return new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer)));
@@ -163,7 +186,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return (await this.requireProducer().enqueueOne(this.normalizePattern(packet.pattern), this.toItem(packet.data))) as T;
   }
 
-  protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void): () => void {
+  protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void, deadline = Date.now() + this.options.enqueueTimeoutMs): () => void {
     const inbox = this.inbox;
     if (!inbox) {
       callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
@@ -180,15 +203,37 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       },
       failed: (error) => inbox.failed(id, error),
     };
-    const enqueue = () => this.requireProducer().enqueueOneTo(queue, item, answer);
     try {
       // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
-      if (inbox.isSubscribed) enqueue();
-      else inbox.subscribed().then(enqueue).catch(answer.failed);
+      if (inbox.isSubscribed) this.requireProducer().enqueueOneTo(queue, item, answer);
+      else this.subscribeThenEnqueue(inbox, queue, item, answer, deadline);
     } catch (error) {
       answer.failed(error);
     }
     return stop;
+  }
+
+  /**
+   * The first send(): the reply channel is subscribed first (a reply must not come before anyone listens),
+   * within the call's deadline. Past it the caller hears that Redis did not answer and nothing was written
+   * (the subscription goes on trying for the next call), not a reply timeout much later.
+   */
+  private subscribeThenEnqueue(inbox: ReplyInbox, queue: string, item: EnqueueItem, answer: EnqueueAnswer, deadline: number): void {
+    let settled = false;
+    const timer = setTimeout(() => {
+      settled = true;
+      answer.failed(this.requireProducer().unavailable(queue, false, 'the reply channel could not be subscribed'));
+    }, Math.max(0, deadline - Date.now()));
+    inbox.subscribed().then(
+      () => {
+        clearTimeout(timer);
+        if (!settled) this.requireProducer().enqueueOneTo(queue, item, answer, deadline);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (!settled) answer.failed(error);
+      },
+    );
   }
 
   private async open(): Promise<TaskRedis> {

@@ -16,6 +16,11 @@ export interface RedisTaskMetricsOptions {
   readonly patterns?: readonly string[];
   /** How long one read of the queue stats from Redis serves the gauges (of one scrape). Default 1,000 ms. */
   readonly statsTtlMs?: number;
+  /**
+   * Longest a scrape waits for Redis (ms). Default 2,000: past it (or when Redis is down) the gauges show
+   * the last values read and `redis_up` is 0, instead of the scrape failing or hanging.
+   */
+  readonly scrapeTimeoutMs?: number;
 }
 
 /**
@@ -34,6 +39,10 @@ export class RedisTaskMetrics {
   private readonly duration: Histogram<'queue' | 'outcome'>;
   private readonly outcomes: Counter<'queue' | 'outcome'>;
   private stats: { at: number; value: Promise<QueueStats[]> } | undefined;
+  /** The last stats read, served while Redis cannot be read (a scrape must answer in time, not fail whole). */
+  private lastGood: QueueStats[] = [];
+  /** Whether the last read of the stats succeeded (the `redis_up` gauge). */
+  private up = true;
 
   constructor(
     private readonly admin: RedisTaskAdmin,
@@ -52,7 +61,7 @@ export class RedisTaskMetrics {
             registers: [this.registry],
             collect: async function collect(this: Gauge<'queue'>) {
               this.reset();
-              for (const stats of await metrics.queueStats()) this.set({ queue: stats.queue }, read(stats));
+              for (const stats of await metrics.currentStats()) this.set({ queue: stats.queue }, read(stats));
             },
           }),
       );
@@ -65,6 +74,19 @@ export class RedisTaskMetrics {
     gauge('dead_letters', 'Tasks in dead letters, per pattern', (s) => s.deadLetters);
     gauge('oldest_pending_age_seconds', 'Age of the oldest pending task, per pattern (0 when none)', (s) => (s.oldestPendingAgeMs ?? 0) / 1000);
     gauge('paused', '1 while the pattern is paused', (s) => (s.paused ? 1 : 0));
+    this.metric(
+      name('redis_up'),
+      () =>
+        new Gauge({
+          name: name('redis_up'),
+          help: '1 when the last read of the queue stats from Redis succeeded in time, 0 when Redis could not be read (the other gauges then show the last values read)',
+          registers: [this.registry],
+          collect: async function collect(this: Gauge) {
+            await metrics.currentStats();
+            this.set(metrics.up ? 1 : 0);
+          },
+        }),
+    );
     this.duration = this.metric(
       name('handler_duration_seconds'),
       () =>
@@ -98,6 +120,26 @@ export class RedisTaskMetrics {
     this.outcomes.inc({ queue: event.queue, outcome: event.outcome });
     if (event.durationMs > 0) {
       this.duration.observe({ queue: event.queue, outcome: event.outcome }, event.durationMs / 1000);
+    }
+  }
+
+  /**
+   * The stats for a scrape, read within `scrapeTimeoutMs` (default 2,000): on a failure or past the
+   * timeout, the last values read (and `redis_up` 0). Never rejects, so a scrape answers while Redis is down.
+   */
+  private async currentStats(): Promise<QueueStats[]> {
+    const timeoutMs = this.options.scrapeTimeoutMs ?? 2_000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), timeoutMs);
+    });
+    try {
+      const read = await Promise.race([this.queueStats().catch(() => undefined), late]);
+      this.up = read !== undefined;
+      if (read) this.lastGood = read;
+      return this.lastGood;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

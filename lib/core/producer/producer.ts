@@ -118,16 +118,21 @@ export class TaskProducer {
    * One task, answered through `to` exactly once: the hot path of `emit()` and `send()`, which make no
    * promise per call (each one a turn of the microtask queue between Redis's answer and the caller).
    */
-  enqueueOneTo(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
+  enqueueOneTo(queue: string, item: EnqueueItem, to: EnqueueAnswer, deadline?: number): void {
     const tracing = this.options.tracing;
-    if (!tracing) return this.enqueueUntraced(queue, item, to);
-    tracedOne(tracing, queue, item, to, (spanned, answer) => this.enqueueUntraced(queue, spanned, answer));
+    if (!tracing) return this.enqueueUntraced(queue, item, to, deadline);
+    tracedOne(tracing, queue, item, to, (spanned, answer) => this.enqueueUntraced(queue, spanned, answer, deadline));
   }
 
-  private enqueueUntraced(queue: string, item: EnqueueItem, to: EnqueueAnswer): void {
+  /** How errors name this producer's server and timeout (a caller that fails on its own says it alike). */
+  unavailable(queue: string, written: false | 'unknown', reason?: string): Error {
+    return this.errors.unavailable(queue, written, reason);
+  }
+
+  private enqueueUntraced(queue: string, item: EnqueueItem, to: EnqueueAnswer, deadline?: number): void {
     const layout = this.readyLayout(queue);
     if (layout === undefined) {
-      this.enqueueItems(queue, [item]).then(
+      this.enqueueItems(queue, [item], deadline).then(
         (receipts) => to.written(receipts[0]),
         (error: unknown) => to.failed(error),
       );
@@ -148,12 +153,12 @@ export class TaskProducer {
    * until it is ready again; a command sent whose answer does not come in time is reported as maybe
    * written. Either way the caller hears within the timeout, with the pattern and server named.
    */
-  enqueue(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
+  enqueue(queue: string, items: readonly EnqueueItem[], deadline?: number): Promise<EnqueueReceipt[]> {
     const tracing = this.options.tracing;
-    return tracing && items.length > 0 ? tracedBatch(tracing, queue, items, (traced) => this.enqueueItems(queue, traced)) : this.enqueueItems(queue, items);
+    return tracing && items.length > 0 ? tracedBatch(tracing, queue, items, (traced) => this.enqueueItems(queue, traced, deadline)) : this.enqueueItems(queue, items, deadline);
   }
 
-  private async enqueueItems(queue: string, items: readonly EnqueueItem[]): Promise<EnqueueReceipt[]> {
+  private async enqueueItems(queue: string, items: readonly EnqueueItem[], deadline?: number): Promise<EnqueueReceipt[]> {
     if (!this.known.has(queue)) {
       const problem = patternProblem(queue);
       if (problem) {
@@ -171,7 +176,7 @@ export class TaskProducer {
     if (layout !== undefined) {
       return this.submit(layout, prepared);
     }
-    return this.enqueueWhenReady(queue, prepared);
+    return this.enqueueWhenReady(queue, prepared, deadline);
   }
 
   /** The queue's layout when nothing has to be waited for first (connection ready, checks done). */
@@ -179,8 +184,12 @@ export class TaskProducer {
     return this.checked && this.redis.status === 'ready' ? this.known.get(queue) : undefined;
   }
 
-  /** The first call of a queue, or one made while the connection is down or not checked yet. */
-  private async enqueueWhenReady(queue: string, prepared: PreparedTask[]): Promise<EnqueueReceipt[]> {
+  /**
+   * The first call of a queue, or one made while the connection is down or not checked yet. Within
+   * `enqueueTimeoutMs`, or by `deadline` when the caller's call began earlier (waiting to connect): one
+   * deadline for the whole call.
+   */
+  private async enqueueWhenReady(queue: string, prepared: PreparedTask[], deadline?: number): Promise<EnqueueReceipt[]> {
     let sent = false;
     let gaveUp = false;
     let fail!: (error: Error) => void;
@@ -190,7 +199,7 @@ export class TaskProducer {
         reject(error);
       };
     });
-    const timeoutMs = this.options.enqueueTimeoutMs;
+    const timeoutMs = deadline === undefined ? this.options.enqueueTimeoutMs : Math.max(0, deadline - Date.now());
     const timer = setTimeout(() => fail(this.errors.unavailable(queue, sent ? 'unknown' : false)), timeoutMs);
     const onClose = (closed: Error) => fail(sent ? this.errors.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
     this.calls.add(onClose);

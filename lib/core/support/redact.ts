@@ -6,7 +6,9 @@
 
 /** A URL with its password (and user name) replaced; a string that is no URL is cut short instead. */
 export function redactUrl(value: string): string {
-  const credentials = /^([a-z][a-z0-9+.-]*:\/\/)([^@/\s]*)@/i;
+  // The user info ends at the last "@" (a password may hold an unencoded "@", which ioredis accepts): hiding
+  // up to the first one showed the rest of the password.
+  const credentials = /^([a-z][a-z0-9+.-]*:\/\/)([^\s]*)@/i;
   if (credentials.test(value)) {
     return value.replace(credentials, (_match, scheme: string, userInfo: string) => `${scheme}${userInfo.includes(':') ? `${userInfo.split(':')[0]}:***` : '***'}@`);
   }

@@ -1,0 +1,112 @@
+import { createServer } from 'node:net';
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { Test, type TestingModule } from '@nestjs/testing';
+import { Registry } from 'prom-client';
+import { firstValueFrom, lastValueFrom } from 'rxjs';
+import { RedisTaskAdmin, RedisTaskClient, RedisTaskModule, RedisUnavailableError } from '../../lib/index.js';
+import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { redactUrl } from '../../lib/core/support/redact.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+// One deadline per call during an outage: send(), a first emit, admin reads and a metrics scrape answer
+// within their stated time, connecting and subscribing included, and say what really happened.
+
+const closing: { close(): Promise<unknown> }[] = [];
+let proxy: TcpProxy | undefined;
+
+afterEach(async () => {
+  await Promise.all(closing.splice(0).map((item) => item.close()));
+  await proxy?.close();
+  proxy = undefined;
+});
+
+/** A loopback port nothing listens on (Redis unreachable: every connection attempt refused). */
+async function deadPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+async function timed<T>(work: Promise<T>): Promise<{ ms: number; outcome: T | unknown }> {
+  const started = Date.now();
+  const outcome = await work.catch((error: unknown) => error);
+  return { ms: Date.now() - started, outcome };
+}
+
+describe('one deadline per call while Redis is unreachable', () => {
+  it('fails a first send() within enqueueTimeoutMs (not replyTimeoutMs), nothing written', async () => {
+    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await deadPort()}`, prefix: testPrefix('dl-send'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
+    closing.push(client);
+    const { ms, outcome } = await timed(lastValueFrom(client.send('dl.reply', { n: 1 })));
+    expect(outcome).toBeInstanceOf(RedisUnavailableError);
+    expect(outcome).toMatchObject({ written: false, timeoutMs: 600 });
+    expect((outcome as Error).message).toContain('nothing was written');
+    expect(ms).toBeLessThan(2_500);
+  });
+
+  it('fails a first emit() within one enqueueTimeoutMs, connecting included, and states that value', async () => {
+    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await deadPort()}`, prefix: testPrefix('dl-emit'), enqueueTimeoutMs: 800 });
+    closing.push(client);
+    const { ms, outcome } = await timed(firstValueFrom(client.emit('dl.event', { n: 1 })));
+    expect(outcome).toBeInstanceOf(RedisUnavailableError);
+    expect((outcome as Error).message).toContain('within 800 ms');
+    expect(ms).toBeLessThan(1_500);
+  });
+
+  it('fails a first send() of a client whose reply channel is not subscribed yet within enqueueTimeoutMs once Redis went away', async () => {
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const client = new RedisTaskClient({ connection: proxy.url, prefix: testPrefix('dl-sub'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
+    closing.push(client);
+    await client.connect();
+    proxy.dropAfter(50);
+    await waitFor(() => client.unwrap<{ status: string }>().status !== 'ready', 'the connection to notice');
+    const { ms, outcome } = await timed(lastValueFrom(client.send('dl.reply', { n: 1 })));
+    expect(outcome).toBeInstanceOf(RedisUnavailableError);
+    expect(ms).toBeLessThan(2_500);
+  });
+
+  it('answers admin reads and a metrics scrape in time: RedisUnavailableError, and the last values with redis_up 0', async () => {
+    const prefix = testPrefix('dl-metrics');
+    const redis = openRedis();
+    try {
+      proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+      const registry = new Registry();
+      const module: TestingModule = await Test.createTestingModule({
+        imports: [RedisTaskModule.forRoot({ connection: proxy.url, prefix, enqueueTimeoutMs: 700, reaperIntervalMs: false })],
+        providers: [RedisTaskMetrics, { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry, statsTtlMs: 0, scrapeTimeoutMs: 500 } }],
+      }).compile();
+      module.useLogger(false);
+      await module.init();
+      closing.push(module);
+      const client = module.get(RedisTaskClient);
+      await firstValueFrom(client.emit('dl.q', { n: 1 }));
+      module.get(RedisTaskMetrics);
+      expect(await registry.getSingleMetricAsString('redis_tasks_queue_depth')).toContain('redis_tasks_queue_depth{queue="dl.q"} 1');
+      expect(await registry.getSingleMetricAsString('redis_tasks_redis_up')).toContain('redis_tasks_redis_up 1');
+
+      proxy.dropAfter(50);
+      await waitFor(() => client.unwrap<{ status: string }>().status !== 'ready', 'the connection to notice');
+      const scrape = await timed(registry.metrics());
+      expect(scrape.ms).toBeLessThan(2_000);
+      expect(String(scrape.outcome)).toContain('redis_tasks_redis_up 0');
+      expect(String(scrape.outcome)).toContain('redis_tasks_queue_depth{queue="dl.q"} 1');
+      const stats = await timed(module.get(RedisTaskAdmin).stats('dl.q'));
+      expect(stats.outcome).toBeInstanceOf(RedisUnavailableError);
+      expect(stats.ms).toBeLessThan(2_000);
+    } finally {
+      await deleteKeys(redis, prefix);
+      await redis.quit();
+    }
+  });
+});
+
+describe('redacting a URL', () => {
+  it('hides a password holding an unencoded "@" whole', () => {
+    expect(redactUrl('redis://:P@ss-SECRET-99@host:6379')).toBe('redis://:***@host:6379');
+    expect(redactUrl('redis://user:pw@host:1/0')).toBe('redis://user:***@host:1/0');
+    expect(redactUrl('redis://host:6379')).toBe('redis://host:6379');
+  });
+});
