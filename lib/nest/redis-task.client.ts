@@ -1,9 +1,9 @@
 import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
-import { Observable } from 'rxjs';
+import { defer, from, mergeMap, Observable } from 'rxjs';
 import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../core/redis/connection.js';
-import { ClosedError, DuplicateTaskError, InvalidTaskError } from '../core/model/errors.js';
+import { ClosedError, DuplicateTaskError, InvalidTaskError, RedisUnavailableError } from '../core/model/errors.js';
 import { checkServer } from '../core/redis/guardrails.js';
 import { PrefixKeys } from '../core/redis/keys.js';
 import { QueueLayouts } from '../core/redis/layouts.js';
@@ -127,20 +127,9 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     }
     if (!this.connected) {
       // Connecting, subscribing to replies and enqueueing share one deadline: enqueueTimeoutMs from the subscription.
-      return new Observable<TResult>((observer) => {
+      return defer(() => {
         const deadline = Date.now() + this.options.enqueueTimeoutMs;
-        let stop: () => void = ignore;
-        let stopped = false;
-        this.connect().then(
-          () => {
-            if (!stopped) stop = this.publish({ pattern, data }, this.createObserver(observer), deadline);
-          },
-          (error: unknown) => observer.error(error),
-        );
-        return () => {
-          stopped = true;
-          stop();
-        };
+        return from(this.connect()).pipe(mergeMap(() => new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer), deadline))));
       });
     }
     // Connected: no promise for connect() and no mergeMap per call.
@@ -206,34 +195,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     try {
       // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
       if (inbox.isSubscribed) this.requireProducer().enqueueOneTo(queue, item, answer);
-      else this.subscribeThenEnqueue(inbox, queue, item, answer, deadline);
+      // The first send(): subscribed first (no reply before anyone listens), within the call's deadline; past
+      // it the caller hears that nothing was written, not a reply timeout much later.
+      else inbox.subscribedBy(deadline).then((subscribed) => {
+        if (subscribed) this.requireProducer().enqueueOneTo(queue, item, answer, deadline);
+        else answer.failed(new RedisUnavailableError(queue, describeServer(this.options.connection), this.options.enqueueTimeoutMs, false, 'the reply channel could not be subscribed'));
+      }, answer.failed);
     } catch (error) {
       answer.failed(error);
     }
     return stop;
-  }
-
-  /**
-   * The first send(): the reply channel is subscribed first (a reply must not come before anyone listens),
-   * within the call's deadline. Past it the caller hears that Redis did not answer and nothing was written
-   * (the subscription goes on trying for the next call), not a reply timeout much later.
-   */
-  private subscribeThenEnqueue(inbox: ReplyInbox, queue: string, item: EnqueueItem, answer: EnqueueAnswer, deadline: number): void {
-    let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      answer.failed(this.requireProducer().unavailable(queue, false, 'the reply channel could not be subscribed'));
-    }, Math.max(0, deadline - Date.now()));
-    inbox.subscribed().then(
-      () => {
-        clearTimeout(timer);
-        if (!settled) this.requireProducer().enqueueOneTo(queue, item, answer, deadline);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        if (!settled) answer.failed(error);
-      },
-    );
   }
 
   private async open(): Promise<TaskRedis> {

@@ -124,11 +124,6 @@ export class TaskProducer {
     tracedOne(tracing, queue, item, to, (spanned, answer) => this.enqueueUntraced(queue, spanned, answer, deadline));
   }
 
-  /** How errors name this producer's server and timeout (a caller that fails on its own says it alike). */
-  unavailable(queue: string, written: false | 'unknown', reason?: string): Error {
-    return this.errors.unavailable(queue, written, reason);
-  }
-
   private enqueueUntraced(queue: string, item: EnqueueItem, to: EnqueueAnswer, deadline?: number): void {
     const layout = this.readyLayout(queue);
     if (layout === undefined) {
@@ -184,11 +179,7 @@ export class TaskProducer {
     return this.checked && this.redis.status === 'ready' ? this.known.get(queue) : undefined;
   }
 
-  /**
-   * The first call of a queue, or one made while the connection is down or not checked yet. Within
-   * `enqueueTimeoutMs`, or by `deadline` when the caller's call began earlier (waiting to connect): one
-   * deadline for the whole call.
-   */
+  /** The first call of a queue, or one while the connection is down or unchecked: by `deadline` (the call's one deadline) or within enqueueTimeoutMs. */
   private async enqueueWhenReady(queue: string, prepared: PreparedTask[], deadline?: number): Promise<EnqueueReceipt[]> {
     let sent = false;
     let gaveUp = false;

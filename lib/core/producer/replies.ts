@@ -91,6 +91,15 @@ export class ReplyInbox {
     return this.subscribing;
   }
 
+  /** Subscribed by `deadline`: resolves false past it (the subscription goes on trying for the next call). */
+  subscribedBy(deadline: number): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+    });
+    return Promise.race([this.subscribed().then(() => true), late]).finally(() => clearTimeout(timer));
+  }
+
   /** Whether the reply channel is subscribed (replies published from now on are heard). */
   get isSubscribed(): boolean {
     return this.listening;
