@@ -1,11 +1,11 @@
 import { createServer, request, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Module, type INestApplication } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { Browser } from 'playwright-core';
 import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
 import { InvalidOptionError, PrefixKeys } from '../../lib/index.js';
+import { freePort } from '../../scripts/redis-server.mjs';
 import { launchBrowser } from '../support/browser.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
 
@@ -23,14 +23,6 @@ let attacker: Server;
 let appUrl = '';
 let attackerUrl = '';
 
-/** A port free on loopback now. */
-async function freePort(): Promise<number> {
-  const probe = createNetServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 /** A GET with the Host header a DNS-rebinding page's browser would send (its own host name). */
 function getWithHost(url: string, host: string): Promise<number> {

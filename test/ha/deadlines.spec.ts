@@ -1,12 +1,15 @@
-import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { Test, type TestingModule } from '@nestjs/testing';
+import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
 import { Registry } from 'prom-client';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
 import { RedisTaskAdmin, RedisTaskClient, RedisTaskModule, RedisUnavailableError } from '../../lib/index.js';
 import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
 import { redactUrl } from '../../lib/core/support/redact.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { freePort } from '../../scripts/redis-server.mjs';
 import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 // One deadline per call during an outage: send(), a first emit, admin reads and a metrics scrape answer
@@ -21,14 +24,6 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-/** A loopback port nothing listens on (Redis unreachable: every connection attempt refused). */
-async function deadPort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
 
 async function timed<T>(work: Promise<T>): Promise<{ ms: number; outcome: T | unknown }> {
   const started = Date.now();
@@ -38,7 +33,7 @@ async function timed<T>(work: Promise<T>): Promise<{ ms: number; outcome: T | un
 
 describe('one deadline per call while Redis is unreachable', () => {
   it('fails a first send() within enqueueTimeoutMs (not replyTimeoutMs), nothing written', async () => {
-    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await deadPort()}`, prefix: testPrefix('dl-send'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
+    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await freePort()}`, prefix: testPrefix('dl-send'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
     closing.push(client);
     const { ms, outcome } = await timed(lastValueFrom(client.send('dl.reply', { n: 1 })));
     expect(outcome).toBeInstanceOf(RedisUnavailableError);
@@ -48,7 +43,7 @@ describe('one deadline per call while Redis is unreachable', () => {
   });
 
   it('fails a first emit() within one enqueueTimeoutMs, connecting included, and states that value', async () => {
-    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await deadPort()}`, prefix: testPrefix('dl-emit'), enqueueTimeoutMs: 800 });
+    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await freePort()}`, prefix: testPrefix('dl-emit'), enqueueTimeoutMs: 800 });
     closing.push(client);
     const { ms, outcome } = await timed(firstValueFrom(client.emit('dl.event', { n: 1 })));
     expect(outcome).toBeInstanceOf(RedisUnavailableError);
@@ -100,6 +95,26 @@ describe('one deadline per call while Redis is unreachable', () => {
       await deleteKeys(redis, prefix);
       await redis.quit();
     }
+  });
+});
+
+describe('the dashboard API while Redis is unreachable', () => {
+  it('answers 503 within enqueueTimeoutMs, then reads again once Redis is back', async () => {
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const connection = proxy.url;
+    @Module({ imports: [RedisTaskDashboardModule.forRoot({ path: 'queues', connection, prefix: testPrefix('dl-dash') })] })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false });
+    await app.listen(0, '127.0.0.1');
+    closing.push(app);
+    const url = `${await app.getUrl()}/queues/api/overview`.replace('[::1]', '127.0.0.1');
+    expect((await fetch(url)).status).toBe(200);
+    proxy.dropAfter(50);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const started = Date.now();
+    const answer = await fetch(url);
+    expect(answer.status).toBe(503);
+    expect(Date.now() - started).toBeLessThan(12_000);
   });
 });
 

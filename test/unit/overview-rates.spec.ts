@@ -6,10 +6,12 @@ describe('ratesOf (the overview chart: tasks per minute from the counters record
   // Recorded at the first reaper sweep of minutes 100, 101 and 103 (102 was missed): "<ms> <completed> <failed> <retried> <dead>".
   const history = ['100', `${minute(100) + 2_000} 10 1 0 0`, '103', `${minute(103) + 1_000} 70 4 0 0`, '101', `${minute(101) + 1_500} 30 1 0 0`];
 
-  it('counts what happened between consecutive records, and the minute under way so far', () => {
+  it('counts what happened between consecutive records, spreads a gap over its minutes, and counts the minute under way so far', () => {
     expect(ratesOf(history, { at: minute(103) + 30_000, completed: 75, failed: 6 })).toEqual([
       { at: minute(100), completed: 20, failed: 0 },
-      { at: minute(101), completed: 40, failed: 3 },
+      // Minute 102 has no record: 101 to 103 counted 40 and 3, spread over the two minutes.
+      { at: minute(101), completed: 20, failed: 1.5, spread: true },
+      { at: minute(102), completed: 20, failed: 1.5, spread: true },
       { at: minute(103), completed: 5, failed: 2, partial: true },
     ]);
   });

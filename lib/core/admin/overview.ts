@@ -16,6 +16,8 @@ export interface MinuteRate {
   readonly failed: number;
   /** The minute under way: counted so far. */
   readonly partial?: boolean;
+  /** Minutes with no record of their own (no reaper ran): what the gap counted, spread evenly over them. */
+  readonly spread?: boolean;
 }
 
 /** What the dashboard's overview shows of one pattern (and consumer group), all shards together. */
@@ -244,12 +246,21 @@ export function ratesOf(history: readonly string[], current: { at: number; compl
     const from = points[i];
     const to = points[i + 1] ?? current;
     if (to.at < from.at) continue;
-    rates.push({
-      at: Math.floor(from.at / 60_000) * 60_000,
-      completed: Math.max(0, to.completed - from.completed),
-      failed: Math.max(0, to.failed - from.failed),
-      ...(i + 1 === points.length ? { partial: true } : {}),
-    });
+    const completed = Math.max(0, to.completed - from.completed);
+    const failed = Math.max(0, to.failed - from.failed);
+    const start = Math.floor(from.at / 60_000);
+    // Records more than a minute apart (no reaper ran in between): what the gap counted is spread over its
+    // minutes, not drawn as one minute holding all of it.
+    const minutes = i + 1 === points.length ? 1 : Math.max(1, Math.floor(to.at / 60_000) - start);
+    for (let m = 0; m < minutes; m++) {
+      rates.push({
+        at: (start + m) * 60_000,
+        completed: completed / minutes,
+        failed: failed / minutes,
+        ...(i + 1 === points.length ? { partial: true } : {}),
+        ...(minutes > 1 ? { spread: true } : {}),
+      });
+    }
   }
   return rates;
 }

@@ -1,4 +1,4 @@
-import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException, type OnModuleDestroy } from '@nestjs/common';
+import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException, ServiceUnavailableException, type OnModuleDestroy } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterFilter, type DeadLetterSelection } from '../../core/admin/admin.js';
 import { OverviewReader, type ClientPage, type Overview, type RunningTask } from '../../core/admin/overview.js';
 import type { WorkerInfo } from '../../core/admin/stats.js';
@@ -6,6 +6,7 @@ import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
 import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
 import { QueueLayouts } from '../../core/redis/layouts.js';
+import { watchOf } from '../../core/redis/connection.js';
 import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
 import { CsrfTokens, type DashboardRequest } from './csrf.js';
@@ -120,7 +121,24 @@ export class DashboardService implements OnModuleDestroy {
     return { purged: await (await this.admin(body.group)).purgeDeadLetters(pattern, this.selection(body)) };
   }
 
-  private core(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
+  /**
+   * The admin parts, once Redis answers: while it is unreachable a request fails within
+   * `enqueueTimeoutMs` with 503 (the page says so and tries again), instead of waiting on ioredis's retries.
+   */
+  private async core(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
+    const timeoutMs = this.client.options.enqueueTimeoutMs;
+    const deadline = Date.now() + timeoutMs;
+    const parts = await this.connected();
+    const redis = await this.client.connect();
+    if (redis.status !== 'ready') {
+      await watchOf(redis).whenReady(Math.max(0, deadline - Date.now())).catch(() => {
+        throw new ServiceUnavailableException(`Redis did not answer within ${timeoutMs} ms; the page tries again at its next refresh`);
+      });
+    }
+    return parts;
+  }
+
+  private connected(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
     this.parts ??= this.client.connect().then((redis) => {
       const keys = new PrefixKeys(this.client.options.prefix);
       // Errors reach the app's logger without the Redis command arguments ioredis attaches to them.
