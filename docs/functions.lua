@@ -28,15 +28,16 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
   -- KEYS[1]: the shard's key root, `prefix:{pattern...}` (not a key itself; declared so the call goes to
   --   the node of its slot)
-  -- ARGV[1..5] (optional; the Node producer always sends them): '{call}' (never a client id: client ids
-  --   have no braces), the call's id (unique to the call), its mode, the TTL in ms of the call's record,
-  --   and the caller's deadline (Unix ms, read by the caller when it sends the call again, not here).
+  -- ARGV[1] (optional; the Node producer always sends it): the call record, `{<mode><ttl>.<id>`: '{' (never
+  --   a client id's first character: client ids have no braces), the mode (one digit), the TTL of the record
+  --   in seconds, '.', and the call's id (unique to the call; the Node producer puts its deadline in it).
+  --   One field, a few dozen bytes: the hottest call stays small.
   --   Mode '1': a first send: the tasks are written and the answer recorded under `<root>:call:<id>`.
   --   Mode '2': the same call sent again (ioredis resends a command whose reply a reconnection lost): the
   --   recorded answer is returned if the first send ran, else the call runs as a first send would.
   --   Mode '3': sent again after the caller's deadline (it was told the outcome is unknown): the recorded
   --   answer, or -1 with nothing written.
-  -- ARGV[1..] (or ARGV[6..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
+  -- ARGV[1..] (or ARGV[2..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
   --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
   --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id
   -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
@@ -44,18 +45,24 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   was refused as a duplicate); -1 (mode '3' only) when no answer is on record
   -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
-  --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET PX of the call's record (with
-  --   ARGV[1] '{call}'): the task count when every task was written, else 'j' and the results as JSON.
+  --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
+  --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
   local root = KEYS[1]
   local count = #ARGV
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
   local RING_SLICE = 1000
   local a = 1
   local record = nil
-  if ARGV[1] == '{call}' then
-    record = root .. ':call:' .. ARGV[2]
-    a = 6
-    if ARGV[3] ~= '1' then
+  local recordTtl = nil
+  if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
+    local mode, ttl, id = string.match(ARGV[1], '^{(%d)(%d+)%.(.+)$')
+    if not mode then
+      error({ err = 'ERR nestjs-redis-tasks: ARGV[1] is no call record ({<mode><ttl seconds>.<call id>)' })
+    end
+    record = root .. ':call:' .. id
+    recordTtl = ttl
+    a = 2
+    if mode ~= '1' then
       local answered = redis.pcall('GET', record)
       if type(answered) == 'string' then
         if string.sub(answered, 1, 1) == 'j' then
@@ -67,7 +74,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
         end
         return written
       end
-      if ARGV[3] == '3' then
+      if mode == '3' then
         return -1
       end
     end
@@ -82,7 +89,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
           break
         end
       end
-      redis.call('SET', record, value, 'PX', ARGV[4])
+      redis.call('SET', record, value, 'EX', recordTtl)
     end
     return results
   end

@@ -39,8 +39,8 @@ function recordCalls(connection: TaskRedis): { tasks: string[][] } {
   const original = connection.enqueueTasks.bind(connection);
   connection.enqueueTasks = (root: string, ...args: (string | number)[]) => {
     const entries: string[] = [];
-    // The call record's 5 fields come first (see enqueueTasks-1.lua).
-    for (let a = args[0] === '{call}' ? 5 : 0; a < args.length; ) {
+    // The call record comes first (one field starting with '{': see enqueueTasks-1.lua).
+    for (let a = String(args[0]).startsWith('{') ? 1 : 0; a < args.length; ) {
       if (args[a] === '') {
         entries.push(String(args[a + 2]));
         a += 8;

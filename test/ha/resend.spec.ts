@@ -49,7 +49,7 @@ describe('an enqueue call resent after its reply was lost', () => {
     const ids: string[] = [];
     let lost = 0;
     for (let trial = 0; trial < 20; trial++) {
-      const cut = proxy.loseReplyTo('{call}');
+      const cut = proxy.loseReplyTo('{1');
       const emits = Array.from({ length: 32 }, (_, i) => firstValueFrom(client.emit('resend.task', new RedisTaskRecordBuilder({ n: i }).setClientId('c1').build())));
       const batch = client.emitBatch('resend.task', Array.from({ length: 200 }, (_, i) => new RedisTaskRecordBuilder({ n: i }).setClientId('c2').build()));
       const receipts = [...(await Promise.all(emits)), ...(await batch)];
@@ -74,7 +74,7 @@ describe('an enqueue call resent after its reply was lost', () => {
     closing.push(module);
     let total = 0;
     for (let trial = 0; trial < 20; trial++) {
-      const cut = proxy.loseReplyTo('{call}');
+      const cut = proxy.loseReplyTo('{1');
       const receipts = await Promise.all(
         Array.from({ length: 16 }, (_, i) =>
           firstValueFrom(client.emit('resend.dedup', new RedisTaskRecordBuilder({ n: i }).setDeduplicationKey(`k${trial}-${i}`).build())),

@@ -58,7 +58,8 @@ describe('every script call sent a second time (ioredis resends it after a recon
       const after = await snapshotKeys(redis, prefix);
       // As the client sends a resent enqueue call: mode '2' (its deadline has not passed).
       const numKeys = Number(wire[1]);
-      if (wire[2 + numKeys] === CALL_MARKER) wire[2 + numKeys + 2] = '2';
+      const head = wire[2 + numKeys];
+      if (head?.startsWith(CALL_MARKER)) wire[2 + numKeys] = `${CALL_MARKER}2${head.slice(2)}`;
       await redis.call('evalsha', ...wire);
       const again = await snapshotKeys(redis, prefix);
       const changed = Object.keys({ ...after, ...again }).filter((key) => after[key] !== again[key]).map((key) => key.slice(prefix.length));

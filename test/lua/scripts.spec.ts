@@ -86,7 +86,7 @@ afterAll(async () => {
 describe('enqueueTasks sent again (a call record makes a resend idempotent)', () => {
   /** One call: its record head (call id, mode), then a plain task, and a task holding a deduplication key another task took first. */
   function callArgs(mode: '1' | '2' | '3'): (string | number)[] {
-    const args: (string | number)[] = ['{call}', 'call-1', mode, 60_000, Date.now() + 5_000];
+    const args: (string | number)[] = [`{${mode}60.call-1`];
     pushEnqueueArgs(args, { id: 'r1', clientId: 'a', entry: entry('r1'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
     pushEnqueueArgs(args, { id: 'r2', clientId: 'a', entry: entry('r2'), priority: 0, delayMs: 0, deduplicationKey: 'held', deduplicationTtlMs: 60_000, awaitsReply: false });
     return args;
@@ -103,11 +103,11 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   });
 
   it('records an all-written call as its task count, and answers a resend of it with zeros', async () => {
-    const args: (string | number)[] = ['{call}', 'call-2', '1', 60_000, Date.now() + 5_000];
+    const args: (string | number)[] = ['{160.call-2'];
     for (const id of ['p1', 'p2', 'p3']) pushEnqueueArgs(args, { id, clientId: 'a', entry: entry(id), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
     expect(await gateway.enqueue(keys, args)).toEqual([0, 0, 0]);
     expect(await redis.get(keys.call('call-2'))).toBe('3');
-    args[2] = '2';
+    args[0] = '{260.call-2';
     expect(await gateway.enqueue(keys, args)).toEqual([0, 0, 0]);
     expect(await redis.llen(keys.pending('a'))).toBe(3);
   });

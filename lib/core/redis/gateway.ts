@@ -238,18 +238,20 @@ export interface Heartbeat {
 export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));
 
 /** Margin of a call record's TTL past the caller's deadline (a resend sent before it may run a little after). */
-const CALL_RECORD_MARGIN_MS = 10_000;
-/** This process's part of every call id (the rest is a counter). */
-const CALL_ID_PREFIX = `${randomBytes(6).toString('base64url')}.`;
+const CALL_RECORD_MARGIN_S = 10;
+/** This process's part of every call id (the rest: the caller's deadline and a counter, base 36). */
+const CALL_ID_PREFIX = randomBytes(4).toString('base64url');
 let callSequence = 0;
 
 /**
- * Starts an enqueue call's arguments with its call record: a new call id, mode '1' (a first send), the
- * record's TTL and the caller's deadline. ioredis may send the call again after a reconnection; the
- * record makes that idempotent (see enqueueTasks-1.lua and resentAs).
+ * Starts an enqueue call's arguments with its call record, one field: mode '1' (a first send), the
+ * record's TTL in seconds, and a new call id that carries the caller's deadline. ioredis may send the
+ * call again after a reconnection; the record makes that idempotent (see enqueueTasks-1.lua and
+ * `resentAs`, which reads the deadline back from the id).
  */
 export function startEnqueueCall(args: (string | number)[], deadline: number, timeoutMs: number): void {
-  args.push(CALL_MARKER, CALL_ID_PREFIX + (++callSequence).toString(36), '1', timeoutMs + CALL_RECORD_MARGIN_MS, deadline);
+  const ttl = Math.ceil(timeoutMs / 1_000) + CALL_RECORD_MARGIN_S;
+  args.push(`${CALL_MARKER}1${ttl}.${CALL_ID_PREFIX}.${deadline.toString(36)}.${(++callSequence).toString(36)}`);
 }
 
 /** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */

@@ -4,10 +4,10 @@ import type { RedisConnection, ScriptDefinition } from './scripts.js';
 type Arg = string | number;
 
 /**
- * An enqueue call's first argument when it carries a call record (see enqueueTasks' header): never a
- * client id, which has no braces.
+ * How an enqueue call's call record starts (see enqueueTasks' header): `{<mode><ttl>.<id>`; a client id,
+ * which has no braces, never does.
  */
-export const CALL_MARKER = '{call}';
+export const CALL_MARKER = '{';
 
 /** A script's function on a connection (or, copied, on a pipeline of it). */
 export type ScriptFunction = (this: unknown, ...args: Arg[]) => unknown;
@@ -57,7 +57,8 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
     if (this !== connection) return generic.apply(this, args);
     const sent = wire(sha, args);
     const command = commandOf('evalsha', sent);
-    if (sent[skip + 1] === CALL_MARKER) resentAs(command, sent, skip + 3, skip + 5);
+    const head = sent[skip + 1];
+    if (head !== undefined && head.charCodeAt(0) === 123) resentAs(command, sent, skip + 1); // '{': a call record
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);
@@ -78,11 +79,16 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
  * says so on every write after the first: mode '2' (answer from the record if the first write ran), or
  * '3' once the caller's deadline passed (the caller was told the outcome is unknown: write nothing new).
  */
-function resentAs(command: Command, sent: string[], modeAt: number, deadlineAt: number): void {
+function resentAs(command: Command, sent: string[], at: number): void {
   const toWritable = command.toWritable;
   let writes = 0;
   command.toWritable = function (this: Command, socket: unknown) {
-    if (++writes > 1) sent[modeAt] = Date.now() >= Number(sent[deadlineAt]) ? '3' : '2';
+    if (++writes > 1) {
+      // `{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: the mode is its second character.
+      const record = sent[at];
+      const deadline = parseInt(record.split('.')[2] ?? '', 36);
+      sent[at] = `${CALL_MARKER}${Number.isFinite(deadline) && Date.now() < deadline ? '2' : '3'}${record.slice(2)}`;
+    }
     return toWritable.call(this, socket as never);
   };
 }
