@@ -1,6 +1,6 @@
 import type { DurabilityOptions } from '../config/options.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { gatewayOf, startEnqueueCall, type ScriptGateway } from '../redis/gateway.js';
+import { enqueueAnswer, gatewayOf, startEnqueueCall, type ScriptGateway } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { SlotSet } from '../support/churn-tables.js';
@@ -121,8 +121,15 @@ export class EnqueueCoalescer {
         })
       : this.gateway.enqueue(keys, args);
     written.then(
-      (results) => {
+      (answered) => {
         this.deadlines.delete(call);
+        let results: (0 | string)[];
+        try {
+          results = enqueueAnswer(answered);
+        } catch (error) {
+          for (const part of parts) part.fail(error as Error);
+          return;
+        }
         this.answer(parts, results, 0, 0);
       },
       (error: unknown) => {

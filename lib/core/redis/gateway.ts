@@ -18,8 +18,9 @@ export class ScriptGateway {
    * the id holding its deduplication key. Rejects when the call was sent again after its deadline and no
    * answer was on record (see the script's mode '3': nothing was written by that send).
    */
-  async enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[]> {
-    return answered(await this.redis.enqueueTasks(keys.root, ...args));
+  enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[] | -1> {
+    // The caller reads -1 with `enqueueAnswer` (no promise of its own here: this is once per emit).
+    return this.redis.enqueueTasks(keys.root, ...args);
   }
 
   /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
@@ -36,7 +37,7 @@ export class ScriptGateway {
     if (enqueueError) throw enqueueError;
     const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
     if (waitError) throw waitError;
-    const written = answered(results as (0 | string)[] | -1);
+    const written = enqueueAnswer(results as (0 | string)[] | -1);
     return Number(acknowledged) < replicas ? { kind: 'short', results: written, acknowledged: Number(acknowledged) } : { kind: 'replicated', results: written };
   }
 
@@ -255,7 +256,7 @@ export function startEnqueueCall(args: (string | number)[], deadline: number, ti
 }
 
 /** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */
-function answered(results: (0 | string)[] | -1): (0 | string)[] {
+export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
   if (Array.isArray(results)) return results;
   throw new Error('the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing');
 }
