@@ -174,6 +174,30 @@ describe('chaos: a handler that hangs past its lease', () => {
   });
 });
 
+describe('chaos: deploys (SIGTERM with enableShutdownHooks, restart with the same worker id)', () => {
+  it('runs no finished task again over 12 SIGTERM-and-restart trials while tasks flow (concurrency 1 and 16)', async () => {
+    prefix = testPrefix('deploy-term');
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    const total = 3_000;
+    await client.emitBatch('chaos.task', Array.from({ length: total }, (_, i) => ({ key: `d${i}`, workMs: 2 })));
+    await close();
+    const runsKey = `${prefix}:runs`;
+    for (let trial = 0; trial < 12; trial++) {
+      const worker = await startWorkerProcess('deploy-term', { PREFIX: prefix, CONCURRENCY: trial % 2 === 0 ? 1 : 16, SHUTDOWN_MS: 5_000, HEARTBEAT_MS: 100, LEASE_MS: 2_000 });
+      processes.push(worker);
+      const before = await redis.hlen(runsKey);
+      await waitFor(async () => (await redis.hlen(runsKey)) >= Math.min(total, before + 40 + trial * 7), 'tasks flowing');
+      await worker.kill('SIGTERM');
+      expect(worker.output).not.toContain('its outcome was discarded');
+    }
+    const last = await startWorkerProcess('deploy-term', { PREFIX: prefix, CONCURRENCY: 16, HEARTBEAT_MS: 100, LEASE_MS: 2_000 });
+    processes.push(last);
+    await waitFor(async () => (await redis.hlen(runsKey)) === total && (await taskKeys()).length === 0, 'every task run and settled', { timeoutMs: 60_000, intervalMs: 100 });
+    const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
+    expect(runs.filter((count) => count > 1)).toEqual([]);
+  });
+});
+
 describe('chaos: graceful shutdown on SIGTERM', () => {
   it('returns running tasks to the head of their list without counting an attempt, and leaves nothing held', async () => {
     prefix = testPrefix('sigterm');
