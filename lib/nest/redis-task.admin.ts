@@ -5,7 +5,8 @@ import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import { DEFAULT_GROUP } from '../core/redis/keys.js';
 import { validateGroup } from '../core/config/rules.js';
 import { RedisUnavailableError } from '../core/model/errors.js';
-import { describeServer, watchOf } from '../core/redis/connection.js';
+import { describeServer } from '../core/redis/connection.js';
+import { readyBy } from './ready-by.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
 /**
@@ -107,26 +108,19 @@ export class RedisTaskAdmin {
     const deadline = Date.now() + timeoutMs;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(this.unavailable(timeoutMs)), timeoutMs);
+      // Also when Redis went away while the call's commands were under way (a read, mostly).
+      timer = setTimeout(() => reject(new RedisUnavailableError('', describeServer(this.client.options.connection), timeoutMs, false, 'the admin API got no answer in time')), timeoutMs);
     });
     try {
       return await Promise.race([
         late,
-        (async () => {
-          const redis = await this.client.connect();
-          if (redis.status !== 'ready') {
-            await watchOf(redis).whenReady(Math.max(0, deadline - Date.now())).catch(() => Promise.reject(this.unavailable(timeoutMs)));
-          }
+        readyBy(this.client, deadline, 'the admin API').then((redis) =>
           // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-          return work(scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group)));
-        })(),
+          work(scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group))),
+        ),
       ]);
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  private unavailable(timeoutMs: number): RedisUnavailableError {
-    return new RedisUnavailableError('', describeServer(this.client.options.connection), timeoutMs, false, 'the admin API could not reach Redis');
   }
 }

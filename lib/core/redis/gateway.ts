@@ -15,11 +15,11 @@ export class ScriptGateway {
 
   /**
    * enqueueTasks: `args` as `startEnqueueCall` and `pushEnqueueArgs` write them; per task 0 (written) or
-   * the id holding its deduplication key. Rejects when the call was sent again after its deadline and no
-   * answer was on record (see the script's mode '3': nothing was written by that send).
+   * the id holding its deduplication key; -1 when the call was sent again after its deadline and no answer
+   * was on record (the script's mode '3': nothing was written by that send). Read it with `enqueueAnswer`.
    */
   enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[] | -1> {
-    // The caller reads -1 with `enqueueAnswer` (no promise of its own here: this is once per emit).
+    // No promise of its own here (once per emit): the caller reads the answer.
     return this.redis.enqueueTasks(keys.root, ...args);
   }
 

@@ -36,6 +36,8 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
   // decide to make a site's arrays in the old generation, where each one held its task's strings
   // through scavenges (measured: 144 bytes promoted per call at 10 calls per ms, 15 like this).
   const skip = numKeys === undefined ? 1 : 2;
+  // Only the enqueue script takes a call record (its first ARGV, after its one key).
+  const recordAt = script.name === 'enqueueTasks' ? skip + 1 : -1;
   const wire = (head: string, args: readonly Arg[]): string[] => {
     const out = new Array<string>(args.length + skip);
     out[0] = head;
@@ -57,8 +59,7 @@ export function scriptCommand(connection: RedisConnection, script: ScriptDefinit
     if (this !== connection) return generic.apply(this, args);
     const sent = wire(sha, args);
     const command = commandOf('evalsha', sent);
-    const head = sent[skip + 1];
-    if (head !== undefined && head.charCodeAt(0) === 123) resentAs(command, sent, skip + 1); // '{': a call record
+    if (recordAt > 0 && sent[recordAt]?.startsWith(CALL_MARKER)) resentAs(command, sent, recordAt);
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);

@@ -6,7 +6,8 @@ import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
 import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
 import { QueueLayouts } from '../../core/redis/layouts.js';
-import { watchOf } from '../../core/redis/connection.js';
+import { errorMessage } from '../../core/support/logger.js';
+import { readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
 import { CsrfTokens, type DashboardRequest } from './csrf.js';
@@ -126,15 +127,10 @@ export class DashboardService implements OnModuleDestroy {
    * `enqueueTimeoutMs` with 503 (the page says so and tries again), instead of waiting on ioredis's retries.
    */
   private async core(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
-    const timeoutMs = this.client.options.enqueueTimeoutMs;
-    const deadline = Date.now() + timeoutMs;
     const parts = await this.connected();
-    const redis = await this.client.connect();
-    if (redis.status !== 'ready') {
-      await watchOf(redis).whenReady(Math.max(0, deadline - Date.now())).catch(() => {
-        throw new ServiceUnavailableException(`Redis did not answer within ${timeoutMs} ms; the page tries again at its next refresh`);
-      });
-    }
+    await readyBy(this.client, Date.now() + this.client.options.enqueueTimeoutMs, 'the dashboard').catch((error: unknown) => {
+      throw new ServiceUnavailableException(`${errorMessage(error).replace(/^nestjs-redis-tasks: /, '')}; the page tries again at its next refresh`);
+    });
     return parts;
   }
 
