@@ -1,5 +1,9 @@
 export { RedisTaskTransport } from './nest/redis-task.transport.js';
-export { RedisTaskClient, type RedisTaskReceipt } from './nest/redis-task.client.js';
+export { RedisTaskClient } from './nest/redis-task.client.js';
+/** What `emit` and `emitBatch` report per task: its id, and whether it was refused as a duplicate. */
+export type { EnqueueReceipt, EnqueueReceipt as RedisTaskReceipt } from './core/producer/producer.js';
+export type { TaskOptions } from './core/producer/task-items.js';
+export type { RedisConnection } from './core/redis/scripts.js';
 export { RedisTaskContext, type RedisTaskInfo, type RunControl } from './nest/redis-task.context.js';
 export {
   RedisTaskRecord,
@@ -7,19 +11,21 @@ export {
   type RedisTaskRecordOptions,
 } from './nest/redis-task-record.builder.js';
 export { RedisTaskModule } from './nest/redis-task.module.js';
-export { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './nest/redis-task.module-definition.js';
+export { REDIS_TASK_MODULE_OPTIONS, RedisTaskConfigurableModule, type RedisTaskModuleOptions } from './nest/redis-task.module-definition.js';
 export { RedisTaskReaper } from './nest/redis-task.reaper.js';
 export { RedisTaskAdmin } from './nest/redis-task.admin.js';
-export {
-  TaskAdmin,
-  type DeadLetterFilter,
-  type DeadLetterSelection,
-  type QueueCounters,
-  type QueueStats,
-  type RemovedGroup,
-  type RequeueDeadLettersResult,
-  type WorkerInfo,
+export type {
+  DeadLetterFilter,
+  DeadLetterPage,
+  DeadLetterSelection,
+  QueueCounters,
+  QueueFault,
+  QueueStats,
+  RemovedGroup,
+  RequeueDeadLettersResult,
+  WorkerInfo,
 } from './core/admin/admin.js';
+export type { DeletedPrefix } from './core/admin/prefix-cleanup.js';
 export type { SweepResult } from './core/reaper/reaper.js';
 export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
@@ -32,6 +38,8 @@ export {
   type DurabilityOptions,
   type RedisTaskConnection,
   type RedisTaskTransportOptions,
+  type ResolvedClientOptions,
+  type ResolvedTransportOptions,
 } from './core/config/options.js';
 export {
   ClosedError,
@@ -54,9 +62,10 @@ export {
   TaskFailedError,
   UnserializableResultError,
   WorkerIdInUseError,
+  PrefixInUseError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
-export type { DeadLetterReason, DeadLetterRecord, ErrorRecord } from './core/model/dead-letter.js';
+export { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './core/model/dead-letter.js';
 export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
 export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';

@@ -1,5 +1,7 @@
 import { BaseRpcExceptionFilter } from '@nestjs/microservices';
 import type { ArgumentsHost } from '@nestjs/common';
+import { throwError } from 'rxjs';
+import { requestOf } from '../core/model/errors.js';
 import { RedisTaskContext } from './redis-task.context.js';
 
 const captured = new WeakMap<RedisTaskContext, unknown>();
@@ -11,7 +13,8 @@ let installed = false;
  * for what a `send()` caller receives, but dead letters need the handler's own error (message, stack,
  * class). The filter's host carries the handler's arguments, our context among them, so the original
  * error is recorded against the context on its way through. Errors handled by a user's own filter
- * never reach the base filter; for those, what the filter returns is recorded instead.
+ * never reach the base filter; for those, what the filter returns is recorded instead. A handler's own
+ * decision (retry later, dead-letter now) is not logged as an error here.
  */
 export function installErrorCapture(): void {
   if (installed) {
@@ -24,6 +27,10 @@ export function installErrorCapture(): void {
     const context = host?.getArgByIndex?.(1);
     if (context instanceof RedisTaskContext) {
       captured.set(context, exception);
+      // A RetryTaskError or DeadLetterTaskError is the handler deciding its task's outcome, not a failure:
+      // the worker logs it once, at LOG/WARN, without a stack. The base filter would log it as an ERROR
+      // with its stack first; what it would answer is the same.
+      if (requestOf(exception) !== undefined) return throwError(() => ({ status: 'error', message: 'Internal server error' }));
     }
     return original.call(this, exception, host);
   };

@@ -2,6 +2,7 @@ import { scrubbing } from '../core/support/redact.js';
 import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
+import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/redis/keys.js';
 import { validateGroup } from '../core/config/rules.js';
 import { RedisUnavailableError } from '../core/model/errors.js';
@@ -96,6 +97,18 @@ export class RedisTaskAdmin {
 
   async purgeDeadLetters(pattern: string, selection: DeadLetterSelection): Promise<number> {
     return this.call((admin) => admin.purgeDeadLetters(pattern, selection));
+  }
+
+  /**
+   * Deletes every key of this client's prefix: all its patterns, consumer groups, dead letters and
+   * settings, on every Cluster node. Refused with `PrefixInUseError` (nothing deleted) while a worker of the
+   * prefix is alive, this app's own included: close the app's microservices first, or use
+   * `deleteRedisTaskPrefix` from `nestjs-redis-tasks/testing` after `app.close()`. It walks the keys (SCAN),
+   * so it is for teardown and decommissioning; it is not bounded by `enqueueTimeoutMs` once connected.
+   */
+  async deletePrefix(): Promise<DeletedPrefix> {
+    const redis = await readyBy(this.client, Date.now() + this.client.options.enqueueTimeoutMs, 'the admin API');
+    return scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)).deletePrefix();
   }
 
   /**

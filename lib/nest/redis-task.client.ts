@@ -12,7 +12,7 @@ import { newTaskId, TaskProducer, type EnqueueAnswer, type EnqueueItem, type Enq
 import { printableLogger } from '../core/support/logger.js';
 import { loadTracing } from '../core/support/tracing.js';
 import { ReplyInbox } from '../core/producer/replies.js';
-import type { TaskRedis } from '../core/redis/scripts.js';
+import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
@@ -20,8 +20,6 @@ import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 const ignore = (): void => undefined;
 
-/** What `emit` and `emitBatch` report per task: its id, and whether it was refused as a duplicate. */
-export type RedisTaskReceipt = EnqueueReceipt;
 
 /**
  * The producer side: `emit` enqueues a task and completes (with a receipt: the task id, and whether it
@@ -53,7 +51,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   /** Opens the connection once; later calls share the same promise (Nest calls it on every emit). */
-  connect(): Promise<TaskRedis> {
+  connect(): Promise<RedisConnection> {
     this.connecting ??= this.open().then(
       (redis) => {
         this.connected = true;
@@ -76,7 +74,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   async emitBatch<TInput = unknown>(
     pattern: unknown,
     items: readonly (TInput | RedisTaskRecord<TInput>)[],
-  ): Promise<RedisTaskReceipt[]> {
+  ): Promise<EnqueueReceipt[]> {
     if (!Array.isArray(items)) {
       throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
     }
@@ -97,7 +95,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * Like Nest's own `emit`, the task is sent whether or not anything subscribes; unlike it, a late
    * subscriber still gets the receipt (or the error).
    */
-  override emit<TResult = RedisTaskReceipt, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
+  override emit<TResult = EnqueueReceipt, TInput = unknown>(pattern: unknown, data: TInput): Observable<TResult> {
     if (pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
       return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException; a dispatch hook sees the packet
     }
@@ -164,14 +162,14 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     this.events.on(event, callback as (...args: unknown[]) => void);
   }
 
-  unwrap<T = TaskRedis>(): T {
+  unwrap<T = RedisConnection>(): T {
     if (!this.connection) {
       throw new Error('RedisTaskClient is not connected: call connect() (or emit) first');
     }
     return this.connection.redis as T;
   }
 
-  protected async dispatchEvent<T = RedisTaskReceipt>(packet: ReadPacket): Promise<T> {
+  protected async dispatchEvent<T = EnqueueReceipt>(packet: ReadPacket): Promise<T> {
     return (await this.requireProducer().enqueueOne(this.normalizePattern(packet.pattern), this.toItem(packet.data))) as T;
   }
 

@@ -3,6 +3,7 @@ import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
+import { connectedRedis } from './ready-by.js';
 
 /**
  * Recovers tasks of dead or hung workers (their lease expired) and promotes due retries, for every
@@ -40,7 +41,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   private async core(): Promise<TaskReaper> {
-    const redis = await this.client.connect();
+    const redis = await connectedRedis(this.client);
     this.reaper ??= TaskReaper.forPrefix(redis, this.client.options.prefix, this.logger);
     return this.reaper;
   }

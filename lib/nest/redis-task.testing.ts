@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import type { DynamicModule, INestMicroservice, ModuleMetadata, Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
-import type { Redis } from 'ioredis';
 import { closeConnection, openConnection } from '../core/redis/connection.js';
-import type { RedisTaskTransportOptions } from '../core/config/options.js';
+import { deletePrefix, type DeletedPrefix } from '../core/admin/prefix-cleanup.js';
+import { defaultConnection, type RedisTaskTransportOptions } from '../core/config/options.js';
+import { nameProblem } from '../core/config/rules.js';
+import { InvalidOptionError } from '../core/model/errors.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import { RedisTaskClient } from './redis-task.client.js';
 import { RedisTaskModule } from './redis-task.module.js';
@@ -88,20 +90,35 @@ export async function createRedisTaskTestingApp(options: RedisTaskTestingOptions
     async close() {
       await app.close();
       await module.close();
-      // Test support only (the library itself never scans): remove what the test left under its prefix.
-      const cleanup = openConnection(connection, 'tasks:testing');
-      try {
-        const redis = cleanup.redis as Redis;
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-          cursor = next;
-          if (keys.length > 0) await redis.del(...keys);
-        } while (cursor !== '0');
-        await redis.del(`${prefix}:queues`);
-      } finally {
-        await closeConnection(cleanup);
-      }
+      // Nothing of this prefix runs any more: its keys go (a worker still alive would make this throw).
+      await deleteRedisTaskPrefix({ connection, prefix });
     },
   };
+}
+
+/**
+ * Deletes every key of one prefix, for the teardown of a test that ran a whole app on its own prefix
+ * (`Test.createTestingModule({ imports: [AppModule] })`): call it after `app.close()`. Refused with
+ * `PrefixInUseError`, nothing deleted, while a worker of the prefix is still alive.
+ *
+ * ```ts
+ * afterAll(async () => {
+ *   await app.close();
+ *   await deleteRedisTaskPrefix({ prefix: process.env.TASKS_PREFIX! });
+ * });
+ * ```
+ */
+export async function deleteRedisTaskPrefix(options: {
+  readonly prefix: string;
+  /** Redis to use. Default: `REDIS_URL`, else `redis://127.0.0.1:6379`. */
+  readonly connection?: RedisTaskTransportOptions['connection'];
+}): Promise<DeletedPrefix> {
+  const problem = nameProblem(options.prefix);
+  if (problem) throw new InvalidOptionError('prefix', problem);
+  const cleanup = openConnection(options.connection ?? defaultConnection(), 'tasks:testing');
+  try {
+    return await deletePrefix(cleanup.redis, options.prefix);
+  } finally {
+    await closeConnection(cleanup);
+  }
 }

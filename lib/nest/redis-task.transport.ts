@@ -9,7 +9,7 @@ import { printableLogger } from '../core/support/logger.js';
 import { checkServer, isPermissionError } from '../core/redis/guardrails.js';
 import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
 import type { SweepResult } from '../core/reaper/reaper.js';
-import type { TaskRedis } from '../core/redis/scripts.js';
+import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
 import { WorkerRuntime } from '../core/worker/runtime.js';
 import { loadTracing } from '../core/support/tracing.js';
 import type { TaskExecution, TaskOutcome } from '../core/worker/worker-types.js';
@@ -65,7 +65,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         wantsOutcomes: () => this.events.listenerCount('task') > 0,
       }, printableLogger(this.log));
       await this.runtime.start();
-      this.log.log(`worker ${this.options.workerId} consuming ${queues.length} pattern(s) with concurrency ${this.options.concurrency}`);
+      this.log.log(startLine(this.options, queues));
       callback();
     } catch (error) {
       // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
@@ -133,7 +133,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     this.events.on(event, callback as (...args: unknown[]) => void);
   }
 
-  unwrap<T = TaskRedis>(): T {
+  unwrap<T = RedisConnection>(): T {
     if (!this.connection) {
       throw new Error('RedisTaskTransport is not listening: call unwrap() after the microservice has started');
     }
@@ -187,6 +187,16 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       return { status: 'failed', error: capturedError(context) ?? error };
     }
   }
+}
+
+/** What a worker says once it consumes: which patterns, for which group, from where, how many at once. */
+function startLine(options: ResolvedTransportOptions, queues: readonly string[]): string {
+  const named = queues.slice(0, 10).map((queue) => JSON.stringify(queue)).join(', ') + (queues.length > 10 ? ` and ${queues.length - 10} more` : '');
+  const what = queues.length === 0 ? 'no pattern (this app has no @EventPattern or @MessagePattern handler)' : `${queues.length === 1 ? 'pattern' : `${queues.length} patterns`} ${named}`;
+  return (
+    `worker ${options.workerId} consuming ${what} for group "${options.group}", concurrency ${options.concurrency}, ` +
+    `from Redis at ${describeServer(options.connection)} (prefix "${options.prefix}")`
+  );
 }
 
 /**

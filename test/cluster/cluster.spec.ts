@@ -7,6 +7,7 @@ import { checkClusterLayout } from '../../lib/core/redis/guardrails.js';
 import { hashSlot } from '../../lib/core/redis/hash-slot.js';
 import { defineScripts } from '../../lib/core/redis/scripts.js';
 import {
+  PrefixInUseError,
   PrefixKeys,
   RedisTaskAdmin,
   RedisTaskClient,
@@ -167,6 +168,21 @@ describe('Redis Cluster (3 primaries)', () => {
     expect([...handled.values()].every((count) => count === 1)).toBe(true);
     expect(clientsSeen.size).toBe(30);
   }, 120_000);
+
+  it('deletes one prefix on every primary (deletePrefix), refused while its worker lives', async () => {
+    const prefix = testPrefix('delete-prefix');
+    const client = await producer(prefix, { shards: 3 });
+    const app = await worker(prefix, { shards: 3, workerId: 'doomed' });
+    await client.emitBatch('cluster.work', Array.from({ length: 300 }, (_, i) => new RedisTaskRecordBuilder({ key: `d${i}` }).setClientId(`c${i % 30}`).setDelay(60_000).build()));
+    const admin = new RedisTaskAdmin(client);
+    await expect(admin.deletePrefix()).rejects.toBeInstanceOf(PrefixInUseError);
+    const ours = async () => (await Promise.all(redis.nodes('master').map((node) => node.keys(`${prefix}:*`)))).map((keys) => keys.length);
+    expect((await ours()).every((count) => count > 0)).toBe(true); // every primary holds keys of it
+    await app.app.close();
+    const { deleted } = await admin.deletePrefix();
+    expect(deleted).toBeGreaterThan(9);
+    expect(await ours()).toEqual([0, 0, 0]);
+  });
 
   it('wakes a blocked worker within moments of an enqueue on any shard', async () => {
     const prefix = testPrefix('wake');

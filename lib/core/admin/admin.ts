@@ -5,6 +5,7 @@ import type { TaskRedis } from '../redis/scripts.js';
 import type { DeadLetterRecord } from '../model/dead-letter.js';
 import { DeadLetters, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
 import { ConsumerGroups, type RemovedGroup } from './groups.js';
+import { deletePrefix, type DeletedPrefix } from './prefix-cleanup.js';
 import { QueueSettings } from './settings.js';
 import { QueueStatsReader, type QueueStats, type WorkerInfo } from './stats.js';
 
@@ -150,5 +151,13 @@ export class TaskAdmin {
   /** Deletes selected dead letters; resolves with how many were removed. */
   purgeDeadLetters(queue: string, selection: DeadLetterSelection): Promise<number> {
     return this.deadLettersPart.purgeDeadLetters(queue, selection);
+  }
+
+  /**
+   * Deletes every key of this admin's prefix (all its queues, groups, dead letters and settings), refused
+   * with `PrefixInUseError`, nothing deleted, while a worker of the prefix is alive.
+   */
+  deletePrefix(): Promise<DeletedPrefix> {
+    return deletePrefix(this.redis, this.keys.prefix);
   }
 }

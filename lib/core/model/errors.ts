@@ -316,6 +316,26 @@ export class WorkerIdInUseError extends RedisTaskError {
 }
 
 /**
+ * `deletePrefix` found workers of the prefix alive (their leases run): deleting their keys under them
+ * would lose their running tasks and leave them claiming from queues that no longer exist. Nothing was
+ * deleted. Stop those workers first (a worker that died is no obstacle once its lease ran out).
+ */
+export class PrefixInUseError extends RedisTaskError {
+  constructor(
+    readonly prefix: string,
+    /** The ids of the live workers found (each once). */
+    readonly workers: readonly string[],
+  ) {
+    const named = workers.slice(0, 5).map((id) => JSON.stringify(id)).join(', ') + (workers.length > 5 ? ` and ${workers.length - 5} more` : '');
+    super(
+      'PREFIX_IN_USE',
+      `nestjs-redis-tasks: prefix "${prefix}" is in use by ${workers.length} live worker(s) (${named}); nothing was deleted. ` +
+        'Stop its workers (app.close()) before deleting its keys',
+    );
+  }
+}
+
+/**
  * Redis refused a command for the ACL user (NOPERM): a configuration problem that no retry heals, so
  * it fails at once. The fix is the user's rule: `aclRule(prefix)` gives the least-privilege one.
  */

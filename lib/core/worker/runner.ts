@@ -179,7 +179,11 @@ export class TaskRunner {
       if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
         this.report('dead-lettered', ran, { reason, error });
         trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
-        this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`);
+        this.logger.warn(
+          requested?.kind === 'dead-letter'
+            ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
+            : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
+        );
       }
       return;
     }
@@ -192,7 +196,11 @@ export class TaskRunner {
     if (dueAt !== undefined) {
       this.report('retried', ran, { error, retryInMs: delay });
       trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
-      this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
+      if (requested?.kind === 'retry') {
+        this.logger.log(`task ${envelope.id} of "${queue}" runs again in ${delay} ms at its handler's request (${error.message}); attempt ${ran.attempt}/${policy.maxAttempts} counted`);
+      } else {
+        this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
+      }
       this.options.onDelayed?.(queue, dueAt);
     }
   }
@@ -303,9 +311,12 @@ export class TaskRunner {
 /** The error a handler's request stands for (what its dead letter and events record), its cause the run's own error. */
 function requestedError(requested: HandlerRequest, outcome: TaskOutcome): Error {
   const cause = outcome.status === 'failed' ? { cause: outcome.error } : undefined;
-  return requested.kind === 'retry'
-    ? new RetryTaskError('the handler asked for a retry (ctx.retry())', { delayMs: requested.delayMs, ...cause })
+  const error = requested.kind === 'retry'
+    ? new RetryTaskError('ctx.retry()', { delayMs: requested.delayMs, ...cause })
     : new DeadLetterTaskError(requested.detail, cause);
+  // Made here, not by the handler: its stack would show the library's frames, which tell nothing.
+  error.stack = undefined;
+  return error;
 }
 
 /** The reply to a `send()` caller as JSON, or why the response cannot be one. */

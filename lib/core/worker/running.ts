@@ -47,6 +47,11 @@ export class RunningTasks {
     return run;
   }
 
+  /** How many runs are under way. */
+  get count(): number {
+    return this.runs.size;
+  }
+
   end(run: Run): void {
     this.runs.delete(run.slot, run);
   }

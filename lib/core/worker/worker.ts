@@ -198,7 +198,13 @@ export class TaskWorker {
     this.watchdog.stop();
     const leaseStopped = this.lease.stop();
     const loopsClosed = Promise.all(loops.map((loop) => loop.close()));
-    await this.running.settled(this.options.shutdownTimeoutMs);
+    const started = Date.now();
+    const running = this.running.count;
+    const waitMs = this.options.shutdownTimeoutMs;
+    this.logger.log(`worker ${this.workerId} stopping: no new claims; ${running === 0 ? 'no handler is running' : `waiting up to ${waitMs} ms for ${running} running handler(s)`}`);
+    await this.running.settled(waitMs);
+    const unfinished = this.running.count;
+    if (unfinished > 0) this.logger.warn(`worker ${this.workerId}: ${unfinished} handler(s) still running after ${waitMs} ms (shutdownTimeoutMs) are told to stop; their tasks go back to their queue`);
     // What is left needs Redis. Past REDIS_SHUTDOWN_MS of an outage, close does not wait for it to end:
     // the tasks stay in this worker's processing hash, where the reaper finds them once the lease
     // expires (or a restart with the same id resumes them). Nothing is lost; they are only late.
@@ -223,6 +229,7 @@ export class TaskWorker {
       );
     }
     await Promise.all([...this.loops.values()].map(({ blocking }) => quit(blocking)));
+    this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
   }
 
   /** Returns a shard's unfinished tasks to their queue and deregisters from it. */

@@ -7,7 +7,7 @@ import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } fro
 import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
 import { QueueLayouts } from '../../core/redis/layouts.js';
 import { errorMessage } from '../../core/support/logger.js';
-import { readyBy } from '../ready-by.js';
+import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
 import { CsrfTokens, type DashboardRequest } from './csrf.js';
@@ -135,7 +135,7 @@ export class DashboardService implements OnModuleDestroy {
   }
 
   private connected(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
-    this.parts ??= this.client.connect().then((redis) => {
+    this.parts ??= connectedRedis(this.client).then((redis) => {
       const keys = new PrefixKeys(this.client.options.prefix);
       // Errors reach the app's logger without the Redis command arguments ioredis attaches to them.
       return { admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)), reader: scrubbing(new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'))) };
