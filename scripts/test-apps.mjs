@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { findRedis, freePort } from './redis-server.mjs';
+import { findRedis, freePort, startRedisServer } from './redis-server.mjs';
 
 const root = resolve(import.meta.dirname, '..');
 const only = process.argv.slice(2);
@@ -61,6 +61,49 @@ async function servesOneRequest(dir, env) {
   }
 }
 
+/**
+ * The hybrid main.ts started before Redis (a deploy where Redis comes up late, or an outage at boot): HTTP
+ * answers at once (the starter's GET /), an emit fails fast instead of hanging, and once a Redis starts on
+ * that port the worker starts consuming by itself and an emit is accepted.
+ */
+async function servesWhileRedisIsDown(dir, env) {
+  const [port, redisPort] = [await freePort(), await freePort()];
+  const main = existsSync(join(dir, 'dist/main.js')) ? 'dist/main.js' : 'dist/src/main.js';
+  const child = spawn(process.execPath, [main], { cwd: dir, env: { ...env, PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise((done) => child.once('exit', done));
+  let server;
+  const until = async (what, check, timeoutMs = 30_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        const found = await check();
+        if (found) return found;
+      } catch {
+        // not yet
+      }
+      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`node ${main} with Redis down: ${what} did not happen:\n${output}`);
+      await new Promise((done) => setTimeout(done, 200));
+    }
+  };
+  try {
+    await until('GET / answering while Redis is unreachable', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200);
+    const refused = await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' });
+    if (refused.status < 500) throw new Error(`an emit with Redis down answered ${refused.status}, expected a 5xx`);
+    if (/consuming/.test(output)) throw new Error(`the worker said it was consuming before Redis answered:\n${output}`);
+    server = await startRedisServer([], redisPort);
+    await until('the worker consuming once Redis answered', () => /consuming/.test(output));
+    await until('POST /avatars/7/resize accepted', async () => (await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' })).status === 201);
+    console.log(`node ${main} served HTTP while Redis was down (an emit answered ${refused.status}), then consumed once Redis started`);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+    await server?.stop();
+  }
+}
+
 const redis = await findRedis();
 try {
   const env = { ...process.env, REDIS_URL: redis.url, TASKS_PREFIX: `apps-${process.pid}`, CI: process.env.CI ?? '' };
@@ -84,6 +127,7 @@ try {
     if (/open handle|did not exit/i.test(e2e)) throw new Error(`${name}: the e2e run left open handles:\n${e2e}`);
     sh('npm', ['run', 'build'], dir, env);
     await servesOneRequest(dir, env);
+    await servesWhileRedisIsDown(dir, env);
   }
   console.log('starter apps: all passed');
 } finally {

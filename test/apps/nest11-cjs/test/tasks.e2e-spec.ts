@@ -5,10 +5,11 @@ import request from 'supertest';
 import { App } from 'supertest/types';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskClient, RedisTaskTransport } from 'nestjs-redis-tasks';
-import { createRedisTaskTestingApp, RedisTaskTestingApp } from 'nestjs-redis-tasks/testing';
+import { createRedisTaskTestingApp, deleteRedisTaskPrefix, RedisTaskTestingApp } from 'nestjs-redis-tasks/testing';
 import { AppModule } from './../src/app.module';
 import { AvatarService } from './../src/tasks/avatar.service';
 import { AvatarsController } from './../src/tasks/avatars.controller';
+import { OpsModule } from './../src/tasks/ops.module';
 
 const connection = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -18,7 +19,7 @@ describe('tasks, the whole app (e2e)', () => {
   beforeAll(async () => {
     // Its own prefix: a dev server on the same Redis never takes this test's tasks.
     process.env.TASKS_PREFIX = `e2e-${randomBytes(4).toString('hex')}`;
-    const moduleFixture = await Test.createTestingModule({ imports: [AppModule] }).compile();
+    const moduleFixture = await Test.createTestingModule({ imports: [AppModule, OpsModule] }).compile();
     app = moduleFixture.createNestApplication();
     app.connectMicroservice({ strategy: new RedisTaskTransport({ connection, prefix: process.env.TASKS_PREFIX }) });
     await app.startAllMicroservices();
@@ -27,6 +28,9 @@ describe('tasks, the whole app (e2e)', () => {
 
   afterAll(async () => {
     await app.close();
+    // The whole app ran on this test's own prefix: nothing of it stays in Redis.
+    const { deleted } = await deleteRedisTaskPrefix({ connection, prefix: process.env.TASKS_PREFIX! });
+    expect(deleted).toBeGreaterThan(0);
   });
 
   it('POST /avatars/:id/resize enqueues a task the worker handles', async () => {
@@ -35,6 +39,17 @@ describe('tasks, the whole app (e2e)', () => {
     const avatars = app.get(AvatarService);
     for (let i = 0; i < 500 && !avatars.resized.includes(42); i++) await new Promise((resolve) => setTimeout(resolve, 10));
     expect(avatars.resized).toContain(42);
+  });
+
+  it('serves the public result types as they come (OpsController: receipts, stats, sweep)', async () => {
+    const receipt = await request(app.getHttpServer()).post('/ops/emit').send({ userId: 1 }).expect(201);
+    expect(receipt.body).toMatchObject({ duplicate: false });
+    const batch = await request(app.getHttpServer()).post('/ops/batch').send({ userIds: [2, 3] }).expect(201);
+    expect(batch.body).toHaveLength(2);
+    const stats = await request(app.getHttpServer()).get('/ops/avatar.resize/stats').expect(200);
+    expect(stats.body).toMatchObject({ queue: 'avatar.resize', paused: false });
+    const sweep = await request(app.getHttpServer()).post('/ops/sweep').expect(201);
+    expect(sweep.body).toHaveProperty('recovered');
   });
 
   it('send() returns the handler result', async () => {

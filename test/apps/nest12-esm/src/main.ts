@@ -8,7 +8,9 @@ async function bootstrap() {
   // Hybrid: the HTTP API and the task worker in one process.
   app.connectMicroservice({ strategy: new RedisTaskTransport(tasksConnection()) });
   app.enableShutdownHooks();
-  await app.startAllMicroservices();
+  // HTTP first: it answers while Redis is unreachable (emit() fails fast, health says down); the
+  // worker starts consuming once Redis answers.
   await app.listen(process.env.PORT ?? 3000);
+  await app.startAllMicroservices();
 }
 await bootstrap();

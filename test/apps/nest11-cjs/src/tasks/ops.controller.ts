@@ -87,19 +87,4 @@ export class OpsController {
   sweep() {
     return this.reaper.sweep();
   }
-
-  @Get('admin')
-  scoped() {
-    return this.admin.forGroup('default');
-  }
-
-  @Get('client-options')
-  clientOptions() {
-    return this.tasks.options;
-  }
-
-  @Get('connection')
-  connection() {
-    return this.tasks.unwrap().status;
-  }
 }

@@ -2,7 +2,6 @@ import { Module } from '@nestjs/common';
 import { RedisTaskModule } from 'nestjs-redis-tasks';
 import { AvatarService } from './avatar.service.js';
 import { AvatarsController } from './avatars.controller.js';
-import { OpsController } from './ops.controller.js';
 
 /** Where Redis is, and the key prefix: from the environment, read when the module starts. */
 export function tasksConnection() {
@@ -11,7 +10,7 @@ export function tasksConnection() {
 
 @Module({
   imports: [RedisTaskModule.forRootAsync({ useFactory: tasksConnection })],
-  controllers: [AvatarsController, OpsController],
+  controllers: [AvatarsController],
   providers: [AvatarService],
 })
 export class TasksModule {}
