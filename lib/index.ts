@@ -26,6 +26,7 @@ export type {
   WorkerInfo,
 } from './core/admin/admin.js';
 export type { DeletedPrefix } from './core/admin/prefix-cleanup.js';
+export type { PatternState } from './core/admin/state.js';
 export type { SweepResult } from './core/reaper/reaper.js';
 export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';

@@ -24,7 +24,7 @@ Commands:
   dead show <pattern> <id>            one dead letter in full
   dead requeue <pattern> <id>...|--all|<filter>  run dead letters again (attempts reset)
   dead purge <pattern> <id>...|--all|<filter>    delete dead letters
-    filters (combined): --reason failed|interrupted|expired|malformed, --client <id>,
+    filters (combined): --reason ${DEAD_LETTER_REASONS.join('|')}, --client <id>,
     --error <text in the message>, --older-than <ms>; they also narrow dead list
   groups <pattern>                    consumer groups registered on the pattern
   groups remove <pattern> <group>     unregister a group and delete its copies (stop its workers first)
@@ -110,7 +110,7 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
         if (options.json) return json(stats);
         const clients = Object.entries(stats.pending.byClient);
         return [
-          `pattern ${stats.queue}${stats.paused ? ' (PAUSED)' : ''}, ${stats.shards} shard(s)`,
+          `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered`,
           table(
             ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
             [[stats.pending.total, stats.inFlight.total, stats.delayed, stats.deadLetters, duration(stats.oldestPendingAgeMs), stats.counters.completed, stats.counters.failed, stats.counters.retried, stats.counters.deadLettered]],
@@ -131,7 +131,7 @@ export async function run(admin: TaskAdmin, positionals: readonly string[], opti
         ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
         all.map((s) => [
           s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length,
-          `${s.paused ? 'paused' : 'running'}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
+          `${s.state}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
         ]),
       );
     }

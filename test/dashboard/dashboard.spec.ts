@@ -237,9 +237,21 @@ for (const adapter of ['express', 'fastify'] as const) {
         ['a', 'ready', '2'],
         ['b', 'ready', '1'],
       ]);
+      // A pattern no worker consumes says so, in the word the CLI uses, with its headline counts.
+      const orphan = await new RedisTaskAdmin(client).stats('dash.orphan');
+      expect(orphan.state).toBe('no worker');
+      expect(await page.getByTestId('no-workers').textContent()).toBe('No worker consumes this pattern: its tasks wait until one starts.');
+      expect(await page.getByTestId('workers').count()).toBe(0);
+      const headline = page.getByTestId('headline');
+      expect(await headline.locator('[data-field="pending"]').textContent()).toBe(String(orphan.pending.total));
+      expect(await headline.locator('[data-field="delayed"]').textContent()).toBe(String(orphan.delayed));
+      expect(await headline.locator('[data-field="state"]').textContent()).toBe('no worker');
+      expect(await page.locator('h1 [data-testid="state"]').textContent()).toBe('no worker');
       await page.goto(`${base}#/pattern?name=dash.slow`);
       await page.getByTestId('workers').locator('tbody tr').first().waitFor();
       expect(await page.getByTestId('clients').locator('thead').textContent()).toContain('In flight (cap 4)');
+      expect(await page.getByTestId('headline').locator('[data-field="state"]').textContent()).toBe('running');
+      expect(await page.getByTestId('headline').locator('[data-field="inFlight"]').textContent()).toBe('1');
       const [worker] = await table('workers');
       const [registered] = await new RedisTaskAdmin(client).workers('dash.slow');
       expect(worker[0]).toBe(registered.workerId);

@@ -4,7 +4,7 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { NonRetryableTaskError, RedisTaskRecordBuilder, type QueueStats } from '../../lib/index.js';
+import { DEAD_LETTER_REASONS, NonRetryableTaskError, RedisTaskRecordBuilder, type QueueStats } from '../../lib/index.js';
 import { freePort } from '../../scripts/redis-server.mjs';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -91,6 +91,28 @@ describe('npx nestjs-redis-tasks', () => {
     const workers = output(await cli(['workers', 'cli.work', '--prefix', prefix, '--json'])) as { alive: boolean }[];
     expect(workers).toHaveLength(1);
     expect(workers[0].alive).toBe(true);
+    expect(human.stdout).toMatch(/^cli\.work\s.*\srunning\s*$/m);
+    expect(stats).toMatchObject({ state: 'running', workers: { registered: 1, alive: 1 } });
+  });
+
+  it("says `no worker` for a pattern no live worker consumes, as the dashboard does, and `paused` when paused", async () => {
+    const client = await setup();
+    await firstValueFrom(client.emit('cli.work', { key: 'ok-1' }));
+    await waitFor(() => handled.includes('ok-1'), 'the task handled');
+    await Promise.all(started.splice(0).map((app) => app.close())); // the worker deregisters: none is left
+    await client.close();
+    const human = await cli(['stats', '--prefix', prefix]);
+    expect(human.stdout).toMatch(/^cli\.work\s.*\sno worker\s*$/m);
+    expect((await cli(['stats', 'cli.work', '--prefix', prefix])).stdout).toMatch(/^pattern cli\.work: no worker, 1 shard\(s\), 0 live worker\(s\) of 0 registered$/m);
+    expect((await cli(['pause', 'cli.work', '--prefix', prefix])).code).toBe(0);
+    expect((await cli(['stats', '--prefix', prefix])).stdout).toMatch(/^cli\.work\s.*\spaused\s*$/m);
+  });
+
+  it('lists in --help every dead-letter reason there is, from the one list', async () => {
+    const help = await cli(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain(`--reason ${DEAD_LETTER_REASONS.join('|')},`);
+    for (const reason of DEAD_LETTER_REASONS) expect(help.stdout).toContain(reason);
   });
 
   it('lists a dead letter, shows it, and requeues it by id so that it completes', async () => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
@@ -133,6 +134,9 @@ describe('OpenTelemetry', () => {
       'nestjs_redis_tasks.client_id': 'default',
       'nestjs_redis_tasks.attempt': 1,
     });
+    // The tracer names the library and its version (the package's), as instrumentation scopes should.
+    const { version } = JSON.parse(readFileSync('package.json', 'utf8')) as { version: string };
+    expect(handled.instrumentationScope).toEqual({ name: 'nestjs-redis-tasks', version, schemaUrl: undefined });
     // The handler's own code ran inside the run's span.
     expect(activeInHandler.find((entry) => entry.pattern === 'traced')?.spanId).toBe(handled.spanContext().spanId);
     expect(consumerSpans('traced.quote')[0].parentSpanContext?.spanId).toBe(producerOf('traced.quote').spanId);

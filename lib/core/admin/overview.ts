@@ -4,6 +4,7 @@ import { gatewayOf } from '../redis/gateway.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { QueueCounters } from './stats.js';
+import { patternState, type PatternState } from './state.js';
 
 /** How many waiting clients per shard and group the overview reads the head task of (for the oldest age). */
 export const OLDEST_SAMPLE = 50;
@@ -34,6 +35,8 @@ export interface PatternOverview {
   readonly paused: boolean;
   readonly workers: number;
   readonly workersAlive: number;
+  /** `paused`, `no worker` (no live worker consumes it) or `running`, as everywhere. */
+  readonly state: PatternState;
   /** Age of the oldest waiting task (ms), or null when none waits. */
   readonly oldestWaitingAgeMs: number | null;
   /**
@@ -122,6 +125,19 @@ export class OverviewReader {
       }
     }
     return { at, patterns: rows };
+  }
+
+  /** The overview row of one pattern and consumer group (a read of its shards only), if it has any data. */
+  async summary(pattern: string, group: string): Promise<PatternOverview | undefined> {
+    const layout = await this.layout(pattern);
+    const replies = await Promise.all(layout.shards.map((shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>));
+    let at = 0;
+    const shards: GroupReply[] = [];
+    for (const [now, ...groups] of replies) {
+      at = Math.max(at, now);
+      shards.push(...groups.filter((reply) => reply[0] === group));
+    }
+    return shards.length === 0 ? undefined : summarize(pattern, group, layout.shards.length, shards, at);
   }
 
   /** A page of the clients with pending tasks (in turn first, then throttled, then parked), all shards in order. */
@@ -221,6 +237,7 @@ function summarize(pattern: string, group: string, shards: number, replies: read
     paused: replies.some((reply) => reply[5] === 1),
     workers: sum(6),
     workersAlive: sum(7),
+    state: patternState({ paused: replies.some((reply) => reply[5] === 1), workersAlive: sum(7) }),
     oldestWaitingAgeMs: oldest.length === 0 ? null : Math.max(0, now - Math.min(...oldest)),
     oldestExact: exact,
     counters,

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { decodeEntry } from '../model/codec.js';
 import { AdminPart } from './part.js';
+import { patternState, type PatternState } from './state.js';
 
 /** A Redis WRONGTYPE reply (the error code is the reply's first word). */
 function isWrongType(error: unknown): boolean {
@@ -24,6 +25,10 @@ export interface QueueStats {
   readonly queue: string;
   readonly shards: number;
   readonly paused: boolean;
+  /** `paused`, `no worker` (no live worker consumes it) or `running`: the word the CLI and dashboard show. */
+  readonly state: PatternState;
+  /** Workers registered on the pattern (in this group), and how many of them hold a live lease. */
+  readonly workers: { readonly registered: number; readonly alive: number };
   /** Pending tasks (ready to claim) in all, and per client, most first. */
   readonly pending: { readonly total: number; readonly byClient: Readonly<Record<string, number>> };
   /** Tasks claimed and not settled, in all and per worker. */
@@ -89,12 +94,17 @@ export class QueueStatsReader extends AdminPart {
     let deadLetters = 0;
     let oldest: number | undefined;
     let paused = false;
+    const registered = new Set<string>();
+    const alive = new Set<string>();
+    const [seconds, micros] = await this.redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     for (const keys of shards) {
       const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
         read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
         read(keys.parked, 'set', this.redis.smembers(keys.parked), []),
         read(keys.throttled, 'sorted set', this.redis.zrange(keys.throttled, '0', '-1'), []),
-        read(keys.workers, 'sorted set', this.redis.zrange(keys.workers, '0', '-1'), []),
+        // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
+        read(keys.workers, 'sorted set', (this.redis as Redis).zrange(keys.workers, '0', '-1', 'WITHSCORES'), []),
         read(keys.delayed, 'sorted set', this.redis.zcard(keys.delayed), 0),
         read(keys.deadLetters, 'list', this.redis.llen(keys.deadLetters), 0),
         this.redis.exists(keys.paused),
@@ -129,7 +139,13 @@ export class QueueStatsReader extends AdminPart {
           if (decoded?.ok) oldest = Math.min(oldest ?? Infinity, decoded.entry.envelope.enqueuedAt);
         }
       }
-      for (const workerId of workers) {
+      const workerIds: string[] = [];
+      for (let i = 0; i < workers.length; i += 2) {
+        workerIds.push(workers[i]);
+        registered.add(workers[i]);
+        if (Number(workers[i + 1]) > now) alive.add(workers[i]);
+      }
+      for (const workerId of workerIds) {
         const processing = keys.processing(workerId);
         const held = await read(processing, 'hash', this.redis.hlen(processing), 0);
         if (held > 0) byWorker.set(workerId, (byWorker.get(workerId) ?? 0) + held);
@@ -140,6 +156,8 @@ export class QueueStatsReader extends AdminPart {
       queue,
       shards: shards.length,
       paused,
+      state: patternState({ paused, workersAlive: alive.size }),
+      workers: { registered: registered.size, alive: alive.size },
       pending: { total: sorted.reduce((sum, [, n]) => sum + n, 0), byClient: Object.fromEntries(sorted) },
       inFlight: { total: [...byWorker.values()].reduce((sum, n) => sum + n, 0), byWorker: Object.fromEntries(byWorker) },
       delayed,

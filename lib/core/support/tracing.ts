@@ -6,6 +6,7 @@
  * a worker in different processes (or languages) join one trace.
  */
 import type * as OtelApi from '@opentelemetry/api';
+import { PACKAGE_VERSION } from './version.generated.js';
 
 /** The W3C trace context a task carries (envelope fields of the same names). */
 export interface TraceContext {
@@ -78,7 +79,7 @@ class OtelTracing implements TaskTracing {
   private readonly noopProvider: OtelApi.TracerProvider;
 
   constructor(private readonly api: typeof OtelApi) {
-    this.tracer = api.trace.getTracer(MESSAGING_SYSTEM);
+    this.tracer = api.trace.getTracer(MESSAGING_SYSTEM, PACKAGE_VERSION);
     this.noopProvider = new api.ProxyTracerProvider().getDelegate();
   }
 

@@ -55,6 +55,8 @@ button { font: inherit; font-size: 12px; padding: 3px 10px; border: 1px solid #b
 button:hover { background: #eef1f4; }
 button.danger { border-color: #e4a9a4; color: var(--bad); }
 .bar { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 8px 0; }
+.stats { display: flex; flex-wrap: wrap; gap: 18px; margin: 8px 0 14px; }
+.stat .value { font-size: 18px; font-variant-numeric: tabular-nums; }
 .bar label { font-size: 12px; color: var(--muted); }
 select, input { font: inherit; font-size: 12px; padding: 2px 6px; }
 pre { margin: 4px 0 0; padding: 6px 8px; background: #f3f5f7; border: 1px solid var(--line); max-height: 240px; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
@@ -178,6 +180,29 @@ export const APP_JS = String.raw`
     return points.length ? num(points[0][kind]) + ' so far' : '–';
   }
 
+  // One word per state, as the CLI and RedisTaskAdmin.stats() say it: paused, no worker, running (no badge).
+  function stateBadge(row) {
+    if (row.state === 'paused') return el('span', { class: 'badge paused', 'data-testid': 'state' }, 'paused');
+    if (row.state !== 'no worker') return null;
+    return el('span', {
+      class: 'badge dead', 'data-testid': 'state',
+      title: row.workers === 0 ? 'no worker is registered on this pattern (a misspelt name?)' : 'every registered worker\'s lease expired: dead or hung',
+    }, 'no worker');
+  }
+
+  function headline(row) {
+    function stat(label, field, value) {
+      return el('div', { class: 'stat' }, el('div', { class: 'muted' }, label), el('div', { class: 'value', 'data-field': field }, value));
+    }
+    return el('div', { class: 'stats', 'data-testid': 'headline' },
+      stat('Pending', 'pending', num(row.pending)), stat('In flight', 'inFlight', num(row.inFlight)),
+      stat('Delayed', 'delayed', num(row.delayed)), stat('Dead letters', 'deadLetters', num(row.deadLetters)),
+      stat('Oldest waiting', 'oldest', (row.oldestExact ? '' : '≥ ') + age(row.oldestWaitingAgeMs)),
+      stat('Completed / min', 'completed', latest(row.perMinute, 'completed')), stat('Failed / min', 'failed', latest(row.perMinute, 'failed')),
+      stat('Workers alive', 'workers', num(row.workersAlive) + ' / ' + num(row.workers)),
+      stat('State', 'state', row.state));
+  }
+
   function pauseButton(row) {
     if (!config.actions) return null;
     var paused = row.paused;
@@ -194,8 +219,7 @@ export const APP_JS = String.raw`
       var params = { name: row.pattern, group: row.group };
       return el('tr', { 'data-pattern': row.pattern, 'data-group': row.group },
         el('td', null, link('/pattern', params, row.pattern), row.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + row.group) : null,
-          row.paused ? el('span', { class: 'badge paused' }, 'paused') : null,
-          row.workers === 0 ? el('span', { class: 'badge dead', title: 'no worker is registered on this pattern (a misspelt name?)' }, 'no worker') : null),
+          stateBadge(row)),
         el('td', { class: 'num', 'data-field': 'pending' }, num(row.pending)),
         el('td', { class: 'num', 'data-field': 'inFlight' }, num(row.inFlight)),
         el('td', { class: 'num', 'data-field': 'delayed' }, num(row.delayed)),
@@ -223,7 +247,9 @@ export const APP_JS = String.raw`
     var offset = Number(params.offset || 0);
     var clients = data.clients;
     return [
-      el('h1', null, data.pattern, data.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + data.group) : null),
+      el('h1', null, data.pattern, data.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + data.group) : null,
+        data.summary ? stateBadge(data.summary) : null),
+      data.summary ? headline(data.summary) : el('p', { class: 'muted' }, 'Nothing recorded for this group yet.'),
       el('div', { class: 'bar' }, link('/dead', { name: data.pattern, group: data.group }, 'Dead letters'),
         data.groups.length ? el('span', { class: 'muted' }, 'Consumer groups: ') : null,
         data.groups.map(function (g) { return link('/pattern', { name: data.pattern, group: g }, g); })),
@@ -240,6 +266,8 @@ export const APP_JS = String.raw`
         offset > 0 ? link('/pattern', { name: data.pattern, group: data.group, offset: Math.max(0, offset - 50) }, '← previous') : null,
         offset + clients.clients.length < clients.total ? link('/pattern', { name: data.pattern, group: data.group, offset: offset + 50 }, 'next →') : null),
       el('h2', null, 'Workers'),
+      data.workers.length === 0 ? el('p', { class: 'muted', 'data-testid': 'no-workers' },
+        'No worker consumes this pattern' + (data.group !== 'default' ? ' for group ' + data.group : '') + ': its tasks wait until one starts.') :
       el('table', { 'data-testid': 'workers' },
         el('thead', null, el('tr', null, el('th', null, 'Worker'), el('th', null, 'Liveness'), el('th', { class: 'num' }, 'Heartbeat age'),
           el('th', { class: 'num' }, 'In flight'), el('th', null, 'Running'))),

@@ -1,6 +1,6 @@
 import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException, ServiceUnavailableException, type OnModuleDestroy } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterFilter, type DeadLetterSelection } from '../../core/admin/admin.js';
-import { OverviewReader, type ClientPage, type Overview, type RunningTask } from '../../core/admin/overview.js';
+import { OverviewReader, type ClientPage, type Overview, type PatternOverview, type RunningTask } from '../../core/admin/overview.js';
 import type { WorkerInfo } from '../../core/admin/stats.js';
 import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
@@ -24,6 +24,8 @@ export interface PatternPage {
   readonly pattern: string;
   readonly group: string;
   readonly groups: readonly string[];
+  /** The pattern's headline counts (as on the overview), or null when the group holds nothing yet. */
+  readonly summary: PatternOverview | null;
   readonly clients: ClientPage;
   readonly workers: readonly (WorkerInfo & { readonly heartbeatAgeMs: number | null; readonly running: readonly RunningTask[] })[];
 }
@@ -62,8 +64,9 @@ export class DashboardService implements OnModuleDestroy {
     const group = this.group(query.group);
     const { admin, reader } = await this.core();
     const scoped = group === DEFAULT_GROUP ? admin : admin.forGroup(group);
-    const [groups, clients, workers] = await Promise.all([
+    const [groups, summary, clients, workers] = await Promise.all([
       admin.groups(pattern),
+      reader.summary(pattern, group),
       reader.clients(pattern, group, { offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER), limit: this.count('limit', query.limit, 50, MAX_PAGE) }),
       scoped.workers(pattern),
     ]);
@@ -76,7 +79,7 @@ export class DashboardService implements OnModuleDestroy {
         running: await reader.running(pattern, group, worker.workerId, 20),
       })),
     );
-    return { pattern, group, groups, clients, workers: withRunning };
+    return { pattern, group, groups, summary: summary ?? null, clients, workers: withRunning };
   }
 
   async deadLetters(query: Record<string, unknown>): Promise<{ records: readonly DeadLetterRecord[]; total: number; nextOffset: number | null }> {
