@@ -1,5 +1,5 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import ts from 'typescript';
 
@@ -11,7 +11,16 @@ import ts from 'typescript';
 const root = process.cwd();
 const dir = join(root, '.readme-snippets');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]);
+const allBlocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]);
+/**
+ * A block whose first line names a file (`// src/tasks/tasks.module.ts`) is a complete file: it is compiled
+ * as written, with nothing declared around it, in a copy of the Nest 11 starter app (test/apps/nest11-cjs).
+ * Where the starter has that file, the README's copy must be the same text (and the Nest 12 starter's the
+ * same but for its `.js` import endings): the app CI builds, tests and serves is the README's.
+ */
+const FILE_HEADER = /^\/\/ (src\/[\w./-]+\.ts)(?: .*)?\n/;
+const files = allBlocks.filter((block) => FILE_HEADER.test(block)).map((block) => ({ path: (FILE_HEADER.exec(block) as RegExpExecArray)[1], text: block.replace(FILE_HEADER, '') }));
+const blocks = allBlocks.filter((block) => !FILE_HEADER.test(block));
 
 /** What a snippet may use without importing it: Nest and rxjs names, and the package's own. */
 const IMPORTS: Record<string, string> = {
@@ -24,7 +33,7 @@ const IMPORTS: Record<string, string> = {
   RedisTaskModule: 'nestjs-redis-tasks', RedisTaskTransport: 'nestjs-redis-tasks', RedisTaskClient: 'nestjs-redis-tasks',
   RedisTaskContext: 'nestjs-redis-tasks', RedisTaskRecordBuilder: 'nestjs-redis-tasks', RedisTaskAdmin: 'nestjs-redis-tasks',
   RedisTaskReaper: 'nestjs-redis-tasks',
-  expect: '@jest/globals',
+  expect: '@jest/globals', describe: '@jest/globals', it: '@jest/globals', beforeAll: '@jest/globals', afterAll: '@jest/globals',
 };
 /** Your own names, as the README assumes them. */
 const DECLARED: Record<string, string> = {
@@ -119,6 +128,54 @@ describe('README TypeScript snippets', () => {
       .map((diagnostic) => {
         const where = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start) : undefined;
         return `${diagnostic.file?.fileName.slice(dir.length + 1)}:${(where?.line ?? 0) + 1} ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
+      });
+    expect(problems).toEqual([]);
+  }, 120_000);
+
+  it('holds the complete first app: the starter apps\' own files, word for word', () => {
+    const paths = files.map((file) => file.path);
+    expect(paths).toEqual(expect.arrayContaining(['src/main.ts', 'src/app.module.ts', 'src/tasks/tasks.module.ts', 'src/tasks/avatars.controller.ts']));
+    expect(new Set(paths).size).toBe(paths.length);
+    for (const file of files) {
+      const starter = join(root, 'test/apps/nest11-cjs', file.path);
+      if (!existsSync(starter)) continue;
+      expect({ path: file.path, text: file.text }).toEqual({ path: file.path, text: readFileSync(starter, 'utf8') });
+      // The ESM starter: relative imports end in .js, and its main.ts awaits bootstrap() at the top level.
+      const esm = readFileSync(join(root, 'test/apps/nest12-esm', file.path), 'utf8').replace(/(from '\.{1,2}\/[^']*)\.js'/g, "$1'").replace(/^await bootstrap\(\);$/m, 'bootstrap();');
+      expect({ path: file.path, esm }).toEqual({ path: file.path, esm: file.text });
+    }
+  });
+
+  it('compiles its complete files as written, in a copy of the Nest 11 starter (strict, nothing declared for them)', () => {
+    const app = join(dir, 'app');
+    rmSync(app, { recursive: true, force: true });
+    cpSync(join(root, 'test/apps/nest11-cjs/src'), join(app, 'src'), { recursive: true, filter: (path) => !path.endsWith('.spec.ts') });
+    for (const file of files) {
+      mkdirSync(dirname(join(app, file.path)), { recursive: true });
+      writeFileSync(join(app, file.path), file.text);
+    }
+    const sources = readdirSync(join(app, 'src'), { recursive: true, encoding: 'utf8' }).filter((path) => path.endsWith('.ts')).map((path) => join(app, 'src', path));
+    const program = ts.createProgram(sources, {
+      target: ts.ScriptTarget.ES2022,
+      module: ts.ModuleKind.CommonJS,
+      moduleResolution: ts.ModuleResolutionKind.Node10,
+      strict: true,
+      declaration: true, // as the starters: every inferred type of a public signature must be nameable
+      emitDeclarationOnly: true,
+      outDir: join(app, 'out'),
+      experimentalDecorators: true,
+      emitDecoratorMetadata: true,
+      skipLibCheck: true,
+      types: ['node'],
+      baseUrl: root,
+      paths: { 'nestjs-redis-tasks': ['./lib/index.ts'], 'nestjs-redis-tasks/*': ['./lib/*.ts'] },
+    });
+    const emitted = program.emit();
+    const problems = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics]
+      .filter((diagnostic) => diagnostic.file?.fileName.startsWith(app))
+      .map((diagnostic) => {
+        const where = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start) : undefined;
+        return `${diagnostic.file?.fileName.slice(app.length + 1)}:${(where?.line ?? 0) + 1} ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
       });
     expect(problems).toEqual([]);
   }, 120_000);
