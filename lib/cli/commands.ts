@@ -98,85 +98,99 @@ function ids(rest: readonly string[], options: CliOptions, verb: string): DeadLe
   return { ids: [...rest] };
 }
 
+const json = (value: unknown) => JSON.stringify(value, null, 2);
+
+type Command = (admin: TaskAdmin, args: readonly string[], options: CliOptions) => Promise<string>;
+
+/** Every command, by name: each checks its own arguments. */
+const COMMANDS: Readonly<Record<string, Command>> = {
+  stats: (admin, args, options) => (args.length > 1 ? Promise.reject(usage('stats takes at most one pattern')) : args[0] ? patternStats(admin, args[0], options) : allStats(admin, options)),
+  workers,
+  dead: (admin, args, options) => dead(admin, args, options, json),
+  groups,
+  pause: (admin, args, options) => pauseOrResume('pause', admin, args, options),
+  resume: (admin, args, options) => pauseOrResume('resume', admin, args, options),
+};
+
 /** Runs one command; resolves with what to print. */
 export async function run(admin: TaskAdmin, positionals: readonly string[], options: CliOptions): Promise<string> {
   const [command, ...rest] = positionals;
-  const json = (value: unknown) => JSON.stringify(value, null, 2);
-  switch (command) {
-    case 'stats': {
-      if (rest.length > 1) throw usage('stats takes at most one pattern');
-      if (rest[0]) {
-        const stats = await admin.stats(await knownQueue(admin, rest[0]));
-        if (options.json) return json(stats);
-        const clients = Object.entries(stats.pending.byClient);
-        return [
-          `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered`,
-          table(
-            ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
-            [[stats.pending.total, stats.inFlight.total, stats.delayed, stats.deadLetters, duration(stats.oldestPendingAgeMs), stats.counters.completed, stats.counters.failed, stats.counters.retried, stats.counters.deadLettered]],
-          ),
-          '',
-          clients.length > 0 ? table(['client', 'pending'], clients.slice(0, 20)) + (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '') : 'no pending tasks',
-          '',
-          Object.keys(stats.inFlight.byWorker).length > 0 ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker)) : 'nothing in flight',
-          ...(stats.faults.length > 0
-            ? ['', `${stats.faults.length} fault(s) in Redis data:`, table(['key', 'found'], stats.faults.map((fault) => [fault.subject, fault.detail]))]
-            : []),
-        ].join('\n');
-      }
-      const all = await Promise.all((await admin.queues()).map((queue) => admin.stats(queue)));
-      if (options.json) return json(all);
-      if (all.length === 0) return 'no patterns under this prefix have had a worker yet';
-      return table(
-        ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
-        all.map((s) => [
-          s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length,
-          `${s.state}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
-        ]),
-      );
-    }
-    case 'workers': {
-      if (rest.length > 1) throw usage('workers takes at most one pattern');
-      const workers = await admin.workers(rest[0] ? await knownQueue(admin, rest[0]) : undefined);
-      if (options.json) return json(workers);
-      if (workers.length === 0) return 'no workers registered';
-      const now = Date.now();
-      return table(
-        ['pattern', 'worker', 'state', 'last heartbeat', 'lease', 'in flight'],
-        workers.map((w) => [
-          w.queue,
-          w.workerId,
-          w.alive ? 'alive' : 'LEASE EXPIRED',
-          w.lastHeartbeatAt === null ? '-' : `${duration(Math.max(0, now - w.lastHeartbeatAt))} ago`,
-          w.alive ? `expires in ${duration(w.leaseExpiresAt - now)}` : `expired ${duration(now - w.leaseExpiresAt)} ago`,
-          w.inFlight,
-        ]),
-      );
-    }
-    case 'dead':
-      return dead(admin, rest, options, json);
-    case 'groups': {
-      if (rest[0] === 'remove') {
-        if (rest.length !== 3) throw usage('groups remove takes a pattern and a group');
-        const pattern = await knownQueue(admin, rest[1]);
-        const removed = await admin.removeGroup(pattern, rest[2]);
-        if (options.json) return json(removed);
-        return `removed group ${rest[2]} from ${pattern}: ${removed.pending} pending, ${removed.delayed} delayed, ${removed.inFlight} in flight and ${removed.deadLetters} dead-lettered copies deleted`;
-      }
-      if (rest.length !== 1) throw usage('groups takes one pattern');
-      const groups = await admin.groups(await knownQueue(admin, rest[0]));
-      return options.json ? json(groups) : groups.length > 0 ? groups.join('\n') : 'no groups registered (workers of the implicit group register "default")';
-    }
-    case 'pause':
-    case 'resume': {
-      if (rest.length !== 1) throw usage(`${command} takes one pattern`);
-      const pattern = await knownQueue(admin, rest[0]);
-      await (command === 'pause' ? admin.pause(pattern) : admin.resume(pattern));
-      return options.json ? json({ pattern, paused: command === 'pause' }) : `${pattern}: ${command === 'pause' ? 'paused' : 'resumed'}`;
-    }
-    default:
-      throw usage(`unknown command "${command}"`);
+  const handler = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined;
+  if (!handler) throw usage(`unknown command "${command}"`);
+  return handler(admin, rest, options);
+}
+
+async function patternStats(admin: TaskAdmin, pattern: string, options: CliOptions): Promise<string> {
+  const stats = await admin.stats(await knownQueue(admin, pattern));
+  if (options.json) return json(stats);
+  const clients = Object.entries(stats.pending.byClient);
+  const { counters } = stats;
+  return [
+    `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered`,
+    table(
+      ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
+      [[stats.pending.total, stats.inFlight.total, stats.delayed, stats.deadLetters, duration(stats.oldestPendingAgeMs), counters.completed, counters.failed, counters.retried, counters.deadLettered]],
+    ),
+    '',
+    clients.length > 0 ? table(['client', 'pending'], clients.slice(0, 20)) + (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '') : 'no pending tasks',
+    '',
+    Object.keys(stats.inFlight.byWorker).length > 0 ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker)) : 'nothing in flight',
+    ...(stats.faults.length > 0
+      ? ['', `${stats.faults.length} fault(s) in Redis data:`, table(['key', 'found'], stats.faults.map((fault) => [fault.subject, fault.detail]))]
+      : []),
+  ].join('\n');
+}
+
+async function allStats(admin: TaskAdmin, options: CliOptions): Promise<string> {
+  const all = await Promise.all((await admin.queues()).map((queue) => admin.stats(queue)));
+  if (options.json) return json(all);
+  if (all.length === 0) return 'no patterns under this prefix have had a worker yet';
+  return table(
+    ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
+    all.map((s) => [
+      s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length,
+      `${s.state}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
+    ]),
+  );
+}
+
+async function workers(admin: TaskAdmin, args: readonly string[], options: CliOptions): Promise<string> {
+  if (args.length > 1) throw usage('workers takes at most one pattern');
+  const found = await admin.workers(args[0] ? await knownQueue(admin, args[0]) : undefined);
+  if (options.json) return json(found);
+  if (found.length === 0) return 'no workers registered';
+  const now = Date.now();
+  return table(
+    ['pattern', 'worker', 'state', 'last heartbeat', 'lease', 'in flight'],
+    found.map((w) => [
+      w.queue,
+      w.workerId,
+      w.alive ? 'alive' : 'LEASE EXPIRED',
+      w.lastHeartbeatAt === null ? '-' : `${duration(Math.max(0, now - w.lastHeartbeatAt))} ago`,
+      w.alive ? `expires in ${duration(w.leaseExpiresAt - now)}` : `expired ${duration(now - w.leaseExpiresAt)} ago`,
+      w.inFlight,
+    ]),
+  );
+}
+
+async function groups(admin: TaskAdmin, args: readonly string[], options: CliOptions): Promise<string> {
+  if (args[0] === 'remove') {
+    if (args.length !== 3) throw usage('groups remove takes a pattern and a group');
+    const pattern = await knownQueue(admin, args[1]);
+    const removed = await admin.removeGroup(pattern, args[2]);
+    if (options.json) return json(removed);
+    return `removed group ${args[2]} from ${pattern}: ${removed.pending} pending, ${removed.delayed} delayed, ${removed.inFlight} in flight and ${removed.deadLetters} dead-lettered copies deleted`;
   }
+  if (args.length !== 1) throw usage('groups takes one pattern');
+  const found = await admin.groups(await knownQueue(admin, args[0]));
+  return options.json ? json(found) : found.length > 0 ? found.join('\n') : 'no groups registered (workers of the implicit group register "default")';
+}
+
+async function pauseOrResume(command: 'pause' | 'resume', admin: TaskAdmin, args: readonly string[], options: CliOptions): Promise<string> {
+  if (args.length !== 1) throw usage(`${command} takes one pattern`);
+  const pattern = await knownQueue(admin, args[0]);
+  await (command === 'pause' ? admin.pause(pattern) : admin.resume(pattern));
+  return options.json ? json({ pattern, paused: command === 'pause' }) : `${pattern}: ${command === 'pause' ? 'paused' : 'resumed'}`;
 }
 
 async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptions, json: (value: unknown) => string): Promise<string> {

@@ -67,7 +67,7 @@ export class QueueLayouts {
         }
       }
     }
-    return Promise.all(queues.map((queue) => this.layout(queue)));
+    return Promise.all(queues.map(async (queue) => this.layout(queue)));
   }
 
   private async verify(queue: string, configured: number): Promise<QueueLayout> {

@@ -84,7 +84,7 @@ export class RunningTasks {
     const timeout = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
     });
-    await Promise.race([Promise.allSettled([...this.runs.values()].map((run) => run.done)), timeout]);
+    await Promise.race([Promise.allSettled([...this.runs.values()].flatMap((run) => (run.done ? [run.done] : []))), timeout]);
     clearTimeout(timer);
   }
 

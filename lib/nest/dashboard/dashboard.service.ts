@@ -43,6 +43,7 @@ export class DashboardService implements OnModuleDestroy {
 
   constructor(@Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings) {
     this.csrf = new CsrfTokens(settings.csrfSecret, { allowedHosts: settings.allowedHosts, trustProxy: settings.trustProxy });
+    // spread-ok: once per dashboard
     this.client = new RedisTaskClient({
       ...(settings.connection !== undefined ? { connection: settings.connection } : {}),
       ...(settings.prefix !== undefined ? { prefix: settings.prefix } : {}),

@@ -1,0 +1,10 @@
+// Types of house-rules.mjs, for the tests that import it.
+import type { Rule } from 'eslint';
+
+export declare const LAYERS: Readonly<Record<string, number>>;
+export declare const ALLOWED_SIDEWAYS: Readonly<Record<string, string>>;
+declare const plugin: {
+  readonly meta: { readonly name: string };
+  readonly rules: Readonly<Record<'imports-downward' | 'no-spread-then-fields' | 'no-long-lived-tables', Rule.RuleModule>>;
+};
+export default plugin;
