@@ -16,6 +16,7 @@ export class ClaimAcks {
   private queued: TakenAck[] = [];
   /** The chunks on their way to Redis (a claim loop has at most a few calls under way). */
   private readonly sending: (readonly TakenAck[])[] = [];
+  private queuedListener: (() => void) | undefined;
 
   get size(): number {
     return this.queued.length;
@@ -28,8 +29,19 @@ export class ClaimAcks {
     return tokens;
   }
 
+  /** Whether a claim loop takes these acknowledgements (it said so with `ridden`). */
+  get rides(): boolean {
+    return this.queuedListener !== undefined;
+  }
+
+  /** The claim loop that takes these acknowledgements: told of each one queued (to wake, or to send it). */
+  ridden(by: () => void): void {
+    this.queuedListener = by;
+  }
+
   add(token: string, answer: (held: boolean) => void): void {
     this.queued.push([token, answer]);
+    this.queuedListener?.();
   }
 
   /** Up to ACK_CHUNK queued acknowledgements, marked as being sent. */

@@ -6,7 +6,7 @@ import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { claimedCount, IdleWait, keepFirst, type WaitEnd } from './idle-wait.js';
 import { PauseWait } from './pause-wait.js';
-import { ClaimAcks, nextTokenPrefix, type TakenAck } from './claim-acks.js';
+import { nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
 import { SlotSet } from '../support/churn-tables.js';
@@ -60,8 +60,6 @@ export class ClaimLoop {
   private readonly stop = new AbortController();
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
-  /** Acknowledgements of succeeded tasks waiting for the next call. */
-  private readonly acks = new ClaimAcks();
   private blocked = false;
   private flushing: Promise<void> | undefined;
   private wakeLoop: (() => void) | undefined;
@@ -77,6 +75,8 @@ export class ClaimLoop {
     redis: TaskRedis,
     blocking: RedisConnection,
     private readonly keys: QueueKeys,
+    /** Acknowledgements of succeeded tasks waiting for the next call (the completer queues them). */
+    private readonly acks: ClaimAcks,
     private readonly slots: Slots,
     private readonly options: ClaimLoopOptions,
     private readonly hooks: ClaimLoopHooks,
@@ -87,6 +87,7 @@ export class ClaimLoop {
     this.pause = new PauseWait(options.blockTimeoutMs, this.stop.signal);
     const watch = watchOf(redis);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
+    acks.ridden(() => this.ackQueued());
   }
 
   start(): void {
@@ -132,22 +133,15 @@ export class ClaimLoop {
   }
 
   /**
-   * Queues the acknowledgement of a succeeded task (one without reply or deduplication key). `answer`
-   * hears true once Redis removed it, false when the worker no longer held it (lease lost). A callback,
-   * not a promise: this is once per task.
+   * An acknowledgement was queued (the completer rode a success on this loop): the next call takes it, or,
+   * while the loop is blocked or stopped, a call of its own.
    */
-  acknowledge(token: string, answer: (held: boolean) => void): void {
-    this.acks.add(token, answer);
+  private ackQueued(): void {
     if (this.blocked || this.stopped) {
       void this.flushAcks();
     } else {
       this.wakeLoop?.();
     }
-  }
-
-  /** Tokens whose acknowledgement is queued: still held in Redis, so still this worker's. */
-  get unacknowledged(): string[] {
-    return this.acks.unacknowledged;
   }
 
   /** Stops claiming and sends the queued acknowledgements; resolves when the loop has left Redis. */

@@ -1,4 +1,3 @@
-import type { AckBatch } from './ack-batch.js';
 import type { TaskEnvelope } from '../model/codec.js';
 import { capRaw, capText, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
 import type { QueueKeys } from '../redis/keys.js';
@@ -9,14 +8,15 @@ import type { ReplyError, ReplyMessage } from '../model/reply.js';
 export type { SettleOptions };
 
 /**
- * A task this worker holds under a fencing token: the unit of work. Each way of settling it is one
- * fenced script call; `false` means the worker no longer holds the task (its lease was lost), so
- * nothing was changed and the task is someone else's now.
+ * A task this worker holds under a fencing token: the unit of work. Each way of failing it (retry,
+ * dead letter) is one fenced script call; `false` means the worker no longer holds the task (its lease
+ * was lost), so nothing was changed and the task is someone else's now. Successes go through the
+ * worker's `Completer`.
  */
 export class ClaimedTask {
   constructor(
-    /** The connection's gateway and acknowledgement batch (made once per worker, not per task). */
-    private readonly settling: { readonly gateway: ScriptGateway; readonly acks: AckBatch },
+    /** The connection's gateway (looked up once per worker, not per task). */
+    private readonly gateway: ScriptGateway,
     readonly keys: QueueKeys,
     readonly token: string,
     readonly raw: string,
@@ -24,33 +24,17 @@ export class ClaimedTask {
   ) {}
 
   /**
-   * Success: the task leaves Redis; a `send()` caller gets `reply` (the reply message, already JSON).
-   * Acknowledgements made in one event-loop turn share one script call (each fenced on its own token).
-   */
-  acknowledge(envelope: TaskEnvelope, reply?: string): Promise<boolean> {
-    const replies = envelope.replyTo !== undefined && reply !== undefined;
-    return this.settling.acks.acknowledge(this.keys, this.options.workerId, [
-      this.token,
-      envelope.id,
-      envelope.dedupKey ?? '',
-      replies ? (envelope.replyTo as string) : '',
-      replies ? reply : '',
-      this.options.resultTtlMs,
-    ]);
-  }
-
-  /**
    * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted. Resolves
    * with the due time, or `undefined` when the task is no longer held.
    */
   async retry(delayMs: number): Promise<number | undefined> {
-    const retried = await this.settling.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
+    const retried = await this.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
     return retried.kind === 'scheduled' ? retried.dueAt : undefined;
   }
 
   /** Whether this worker still holds the task, renewing its lease in the shard (`leaseMs`) on the way. */
   async stillHeld(leaseMs: number): Promise<boolean> {
-    const { lost } = await this.settling.gateway.heartbeat(this.keys, this.options.workerId, leaseMs, [this.token]);
+    const { lost } = await this.gateway.heartbeat(this.keys, this.options.workerId, leaseMs, [this.token]);
     return lost.length === 0;
   }
 
@@ -86,7 +70,7 @@ export class ClaimedTask {
       ...(typeof envelope?.traceparent === 'string' ? { traceparent: envelope.traceparent } : {}),
       ...(typeof envelope?.tracestate === 'string' ? { tracestate: envelope.tracestate } : {}),
     };
-    return this.settling.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
+    return this.gateway.deadLetter(this.keys, this.options.workerId, this.token, {
       record: JSON.stringify(record),
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,

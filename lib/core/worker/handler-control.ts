@@ -1,8 +1,7 @@
 import { validateDeadLetterReason, validateLeaseExtension, validateRetryDelay } from '../config/rules.js';
-import { LeaseLostError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
-import type { Run } from './running.js';
+import { loseLease, type Run } from './running.js';
 import type { RunControl, WorkerOptions } from './worker-types.js';
 
 /**
@@ -40,10 +39,7 @@ export class HandlerControl implements RunControl {
     // Fenced in Redis: the run's token must still be in this worker's processing hash. A Redis failure
     // answers false too (the lease could not be confirmed), never a rejection.
     const held = await this.task.stillHeld(this.options.leaseMs + this.options.heartbeatIntervalMs).catch(() => undefined);
-    if (held === false && !this.run.leaseLost) {
-      this.run.leaseLost = true;
-      this.run.abort.abort(new LeaseLostError(this.task.keys.queue, this.taskId, 'its lease was lost: another process recovered the task'));
-    }
+    if (held === false) loseLease(this.run);
     if (held !== true || this.refused('extendLease')) return false;
     if (this.run.deadline !== undefined) this.run.deadline = Math.max(this.run.deadline, Date.now() + ms);
     return true;

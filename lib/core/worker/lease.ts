@@ -3,7 +3,7 @@ import type { QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
-import type { RunningTasks } from './running.js';
+import { loseLease, type RunningTasks } from './running.js';
 import type { WorkerOptions } from './worker-types.js';
 
 /**
@@ -74,9 +74,7 @@ export class Lease {
         const { lost, orphaned } = await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs, running);
         for (const token of lost) {
           const run = this.running.find(keys, token);
-          if (run && !run.leaseLost) {
-            run.leaseLost = true;
-            run.abort.abort(new Error('the task was recovered by another process: this worker lost its lease'));
+          if (run && loseLease(run)) {
             this.logger.warn(`lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`);
           }
         }

@@ -7,6 +7,7 @@ import { admit, decide, mergeRetry, type HandlerRequest, type RetryPolicy } from
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
+import type { Completer } from './completer.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
 import { RunExecution } from './execution.js';
@@ -18,29 +19,19 @@ const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
 
 type Ran = Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>;
 
-/** What the runner needs of the worker around it. */
-export interface RunnerHooks {
-  /**
-   * Queues a plain success on its claim loop (acknowledged in batches), `answer` told whether the worker
-   * still held it; false when there is no loop to queue it on.
-   */
-  acknowledgeInBatch(task: ClaimedTask, answer: (held: boolean) => void): boolean;
-  /** Whether shutdown already returned unfinished tasks (late outcomes must not be settled). */
-  released(): boolean;
-}
-
 /**
  * Runs one claimed task, top-down: decode -> guard (may it run?) -> execute -> decide -> settle ->
  * report. Every settle is a fenced script; a task whose outcome cannot be written stays held.
  */
 export class TaskRunner {
   /** Whether shutdown gave the worker's tasks back (one function for every run's handler control). */
-  private readonly isReleased = (): boolean => this.hooks.released();
+  private readonly isReleased = (): boolean => this.completer.released;
 
   constructor(
     private readonly options: WorkerOptions,
     private readonly executor: TaskExecutor,
-    private readonly hooks: RunnerHooks,
+    /** Where every success goes (riding on a claim call, or this turn's acknowledgement call). */
+    private readonly completer: Completer,
     private readonly logger: TaskLogger,
   ) {}
 
@@ -124,7 +115,7 @@ export class TaskRunner {
       this.report('lease-lost', ran);
       run.trace?.event('lease lost');
     }
-    if (this.hooks.released() || run.leaseLost) {
+    if (this.completer.released || run.leaseLost) {
       // Returned to its queue (shutdown) or recovered elsewhere (lease lost): not ours to settle any more,
       // and the fenced scripts would refuse it anyway.
       this.logger.warn(`task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`);
@@ -145,15 +136,13 @@ export class TaskRunner {
 
   /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */
   private succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> | undefined {
-    if (envelope.replyTo === undefined && envelope.dedupKey === undefined) {
-      // The common case rides on the claim loop's next call (acknowledged in batches).
-      const batched = this.hooks.acknowledgeInBatch(task, (held) => {
-        if (!held) this.warnLeaseLost(task, envelope, ran);
-        else if (this.reporting) this.report('completed', ran);
-      });
-      if (batched) return;
-    }
-    return this.settle(task, () => task.acknowledge(envelope, reply), envelope, ran).then((settled) => {
+    // The common case rides on the claim loop's next call (acknowledged in batches).
+    const rode = this.completer.ride(task, envelope, (held) => {
+      if (!held) this.warnLeaseLost(task, envelope, ran);
+      else if (this.reporting) this.report('completed', ran);
+    });
+    if (rode) return;
+    return this.settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran).then((settled) => {
       if (settled) this.report('completed', ran);
     });
   }
@@ -235,7 +224,7 @@ export class TaskRunner {
 
   private async settleAfterFailure(task: ClaimedTask, write: () => Promise<boolean>, error: unknown, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
-      if (this.hooks.released()) {
+      if (this.completer.released) {
         this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
         return false;
       }

@@ -4,6 +4,7 @@ import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { LazyAbort } from '../support/lazy-abort.js';
+import { LeaseLostError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 
 /** One run of a task on this worker, from its claim until it settled (or was given up). */
@@ -29,6 +30,18 @@ export interface Run {
   over?: boolean;
   /** The run's CONSUMER span (OpenTelemetry), when traced. */
   trace?: ConsumerTrace;
+}
+
+/**
+ * The run no longer holds its task: another process recovered it (the heartbeat found its token gone, or
+ * `ctx.extendLease()` did). Marks it once and tells its handler (`ctx.signal` aborts with `LeaseLostError`);
+ * true the first time, false when it was known already.
+ */
+export function loseLease(run: Run): boolean {
+  if (run.leaseLost) return false;
+  run.leaseLost = true;
+  run.abort.abort(new LeaseLostError(run.keys.queue, run.about?.id ?? run.token, 'its lease was lost: another process recovered the task'));
+  return true;
 }
 
 /**

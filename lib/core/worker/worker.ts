@@ -1,5 +1,6 @@
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
-import { ackBatchOf, type AckBatch } from './ack-batch.js';
+import { ackBatchOf } from './ack-batch.js';
+import { Completer } from './completer.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
@@ -33,14 +34,14 @@ export class TaskWorker {
   // table-ok: one entry per queue shard
   private readonly loops = new Map<QueueKeys, WatchedLoop>();
   private readonly runner: TaskRunner;
-  /** What every claimed task settles through (one per connection, looked up once). */
-  private readonly settling: { readonly gateway: ScriptGateway; readonly acks: AckBatch };
+  /** What every claimed task's failures settle through (one per connection, looked up once). */
+  private readonly gateway: ScriptGateway;
+  /** What every success settles through; it also knows whether shutdown gave the tasks back. */
+  private readonly completer: Completer;
   private readonly lease: Lease;
   private readonly watchdog: Watchdog;
   private shards: QueueKeys[] = [];
   private closing: Promise<void> | undefined;
-  /** Set once shutdown has returned unfinished tasks: late handlers must not try to settle. */
-  private released = false;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -51,19 +52,12 @@ export class TaskWorker {
     private readonly logger: TaskLogger,
   ) {
     this.slots = new Slots(options.concurrency);
-    this.settling = { gateway: gatewayOf(redis), acks: ackBatchOf(redis) };
+    this.gateway = gatewayOf(redis);
+    this.completer = new Completer(ackBatchOf(redis), options);
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
-    this.runner = new TaskRunner(options, executor, {
-      acknowledgeInBatch: (task, answer) => {
-        const loop = this.released ? undefined : this.loops.get(task.keys)?.loop;
-        loop?.acknowledge(task.token, answer);
-        return loop !== undefined;
-      },
-      released: () => this.released,
-    }, logger);
-    const unacknowledged = (keys: QueueKeys) => this.loops.get(keys)?.loop.unacknowledged ?? [];
-    this.lease = new Lease(redis, this.settling.gateway, this.running, unacknowledged, options, logger, downSince);
+    this.runner = new TaskRunner(options, executor, this.completer, logger);
+    this.lease = new Lease(redis, this.gateway, this.running, (keys) => this.completer.unacknowledged(keys), options, logger, downSince);
     this.watchdog = new Watchdog(redis, this.loops, this.lease, this.running, options, logger, downSince);
   }
 
@@ -160,11 +154,12 @@ export class TaskWorker {
         this.redis,
         blocking,
         keys,
+        this.completer.shard(keys),
         this.slots,
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.settling, keys, token, entry, this.options)),
+          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
           giveBack: (pairs) => void this.giveBack(keys, pairs),
@@ -213,7 +208,7 @@ export class TaskWorker {
     // Succeeded tasks must be acknowledged before what is left is returned to the queue.
     if (released) released = await settledBy(Promise.all(loops.map((loop) => loop.flushAcks())), deadline);
     if (released) released = await settledBy(leaseStopped, deadline);
-    this.released = true;
+    this.completer.release();
     this.running.abortAll(new Error('worker shut down before the handler finished'));
     const now = Date.now();
     for (const keys of this.shards) {
@@ -292,7 +287,7 @@ export class TaskWorker {
       // token: a task this run settled already is left alone.
       this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it goes back to its queue, the attempt counted`);
       finished();
-      if (this.released) return;
+      if (this.completer.released) return;
       requeueProcessing(this.redis, task.keys, this.options, { countAttempt: true, tokens: [task.token], logger: this.logger }).catch((failure: unknown) => {
         this.logger.warn(`could not return a task of "${task.keys.queue}" after an internal error (${errorMessage(failure)}); the orphan check returns it`);
       });

@@ -1,0 +1,80 @@
+import type { TaskEnvelope } from '../model/codec.js';
+import type { QueueKeys } from '../redis/keys.js';
+import type { SettleOptions } from '../redis/requeue.js';
+import type { AckBatch } from './ack-batch.js';
+import { ClaimAcks } from './claim-acks.js';
+import type { ClaimedTask } from './claimed-task.js';
+
+/**
+ * Every success of a worker goes through here, and only here. A plain task (no reply, no deduplication
+ * key) rides on its shard's next claim call: its token joins the shard's `ClaimAcks`, which the shard's
+ * claim loop takes with each call; its caller hears the outcome through `answer`. Any other success, or one
+ * whose shard has no claim loop (or after shutdown gave the tasks back), joins this event-loop turn's
+ * `ackTasks` call (`AckBatch`). The lease asks here which tokens are still held for acknowledgements not
+ * yet sent; shutdown tells it the tasks were given back (`release`), after which nothing rides.
+ */
+export class Completer {
+  // table-ok: one entry per queue shard, made when its claim loop is
+  private readonly shards = new Map<QueueKeys, ClaimAcks>();
+  private given = false;
+
+  constructor(
+    private readonly batch: AckBatch,
+    private readonly options: Pick<SettleOptions, 'workerId' | 'resultTtlMs'>,
+  ) {}
+
+  /** The acknowledgements riding on a shard's claim calls (its claim loop takes them, and listens for new ones). */
+  shard(keys: QueueKeys): ClaimAcks {
+    let acks = this.shards.get(keys);
+    if (!acks) {
+      acks = new ClaimAcks();
+      this.shards.set(keys, acks);
+    }
+    return acks;
+  }
+
+  /**
+   * A plain success rides on its shard's next claim call: true, and `answer` hears whether the worker still
+   * held the task once the call came back. False when it cannot ride (a reply to send or a deduplication key
+   * to free, no claim loop, or the tasks were given back): `acknowledge` it instead.
+   */
+  ride(task: ClaimedTask, envelope: TaskEnvelope, answer: (held: boolean) => void): boolean {
+    if (this.given || envelope.replyTo !== undefined || envelope.dedupKey !== undefined) return false;
+    const acks = this.shards.get(task.keys);
+    if (!acks?.rides) return false;
+    acks.add(task.token, answer);
+    return true;
+  }
+
+  /**
+   * A success in this turn's `ackTasks` call (one per worker and shard, each fenced on its own token): the
+   * task leaves Redis, a `send()` caller gets `reply` (already JSON), its deduplication key is freed.
+   * Resolves true once Redis removed it, false when the worker no longer held it (lease lost).
+   */
+  acknowledge(task: ClaimedTask, envelope: TaskEnvelope, reply?: string): Promise<boolean> {
+    const replies = envelope.replyTo !== undefined && reply !== undefined;
+    return this.batch.acknowledge(task.keys, this.options.workerId, [
+      task.token,
+      envelope.id,
+      envelope.dedupKey ?? '',
+      replies ? (envelope.replyTo as string) : '',
+      replies ? reply : '',
+      this.options.resultTtlMs,
+    ]);
+  }
+
+  /** Tokens of a shard whose acknowledgement is queued or on its way: still held in Redis, still running. */
+  unacknowledged(keys: QueueKeys): string[] {
+    return this.shards.get(keys)?.unacknowledged ?? [];
+  }
+
+  /** Shutdown gave the unfinished tasks back: late outcomes are not settled, nothing rides any more. */
+  release(): void {
+    this.given = true;
+  }
+
+  /** Whether shutdown gave the tasks back. */
+  get released(): boolean {
+    return this.given;
+  }
+}
