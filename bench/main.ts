@@ -735,6 +735,14 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'cost') {
+    // What a task costs end to end (Redis commands, Redis and Node CPU per task), alone: for refactors of the hot path.
+    const libraries = onlyLibraries(['ours', 'bull', 'bee']);
+    for (const library of libraries) await costRows(library, {} as Figures);
+    await closeLibraries(libraries);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'latency') {
     const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;

@@ -1,8 +1,7 @@
 import { afterAll, afterEach, beforeEach } from '@jest/globals';
 import { decodeEntry, encodeEntry } from '../../lib/core/model/codec.js';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
-import { enqueueAnswer, gatewayOf, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
-import { pushEnqueueArgs } from '../../lib/core/producer/task-items.js';
+import { enqueueAnswer, gatewayOf, pushEnqueueFields, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
 import { claimAs, deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
 
 /**
@@ -32,7 +31,7 @@ export async function enqueueWith(tasks: [clientId: string, id: string, options?
   const args: (string | number)[] = [];
   for (const [clientId, id, options = {}] of tasks) {
     const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
-    pushEnqueueArgs(args, {
+    pushEnqueueFields(args, {
       id,
       clientId,
       entry: raw,
@@ -43,7 +42,7 @@ export async function enqueueWith(tasks: [clientId: string, id: string, options?
       awaitsReply: false,
     });
   }
-  return enqueueAnswer(await gateway.enqueue(keys, args));
+  return enqueueAnswer(await redis.enqueueTasks(keys.root, ...args));
 }
 
 /** Enqueues plain tasks per client; resolves with how many were enqueued. */
@@ -59,7 +58,8 @@ export async function claim(_clientId: string, count: number, workerId = worker)
 
 /** Acknowledges one task with ackTasks (as the worker does, alone in its call); resolves 1 or 0. */
 export async function ack(token: string, id: string, options: { dedupKey?: string; channel?: string; reply?: string } = {}): Promise<boolean> {
-  const [held] = await gateway.acknowledge(keys, worker, [token, id, options.dedupKey ?? '', options.channel ?? '', options.reply ?? '', 5_000]);
+  const reply = options.channel ? { channel: options.channel, message: options.reply ?? '' } : undefined;
+  const [held] = await gateway.acknowledge(keys, worker, [{ token, taskId: id, deduplicationKey: options.dedupKey || undefined, reply, resultTtlMs: 5_000 }]);
   return held;
 }
 

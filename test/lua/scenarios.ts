@@ -1,6 +1,5 @@
 import { encodeEntry } from '../../lib/core/model/codec.js';
-import { pushEnqueueArgs } from '../../lib/core/producer/task-items.js';
-import { gatewayOf, startEnqueueCall } from '../../lib/core/redis/gateway.js';
+import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
 import { claimAs, type TestRedis } from '../support/redis.js';
 
@@ -24,12 +23,12 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     if (recorded) startEnqueueCall(args, Date.now() + 5_000, 5_000);
     for (const task of tasks) {
       const client = task.client ?? 'a';
-      pushEnqueueArgs(args, {
+      pushEnqueueFields(args, {
         id: task.id, clientId: client, entry: entry(task.id, client, 0, task.priority ?? 0), priority: task.priority ?? 0,
         delayMs: task.delayMs ?? 0, deduplicationKey: task.dedup, deduplicationTtlMs: 60_000, awaitsReply: false,
       });
     }
-    return gateway.enqueue(keys, args);
+    return redis.enqueueTasks(keys.root, ...args);
   }
 
   /** Claims what the queue holds for `worker` (registered first); the token/entry pairs. */
@@ -62,7 +61,11 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       },
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
-        return gateway.acknowledge(keys, worker, [t1, 'p1', '', 'chan', '"r"', 5_000, t2, 'p2', '', '', '', 5_000, t3, 'p3', 'd1', '', '', 5_000]);
+        return gateway.acknowledge(keys, worker, [
+          { token: t1, taskId: 'p1', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
+          { token: t2, taskId: 'p2', resultTtlMs: 5_000 },
+          { token: t3, taskId: 'p3', deduplicationKey: 'd1', resultTtlMs: 5_000 },
+        ]);
       },
     },
     retryTask: {

@@ -1,22 +1,23 @@
 import { describe, expect, it } from '@jest/globals';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
 import type { ScriptGateway } from '../../lib/core/redis/gateway.js';
+import type { AckItem } from '../../lib/core/model/prepared-task.js';
 import { AckBatch } from '../../lib/core/worker/ack-batch.js';
 import { ACK_CHUNK, ClaimAcks, nextTokenPrefix } from '../../lib/core/worker/claim-acks.js';
 
-/** The gateway's acknowledge, answered by the test: each call recorded with its fields. */
+/** The gateway's acknowledge, answered by the test: each call recorded with its acknowledgements. */
 class AnsweringGateway {
-  readonly calls: { queue: string; workerId: string; fields: readonly (string | number)[]; answer: (held: boolean[]) => void; fail: (error: Error) => void }[] = [];
+  readonly calls: { queue: string; workerId: string; acks: readonly AckItem[]; answer: (held: boolean[]) => void; fail: (error: Error) => void }[] = [];
 
-  acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean[]> {
-    return new Promise((answer, fail) => this.calls.push({ queue: keys.queue, workerId, fields, answer, fail }));
+  acknowledge(keys: QueueKeys, workerId: string, acks: readonly AckItem[]): Promise<boolean[]> {
+    return new Promise((answer, fail) => this.calls.push({ queue: keys.queue, workerId, acks, answer, fail }));
   }
 }
 
 /** The end of the current event-loop turn (the batch is sent on process.nextTick). */
 const afterTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-const fields = (token: string) => [token, `id-${token}`, '', '', '', 5_000];
+const fields = (token: string): AckItem => ({ token, taskId: `id-${token}`, resultTtlMs: 5_000 });
 
 describe('AckBatch: acknowledgements of one turn share one call per worker and shard', () => {
   it('sends one call per processing hash after the turn, and answers each caller with its own result', async () => {
@@ -32,7 +33,7 @@ describe('AckBatch: acknowledgements of one turn share one call per worker and s
     ];
     expect(gateway.calls).toHaveLength(0); // nothing sent before the turn ends
     await afterTurn();
-    expect(gateway.calls.map(({ queue, workerId, fields: sent }) => [queue, workerId, sent.filter((_, i) => i % 6 === 0)])).toEqual([
+    expect(gateway.calls.map(({ queue, workerId, acks }) => [queue, workerId, acks.map((ack) => ack.token)])).toEqual([
       ['a', 'w1', ['1', '2']],
       ['b', 'w1', ['3']],
       ['a', 'w2', ['4']],

@@ -1,10 +1,10 @@
 import type { DurabilityOptions } from '../config/options.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { enqueueAnswer, gatewayOf, startEnqueueCall, type ScriptGateway } from '../redis/gateway.js';
+import { enqueueAnswer, gatewayOf, type EnqueueCall, type ScriptGateway } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { SlotSet } from '../support/churn-tables.js';
-import { pushEnqueueArgs, type PreparedTask } from './task-items.js';
+import type { PreparedTask } from './task-items.js';
 
 /** One caller's tasks for one shard, and how to answer that caller. */
 export interface EnqueuePart {
@@ -107,19 +107,15 @@ export class EnqueueCoalescer {
 
   private call(settings: CallSettings, keys: QueueKeys, parts: EnqueuePart[]): void {
     const call = this.deadlines.add(parts, settings.timeoutMs);
-    const args: (string | number)[] = [];
-    startEnqueueCall(args, call.deadline, settings.timeoutMs);
-    for (const part of parts) {
-      part.sent = true;
-      for (const task of part.tasks) pushEnqueueArgs(args, task);
-    }
+    for (const part of parts) part.sent = true;
+    const request: EnqueueCall = { deadline: call.deadline, timeoutMs: settings.timeoutMs, batches: parts };
     const durability = settings.durability;
     const written = durability
-      ? this.gateway.enqueueReplicated(keys, args, durability).then((replicated) => {
+      ? this.gateway.enqueueReplicated(keys, request, durability).then((replicated) => {
           if (replicated.kind === 'short') throw new ReplicationShortfall(replicated.acknowledged);
           return replicated.results;
         })
-      : this.gateway.enqueue(keys, args);
+      : this.gateway.enqueue(keys, request);
     written.then(
       (answered) => {
         this.deadlines.delete(call);

@@ -5,6 +5,9 @@ import type { BackoffOptions } from '../model/retry-policy.js';
 import { MAX_DELAY_MS, nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../config/rules.js';
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 import type { TraceContext } from '../support/tracing.js';
+import type { PreparedTask } from '../model/prepared-task.js';
+
+export type { PreparedTask };
 
 /** Per-task settings a record may carry (the record builder's options, less what it resolves itself). */
 export interface TaskOptions {
@@ -36,19 +39,6 @@ export interface EnqueueItem extends TaskOptions {
   readonly id?: string;
   /** The producer span's trace context (OpenTelemetry), stored with the task. */
   readonly trace?: TraceContext;
-}
-
-/** A checked item, encoded as Redis will store it. */
-export interface PreparedTask {
-  readonly id: string;
-  readonly clientId: string;
-  readonly entry: string;
-  readonly priority: number;
-  readonly delayMs: number;
-  readonly deduplicationKey?: string;
-  readonly deduplicationTtlMs: number;
-  /** A send() task: kept until its reply comes, so its caller can cancel it. */
-  readonly awaitsReply: boolean;
 }
 
 /** What a task is checked against besides its own fields. */
@@ -180,16 +170,4 @@ function serializePayload(payload: unknown, index: number | undefined, maxPayloa
     }
   }
   return json;
-}
-
-/**
- * The request arguments of one task for the enqueue script (see enqueueTasks-1.lua): a plain task is
- * its client id and entry; a task with options is marked by a leading '' (client ids are never empty).
- */
-export function pushEnqueueArgs(args: (string | number)[], task: PreparedTask): void {
-  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined) {
-    args.push(task.clientId, task.entry);
-  } else {
-    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.deduplicationKey ?? '', task.deduplicationTtlMs, task.id);
-  }
 }

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { CALL_MARKER } from './script-command.js';
 import { ScriptKeys } from './script-keys.js';
 import type { SettleKeys, TaskRedis } from './scripts.js';
+import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 
 /**
  * The one way into the Lua scripts: a method per script that names its own KEYS from the queue's keys
@@ -14,23 +15,24 @@ export class ScriptGateway {
   constructor(private readonly redis: TaskRedis) {}
 
   /**
-   * enqueueTasks: `args` as `startEnqueueCall` and `pushEnqueueArgs` write them; per task 0 (written) or
-   * the id holding its deduplication key; -1 when the call was sent again after its deadline and no answer
-   * was on record (the script's mode '3': nothing was written by that send). Read it with `enqueueAnswer`.
+   * enqueueTasks: the call's tasks, batch by batch, behind its call record (which makes a resend
+   * idempotent); per task 0 (written) or the id holding its deduplication key; -1 when the call was sent
+   * again after its deadline and no answer was on record (the script's mode '3': nothing was written by
+   * that send). Read it with `enqueueAnswer`.
    */
-  enqueue(keys: QueueKeys, args: readonly (string | number)[]): Promise<(0 | string)[] | -1> {
+  enqueue(keys: QueueKeys, call: EnqueueCall): Promise<(0 | string)[] | -1> {
     // No promise of its own here (once per emit): the caller reads the answer.
-    return this.redis.enqueueTasks(keys.root, ...args);
+    return this.redis.enqueueTasks(keys.root, ...enqueueArgs(call));
   }
 
   /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
-  async enqueueReplicated(keys: QueueKeys, args: readonly (string | number)[], { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number }): Promise<Replicated> {
+  async enqueueReplicated(keys: QueueKeys, call: EnqueueCall, { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number }): Promise<Replicated> {
     const pipeline = this.redis.pipeline() as unknown as {
       enqueueTasks(root: string, ...args: (string | number)[]): unknown;
       wait(replicas: number, timeout: number): unknown;
       exec(): Promise<[Error | null, unknown][] | null>;
     };
-    pipeline.enqueueTasks(keys.root, ...args);
+    pipeline.enqueueTasks(keys.root, ...enqueueArgs(call));
     pipeline.wait(replicas, timeoutMs);
     const replies = await pipeline.exec();
     const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
@@ -49,9 +51,11 @@ export class ScriptGateway {
     return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined, drained: drained === 1 };
   }
 
-  /** ackTasks: per acknowledgement (6 fields, see `AckFields`), true when removed, false when no longer held. */
-  async acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean[]> {
+  /** ackTasks: per acknowledgement, true when removed, false when the worker no longer held it. */
+  async acknowledge(keys: QueueKeys, workerId: string, acks: readonly AckItem[]): Promise<boolean[]> {
     const k = keys;
+    const fields: (string | number)[] = [];
+    for (const ack of acks) pushAckFields(fields, ack);
     const results = await this.redis.ackTasks(k.processing(workerId), k.counted, k.inflight, k.parked, k.ring, k.counters, k.root, ...fields);
     return results.map((held) => held === 1);
   }
@@ -160,6 +164,45 @@ export class ScriptGateway {
     );
     return removed === 1;
   }
+}
+
+/** One enqueue call: the caller's deadline (its call record carries it) and its tasks, batch by batch. */
+export interface EnqueueCall {
+  /** When the caller stops waiting (ms since the epoch): a resend after it writes nothing new. */
+  readonly deadline: number;
+  /** The caller's wait (`enqueueTimeoutMs`): the call record is kept this long and a margin. */
+  readonly timeoutMs: number;
+  /** Each batch stays whole within the call (all or nothing), in call order. */
+  readonly batches: readonly { readonly tasks: readonly PreparedTask[] }[];
+}
+
+/** The enqueue script's arguments: the call record, then each task's fields (see `pushEnqueueFields`). */
+function enqueueArgs(call: EnqueueCall): (string | number)[] {
+  const args: (string | number)[] = [];
+  startEnqueueCall(args, call.deadline, call.timeoutMs);
+  for (const batch of call.batches) for (const task of batch.tasks) pushEnqueueFields(args, task);
+  return args;
+}
+
+/**
+ * One task's fields for enqueueTasks-1.lua: a plain task is 2 fields (client id, entry); a task with
+ * options is 8, marked by a leading '' (client ids are never empty): '', client id, entry, priority, delay
+ * (ms), deduplication key ('' none), its TTL (ms), task id.
+ */
+export function pushEnqueueFields(args: (string | number)[], task: PreparedTask): void {
+  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined) {
+    args.push(task.clientId, task.entry);
+  } else {
+    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.deduplicationKey ?? '', task.deduplicationTtlMs, task.id);
+  }
+}
+
+/**
+ * One acknowledgement's 6 fields for ackTasks-7.lua: token, task id, deduplication key ('' none), reply
+ * channel ('' not a send() task), reply message ('' none), result TTL (ms).
+ */
+export function pushAckFields(args: (string | number)[], ack: AckItem): void {
+  args.push(ack.token, ack.taskId, ack.deduplicationKey ?? '', ack.reply?.channel ?? '', ack.reply?.message ?? '', ack.resultTtlMs);
 }
 
 /** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */

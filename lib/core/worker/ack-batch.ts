@@ -1,10 +1,11 @@
 import type { QueueKeys } from '../redis/keys.js';
 import { perConnection } from '../redis/per-connection.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { AckItem } from '../model/prepared-task.js';
 
-/** One acknowledgement waiting for its call: the script's 6 fields, and its caller. */
+/** One acknowledgement waiting for its call, and its caller. */
 interface PendingAck {
-  readonly fields: readonly (string | number)[];
+  readonly ack: AckItem;
   readonly resolve: (held: boolean) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -28,13 +29,13 @@ export class AckBatch {
   constructor(private readonly gateway: ScriptGateway) {}
 
   /** Resolves true once Redis removed the task, false when the worker no longer held it (lease lost). */
-  acknowledge(keys: QueueKeys, workerId: string, fields: readonly (string | number)[]): Promise<boolean> {
+  acknowledge(keys: QueueKeys, workerId: string, ack: AckItem): Promise<boolean> {
     return new Promise((resolve, reject) => {
       // One batch per worker and shard (its processing hash): found by those two, no key built per ack.
       let batch: Batch | undefined;
       for (const waiting of this.waiting) if (waiting.workerId === workerId && waiting.keys.base === keys.base) batch = waiting;
-      if (batch) batch.acks.push({ fields, resolve, reject });
-      else this.waiting.push({ keys, workerId, acks: [{ fields, resolve, reject }] });
+      if (batch) batch.acks.push({ ack, resolve, reject });
+      else this.waiting.push({ keys, workerId, acks: [{ ack, resolve, reject }] });
       if (!this.scheduled) {
         this.scheduled = true;
         process.nextTick(this.flush);
@@ -47,9 +48,7 @@ export class AckBatch {
     const batches = this.waiting;
     this.waiting = [];
     for (const { keys, workerId, acks } of batches) {
-      const args: (string | number)[] = [];
-      for (const ack of acks) args.push(...ack.fields);
-      this.gateway.acknowledge(keys, workerId, args).then(
+      this.gateway.acknowledge(keys, workerId, acks.map((pending) => pending.ack)).then(
         (held) => acks.forEach((ack, i) => ack.resolve(held[i])),
         (error: unknown) => acks.forEach((ack) => ack.reject(error)),
       );

@@ -52,15 +52,13 @@ export class Completer {
    * Resolves true once Redis removed it, false when the worker no longer held it (lease lost).
    */
   acknowledge(task: ClaimedTask, envelope: TaskEnvelope, reply?: string): Promise<boolean> {
-    const replies = envelope.replyTo !== undefined && reply !== undefined;
-    return this.batch.acknowledge(task.keys, this.options.workerId, [
-      task.token,
-      envelope.id,
-      envelope.dedupKey ?? '',
-      replies ? (envelope.replyTo as string) : '',
-      replies ? reply : '',
-      this.options.resultTtlMs,
-    ]);
+    return this.batch.acknowledge(task.keys, this.options.workerId, {
+      token: task.token,
+      taskId: envelope.id,
+      deduplicationKey: envelope.dedupKey,
+      reply: envelope.replyTo !== undefined && reply !== undefined ? { channel: envelope.replyTo, message: reply } : undefined,
+      resultTtlMs: this.options.resultTtlMs,
+    });
   }
 
   /** Tokens of a shard whose acknowledgement is queued or on its way: still held in Redis, still running. */

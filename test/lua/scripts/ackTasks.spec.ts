@@ -27,10 +27,10 @@ describe('ackTasks', () => {
     const tokens = ((await claim('a', 3)) as string[]).filter((_, i) => i % 2 === 0);
     const reply = JSON.stringify({ id: '3', response: 7 });
     const results = await gateway.acknowledge(keys, worker, [
-      tokens[0], '1', '', '', '', 5_000,
-      'not-a-held-token', 'x', '', '', '', 5_000,
-      tokens[1], '2', 'k', '', '', 5_000,
-      tokens[2], '3', '', `${prefix}:replies:x`, reply, 5_000,
+      { token: tokens[0], taskId: '1', resultTtlMs: 5_000 },
+      { token: 'not-a-held-token', taskId: 'x', resultTtlMs: 5_000 },
+      { token: tokens[1], taskId: '2', deduplicationKey: 'k', resultTtlMs: 5_000 },
+      { token: tokens[2], taskId: '3', reply: { channel: `${prefix}:replies:x`, message: reply }, resultTtlMs: 5_000 },
     ]);
     expect(results).toEqual([true, false, true, true]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
@@ -43,7 +43,7 @@ describe('ackTasks', () => {
   it('acknowledges a token given twice in one call once', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    const results = await gateway.acknowledge(keys, worker, [token, '1', '', '', '', 5_000, token, '1', '', '', '', 5_000]);
+    const results = await gateway.acknowledge(keys, worker, [{ token, taskId: '1', resultTtlMs: 5_000 }, { token, taskId: '1', resultTtlMs: 5_000 }]);
     expect(results).toEqual([true, false]);
     expect(await redis.hget(keys.counters, 'completed')).toBe('1');
   });
@@ -55,7 +55,7 @@ describe('ackTasks', () => {
     const tokens: string[] = [];
     while (tokens.length < count) tokens.push(...pairsOf(await claim('a', 1_000)).filter((_, i) => i % 2 === 0)); // prefetch is at most 1,000
     expect(tokens).toHaveLength(count);
-    const results = await gateway.acknowledge(keys, worker, tokens.flatMap((token, i) => [token, String(i), '', '', '', 5_000]));
+    const results = await gateway.acknowledge(keys, worker, tokens.map((token, i) => ({ token, taskId: String(i), resultTtlMs: 5_000 })));
     expect(results.filter((held) => held)).toHaveLength(count);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
     expect(await redis.hget(keys.counters, 'completed')).toBe(String(count));
@@ -66,7 +66,7 @@ describe('ackTasks', () => {
     const [token] = (await claim('a', 1)) as string[];
     await redis.del(keys.processing(worker));
     await redis.set(keys.processing(worker), 'x');
-    await expect(gateway.acknowledge(keys, worker, [token, '1', 'k', `${prefix}:replies:x`, '{}', 5_000])).rejects.toThrow(/WRONGTYPE/);
+    await expect(gateway.acknowledge(keys, worker, [{ token, taskId: '1', deduplicationKey: 'k', reply: { channel: `${prefix}:replies:x`, message: '{}' }, resultTtlMs: 5_000 }])).rejects.toThrow(/WRONGTYPE/);
     expect(await redis.exists(keys.result('1'), keys.counters)).toBe(0);
     expect(await redis.get(keys.dedup('k'))).toBe('1');
   });

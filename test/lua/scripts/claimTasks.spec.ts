@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { pushEnqueueArgs } from '../../../lib/core/producer/task-items.js';
+import { pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
 import { claimAs, keysUnder } from '../../support/redis.js';
 import { redis, gateway, prefix, keys, worker, entry, enqueue, claim, pairsOf, ids, useLuaHarness } from '../harness.js';
 
@@ -13,11 +13,11 @@ describe('claimTasks', () => {
     await gateway.heartbeat(group, worker, 30_000);
     const args: (string | number)[] = [];
     const task = (id: string, clientId: string, priority = 0) =>
-      pushEnqueueArgs(args, { id, clientId, entry: entry(id, clientId), priority, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+      pushEnqueueFields(args, { id, clientId, entry: entry(id, clientId), priority, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
     ['1', '2', '3'].forEach((id) => task(id, 'a'));
     task('4', 'b');
     task('5', 'b', 5);
-    await gateway.enqueue(keys, args);
+    await redis.enqueueTasks(keys.root, ...args);
     await redis.hset(group.weights, 'a', '2');
     await redis.hset(group.rates, 'b', '1'); // one token: b's second task waits, throttled
     await redis.set(group.pending('d'), 'not a list'); // a client key broken by a stray command
@@ -26,9 +26,9 @@ describe('claimTasks', () => {
     expect(ids(first.outcome)).toEqual(['1', '2', '5', '3']);
     // Under a cap of 1, with the first token acknowledged: c is parked after one task.
     const more: (string | number)[] = [];
-    pushEnqueueArgs(more, { id: '6', clientId: 'c', entry: entry('6', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    pushEnqueueArgs(more, { id: '7', clientId: 'c', entry: entry('7', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    await gateway.enqueue(keys, more);
+    pushEnqueueFields(more, { id: '6', clientId: 'c', entry: entry('6', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueFields(more, { id: '7', clientId: 'c', entry: entry('7', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    await redis.enqueueTasks(keys.root, ...more);
     const second = await gateway.claim(group, { workerId: worker, wanted: 10, clientConcurrency: 1, tokenPrefix: 'y.', acks: [pairsOf(first.outcome)[0]] });
     expect(ids(second.outcome)).toEqual(['6']);
     // Each key written under the name keys.ts gives it...

@@ -1,7 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { decodeEntry } from '../../../lib/core/model/codec.js';
-import { enqueueAnswer } from '../../../lib/core/redis/gateway.js';
-import { pushEnqueueArgs } from '../../../lib/core/producer/task-items.js';
+import { enqueueAnswer, pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
 import { claimAs, keysUnder, snapshotKeys, waitFor } from '../../support/redis.js';
 import { redis, gateway, prefix, keys, worker, entry, enqueueWith, enqueue, claim, ack, ids, useLuaHarness } from '../harness.js';
 
@@ -11,16 +10,16 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   /** One call: its record head (call id, mode), then a plain task, and a task holding a deduplication key another task took first. */
   function callArgs(mode: '1' | '2' | '3'): (string | number)[] {
     const args: (string | number)[] = [`{${mode}60.call-1`];
-    pushEnqueueArgs(args, { id: 'r1', clientId: 'a', entry: entry('r1'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    pushEnqueueArgs(args, { id: 'r2', clientId: 'a', entry: entry('r2'), priority: 0, delayMs: 0, deduplicationKey: 'held', deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueFields(args, { id: 'r1', clientId: 'a', entry: entry('r1'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueFields(args, { id: 'r2', clientId: 'a', entry: entry('r2'), priority: 0, delayMs: 0, deduplicationKey: 'held', deduplicationTtlMs: 60_000, awaitsReply: false });
     return args;
   }
 
   it('answers a resend (mode 2) from the record of the first send, writing nothing', async () => {
     await redis.set(keys.dedup('held'), 'other');
-    expect(await gateway.enqueue(keys, callArgs('1'))).toEqual([0, 'other']);
+    expect(await redis.enqueueTasks(keys.root, ...callArgs('1'))).toEqual([0, 'other']);
     const before = await snapshotKeys(redis, prefix);
-    expect(await gateway.enqueue(keys, callArgs('2'))).toEqual([0, 'other']);
+    expect(await redis.enqueueTasks(keys.root, ...callArgs('2'))).toEqual([0, 'other']);
     expect(await snapshotKeys(redis, prefix)).toEqual(before);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
     expect(Number(await redis.pttl(keys.call('call-1')))).toBeGreaterThan(50_000);
@@ -28,22 +27,22 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
 
   it('records an all-written call as its task count, and answers a resend of it with zeros', async () => {
     const args: (string | number)[] = ['{160.call-2'];
-    for (const id of ['p1', 'p2', 'p3']) pushEnqueueArgs(args, { id, clientId: 'a', entry: entry(id), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    expect(await gateway.enqueue(keys, args)).toEqual([0, 0, 0]);
+    for (const id of ['p1', 'p2', 'p3']) pushEnqueueFields(args, { id, clientId: 'a', entry: entry(id), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    expect(await redis.enqueueTasks(keys.root, ...args)).toEqual([0, 0, 0]);
     expect(await redis.get(keys.call('call-2'))).toBe('3');
     args[0] = '{260.call-2';
-    expect(await gateway.enqueue(keys, args)).toEqual([0, 0, 0]);
+    expect(await redis.enqueueTasks(keys.root, ...args)).toEqual([0, 0, 0]);
     expect(await redis.llen(keys.pending('a'))).toBe(3);
   });
 
   it('runs a resend whose first send never ran (mode 2, no record) as a first send', async () => {
-    expect(await gateway.enqueue(keys, callArgs('2'))).toEqual([0, 0]);
+    expect(await redis.enqueueTasks(keys.root, ...callArgs('2'))).toEqual([0, 0]);
     expect(await redis.llen(keys.pending('a'))).toBe(2);
   });
 
   it('writes nothing for a resend after the deadline with no record (mode 3), and says so', async () => {
     const before = await snapshotKeys(redis, prefix);
-    expect(await gateway.enqueue(keys, callArgs('3'))).toBe(-1);
+    expect(await redis.enqueueTasks(keys.root, ...callArgs('3'))).toBe(-1);
     expect(() => enqueueAnswer(-1)).toThrow('found no record of an earlier send; it wrote nothing');
     expect(await snapshotKeys(redis, prefix)).toEqual(before);
   });
@@ -51,11 +50,11 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   it('answers a task whose deduplication key its own id holds as written, and writes it no second time (a resend with no record)', async () => {
     const args = (): (string | number)[] => {
       const list: (string | number)[] = [];
-      pushEnqueueArgs(list, { id: 'd1', clientId: 'a', entry: entry('d1'), priority: 0, delayMs: 0, deduplicationKey: 'k', deduplicationTtlMs: 60_000, awaitsReply: false });
+      pushEnqueueFields(list, { id: 'd1', clientId: 'a', entry: entry('d1'), priority: 0, delayMs: 0, deduplicationKey: 'k', deduplicationTtlMs: 60_000, awaitsReply: false });
       return list;
     };
-    expect(await gateway.enqueue(keys, args())).toEqual([0]);
-    expect(await gateway.enqueue(keys, args())).toEqual([0]);
+    expect(await redis.enqueueTasks(keys.root, ...args())).toEqual([0]);
+    expect(await redis.enqueueTasks(keys.root, ...args())).toEqual([0]);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
   });
 });

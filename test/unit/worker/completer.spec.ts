@@ -57,8 +57,8 @@ describe('Completer: the one place a success is completed', () => {
     await expect(completer.acknowledge(task, envelope({ id: 'q-1', replyTo: 'unit:replies:1', dedupKey: 'k' }), '{"id":"q-1","response":1}')).resolves.toBe(false);
     await expect(completer.acknowledge(task, envelope({ id: 'q-2' }))).resolves.toBe(true);
     expect(batch.acks).toEqual([
-      [task.token, 'q-1', 'k', 'unit:replies:1', '{"id":"q-1","response":1}', 60_000],
-      [task.token, 'q-2', '', '', '', 60_000],
+      { token: task.token, taskId: 'q-1', deduplicationKey: 'k', reply: { channel: 'unit:replies:1', message: '{"id":"q-1","response":1}' }, resultTtlMs: 60_000 },
+      { token: task.token, taskId: 'q-2', deduplicationKey: undefined, reply: undefined, resultTtlMs: 60_000 },
     ]);
   });
 });

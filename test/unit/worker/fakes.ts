@@ -1,6 +1,7 @@
 import { resolveTransportOptions } from '../../../lib/core/config/options.js';
 import { patternSettings } from '../../../lib/core/config/pattern-settings.js';
 import { encodeEntry, type TaskEnvelope } from '../../../lib/core/model/codec.js';
+import type { AckItem } from '../../../lib/core/model/prepared-task.js';
 import type { DeadLetterWrite, ScriptGateway } from '../../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../../lib/core/redis/keys.js';
 import type { TaskLogger } from '../../../lib/core/support/logger.js';
@@ -56,11 +57,11 @@ export class FakeGateway {
 
 /** This turn's acknowledgement call, scripted: each acknowledgement answers held unless told otherwise. */
 export class FakeAckBatch {
-  readonly acks: (string | number)[][] = [];
+  readonly acks: AckItem[] = [];
   answers: (boolean | Error)[] = [];
 
-  acknowledge(_keys: QueueKeys, _workerId: string, fields: readonly (string | number)[]): Promise<boolean> {
-    this.acks.push([...fields]);
+  acknowledge(_keys: QueueKeys, _workerId: string, ack: AckItem): Promise<boolean> {
+    this.acks.push(ack);
     const answer = this.answers.shift() ?? true;
     return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
   }

@@ -43,7 +43,7 @@ describe('TaskRunner, one outcome at a time', () => {
     const world = setup(() => ({ status: 'succeeded', response: { total: 42 } }));
     world.completer.shard(keys).ridden(() => undefined);
     const { task } = await world.runOne(claimed(world.gateway, envelope({ id: 'quote-1', replyTo: 'unit:replies:c1', dedupKey: 'k' })));
-    expect(world.batch.acks).toEqual([[task.token, 'quote-1', 'k', 'unit:replies:c1', JSON.stringify({ id: 'quote-1', response: { total: 42 } }), 60_000]]);
+    expect(world.batch.acks).toEqual([{ token: task.token, taskId: 'quote-1', deduplicationKey: 'k', reply: { channel: 'unit:replies:c1', message: JSON.stringify({ id: 'quote-1', response: { total: 42 } }) }, resultTtlMs: 60_000 }]);
     expect(world.events.map((event) => event.outcome)).toEqual(['completed']);
   });
 
