@@ -2,17 +2,10 @@ import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import { defer, from, mergeMap, Observable } from 'rxjs';
-import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../core/redis/connection.js';
-import { ClosedError, DuplicateTaskError, InvalidTaskError, RedisUnavailableError } from '../core/model/errors.js';
-import { checkServer } from '../core/redis/guardrails.js';
-import { PrefixKeys } from '../core/redis/keys.js';
-import { QueueLayouts } from '../core/redis/layouts.js';
-import { resolveClientOptions, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
+import { ClosedError, DuplicateTaskError, InvalidTaskError } from '../core/model/errors.js';
+import { resolveClientOptions, type RedisConnection, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
 import { newTaskId, TaskProducer, type EnqueueAnswer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
-import { printableLogger } from '../core/support/logger.js';
-import { loadTracing } from '../core/support/tracing.js';
-import { ReplyInbox } from '../core/producer/replies.js';
-import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
+import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
 import { RedisTaskRecord } from './redis-task-record.builder.js';
@@ -31,23 +24,20 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   readonly options: ResolvedClientOptions;
   private readonly log = new Logger(RedisTaskClient.name);
   private readonly events = new EventEmitter();
-  private readonly keys: PrefixKeys;
   /** Reply channel of this client instance. */
   private readonly replyChannel: string;
-  private connection: OwnedConnection | undefined;
+  /** The connection, producer and reply inbox, while open (see ProducerRuntime). */
+  private runtime: ProducerRuntime | undefined;
+  /** The producer of the open runtime: the emit fast path reads this one field. */
+  private producer: TaskProducer | undefined;
   /** Set once connect() resolved (and cleared by close()): emits then skip it. */
   private connected = false;
-  private connecting: Promise<TaskRedis> | undefined;
-  private producer: TaskProducer | undefined;
-  /** Where this client's send() calls hear their replies. */
-  private inbox: ReplyInbox | undefined;
-  private checking: Promise<void> | undefined;
+  private connecting: Promise<RedisConnection> | undefined;
 
   constructor(options?: RedisTaskClientOptions) {
     super();
     this.options = resolveClientOptions(options);
-    this.keys = new PrefixKeys(this.options.prefix);
-    this.replyChannel = this.keys.replyChannel(newTaskId());
+    this.replyChannel = ProducerRuntime.replyChannel(this.options);
   }
 
   /** Opens the connection once; later calls share the same promise (Nest calls it on every emit). */
@@ -140,17 +130,12 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   async close(): Promise<void> {
-    const inbox = this.inbox;
-    this.inbox = undefined;
-    await inbox?.close();
-    this.producer?.close();
-    const connection = this.connection;
-    this.connection = undefined;
+    const runtime = this.runtime;
+    this.runtime = undefined;
+    this.producer = undefined;
     this.connecting = undefined;
     this.connected = false;
-    this.producer = undefined;
-    this.checking = undefined;
-    await closeConnection(connection);
+    await runtime?.close();
     this._status$.next(RedisTaskStatus.DISCONNECTED);
   }
 
@@ -163,10 +148,10 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   unwrap<T = RedisConnection>(): T {
-    if (!this.connection) {
+    if (!this.runtime) {
       throw new Error('RedisTaskClient is not connected: call connect() (or emit) first');
     }
-    return this.connection.redis as T;
+    return this.runtime.redis as unknown as T;
   }
 
   protected async dispatchEvent<T = EnqueueReceipt>(packet: ReadPacket): Promise<T> {
@@ -174,11 +159,12 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void, deadline = Date.now() + this.options.enqueueTimeoutMs): () => void {
-    const inbox = this.inbox;
-    if (!inbox) {
+    const runtime = this.runtime;
+    if (!runtime) {
       callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
       return ignore;
     }
+    const inbox = runtime.inbox;
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
     const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel });
@@ -197,7 +183,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // it the caller hears that nothing was written, not a reply timeout much later.
       else inbox.subscribedBy(deadline).then((subscribed) => {
         if (subscribed) this.requireProducer().enqueueOneTo(queue, item, answer, deadline);
-        else answer.failed(new RedisUnavailableError(queue, describeServer(this.options.connection), this.options.enqueueTimeoutMs, false, 'the reply channel could not be subscribed'));
+        else answer.failed(runtime.unavailable(queue, 'the reply channel could not be subscribed'));
       }, answer.failed);
     } catch (error) {
       answer.failed(error);
@@ -205,63 +191,24 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return stop;
   }
 
-  private async open(): Promise<TaskRedis> {
-    // Before anything is opened: nothing is left half-made while the optional package loads.
-    const tracing = await loadTracing(this.options.tracing);
-    const connection = openConnection(this.options.connection, 'tasks:client');
-    this.connection = connection;
-    watchConnection(connection.redis, this.events, (status) => this.publishStatus(status), this.log);
-    const watch = watchOf(connection.redis, describeServer(this.options.connection));
-    this.producer = new TaskProducer(connection.redis, new QueueLayouts(connection.redis, this.keys, this.options.shards, this.log), {
-      maxPayloadBytes: this.options.maxPayloadBytes,
-      batchChunkSize: this.options.batchChunkSize,
-      deduplicationTtlMs: this.options.deduplicationTtlMs,
-      durability: this.options.durability,
-      enqueueTimeoutMs: this.options.enqueueTimeoutMs,
-      server: watch.server,
-      watch,
-      ready: () => this.serverChecked(connection.redis),
-      tracing,
-    });
-    this.inbox = new ReplyInbox(connection.redis, this.producer, this.replyChannel, this.options, printableLogger(this.log));
+  private async open(): Promise<RedisConnection> {
+    const runtime = await ProducerRuntime.create(this.options, this.replyChannel, this.log, (redis) =>
+      watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log),
+    );
+    this.runtime = runtime;
+    this.producer = runtime.producer;
     try {
-      await watch.whenReady(this.options.enqueueTimeoutMs);
+      await runtime.ready();
     } catch (error) {
-      if (!(error instanceof NotReadyError)) {
-        // Misconfigured (a refused password, an untrusted certificate): nothing to wait for.
-        this.connection = undefined;
+      // Misconfigured, or a refused start-up check: nothing to wait for, and nothing left open behind it.
+      if (this.runtime === runtime) {
+        this.runtime = undefined;
         this.producer = undefined;
-        this.inbox = undefined;
-        await closeConnection(connection);
-        throw error;
       }
-      // Redis is down: the connection keeps trying, and the first enqueue runs the start-up checks once
-      // it answers (or fails within enqueueTimeoutMs, naming its pattern, with nothing written).
-      return connection.redis;
-    }
-    try {
-      await this.serverChecked(connection.redis);
-    } catch (error) {
-      // A refused start leaves nothing open behind it.
-      this.connection = undefined;
-      this.producer = undefined;
-      this.inbox = undefined;
-      await closeConnection(connection);
+      await runtime.close();
       throw error;
     }
-    return connection.redis;
-  }
-
-  /** The start-up checks (version, eviction policy), once per connection; a failed check runs again next time. */
-  private serverChecked(redis: TaskRedis): Promise<void> {
-    this.checking ??= (async () => {
-      await redis.ping();
-      await checkServer(redis, this.options.evictionPolicy, this.log);
-    })().catch((error: unknown) => {
-      this.checking = undefined;
-      throw error;
-    });
-    return this.checking;
+    return runtime.redis;
   }
 
   private requireProducer(): TaskProducer {

@@ -7,6 +7,10 @@ import type { EvictionPolicyCheck } from '../redis/guardrails.js';
 import { describe } from '../support/describe.js';
 import { redactUrl } from '../support/redact.js';
 export type { RedisTaskConnection };
+/** The connection a `connection` option opens (or is): an ioredis `Redis` or `Cluster`. */
+export type { RedisConnection } from '../redis/scripts.js';
+/** The consumer group of a worker that names none (the pattern's own keys). */
+export { DEFAULT_GROUP } from '../redis/keys.js';
 import { validateBackoff, validateClientConcurrency, validateGroup, validateHandlerTimeout, validateMaxAttempts, validateName, validateRate, validateWeight } from './rules.js';
 import { DEFAULT_RETRY_POLICY, defaultJitter, type BackoffOptions } from '../model/retry-policy.js';
 
