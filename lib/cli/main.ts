@@ -8,7 +8,6 @@ import { redactUrl } from '../core/support/redact.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../core/admin/admin.js';
-import { defineScripts } from '../core/redis/scripts.js';
 import { CliError, EXIT, run, USAGE } from './commands.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -54,7 +53,7 @@ async function main(argv: string[]): Promise<number> {
       // ioredis rejects with "Connection is closed"; the socket's own error says why.
       throw new CliError(EXIT.redis, `cannot reach Redis at ${redactUrl(url)}: ${(lastError ?? (error as Error)).message}`);
     }
-    let admin = TaskAdmin.forPrefix(defineScripts(redis), values.prefix);
+    let admin = TaskAdmin.onConnection(redis, values.prefix);
     try {
       admin = admin.forGroup(values.group);
     } catch (error) {

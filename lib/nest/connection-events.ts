@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from '@nestjs/common';
-import type { RedisConnection } from '../core/redis/scripts.js';
+import type { RedisConnection } from '../core/config/options.js';
 import { OutageReporter } from '../core/support/logger.js';
 import { scrubRedisError } from '../core/support/redact.js';
 import { RedisTaskStatus } from './redis-task.events.js';

@@ -3,10 +3,9 @@ import { Injectable } from '@nestjs/common';
 import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
-import { DEFAULT_GROUP } from '../core/redis/keys.js';
+import { DEFAULT_GROUP } from '../core/config/options.js';
 import { validateGroup } from '../core/config/rules.js';
-import { RedisUnavailableError } from '../core/model/errors.js';
-import { describeServer } from '../core/redis/connection.js';
+import { unanswered } from '../core/admin/readiness.js';
 import { readyBy } from './ready-by.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
@@ -122,7 +121,7 @@ export class RedisTaskAdmin {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       // Also when Redis went away while the call's commands were under way (a read, mostly).
-      timer = setTimeout(() => reject(new RedisUnavailableError('', describeServer(this.client.options.connection), timeoutMs, false, 'the admin API got no answer in time')), timeoutMs);
+      timer = setTimeout(() => reject(unanswered(this.client.options.connection, timeoutMs, 'the admin API got no answer in time')), timeoutMs);
     });
     try {
       return await Promise.race([

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { DynamicModule, INestMicroservice, ModuleMetadata, Type } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
-import { closeConnection, openConnection } from '../core/redis/connection.js';
-import { deletePrefix, type DeletedPrefix } from '../core/admin/prefix-cleanup.js';
+import { deletePrefixAt, type DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { defaultConnection, type RedisTaskTransportOptions } from '../core/config/options.js';
 import { nameProblem } from '../core/config/rules.js';
 import { InvalidOptionError } from '../core/model/errors.js';
@@ -115,10 +114,5 @@ export async function deleteRedisTaskPrefix(options: {
 }): Promise<DeletedPrefix> {
   const problem = nameProblem(options.prefix);
   if (problem) throw new InvalidOptionError('prefix', problem);
-  const cleanup = openConnection(options.connection ?? defaultConnection(), 'tasks:testing');
-  try {
-    return await deletePrefix(cleanup.redis, options.prefix);
-  } finally {
-    await closeConnection(cleanup);
-  }
+  return deletePrefixAt(options.connection ?? defaultConnection(), options.prefix);
 }

@@ -2,15 +2,12 @@ import { EventEmitter } from 'node:events';
 import { Logger } from '@nestjs/common';
 import { Server, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
-import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../core/redis/connection.js';
-import { ClosedError, NonRetryableTaskError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../core/model/errors.js';
-import { scrubRedisError } from '../core/support/redact.js';
+import { NonRetryableTaskError } from '../core/model/errors.js';
 import { printableLogger } from '../core/support/logger.js';
-import { checkServer, isPermissionError } from '../core/redis/guardrails.js';
-import { resolveTransportOptions, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
+import { describeConnection, resolveTransportOptions, type RedisConnection, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
 import type { SweepResult } from '../core/reaper/reaper.js';
-import type { RedisConnection, TaskRedis } from '../core/redis/scripts.js';
 import { WorkerRuntime } from '../core/worker/runtime.js';
+import { WorkerConnection } from '../core/worker/worker-connection.js';
 import { loadTracing } from '../core/support/tracing.js';
 import type { TaskExecution, TaskOutcome } from '../core/worker/worker-types.js';
 import { patternSettings } from '../core/config/pattern-settings.js';
@@ -34,7 +31,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   readonly options: ResolvedTransportOptions;
   private readonly log = new Logger(RedisTaskTransport.name);
   private readonly events = new EventEmitter();
-  private connection: OwnedConnection | undefined;
+  private connection: WorkerConnection | undefined;
   private runtime: WorkerRuntime | undefined;
   // table-ok: one entry per pattern
   private readonly handlers = new Map<string, MessageHandler | null>();
@@ -51,13 +48,11 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // Handler extras are checked before touching Redis: a bad one fails start-up with nothing opened.
       const patterns = patternSettings(new Map([...this.messageHandlers].map(([pattern, handler]) => [pattern, handler.extras])), this.options);
       const queues = [...this.messageHandlers.keys()];
-      this.connection = openConnection(this.options.connection, `tasks:worker:${this.options.workerId}`);
-      const { redis } = this.connection;
-      watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log);
-      await this.untilRedisAnswers(redis);
-      await checkServer(redis, this.options.evictionPolicy, this.log);
+      const connection = new WorkerConnection(this.options, (redis) => watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log));
+      this.connection = connection;
+      await connection.ready(this.log, () => this.publishStatus(RedisTaskStatus.RECONNECTING));
       const tracing = await loadTracing(this.options.tracing);
-      this.runtime = new WorkerRuntime(redis, this.options, patterns, queues, {
+      this.runtime = new WorkerRuntime(connection.redis, this.options, patterns, queues, {
         tracing,
         executor: (execution) => this.execute(execution),
         onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
@@ -69,41 +64,9 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       callback();
     } catch (error) {
       // Whatever was opened before the failure is closed, so a failed start leaves no handle behind.
+      const failure = this.connection?.startupError(error) ?? error;
       await this.close().catch(() => undefined);
-      callback(isPermissionError(error) ? new RedisPermissionError(this.options.prefix, (error as Error).message) : scrubRedisError(error));
-    }
-  }
-
-  /**
-   * A worker started before Redis (docker-compose, Kubernetes) waits for it, status `reconnecting`
-   * meanwhile, logging once when it starts waiting and once when Redis answers; `startupTimeoutMs`
-   * bounds the wait. A cause no retry heals (refused credentials, an untrusted certificate) fails at once.
-   */
-  private async untilRedisAnswers(redis: TaskRedis): Promise<void> {
-    const watch = watchOf(redis, describeServer(this.options.connection));
-    const started = Date.now();
-    const limit = this.options.startupTimeoutMs;
-    let waiting = false;
-    for (;;) {
-      if (this.connection?.redis !== redis) throw new ClosedError('RedisTaskTransport');
-      try {
-        await watch.whenReady(limit > 0 ? Math.max(1, Math.min(1_000, started + limit - Date.now())) : 1_000);
-        await redis.ping();
-        if (waiting) this.log.log(`Redis at ${watch.server} answered after ${Date.now() - started} ms; starting`);
-        return;
-      } catch (error) {
-        // Redis's own replies and misconfiguration end the wait; an unreachable server does not.
-        if (!(error instanceof NotReadyError) && (error as Error).name === 'ReplyError') throw error;
-        if (error instanceof RedisConfigurationError) throw error;
-        if (!waiting) {
-          waiting = true;
-          this.publishStatus(RedisTaskStatus.RECONNECTING);
-          this.log.warn(`waiting for Redis at ${watch.server} (${watch.lastError ?? 'not reachable yet'}); the worker starts once it answers`);
-        }
-        if (limit > 0 && Date.now() - started >= limit) {
-          throw new RedisUnavailableError('', watch.server, limit, false, `the worker gave up starting (startupTimeoutMs); last: ${watch.lastError ?? 'no answer'}`);
-        }
-      }
+      callback(failure);
     }
   }
 
@@ -114,7 +77,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     this.runtime = undefined;
     this.connection = undefined;
     await runtime?.close();
-    await closeConnection(connection);
+    await connection?.close();
     this.publishStatus(RedisTaskStatus.DISCONNECTED);
   }
 
@@ -137,7 +100,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     if (!this.connection) {
       throw new Error('RedisTaskTransport is not listening: call unwrap() after the microservice has started');
     }
-    return this.connection.redis as T;
+    return this.connection.redis as unknown as T;
   }
 
   /** The last status reported: `connected` while listening and Redis answers the worker. */
@@ -195,7 +158,7 @@ function startLine(options: ResolvedTransportOptions, queues: readonly string[])
   const what = queues.length === 0 ? 'no pattern (this app has no @EventPattern or @MessagePattern handler)' : `${queues.length === 1 ? 'pattern' : `${queues.length} patterns`} ${named}`;
   return (
     `worker ${options.workerId} consuming ${what} for group "${options.group}", concurrency ${options.concurrency}, ` +
-    `from Redis at ${describeServer(options.connection)} (prefix "${options.prefix}")`
+    `from Redis at ${describeConnection(options.connection)} (prefix "${options.prefix}")`
   );
 }
 

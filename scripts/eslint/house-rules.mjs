@@ -64,6 +64,30 @@ const importsDownward = {
   },
 };
 
+const adaptersAboveRedis = {
+  meta: {
+    type: 'problem',
+    docs: { description: 'the adapters (lib/nest, lib/cli) reach Redis through the core\'s roles, never lib/core/redis itself' },
+    schema: [{ type: 'object', properties: { redisRoot: { type: 'string' } }, additionalProperties: false }],
+    messages: {
+      redis:
+        '{{target}} is the core\'s Redis layer: an adapter goes through a role (producer/producer-runtime, worker/worker-connection, ' +
+        'admin/...) or config/options, so connections, keys and layouts are built in one place',
+    },
+  },
+  create(context) {
+    const redisRoot = resolve(context.options[0]?.redisRoot ?? 'lib/core/redis');
+    const check = (node) => {
+      const source = node.source?.value;
+      if (typeof source !== 'string' || !source.startsWith('.')) return;
+      const target = resolve(dirname(context.filename), source);
+      const inside = relative(redisRoot, target);
+      if (!inside.startsWith('..')) context.report({ node: node.source, messageId: 'redis', data: { target: `core/redis/${inside.split(sep).join('/')}` } });
+    };
+    return { ImportDeclaration: check, ExportNamedDeclaration: check, ExportAllDeclaration: check };
+  },
+};
+
 const noSpreadThenFields = {
   meta: {
     type: 'problem',
@@ -119,5 +143,10 @@ const noLongLivedTables = {
 
 export default {
   meta: { name: 'house' },
-  rules: { 'imports-downward': importsDownward, 'no-spread-then-fields': noSpreadThenFields, 'no-long-lived-tables': noLongLivedTables },
+  rules: {
+    'imports-downward': importsDownward,
+    'adapters-above-redis': adaptersAboveRedis,
+    'no-spread-then-fields': noSpreadThenFields,
+    'no-long-lived-tables': noLongLivedTables,
+  },
 };

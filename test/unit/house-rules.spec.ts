@@ -34,6 +34,19 @@ tester.run('house/imports-downward', house.rules['imports-downward'], {
   ],
 });
 
+tester.run('house/adapters-above-redis', house.rules['adapters-above-redis'], {
+  valid: [
+    { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { ProducerRuntime } from '../core/producer/producer-runtime.js';" },
+    { filename: resolve('lib/cli/main.ts'), code: "import { TaskAdmin } from '../core/admin/admin.js';" },
+    { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { Redis } from 'ioredis';" },
+  ],
+  invalid: [
+    { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { PrefixKeys } from '../core/redis/keys.js';", errors: [{ messageId: 'redis' }] },
+    { filename: resolve('lib/nest/dashboard/dashboard.service.ts'), code: "import type { TaskRedis } from '../../core/redis/scripts.js';", errors: [{ messageId: 'redis' }] },
+    { filename: resolve('lib/cli/main.ts'), code: "export { defineScripts } from '../core/redis/scripts.js';", errors: [{ messageId: 'redis' }] },
+  ],
+});
+
 tester.run('house/no-spread-then-fields', house.rules['no-spread-then-fields'], {
   valid: [
     { code: 'const a = { b: 1, ...c };' },

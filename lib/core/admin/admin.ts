@@ -1,7 +1,10 @@
 import { validateGroup } from '../config/rules.js';
 import { DEFAULT_GROUP, PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
-import type { TaskRedis } from '../redis/scripts.js';
+import { defineScripts, type RedisConnection, type TaskRedis } from '../redis/scripts.js';
+
+/** A connection with this package's scripts on it, as the admin parts take it. */
+export type TaskAdminRedis = TaskRedis;
 import type { DeadLetterRecord } from '../model/dead-letter.js';
 import { DeadLetters, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
 import { ConsumerGroups, type RemovedGroup } from './groups.js';
@@ -36,6 +39,14 @@ export class TaskAdmin {
     this.settingsPart = new QueueSettings(redis, keys, layouts, group);
     this.groupsPart = new ConsumerGroups(redis, keys, layouts, group);
     this.deadLettersPart = new DeadLetters(redis, keys, layouts, group);
+  }
+
+  /**
+   * The admin of a prefix on a plain ioredis connection (the CLI's): the package's scripts are defined on
+   * it first.
+   */
+  static onConnection(redis: RedisConnection, prefix: string, group = DEFAULT_GROUP): TaskAdmin {
+    return TaskAdmin.forPrefix(defineScripts(redis), prefix, group);
   }
 
   /**

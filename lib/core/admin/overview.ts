@@ -1,7 +1,7 @@
 import { decodeEntry } from '../model/codec.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys, type QueueLayout } from '../redis/keys.js';
+import { DEFAULT_GROUP, PrefixKeys, type QueueKeys, type QueueLayout } from '../redis/keys.js';
 import { gatewayOf } from '../redis/gateway.js';
-import type { QueueLayouts } from '../redis/layouts.js';
+import { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { QueueCounters } from './stats.js';
 import { patternState, type PatternState } from './state.js';
@@ -104,6 +104,12 @@ export class OverviewReader {
     private readonly keys: PrefixKeys,
     private readonly layouts: QueueLayouts,
   ) {}
+
+  /** The reader of a prefix, each pattern's shard count read from its record in Redis. */
+  static forPrefix(redis: TaskRedis, prefix: string): OverviewReader {
+    const keys = new PrefixKeys(prefix);
+    return new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'));
+  }
 
   /** Every pattern in use under the prefix (those with tasks but no worker ever included), per consumer group. */
   async overview(): Promise<Overview> {

@@ -1,5 +1,6 @@
 import { Cluster, type Redis } from 'ioredis';
 import { PrefixInUseError } from '../model/errors.js';
+import { closeConnection, openConnection, type RedisTaskConnection } from '../redis/connection.js';
 import type { RedisConnection } from '../redis/scripts.js';
 
 /** What `deletePrefix` removed. */
@@ -62,4 +63,14 @@ export async function deletePrefix(redis: RedisConnection, prefix: string): Prom
     }
   }
   return { prefix, deleted };
+}
+
+/** `deletePrefix` on a connection of its own, opened from a `connection` option and closed after. */
+export async function deletePrefixAt(connection: RedisTaskConnection, prefix: string): Promise<DeletedPrefix> {
+  const owned = openConnection(connection, 'tasks:cleanup');
+  try {
+    return await deletePrefix(owned.redis, prefix);
+  } finally {
+    await closeConnection(owned);
+  }
 }

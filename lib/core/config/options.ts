@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { InvalidOptionError } from '../model/errors.js';
 import { MAX_SHARDS } from '../redis/keys.js';
-import type { RedisTaskConnection } from '../redis/connection.js';
+import { describeServer, type RedisTaskConnection } from '../redis/connection.js';
 import type { EvictionPolicyCheck } from '../redis/guardrails.js';
 import { describe } from '../support/describe.js';
 import { redactUrl } from '../support/redact.js';
@@ -427,3 +427,7 @@ export function defaultWorkerId(): string {
   return `${hostname().replace(/[{}\s]/g, '-')}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/** Where a `connection` option points, as messages name it (host:port, Sentinel or Cluster nodes; never a password). */
+export function describeConnection(connection: RedisTaskConnection): string {
+  return describeServer(connection);
+}

@@ -4,8 +4,7 @@ import { OverviewReader, type ClientPage, type Overview, type PatternOverview, t
 import type { WorkerInfo } from '../../core/admin/stats.js';
 import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
-import { DEFAULT_GROUP, PrefixKeys } from '../../core/redis/keys.js';
-import { QueueLayouts } from '../../core/redis/layouts.js';
+import { DEFAULT_GROUP } from '../../core/config/options.js';
 import { errorMessage } from '../../core/support/logger.js';
 import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
@@ -140,9 +139,8 @@ export class DashboardService implements OnModuleDestroy {
 
   private connected(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
     this.parts ??= connectedRedis(this.client).then((redis) => {
-      const keys = new PrefixKeys(this.client.options.prefix);
       // Errors reach the app's logger without the Redis command arguments ioredis attaches to them.
-      return { admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)), reader: scrubbing(new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'))) };
+      return { admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)), reader: scrubbing(OverviewReader.forPrefix(redis, this.client.options.prefix)) };
     });
     this.parts.catch(() => (this.parts = undefined));
     return this.parts;

@@ -1,0 +1,22 @@
+import { RedisUnavailableError } from '../model/errors.js';
+import { describeServer, watchOf, type RedisTaskConnection } from '../redis/connection.js';
+import type { RedisConnection } from '../redis/scripts.js';
+
+/**
+ * Resolves once `redis` answers, by `deadline` (ms since the epoch); past it, `RedisUnavailableError`
+ * (nothing was sent). What the admin API and the dashboard wait on, so that they answer in time while
+ * Redis is unreachable instead of waiting on ioredis's retries.
+ */
+export async function answeringBy(redis: RedisConnection, connection: RedisTaskConnection, deadline: number, timeoutMs: number, what: string): Promise<void> {
+  if (redis.status === 'ready') return;
+  try {
+    await watchOf(redis).whenReady(Math.max(0, deadline - Date.now()));
+  } catch {
+    throw unanswered(connection, timeoutMs, `${what} could not reach Redis`);
+  }
+}
+
+/** The error of an admin call that got no answer in time (nothing was changed). */
+export function unanswered(connection: RedisTaskConnection, timeoutMs: number, why: string): RedisUnavailableError {
+  return new RedisUnavailableError('', describeServer(connection), timeoutMs, false, why);
+}
