@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
 import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { LAYERS } from '../../scripts/eslint/house-rules.mjs';
@@ -43,6 +43,26 @@ describe('architecture', () => {
     expect(callers.map((file) => relative(LIB, file))).toEqual([]);
     const insideRedis = sourceFiles(gatewayFolder).filter((file) => !file.endsWith('gateway.ts') && !file.endsWith('scripts.ts'));
     expect(insideRedis.filter((file) => call.test(readFileSync(file, 'utf8'))).map((file) => relative(LIB, file))).toEqual([]);
+  });
+
+  it('has no import circle in lib/ (type-only imports included): each file can be read after what it imports', () => {
+    const graph = new Map(sourceFiles(LIB).map((file) => [file, [...readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)].map((match) => resolve(dirname(file), match[1]).replace(/\.js$/, '.ts'))]));
+    const circles: string[] = [];
+    const done = new Set<string>();
+    const visit = (file: string, path: string[]): void => {
+      const at = path.indexOf(file);
+      if (at >= 0) {
+        circles.push([...path.slice(at), file].map((each) => relative(LIB, each)).join(' -> '));
+        return;
+      }
+      if (done.has(file) || !graph.has(file)) return;
+      path.push(file);
+      for (const target of graph.get(file) ?? []) visit(target, path);
+      path.pop();
+      done.add(file);
+    };
+    for (const file of graph.keys()) visit(file, []);
+    expect(circles).toEqual([]);
   });
 
   it('keeps every class small enough to read in one sitting (about 250 lines)', () => {

@@ -2,7 +2,7 @@ import { isPermissionError } from '../redis/guardrails.js';
 import { RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
 import { scrubRedisError } from '../support/redact.js';
 import { ReplicationShortfall, TIMED_OUT, type EnqueuePart } from './enqueue-coalescer.js';
-import type { ProducerOptions } from './producer.js';
+import type { ProducerOptions } from './producer-types.js';
 
 /**
  * How an enqueue that failed is told to its caller: the pattern and the server named, whether the

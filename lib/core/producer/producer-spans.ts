@@ -1,6 +1,6 @@
 import type { ProducerTrace, TaskTracing } from '../support/tracing.js';
 import type { EnqueueItem } from './task-items.js';
-import type { EnqueueAnswer } from './producer.js';
+import type { EnqueueAnswer } from './producer-types.js';
 
 /**
  * The PRODUCER spans of enqueue calls (OpenTelemetry): one per call, whose W3C context every task of the

@@ -1,55 +1,21 @@
-import type { ConnectionWatch } from '../redis/connection.js';
 import { coalescerOf, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
 import { scrubbed } from '../support/redact.js';
 import { describe } from '../support/describe.js';
 import { patternProblem } from '../config/rules.js';
 import { ClosedError, InvalidTaskError, RedisConfigurationError } from '../model/errors.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
-import type { DurabilityOptions } from '../config/options.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import type { TaskTracing } from '../support/tracing.js';
 import { IdTable, SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
+import type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
 
 export { newTaskId, type EnqueueItem } from './task-items.js';
 
-/** How one enqueued task is answered: its receipt once Redis wrote it, or why it was not (maybe) written. */
-export interface EnqueueAnswer {
-  written(receipt: EnqueueReceipt): void;
-  failed(error: unknown): void;
-}
-
-/** What `enqueue` reports per item. */
-export interface EnqueueReceipt {
-  /** The task id; for a duplicate, the id of the live task that holds the deduplication key. */
-  readonly id: string;
-  /** True when the item was refused because a live task holds its deduplication key. */
-  readonly duplicate: boolean;
-}
-
-export interface ProducerOptions {
-  readonly maxPayloadBytes: number;
-  /** Items per script call: each chunk is one round trip, all or nothing. */
-  readonly batchChunkSize: number;
-  /** Default TTL of deduplication keys (ms). */
-  readonly deduplicationTtlMs: number;
-  /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
-  readonly durability?: DurabilityOptions;
-  /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */
-  readonly enqueueTimeoutMs: number;
-  /** The server as host:port, for errors. */
-  readonly server: string;
-  /** What the connection reported: its last error, and a cause no retry heals. */
-  readonly watch: ConnectionWatch;
-  /** Awaited once the connection is ready and before the first write (the start-up checks). */
-  readonly ready?: () => Promise<void>;
-  /** OpenTelemetry: a PRODUCER span per call, its context stored with each task (absent: no tracing). */
-  readonly tracing?: TaskTracing;
-}
+export type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
 
 function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueReceipt {
   return holder === 0 || holder === undefined ? { id: task.id, duplicate: false } : { id: String(holder), duplicate: true };

@@ -1,5 +1,5 @@
 import { Command } from 'ioredis';
-import type { RedisConnection, ScriptDefinition } from './scripts.js';
+import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 type Arg = string | number;
 

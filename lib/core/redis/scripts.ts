@@ -1,27 +1,9 @@
 import { createHash } from 'node:crypto';
-import type { Cluster, Redis } from 'ioredis';
 import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
 import { scriptCommand, type ScriptFunction } from './script-command.js';
+import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
-/** A Lua script file and what its name and header promise about it. */
-export interface ScriptDefinition {
-  /** The command name it is defined under, e.g. `claimTasks`. */
-  readonly name: string;
-  readonly fileName: string;
-  /** Fixed number of KEYS; for a `-F+n` script, the fixed part (the caller passes numkeys). */
-  readonly fixedKeys: number;
-  /** Whether the script takes a variable number of KEYS after the fixed ones (`-F+n`). */
-  readonly variableKeys: boolean;
-  /** The file as written (header included). */
-  readonly lua: string;
-  /**
-   * What Redis runs: the helpers named on the header's `Includes:` line, then the file; or, where the
-   * file has a `-- @helpers` line (a fast path before it pays for no helper), the helpers there.
-   */
-  readonly source: string;
-  /** SHA1 of `source` (what EVALSHA names), computed once per process, not per connection. */
-  readonly sha: string;
-}
+export type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
 const INCLUDES = /^-- Includes: (.+)$/m;
@@ -135,7 +117,6 @@ export interface TaskCommands {
   cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, pendingCount: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
 }
 
-export type RedisConnection = Redis | Cluster;
 export type TaskRedis = RedisConnection & TaskCommands;
 
 const DEFINED = Symbol('nestjs-redis-tasks.scriptsDefined');

@@ -1,0 +1,37 @@
+import type { DurabilityOptions } from '../config/options.js';
+import type { ConnectionWatch } from '../redis/connection.js';
+import type { TaskTracing } from '../support/tracing.js';
+
+/** How one enqueued task is answered: its receipt once Redis wrote it, or why it was not (maybe) written. */
+export interface EnqueueAnswer {
+  written(receipt: EnqueueReceipt): void;
+  failed(error: unknown): void;
+}
+
+/** What `enqueue` reports per item. */
+export interface EnqueueReceipt {
+  /** The task id; for a duplicate, the id of the live task that holds the deduplication key. */
+  readonly id: string;
+  /** True when the item was refused because a live task holds its deduplication key. */
+  readonly duplicate: boolean;
+}
+
+export interface ProducerOptions {
+  readonly maxPayloadBytes: number;
+  /** Items per script call: each chunk is one round trip, all or nothing. */
+  readonly batchChunkSize: number;
+  /** Default TTL of deduplication keys (ms). */
+  readonly deduplicationTtlMs: number;
+  /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
+  readonly durability?: DurabilityOptions;
+  /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */
+  readonly enqueueTimeoutMs: number;
+  /** The server as host:port, for errors. */
+  readonly server: string;
+  /** What the connection reported: its last error, and a cause no retry heals. */
+  readonly watch: ConnectionWatch;
+  /** Awaited once the connection is ready and before the first write (the start-up checks). */
+  readonly ready?: () => Promise<void>;
+  /** OpenTelemetry: a PRODUCER span per call, its context stored with each task (absent: no tracing). */
+  readonly tracing?: TaskTracing;
+}
