@@ -2,9 +2,9 @@ import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import { defer, from, mergeMap, Observable } from 'rxjs';
-import { ClosedError, DuplicateTaskError, InvalidTaskError } from '../core/model/errors.js';
+import { ClosedError, InvalidTaskError } from '../core/model/errors.js';
 import { resolveClientOptions, type RedisConnection, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
-import { newTaskId, TaskProducer, type EnqueueAnswer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
+import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
@@ -167,28 +167,10 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const inbox = runtime.inbox;
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
-    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel });
-    const stop = inbox.expect(id, queue, item.clientId, (answer) => callback('err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true }));
-    const answer: EnqueueAnswer = {
-      written(receipt) {
-        // A refused duplicate never runs under this id: no reply would ever come.
-        if (receipt.duplicate) inbox.failed(id, new DuplicateTaskError(queue, receipt.id));
-      },
-      failed: (error) => inbox.failed(id, error),
-    };
-    try {
-      // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
-      if (inbox.isSubscribed) this.requireProducer().enqueueOneTo(queue, item, answer);
-      // The first send(): subscribed first (no reply before anyone listens), within the call's deadline; past
-      // it the caller hears that nothing was written, not a reply timeout much later.
-      else inbox.subscribedBy(deadline).then((subscribed) => {
-        if (subscribed) this.requireProducer().enqueueOneTo(queue, item, answer, deadline);
-        else answer.failed(runtime.unavailable(queue, 'the reply channel could not be subscribed'));
-      }, answer.failed);
-    } catch (error) {
-      answer.failed(error);
-    }
-    return stop;
+    // toItem gives a send() task the id and reply channel it is handed.
+    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & { readonly id: string };
+    // The send() bookkeeping (subscribe, enqueue, duplicates, the reply or its timeout) is the inbox's.
+    return inbox.send(queue, item, deadline, (answer) => callback('err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true }));
   }
 
   private async open(): Promise<RedisConnection> {

@@ -64,7 +64,7 @@ export class ProducerRuntime {
       ready: () => this.checked(),
       tracing,
     });
-    this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger));
+    this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger), (queue, why) => this.unavailable(queue, why));
   }
 
   get redis(): TaskRedis {

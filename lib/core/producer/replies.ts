@@ -1,10 +1,12 @@
-import { ClosedError, ReplyTimeoutError, TaskFailedError } from '../model/errors.js';
+import { ClosedError, DuplicateTaskError, ReplyTimeoutError, TaskFailedError } from '../model/errors.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { IdTable } from '../support/churn-tables.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskProducer } from './producer.js';
+import type { EnqueueAnswer } from './producer-types.js';
+import type { EnqueueItem } from './task-items.js';
 
 /** How a caller is answered: the handler's result, or an error. */
 export type ReplyAnswer = { readonly response: unknown } | { readonly err: unknown };
@@ -46,7 +48,38 @@ export class ReplyInbox {
     readonly channel: string,
     private readonly options: ReplyInboxOptions,
     private readonly logger: TaskLogger,
+    /** The error of a call that could not reach Redis in time (nothing was written). */
+    private readonly unavailable: (queue: string, why: string) => Error,
   ) {}
+
+  /**
+   * A `send()`: enqueues `item` (with its `id`, and this inbox's channel as its `replyTo`) and answers the
+   * caller once: the handler's result or error, `DuplicateTaskError` for a refused duplicate (it never runs
+   * under this id: no reply would come), or why it could not be written. The first call subscribes first
+   * (no reply before anyone listens), by `deadline`: past it the caller hears that nothing was written, not
+   * a reply timeout much later. Returns how to stop waiting (the caller unsubscribed).
+   */
+  send(queue: string, item: EnqueueItem & { readonly id: string }, deadline: number, answer: (answer: ReplyAnswer) => void): () => void {
+    const id = item.id;
+    const stop = this.expect(id, queue, item.clientId, answer);
+    const enqueued: EnqueueAnswer = {
+      written: (receipt) => {
+        if (receipt.duplicate) this.failed(id, new DuplicateTaskError(queue, receipt.id));
+      },
+      failed: (error) => this.failed(id, error),
+    };
+    try {
+      // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
+      if (this.listening) this.producer.enqueueOneTo(queue, item, enqueued);
+      else this.subscribedBy(deadline).then((subscribed) => {
+        if (subscribed) this.producer.enqueueOneTo(queue, item, enqueued, deadline);
+        else enqueued.failed(this.unavailable(queue, 'the reply channel could not be subscribed'));
+      }, enqueued.failed);
+    } catch (error) {
+      enqueued.failed(error);
+    }
+    return stop;
+  }
 
   /**
    * Waits for the reply of task `id` (enqueue it after `subscribed()`); returns how to stop waiting
