@@ -1,10 +1,13 @@
 import { validateClientId, validateRate, validateWeight } from '../config/rules.js';
+import { SettingsWriter } from '../redis/settings-writer.js';
 import { AdminPart } from './part.js';
 
 export { MAX_WEIGHT } from '../config/rules.js';
 
 /** What operators change on a running queue: client weights and rate limits, pause and resume. */
 export class QueueSettings extends AdminPart {
+  private readonly writer = new SettingsWriter(this.redis);
+
   /**
    * Gives a client a share of claims proportional to its weight (1 to 1,000; 1, the default, removes
    * it): a client of weight 3 gets three tasks for every one of a client of weight 1 while both have work.
@@ -12,12 +15,7 @@ export class QueueSettings extends AdminPart {
   async setClientWeight(queue: string, clientId: string, weight: number): Promise<void> {
     validateClientId('clientId', clientId);
     validateWeight('weight', weight);
-    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
-    if (weight === 1) {
-      await this.redis.hdel(keys.weights, clientId);
-    } else {
-      await this.redis.hset(keys.weights, clientId, weight);
-    }
+    await this.writer.weight((await this.layouts.layout(queue)).shardOf(clientId), clientId, weight);
   }
 
   /**
@@ -27,8 +25,7 @@ export class QueueSettings extends AdminPart {
   async setClientRateLimit(queue: string, clientId: string, rate: number | null): Promise<void> {
     validateClientId('clientId', clientId);
     if (rate !== null) validateRate('rate', rate);
-    const keys = (await this.layouts.layout(queue)).shardOf(clientId);
-    await (rate === null ? this.redis.hdel(keys.rates, clientId) : this.redis.hset(keys.rates, clientId, rate));
+    await this.writer.rate((await this.layouts.layout(queue)).shardOf(clientId), clientId, rate);
   }
 
   /** Clients whose weight is not 1. */
@@ -45,15 +42,14 @@ export class QueueSettings extends AdminPart {
   /** Workers stop claiming from the queue (tasks running finish; producers still enqueue). */
   async pause(queue: string): Promise<void> {
     for (const keys of await this.shards(queue)) {
-      await this.redis.set(keys.paused, String(Date.now()));
+      await this.writer.pause(keys);
     }
   }
 
   /** Workers claim from the queue again; blocked loops are told at once. */
   async resume(queue: string): Promise<void> {
     for (const keys of await this.shards(queue)) {
-      await this.redis.del(keys.paused);
-      await this.redis.publish(keys.controlChannel, 'resume');
+      await this.writer.resume(keys);
     }
   }
 }

@@ -5,6 +5,7 @@ import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
+import { SettingsWriter } from '../redis/settings-writer.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { WorkerIdInUseError } from '../model/errors.js';
 import { errorMessage, settledBy, sleep, type TaskLogger } from '../support/logger.js';
@@ -80,18 +81,19 @@ export class TaskWorker {
     const previous = await this.previousRuns(shards);
     this.shards = shards;
     const writes: Promise<unknown>[] = [];
+    const settings = new SettingsWriter(this.redis);
     for (const layout of layouts) {
       const rate = this.options.patterns.rateLimit(layout.queue);
       const cap = this.options.patterns.clientConcurrency(layout.queue);
       for (const keys of layout.shards) {
         // From now on every task emitted for the pattern gets a copy for this group.
         writes.push(this.redis.sadd(keys.groups, keys.group));
-        writes.push(rate > 0 ? this.redis.hset(keys.rates, '*', rate) : this.redis.hdel(keys.rates, '*'));
-        writes.push(cap > 0 ? this.redis.set(keys.clientConcurrency, cap) : this.redis.del(keys.clientConcurrency));
+        writes.push(settings.rate(keys, '*', rate));
+        writes.push(settings.clientConcurrency(keys, cap));
       }
       for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
         const keys = layout.shardOf(clientId);
-        writes.push(weight === 1 ? this.redis.hdel(keys.weights, clientId) : this.redis.hset(keys.weights, clientId, weight));
+        writes.push(settings.weight(keys, clientId, weight));
       }
     }
     if (queues.length > 0) {
