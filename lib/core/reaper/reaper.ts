@@ -47,8 +47,7 @@ export class TaskReaper {
   private readonly audit: RingAudit;
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
-  /** Redis clock minus this process's clock, as last measured (due times are on the Redis clock). */
-  clockOffsetMs = 0;
+  private offsetMs = 0;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -59,6 +58,11 @@ export class TaskReaper {
   ) {
     this.gateway = gatewayOf(redis);
     this.audit = new RingAudit(redis, this.gateway);
+  }
+
+  /** Redis clock minus this process's clock, as last measured by a sweep (due times are on the Redis clock). */
+  get clockOffsetMs(): number {
+    return this.offsetMs;
   }
 
   /**
@@ -207,7 +211,7 @@ export class TaskReaper {
   private async now(): Promise<number> {
     const [seconds, micros] = await this.redis.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    this.clockOffsetMs = now - Date.now();
+    this.offsetMs = now - Date.now();
     return now;
   }
 }
