@@ -12,6 +12,12 @@ export abstract class AdminPart {
     readonly group = DEFAULT_GROUP,
   ) {}
 
+  /** Redis's clock (ms): leases and due times are on it. */
+  protected async redisNow(): Promise<number> {
+    const [seconds, micros] = await this.redis.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  }
+
   /** The queue's shards (the count on record in Redis), as this group's keys. */
   protected async shards(queue: string): Promise<readonly QueueKeys[]> {
     return (await this.layouts.layout(queue)).shards.map((shard) => shard.forGroup(this.group));

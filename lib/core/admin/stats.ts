@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { QueueKeys } from '../redis/keys.js';
 import { decodeEntry } from '../model/codec.js';
 import { AdminPart } from './part.js';
 import { patternState, type PatternState } from './state.js';
@@ -6,6 +7,30 @@ import { patternState, type PatternState } from './state.js';
 /** A Redis WRONGTYPE reply (the error code is the reply's first word). */
 function isWrongType(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('WRONGTYPE');
+}
+
+/** A read where a key that holds another type (WRONGTYPE) reads as `empty` and is reported in `faults`. */
+function tolerantRead(faults: QueueFault[]) {
+  return async <T>(key: string, kind: string, reading: Promise<T>, empty: T): Promise<T> => {
+    try {
+      return await reading;
+    } catch (error) {
+      if (!isWrongType(error)) throw error;
+      faults.push({ subject: key, detail: `holds another type than a ${kind}`, at: null });
+      return empty;
+    }
+  };
+}
+
+/** The faults the scripts recorded in a shard's faults hash (`subject -> "<ms> <detail>"`; `#` fields are counters). */
+function recordedFaults(recorded: Readonly<Record<string, string>>): QueueFault[] {
+  const found: QueueFault[] = [];
+  for (const [subject, text] of Object.entries(recorded)) {
+    if (subject.startsWith('#')) continue;
+    const [at, ...rest] = text.split(' ');
+    found.push({ subject, detail: rest.join(' '), at: Number(at) || null });
+  }
+  return found;
 }
 
 /** Task outcomes counted since the queue was first used. */
@@ -80,24 +105,14 @@ export class QueueStatsReader extends AdminPart {
     const byWorker = new Map<string, number>();
     const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0 };
     const faults: QueueFault[] = [];
-    // A read of a key that holds another type (WRONGTYPE) reads as `empty` and is reported.
-    const read = async <T>(key: string, kind: string, reading: Promise<T>, empty: T): Promise<T> => {
-      try {
-        return await reading;
-      } catch (error) {
-        if (!isWrongType(error)) throw error;
-        faults.push({ subject: key, detail: `holds another type than a ${kind}`, at: null });
-        return empty;
-      }
-    };
+    const read = tolerantRead(faults);
     let delayed = 0;
     let deadLetters = 0;
     let oldest: number | undefined;
     let paused = false;
     const registered = new Set<string>();
     const alive = new Set<string>();
-    const [seconds, micros] = await this.redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const now = await this.redisNow();
     for (const keys of shards) {
       const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
         read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
@@ -111,11 +126,7 @@ export class QueueStatsReader extends AdminPart {
         read(keys.counters, 'hash', this.redis.hgetall(keys.counters) as Promise<Record<string, string>>, {}),
         read(keys.faults, 'hash', this.redis.hgetall(keys.faults) as Promise<Record<string, string>>, {}),
       ]);
-      for (const [subject, text] of Object.entries(recorded)) {
-        if (subject.startsWith('#')) continue;
-        const [at, ...rest] = text.split(' ');
-        faults.push({ subject, detail: rest.join(' '), at: Number(at) || null });
-      }
+      faults.push(...recordedFaults(recorded));
       delayed += delayedCount;
       deadLetters += deadCount;
       paused ||= pausedFlag === 1;
@@ -123,31 +134,13 @@ export class QueueStatsReader extends AdminPart {
         counters[name] += Number(counted[name] ?? 0) || 0;
       }
       // Clients with waiting tasks: on the ring, parked at their concurrency cap, or throttled by their rate limit.
-      for (const clientId of new Set([...ring, ...parked, ...throttled])) {
-        const list = keys.pending(clientId);
-        const set = keys.priority(clientId);
-        const [listed, prioritized, head, priorityHead] = await Promise.all([
-          read(list, 'list', this.redis.llen(list), 0),
-          read(set, 'sorted set', this.redis.zcard(set), 0),
-          this.redis.lindex(list, 0).catch(() => null),
-          this.redis.zrange(set, '0', '0').catch(() => []),
-        ]);
-        if (listed + prioritized > 0) byClient.set(clientId, (byClient.get(clientId) ?? 0) + listed + prioritized);
-        // Sequence-prefixed members of a priority set: the encoded entry starts after 15 digits.
-        for (const raw of [head, priorityHead[0]?.slice(15)]) {
-          const decoded = raw ? decodeEntry(raw) : undefined;
-          if (decoded?.ok) oldest = Math.min(oldest ?? Infinity, decoded.entry.envelope.enqueuedAt);
-        }
-      }
-      const workerIds: string[] = [];
+      oldest = await this.pendingByClient(keys, new Set([...ring, ...parked, ...throttled]), read, byClient, oldest);
+      // Workers with their lease expiry (scored pairs): registered, alive, and what each holds.
       for (let i = 0; i < workers.length; i += 2) {
-        workerIds.push(workers[i]);
-        registered.add(workers[i]);
-        if (Number(workers[i + 1]) > now) alive.add(workers[i]);
-      }
-      for (const workerId of workerIds) {
-        const processing = keys.processing(workerId);
-        const held = await read(processing, 'hash', this.redis.hlen(processing), 0);
+        const workerId = workers[i];
+        registered.add(workerId);
+        if (Number(workers[i + 1]) > now) alive.add(workerId);
+        const held = await read(keys.processing(workerId), 'hash', this.redis.hlen(keys.processing(workerId)), 0);
         if (held > 0) byWorker.set(workerId, (byWorker.get(workerId) ?? 0) + held);
       }
     }
@@ -168,6 +161,34 @@ export class QueueStatsReader extends AdminPart {
     };
   }
 
+  /** Adds up a shard's pending tasks per client, and reads the oldest enqueue time among their heads. */
+  private async pendingByClient(
+    keys: QueueKeys,
+    clients: ReadonlySet<string>,
+    read: <T>(key: string, kind: string, reading: Promise<T>, empty: T) => Promise<T>,
+    byClient: Map<string, number>,
+    oldestSoFar: number | undefined,
+  ): Promise<number | undefined> {
+    let oldest = oldestSoFar;
+    for (const clientId of clients) {
+      const list = keys.pending(clientId);
+      const set = keys.priority(clientId);
+      const [listed, prioritized, head, priorityHead] = await Promise.all([
+        read(list, 'list', this.redis.llen(list), 0),
+        read(set, 'sorted set', this.redis.zcard(set), 0),
+        this.redis.lindex(list, 0).catch(() => null),
+        this.redis.zrange(set, '0', '0').catch(() => []),
+      ]);
+      if (listed + prioritized > 0) byClient.set(clientId, (byClient.get(clientId) ?? 0) + listed + prioritized);
+      // Sequence-prefixed members of a priority set: the encoded entry starts after 15 digits.
+      for (const raw of [head, priorityHead[0]?.slice(15)]) {
+        const decoded = raw ? decodeEntry(raw) : undefined;
+        if (decoded?.ok) oldest = Math.min(oldest ?? Infinity, decoded.entry.envelope.enqueuedAt);
+      }
+    }
+    return oldest;
+  }
+
   /** Forgets the recorded faults of a queue (after the broken keys were looked at and dealt with). */
   async clearFaults(queue: string): Promise<number> {
     let cleared = 0;
@@ -180,8 +201,7 @@ export class QueueStatsReader extends AdminPart {
 
   /** Workers registered in the queues (all queues under the prefix when none is given), with their leases. */
   async workers(queue?: string): Promise<WorkerInfo[]> {
-    const [seconds, micros] = await this.redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const now = await this.redisNow();
     const found: WorkerInfo[] = [];
     for (const name of queue === undefined ? await this.queues() : [queue]) {
       const byWorker = new Map<string, { leaseExpiresAt: number; lastHeartbeatAt: number | null; inFlight: number }>();

@@ -63,6 +63,7 @@ export class ProducerRuntime {
       watch,
       ready: () => this.checked(),
       tracing,
+      awaitingReply: (keys, task) => this.inbox.handed(keys, task),
     });
     this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger), (queue, why) => this.unavailable(queue, why));
   }

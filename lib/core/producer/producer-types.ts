@@ -1,6 +1,8 @@
 import type { DurabilityOptions } from '../config/options.js';
 import type { ConnectionWatch } from '../redis/connection.js';
 import type { TaskTracing } from '../support/tracing.js';
+import type { QueueKeys } from '../redis/keys.js';
+import type { PreparedTask } from '../model/prepared-task.js';
 
 /** How one enqueued task is answered: its receipt once Redis wrote it, or why it was not (maybe) written. */
 export interface EnqueueAnswer {
@@ -34,4 +36,6 @@ export interface ProducerOptions {
   readonly ready?: () => Promise<void>;
   /** OpenTelemetry: a PRODUCER span per call, its context stored with each task (absent: no tracing). */
   readonly tracing?: TaskTracing;
+  /** Told of each send() task handed over, with where it goes (the reply inbox can cancel it). */
+  readonly awaitingReply?: (keys: QueueKeys, task: PreparedTask) => void;
 }

@@ -5,10 +5,10 @@ import { patternProblem } from '../config/rules.js';
 import { ClosedError, InvalidTaskError, RedisConfigurationError } from '../model/errors.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
-import { gatewayOf } from '../redis/gateway.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { IdTable, SlotSet } from '../support/churn-tables.js';
+import { SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
+import { KnownQueues } from './known-queues.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
 import type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
@@ -29,13 +29,8 @@ function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueRec
  * split, so each stays all or nothing.
  */
 export class TaskProducer {
-  /** Tasks of send() calls still waiting for their reply, so a caller that gives up can cancel them. */
-  private readonly awaitingReply = new IdTable<{ readonly keys: QueueKeys; readonly task: PreparedTask }>();
   /** Queues whose layout is verified and which are recorded in the prefix's list of patterns. */
-  // table-ok: one entry per queue
-  private readonly known = new Map<string, QueueLayout>();
-  // table-ok: one entry per queue being learnt
-  private readonly learning = new Map<string, Promise<QueueLayout>>();
+  private readonly known: KnownQueues;
   /** Calls waiting for the connection, each with how to fail it when the producer closes. */
   // table-ok: only calls made while the connection is not ready
   private readonly calls = new Set<(closed: Error) => void>();
@@ -56,6 +51,7 @@ export class TaskProducer {
     private readonly options: ProducerOptions,
   ) {
     this.coalescer = coalescerOf(redis);
+    this.known = new KnownQueues(redis, layouts);
     this.settings = { chunkSize: options.batchChunkSize, timeoutMs: options.enqueueTimeoutMs, durability: options.durability };
     const durability = options.durability;
     this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
@@ -120,7 +116,7 @@ export class TaskProducer {
   }
 
   private async enqueueItems(queue: string, items: readonly EnqueueItem[], deadline?: number): Promise<EnqueueReceipt[]> {
-    if (!this.known.has(queue)) {
+    if (this.known.get(queue) === undefined) {
       const problem = patternProblem(queue);
       if (problem) {
         throw new InvalidTaskError(`the pattern ${problem}, got ${describe(queue)}`);
@@ -176,7 +172,7 @@ export class TaskProducer {
             this.checked = true;
             if (gaveUp) return failed;
             sent = true;
-            return this.submit(await this.learn(queue), prepared);
+            return this.submit(await this.known.learn(queue), prepared);
           })(),
         ]),
       );
@@ -186,24 +182,6 @@ export class TaskProducer {
       clearTimeout(timer);
       this.calls.delete(onClose);
     }
-  }
-
-  /** Verifies a queue's layout and records the pattern, once per queue and producer (concurrent calls share it). */
-  private learn(queue: string): QueueLayout | Promise<QueueLayout> {
-    const known = this.known.get(queue);
-    if (known) return known;
-    let learning = this.learning.get(queue);
-    if (!learning) {
-      learning = (async () => {
-        const layout = await this.layouts.layout(queue);
-        // Admin tools list a pattern that has tasks but never had a worker (a misspelt pattern is otherwise invisible).
-        await this.redis.sadd(this.layouts.queuesKey, queue);
-        this.known.set(queue, layout);
-        return layout;
-      })().finally(() => this.learning.delete(queue));
-      this.learning.set(queue, learning);
-    }
-    return learning;
   }
 
   /** Hands the tasks over shard by shard; receipts in item order. */
@@ -255,9 +233,8 @@ export class TaskProducer {
     answer: (results: readonly (0 | string)[], at: number) => void,
     reject: (error: Error) => void,
   ): void {
-    for (const task of tasks) {
-      if (task.awaitsReply) this.awaitingReply.set(task.id, { keys, task });
-    }
+    const awaiting = this.options.awaitingReply;
+    if (awaiting) for (const task of tasks) if (task.awaitsReply) awaiting(keys, task);
     const parts = this.parts;
     const part: EnqueuePart = {
       keys,
@@ -285,22 +262,4 @@ export class TaskProducer {
   layout(queue: string): QueueLayout | Promise<QueueLayout> {
     return this.layouts.layout(queue);
   }
-
-  /** The send() task `id` got its reply (or its caller stopped waiting): nothing to cancel any more. */
-  forget(id: string): void {
-    this.awaitingReply.delete(id);
-  }
-
-  /**
-   * Removes a send() task whose caller gave up, if no worker has claimed it yet. Resolves true when it
-   * was removed (it will not run), false when it was already claimed (it runs; nobody waits for it).
-   */
-  async cancel(id: string): Promise<boolean> {
-    const waiting = this.awaitingReply.get(id);
-    this.awaitingReply.delete(id);
-    if (!waiting) return false;
-    const { keys, task } = waiting;
-    return scrubbed(gatewayOf(this.redis).cancel(keys, task));
-  }
 }
-

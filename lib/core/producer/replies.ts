@@ -3,6 +3,10 @@ import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { IdTable } from '../support/churn-tables.js';
+import { scrubbed } from '../support/redact.js';
+import { gatewayOf } from '../redis/gateway.js';
+import type { QueueKeys } from '../redis/keys.js';
+import type { PreparedTask } from '../model/prepared-task.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskProducer } from './producer.js';
 import type { EnqueueAnswer } from './producer-types.js';
@@ -35,6 +39,8 @@ export interface ReplyInboxOptions {
 export class ReplyInbox {
   /** The callers waiting, by task id (one per send(): no Map, see IdTable). */
   private readonly waiting = new IdTable<Waiting>();
+  /** Their tasks, where they were written, so a caller that gives up can cancel its task. */
+  private readonly written = new IdTable<{ readonly keys: QueueKeys; readonly task: PreparedTask }>();
   /** One check of the deadlines for all waiting callers, instead of a timer made and cleared per call. */
   private deadlines: NodeJS.Timeout | undefined;
   private subscriber: RedisConnection | undefined;
@@ -153,9 +159,25 @@ export class ReplyInbox {
     if (subscriber) await quit(subscriber);
   }
 
+  /** A send() task handed over to be written, and where (the producer tells, for `cancel`). */
+  handed(keys: QueueKeys, task: PreparedTask): void {
+    this.written.set(task.id, { keys, task });
+  }
+
   private forget(id: string): void {
     this.waiting.delete(id);
-    this.producer.forget(id);
+    this.written.delete(id);
+  }
+
+  /**
+   * Removes a send() task whose caller gave up, if no worker has claimed it yet. Resolves true when it
+   * was removed (it will not run), false when it was already claimed (it runs; nobody waits for it).
+   */
+  private async cancel(id: string): Promise<boolean> {
+    const written = this.written.get(id);
+    this.written.delete(id);
+    if (!written) return false;
+    return scrubbed(gatewayOf(this.redis).cancel(written.keys, written.task));
   }
 
   /** Callers past their deadline time out; the check stops while nobody waits. */
@@ -176,11 +198,11 @@ export class ReplyInbox {
     if (!this.waiting.delete(id)) return;
     const timeoutMs = this.options.replyTimeoutMs;
     if (!this.options.cancelOnReplyTimeout) {
-      this.producer.forget(id);
+      this.written.delete(id);
       waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs) });
       return;
     }
-    void this.producer.cancel(id).then(
+    void this.cancel(id).then(
       (cancelled) => waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs, cancelled) }),
       () => waiting.answer({ err: new ReplyTimeoutError(queue, timeoutMs) }),
     );

@@ -97,6 +97,27 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace }, payload);
     return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, deduplicationTtlMs: limits.deduplicationTtlMs, awaitsReply: item.replyTo !== undefined };
   }
+  const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
+  const entry = encodeNewEntry(
+    {
+      id,
+      clientId: item.clientId,
+      enqueuedAt: now,
+      replyTo: item.replyTo,
+      maxAttempts: item.maxAttempts,
+      backoff: item.backoff,
+      priority,
+      expiresAt: item.expiresAt,
+      dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
+      ...item.trace,
+    },
+    payload,
+  );
+  return { id, clientId: item.clientId, entry, priority, delayMs, deduplicationKey: item.deduplicationKey, deduplicationTtlMs: dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+}
+
+/** The options of a task that has some, checked (each problem through `fail`), with the delay resolved. */
+function checkOptions(item: EnqueueItem, now: number, limits: ItemLimits, fail: (message: string) => never): { priority: number; delayMs: number; dedupTtlMs: number } {
   try {
     if (item.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
     if (item.backoff !== undefined) validateBackoff('backoff', item.backoff, (field, message) => new Error(`${field} ${message}`));
@@ -133,22 +154,7 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     must('the deduplication key', item.deduplicationKey, taskRules.deduplicationKey);
     must('the deduplication TTL', dedupTtlMs, taskRules.deduplicationTtl);
   }
-  const entry = encodeNewEntry(
-    {
-      id,
-      clientId: item.clientId,
-      enqueuedAt: now,
-      replyTo: item.replyTo,
-      maxAttempts: item.maxAttempts,
-      backoff: item.backoff,
-      priority,
-      expiresAt: item.expiresAt,
-      dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
-      ...item.trace,
-    },
-    payload,
-  );
-  return { id, clientId: item.clientId, entry, priority, delayMs, deduplicationKey: item.deduplicationKey, deduplicationTtlMs: dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+  return { priority, delayMs, dedupTtlMs };
 }
 
 function serializePayload(payload: unknown, index: number | undefined, maxPayloadBytes: number): string {

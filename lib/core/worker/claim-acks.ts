@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 /** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
 export const ACK_CHUNK = 1_000;
@@ -73,6 +74,51 @@ export class ClaimAcks {
   private sent(taken: readonly TakenAck[]): void {
     const at = this.sending.indexOf(taken);
     if (at >= 0) this.sending.splice(at, 1);
+  }
+}
+
+/**
+ * Sends a claim loop's queued acknowledgements on their own, without claiming (while the loop is blocked
+ * or stopped), one flush at a time. It ends when none is left, or, once stopped, when Redis cannot be
+ * reached: those tasks stay in the processing hash, so a restart or a reaper returns them (at-least-once),
+ * never loses them.
+ */
+export class AckFlush {
+  private flushing: Promise<void> | undefined;
+  private held = false;
+
+  constructor(
+    private readonly acks: ClaimAcks,
+    /** One acknowledging call (nothing claimed); resolves false when Redis failed it (the acknowledgements went back). */
+    private readonly send: (taken: TakenAck[]) => Promise<boolean>,
+    private readonly stopped: () => boolean,
+  ) {}
+
+  /** The loop is blocked or paused: what is queued, and what comes meanwhile, is sent on its own. */
+  hold(): void {
+    this.held = true;
+    if (this.acks.size > 0) void this.run();
+  }
+
+  /** The loop claims again: acknowledgements ride on its calls. */
+  release(): void {
+    this.held = false;
+  }
+
+  get holding(): boolean {
+    return this.held;
+  }
+
+  run(): Promise<void> {
+    this.flushing ??= (async () => {
+      await nextTurn();
+      while (this.acks.size > 0) {
+        if (!(await this.send(this.acks.take())) && this.stopped()) return;
+      }
+    })().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
   }
 }
 

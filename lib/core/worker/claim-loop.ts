@@ -6,7 +6,7 @@ import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { claimedCount, IdleWait, keepFirst, type WaitEnd } from './idle-wait.js';
 import { PauseWait } from './pause-wait.js';
-import { nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
+import { AckFlush, nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { Slots } from './slots.js';
 import { SlotSet } from '../support/churn-tables.js';
@@ -60,8 +60,7 @@ export class ClaimLoop {
   private readonly stop = new AbortController();
   private readonly outage: OutageReporter;
   private done: Promise<void> | undefined;
-  private blocked = false;
-  private flushing: Promise<void> | undefined;
+  private readonly flush: AckFlush;
   private wakeLoop: (() => void) | undefined;
   private readonly underWay = new OperationsUnderWay();
   /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
@@ -88,6 +87,7 @@ export class ClaimLoop {
     const watch = watchOf(redis);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
     acks.ridden(() => this.ackQueued());
+    this.flush = new AckFlush(acks, async (taken) => (await this.call(0, taken)) !== FAILED, () => this.stopped);
   }
 
   start(): void {
@@ -119,14 +119,6 @@ export class ClaimLoop {
     this.pause.resume();
   }
 
-  /** Paused: claim nothing until a resume; acknowledgements go out on their own meanwhile. */
-  private async waitWhilePaused(): Promise<void> {
-    this.blocked = true;
-    if (this.acks.size > 0) void this.flushAcks();
-    await this.pause.wait();
-    this.blocked = false;
-  }
-
   /** The Redis operation furthest past its allowance, if one is: its connection stopped answering. */
   overdue(now = Date.now(), readySince?: (connection: LoopConnection) => number | undefined): Overdue | undefined {
     return this.underWay.overdue(now, readySince);
@@ -137,7 +129,7 @@ export class ClaimLoop {
    * while the loop is blocked or stopped, a call of its own.
    */
   private ackQueued(): void {
-    if (this.blocked || this.stopped) {
+    if (this.flush.holding || this.stopped) {
       void this.flushAcks();
     } else {
       this.wakeLoop?.();
@@ -234,19 +226,18 @@ export class ClaimLoop {
     await nextTurn();
     // Closed during that turn: its wakeAll() has passed, so a wait for a slot would outlast the handlers.
     if (this.stopped) return false;
-    this.blocked = true; // acknowledgements go out on their own meanwhile (nothing to claim them with)
-    if (this.acks.size > 0) void this.flushAcks();
+    this.flush.hold(); // acknowledgements go out on their own meanwhile (nothing to claim them with)
     // Every slot taken (running handlers, other loops' claims): wait for one, so the wait has a claim
     // queued (else its wake-up costs a second round trip).
     if (this.slots.free === 0) await this.slots.whenFree();
     if (this.stopped || this.slots.free === 0) {
-      this.blocked = false;
+      this.flush.release();
       return false;
     }
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay.track('blocking', this.options.blockTimeoutMs, waiting).catch((error: unknown): WaitEnd => ({ error }));
-    this.blocked = false;
+    this.flush.release();
     if (end === undefined || this.stopped) return false;
     if (end.error === undefined) this.outage.succeeded();
     else this.outage.failed(end.error);
@@ -293,7 +284,9 @@ export class ClaimLoop {
       case 'paused':
         // Claim nothing until a resume is announced (or, missing that, for a block timeout).
         this.slots.release(wanted);
-        await this.waitWhilePaused();
+        this.flush.hold(); // acknowledgements go out on their own meanwhile
+        await this.pause.wait();
+        this.flush.release();
         return NONE;
       case 'claimed': {
         const { pairs } = outcome;
@@ -307,23 +300,9 @@ export class ClaimLoop {
     }
   }
 
-  /**
-   * Sends queued acknowledgements without claiming (the loop is blocked or stopped). Resolves when
-   * none is left, or, once stopped, when Redis cannot be reached: those tasks stay in the processing
-   * hash, so a restart or a reaper returns them (at-least-once), never loses them.
-   */
+  /** Sends queued acknowledgements without claiming (the loop is blocked or stopped): see AckFlush. */
   flushAcks(): Promise<void> {
-    this.flushing ??= (async () => {
-      await nextTurn();
-      while (this.acks.size > 0) {
-        if ((await this.call(0, this.acks.take())) === FAILED && this.stopped) {
-          return;
-        }
-      }
-    })().finally(() => {
-      this.flushing = undefined;
-    });
-    return this.flushing;
+    return this.flush.run();
   }
 }
 

@@ -1,23 +1,20 @@
 import { decodeEntry, guessTaskId, type DecodeFailure, type TaskEnvelope } from '../model/codec.js';
 import { inspectableThrown, notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
 import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
-import type { TaskOutcomeEvent, TaskOutcomeKind } from '../model/outcomes.js';
 import { replyErrorOf, type ReplyError } from '../model/reply.js';
 import { admit, decide, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
-import { errorMessage, sleep, type TaskLogger } from '../support/logger.js';
+import { errorMessage, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Completer } from './completer.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
 import { RunExecution } from './execution.js';
 import { withHandlerTimeout } from './handler-timeout.js';
+import { RunOutcomes, type Ran } from './run-outcomes.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 import type { ConsumerTrace } from '../support/tracing.js';
 
-const SETTLE_RETRY_MS = [50, 200, 500, 1_000];
-
-type Ran = Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>;
 
 /**
  * Runs one claimed task, top-down: decode -> guard (may it run?) -> execute -> decide -> settle ->
@@ -26,6 +23,8 @@ type Ran = Omit<TaskOutcomeEvent, 'outcome' | 'workerId'>;
 export class TaskRunner {
   /** Whether shutdown gave the worker's tasks back (one function for every run's handler control). */
   private readonly isReleased = (): boolean => this.completer.released;
+  /** Settles through Redis outages, and tells the outcome listener. */
+  private readonly outcomes: RunOutcomes;
 
   constructor(
     private readonly options: WorkerOptions,
@@ -33,7 +32,9 @@ export class TaskRunner {
     /** Where every success goes (riding on a claim call, or this turn's acknowledgement call). */
     private readonly completer: Completer,
     private readonly logger: TaskLogger,
-  ) {}
+  ) {
+    this.outcomes = new RunOutcomes(options, completer, logger);
+  }
 
   /**
    * Not an async function: a task that runs (the common case) is the promise of `execute`, with no
@@ -79,8 +80,8 @@ export class TaskRunner {
     const queue = task.keys.queue;
     const id = guessTaskId(task.raw);
     const reason = undecodableReason(decoded);
-    if (await this.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
-      this.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
+    if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
+      this.outcomes.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
     }
     this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
   }
@@ -90,8 +91,8 @@ export class TaskRunner {
     const queue = task.keys.queue;
     const error = notRunError(reason, detail);
     const replyError = this.replyError(envelope, queue, error, 0, reason);
-    if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
-      this.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
+    if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
+      this.outcomes.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
     }
     this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
   }
@@ -112,7 +113,7 @@ export class TaskRunner {
     // Fields named one by one: a spread followed by more fields takes V8's slow path (~1 µs a task).
     const ran: Ran = { queue, id: envelope.id, clientId: envelope.clientId, attempt, durationMs: performance.now() - startedAt };
     if (run.leaseLost) {
-      this.report('lease-lost', ran);
+      this.outcomes.report('lease-lost', ran);
       run.trace?.event('lease lost');
     }
     if (this.completer.released || run.leaseLost) {
@@ -138,12 +139,12 @@ export class TaskRunner {
   private succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> | undefined {
     // The common case rides on the claim loop's next call (acknowledged in batches).
     const rode = this.completer.ride(task, envelope, (held) => {
-      if (!held) this.warnLeaseLost(task, envelope, ran);
-      else if (this.reporting) this.report('completed', ran);
+      if (!held) this.outcomes.leaseLost(task, envelope, ran);
+      else if (this.outcomes.reporting) this.outcomes.report('completed', ran);
     });
     if (rode) return;
-    return this.settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran).then((settled) => {
-      if (settled) this.report('completed', ran);
+    return this.outcomes.settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran).then((settled) => {
+      if (settled) this.outcomes.report('completed', ran);
     });
   }
 
@@ -165,8 +166,8 @@ export class TaskRunner {
       const { reason, detail } = decision;
       const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
       const attempts = ran.attempt;
-      if (await this.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
-        this.report('dead-lettered', ran, { reason, error });
+      if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
+        this.outcomes.report('dead-lettered', ran, { reason, error });
         trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
         this.logger.warn(
           requested?.kind === 'dead-letter'
@@ -178,12 +179,12 @@ export class TaskRunner {
     }
     const delay = decision.delayMs;
     let dueAt: number | undefined;
-    await this.settle(task, async () => {
+    await this.outcomes.settle(task, async () => {
       dueAt = await task.retry(delay);
       return dueAt !== undefined;
     }, envelope, ran);
     if (dueAt !== undefined) {
-      this.report('retried', ran, { error, retryInMs: delay });
+      this.outcomes.report('retried', ran, { error, retryInMs: delay });
       trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
       if (requested?.kind === 'retry') {
         this.logger.log(`task ${envelope.id} of "${queue}" runs again in ${delay} ms at its handler's request (${error.message}); attempt ${ran.attempt}/${policy.maxAttempts} counted`);
@@ -198,70 +199,6 @@ export class TaskRunner {
   private replyError(envelope: TaskEnvelope, pattern: string, error: ErrorRecord, attempt: number, reason: DeadLetterReason): ReplyError | undefined {
     if (envelope.replyTo === undefined) return undefined;
     return replyErrorOf(error, { taskId: envelope.id, pattern, attempt, reason }, this.options.sendErrorStack === true);
-  }
-
-  /**
-   * Runs a fenced settle script, retrying through Redis outages until it answers: a task whose
-   * outcome cannot be written stays in this worker's processing hash, neither acknowledged nor lost.
-   * Resolves false when the worker no longer holds the task (logged once).
-   */
-  private settle(task: ClaimedTask, write: () => Promise<boolean>, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
-    // The first try is not an async function (once per send() task): the retry loop starts at a failure.
-    let written: Promise<boolean>;
-    try {
-      written = write();
-    } catch (error) {
-      written = Promise.reject(error);
-    }
-    return written.then(
-      (settled) => {
-        if (!settled) this.warnLeaseLost(task, envelope, ran);
-        return settled;
-      },
-      (error: unknown) => this.settleAfterFailure(task, write, error, envelope, ran),
-    );
-  }
-
-  private async settleAfterFailure(task: ClaimedTask, write: () => Promise<boolean>, error: unknown, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
-    for (let attempt = 0; ; attempt++) {
-      if (this.completer.released) {
-        this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
-        return false;
-      }
-      if (attempt === 0) {
-        this.logger.error(`could not settle a task of "${task.keys.queue}" (${errorMessage(error)}); retrying`);
-      }
-      await sleep(SETTLE_RETRY_MS[Math.min(attempt, SETTLE_RETRY_MS.length - 1)]);
-      try {
-        const settled = await write();
-        if (!settled) this.warnLeaseLost(task, envelope, ran);
-        return settled;
-      } catch (failure) {
-        error = failure;
-      }
-    }
-  }
-
-  private warnLeaseLost(task: ClaimedTask, envelope?: TaskEnvelope, ran?: Ran): void {
-    this.report('lease-lost', ran ?? { queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0 });
-    this.logger.warn(`task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
-  }
-
-  /** Whether an outcome listener is there to tell (checked before an event is built on the hot path). */
-  private get reporting(): boolean {
-    return this.options.onOutcome !== undefined && (this.options.wantsOutcomes?.() ?? true);
-  }
-
-  /** Tells the outcome listener; a listener that throws is logged, never allowed to affect the task. */
-  private report(outcome: TaskOutcomeKind, ran: Ran, more?: Pick<TaskOutcomeEvent, 'reason' | 'error' | 'retryInMs'>): void {
-    const onOutcome = this.options.onOutcome;
-    if (!onOutcome || !this.reporting) return;
-    try {
-      const { queue, id, clientId, attempt, durationMs } = ran;
-      onOutcome({ outcome, queue, id, clientId, attempt, durationMs, workerId: this.options.workerId, ...more });
-    } catch (error) {
-      this.logger.error(`a task outcome listener threw: ${errorMessage(error)}`);
-    }
   }
 
   /** Calls the handler (inside its run's span, when traced); with a handler timeout, abandons it (as failed) once that passes. */

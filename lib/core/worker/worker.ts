@@ -7,11 +7,11 @@ import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import { SettingsWriter } from '../redis/settings-writer.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { WorkerIdInUseError } from '../model/errors.js';
-import { errorMessage, settledBy, sleep, type TaskLogger } from '../support/logger.js';
+import { errorMessage, settledBy, type TaskLogger } from '../support/logger.js';
 import { ClaimLoop } from './claim-loop.js';
 import { ClaimedTask } from './claimed-task.js';
 import { Lease } from './lease.js';
+import { previousRuns } from './previous-runs.js';
 import { TaskRunner } from './runner.js';
 import { RunningTasks } from './running.js';
 import { Slots } from './slots.js';
@@ -78,7 +78,7 @@ export class TaskWorker {
     const shards = layouts.flatMap((layout) => layout.shards);
     // Before anything is written or resumed: another process may be alive under this id. Refused, this
     // worker holds no shard, so its close returns (and deregisters) nothing of that live worker.
-    const previous = await this.previousRuns(shards);
+    const previous = await previousRuns(this.redis, shards, this.workerId, this.options.heartbeatIntervalMs, this.logger);
     this.shards = shards;
     const writes: Promise<unknown>[] = [];
     const settings = new SettingsWriter(this.redis);
@@ -110,42 +110,6 @@ export class TaskWorker {
     await Promise.all(this.shards.map((keys) => this.lease.take(keys)));
   }
 
-  /**
-   * Which shards hold a registration of this worker id (a previous run to resume). A registration whose
-   * lease has not expired may be a run that died moments ago, or a live process given the same id: the
-   * heartbeat tells them apart. It is watched for two of this worker's heartbeat intervals (no longer than
-   * the lease): if it advances, that process is alive and this one is refused (its tasks would run twice);
-   * if not, the previous run stopped without closing and its tasks are resumed.
-   */
-  private async previousRuns(shards: readonly QueueKeys[]): Promise<boolean[]> {
-    const read = () =>
-      Promise.all(shards.map(async (keys) => {
-        const [lease, beat] = await Promise.all([this.redis.zscore(keys.workers, this.workerId), this.redis.hget(keys.heartbeats, this.workerId)]);
-        return { keys, lease: lease === null ? undefined : Number(lease), beat };
-      }));
-    const first = await read();
-    const [seconds, micros] = await this.redis.time();
-    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-    const live = first.filter((shard) => shard.lease !== undefined && shard.lease > now);
-    if (live.length > 0) {
-      const watchMs = Math.min(2 * this.options.heartbeatIntervalMs + 100, Math.max(...live.map((shard) => shard.lease as number)) - now);
-      const lastBeat = Math.max(...live.map((shard) => Number(shard.beat ?? 0)));
-      this.logger.log(
-        `worker id ${this.workerId} holds an unexpired lease on "${live[0].keys.queue}" (last heartbeat ${lastBeat > 0 ? `${now - lastBeat} ms ago` : 'unknown'}): ` +
-          `watching its heartbeat for up to ${watchMs} ms to tell a previous run that stopped without closing from a live worker with the same id`,
-      );
-      const until = Date.now() + watchMs;
-      const step = Math.max(10, Math.min(250, Math.floor(this.options.heartbeatIntervalMs / 4)));
-      while (Date.now() < until) {
-        await sleep(Math.min(step, Math.max(0, until - Date.now())));
-        const beats = await Promise.all(live.map((shard) => this.redis.hget(shard.keys.heartbeats, this.workerId)));
-        const advanced = live.find((shard, index) => beats[index] !== null && beats[index] !== shard.beat);
-        if (advanced) throw new WorkerIdInUseError(this.workerId, advanced.keys.queue, watchMs - Math.max(0, until - Date.now()));
-        if (beats.every((beat) => beat === null)) break; // it closed meanwhile (deregistered)
-      }
-    }
-    return first.map((shard) => shard.lease !== undefined);
-  }
 
   /** Starts the lease, a claim loop per registered shard, and the watchdog. */
   startClaiming(): void {
