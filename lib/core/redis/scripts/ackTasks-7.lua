@@ -4,7 +4,7 @@
 --   send() task, its reply is stored and published. The acknowledgements of one worker and queue shard
 --   that come in one event-loop turn share this call (the plain ones ride on the claim call instead).
 --   Never fails after its first write: the keys it writes have their types checked first.
--- Includes: guard, finishTask, releaseClientSlot
+-- Includes: guard, ackHeld, finishTask, releaseClientSlot
 -- Builds keys: a task's result key `<root>:result:<id>` and deduplication key `<root>:dedup:<key>` are
 --   named from the root in KEYS[7] (as `QueueKeys` spells them; tests read them back through it); all
 --   share the root's hash tag, hence its Cluster slot.
@@ -19,10 +19,10 @@
 --   ('' = not a send() task); reply (JSON, '' when none); result TTL in milliseconds
 -- Returns: array with one element per task: 1 when acknowledged; 0 when the token is no longer held
 --   (lease lost: nothing of that task is changed), or came earlier in the same call
--- Side effects: HMGET of every token (in slices of 1,000), then per acknowledged task: the deduplication key freed if this
+-- Side effects: HMGET of every token (heldOf: in slices of 1,000), then per acknowledged task: the deduplication key freed if this
 --   task holds it (DEL); for a reply, SET with PX on the result key and PUBLISH; the client's cap slot
---   released (releaseClientSlot) where a cap is in use. Then one HDEL of the acknowledged tokens from the
---   processing hash (in slices), and HINCRBY counters completed by their number.
+--   released (releaseClientSlot) where a cap is in use. Then HDEL of the acknowledged tokens from the
+--   processing hash (removeSettled: in slices), and HINCRBY counters completed by their number.
 -- Checked before the first write: nothing below can fail once a task starts to leave. Only where a
 -- per-client cap is in use (its counted hash exists): otherwise no token is in counted, so no slot is
 -- released (one EXISTS instead of four TYPEs and an HGET per task).
@@ -38,17 +38,8 @@ end
 if #tokens == 0 then
   return {}
 end
--- Tokens per HMGET / HDEL: unpack's limit is a few thousand values, and a turn's acknowledgements of one
--- worker may be as many as its concurrency (up to 10,000).
-local SLICE = 1000
 -- Fails here, before any write, when the processing hash is not a hash.
-local held = {}
-for from = 1, #tokens, SLICE do
-  local slice = checkedCall('hash', 'HMGET', KEYS[1], unpack(tokens, from, math.min(from + SLICE - 1, #tokens)))
-  for i = 1, #slice do
-    held[from + i - 1] = slice[i]
-  end
-end
+local held = heldOf(KEYS[1], tokens)
 local results = {}
 local settled = {}
 local seen = {}
@@ -77,10 +68,5 @@ for t = 1, #tokens do
     results[t] = 1
   end
 end
-if #settled > 0 then
-  for from = 1, #settled, SLICE do
-    redis.call('HDEL', KEYS[1], unpack(settled, from, math.min(from + SLICE - 1, #settled)))
-  end
-  countOutcome(KEYS[6], 'completed', #settled)
-end
+removeSettled(KEYS[1], settled, KEYS[6])
 return results

@@ -22,7 +22,7 @@
 --   nothing); the ring, client keys and counters heal on the failing command. A client whose own keys
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
--- Includes: guard, releaseClientSlot
+-- Includes: guard, ackHeld, releaseClientSlot, tokenBucket
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:ring`, `<base>:processing:<worker>`,
 --   `<base>:pending:<client>`, ... as `QueueKeys` spells them; a test pins that both agree), so the call a
 --   worker makes per wake-up is small; all share the base's hash tag, hence its Cluster slot. The keys:
@@ -127,21 +127,19 @@ if #ARGV >= 5 then
   for i = 5, #ARGV do
     acks[#acks + 1] = ARGV[i]
   end
-  local held = redis.call('HMGET', processing, unpack(acks))
+  local held = heldOf(processing, acks)
+  local settled = {}
   for i = 1, #acks do
-    if not held[i] then
+    if held[i] then
+      settled[#settled + 1] = acks[i]
+    else
       lost[#lost + 1] = acks[i]
     end
   end
-  local acknowledged = redis.call('HDEL', processing, unpack(acks))
-  if acknowledged > 0 then
-    countOutcome(counters, 'completed', acknowledged)
-  end
+  removeSettled(processing, settled, counters)
   if cap > 0 then
-    for i = 1, #acks do
-      if held[i] then
-        releaseClientSlot(counted, inflight, parked, ring, acks[i], false)
-      end
+    for i = 1, #settled do
+      releaseClientSlot(counted, inflight, parked, ring, settled[i], false)
     end
   end
 end
@@ -289,15 +287,7 @@ while count < wanted do
     local configured = redis.call('HGET', rates, client) or redis.call('HGET', rates, '*')
     rate = numberOr(faults, rates .. ' ' .. client, configured, 0)
     if rate > 0 then
-      local capacity = math.max(1, math.ceil(rate / 10))
-      tokens = capacity
-      local bucket = redis.call('HGET', buckets, client)
-      if bucket then
-        local held, last = string.match(bucket, '^([%d%.]+):(%d+)$')
-        if held and tonumber(held) then
-          tokens = math.min(capacity, tonumber(held) + (now - tonumber(last)) * rate / 1000)
-        end
-      end
+      tokens = bucketTokens(buckets, client, rate, now)
     end
   end
   if rate > 0 and tokens < 1 then
@@ -309,7 +299,7 @@ while count < wanted do
       redis.call('LREM', ring, -1, client)
     end
     redis.call('ZADD', throttled, due, client)
-    redis.call('HSET', buckets, client, string.format('%.6f:%d', tokens, now))
+    keepBucket(buckets, client, tokens, now)
     if throttledUntil == 0 or due < throttledUntil then
       throttledUntil = due
     end
@@ -374,7 +364,7 @@ while count < wanted do
     end
     stayed = left > 0 and not capped
     if rate > 0 and entry then
-      redis.call('HSET', buckets, client, string.format('%.6f:%d', tokens - 1, now))
+      keepBucket(buckets, client, tokens - 1, now)
     end
   end
 end
