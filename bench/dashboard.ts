@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { OverviewReader } from '../lib/core/admin/overview.js';
 import { PrefixKeys } from '../lib/core/redis/keys.js';
-import { QueueLayouts } from '../lib/core/redis/layouts.js';
 import { defineScripts, type TaskRedis } from '../lib/core/redis/scripts.js';
 import { RedisTaskClient, RedisTaskRecordBuilder } from '../lib/index.js';
 import { deleteMatching } from './measure.js';
@@ -31,7 +30,7 @@ export async function dashboardScale(url: string, patterns = 100, clients = 10_0
   await producer.close();
   const redis: TaskRedis = defineScripts(new Redis(url));
   const keys = new PrefixKeys(prefix);
-  const reader = new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'));
+  const reader = OverviewReader.forPrefix(redis, keys.prefix);
   await reader.overview(); // warm-up: layouts read once, scripts loaded
   await (redis as unknown as Redis).config('RESETSTAT');
   const times: number[] = [];

@@ -1,6 +1,6 @@
 import { validateGroup } from '../config/rules.js';
-import { DEFAULT_GROUP, PrefixKeys } from '../redis/keys.js';
-import { QueueLayouts } from '../redis/layouts.js';
+import { DEFAULT_GROUP } from '../redis/keys.js';
+import { TaskStore } from '../redis/store.js';
 import { defineScripts, type RedisConnection, type TaskRedis } from '../redis/scripts.js';
 
 /** A connection with this package's scripts on it, as the admin parts take it. */
@@ -29,16 +29,14 @@ export class TaskAdmin {
   private readonly deadLettersPart: DeadLetters;
 
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
-    private readonly layouts: QueueLayouts,
+    private readonly store: TaskStore,
     /** The consumer group whose copies this admin reads and changes. */
     readonly group = DEFAULT_GROUP,
   ) {
-    this.statsPart = new QueueStatsReader(redis, keys, layouts, group);
-    this.settingsPart = new QueueSettings(redis, keys, layouts, group);
-    this.groupsPart = new ConsumerGroups(redis, keys, layouts, group);
-    this.deadLettersPart = new DeadLetters(redis, keys, layouts, group);
+    this.statsPart = new QueueStatsReader(store, group);
+    this.settingsPart = new QueueSettings(store, group);
+    this.groupsPart = new ConsumerGroups(store, group);
+    this.deadLettersPart = new DeadLetters(store, group);
   }
 
   /**
@@ -54,14 +52,13 @@ export class TaskAdmin {
    * from its record in Redis.
    */
   static forPrefix(redis: TaskRedis, prefix: string, group = DEFAULT_GROUP): TaskAdmin {
-    const keys = new PrefixKeys(prefix);
-    return new TaskAdmin(redis, keys, new QueueLayouts(redis, keys, 'recorded'), group);
+    return new TaskAdmin(TaskStore.recorded(redis, prefix), group);
   }
 
   /** The same operations on another consumer group's copies. */
   forGroup(group: string): TaskAdmin {
     validateGroup('group', group);
-    return new TaskAdmin(this.redis, this.keys, this.layouts, group);
+    return new TaskAdmin(this.store, group);
   }
 
   /** Consumer groups registered on a pattern (each gets a copy of every task). */
@@ -169,6 +166,6 @@ export class TaskAdmin {
    * with `PrefixInUseError`, nothing deleted, while a worker of the prefix is alive.
    */
   deletePrefix(): Promise<DeletedPrefix> {
-    return deletePrefix(this.redis, this.keys.prefix);
+    return deletePrefix(this.store.redis, this.store.keys.prefix);
   }
 }

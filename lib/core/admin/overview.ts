@@ -1,7 +1,8 @@
 import { decodeEntry } from '../model/codec.js';
-import { DEFAULT_GROUP, PrefixKeys, type QueueKeys, type QueueLayout } from '../redis/keys.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys, type QueueLayout } from '../redis/keys.js';
+import { TaskStore } from '../redis/store.js';
 import { gatewayOf } from '../redis/gateway.js';
-import { QueueLayouts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { QueueCounters } from './stats.js';
 import { patternState, type PatternState } from './state.js';
@@ -99,16 +100,19 @@ export class OverviewReader {
   /** Shard layouts: a recorded shard count never changes, so each pattern's is read once. */
   private readonly known = new Map<string, QueueLayout>();
 
-  constructor(
-    private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
-    private readonly layouts: QueueLayouts,
-  ) {}
+  private readonly redis: TaskRedis;
+  private readonly keys: PrefixKeys;
+  private readonly layouts: QueueLayouts;
+
+  constructor(store: TaskStore) {
+    this.redis = store.redis;
+    this.keys = store.keys;
+    this.layouts = store.layouts;
+  }
 
   /** The reader of a prefix, each pattern's shard count read from its record in Redis. */
   static forPrefix(redis: TaskRedis, prefix: string): OverviewReader {
-    const keys = new PrefixKeys(prefix);
-    return new OverviewReader(redis, keys, new QueueLayouts(redis, keys, 'recorded'));
+    return new OverviewReader(TaskStore.recorded(redis, prefix));
   }
 
   /** Every pattern in use under the prefix (those with tasks but no worker ever included), per consumer group. */

@@ -1,16 +1,23 @@
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
+import type { TaskStore } from '../redis/store.js';
 
-/** What every part of the admin API works with: the connection, the prefix's keys, the layouts, one consumer group. */
+/** What every part of the admin API works with: the prefix's store (connection, keys, layouts), one consumer group. */
 export abstract class AdminPart {
+  protected readonly redis: TaskRedis;
+  protected readonly keys: PrefixKeys;
+  protected readonly layouts: QueueLayouts;
+
   constructor(
-    protected readonly redis: TaskRedis,
-    protected readonly keys: PrefixKeys,
-    protected readonly layouts: QueueLayouts,
+    protected readonly store: TaskStore,
     /** The consumer group whose copies this part reads and changes. */
     readonly group = DEFAULT_GROUP,
-  ) {}
+  ) {
+    this.redis = store.redis;
+    this.keys = store.keys;
+    this.layouts = store.layouts;
+  }
 
   /** Redis's clock (ms): leases and due times are on it. */
   protected async redisNow(): Promise<number> {

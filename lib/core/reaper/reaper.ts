@@ -2,12 +2,13 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { decodeEntry, guessTaskId, type DecodeFailure } from '../model/codec.js';
 import { undecodableRecord } from '../model/dead-letter.js';
-import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { ScriptGateway } from '../redis/gateway.js';
 import { reaperSettings } from '../config/options.js';
-import { DEFAULT_GROUP, PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import { requeueProcessing } from '../redis/requeue.js';
-import { QueueLayouts } from '../redis/layouts.js';
+import type { QueueLayouts } from '../redis/layouts.js';
+import { TaskStore } from '../redis/store.js';
 import { RingAudit } from './ring-audit.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
@@ -49,15 +50,20 @@ export class TaskReaper {
   private readonly snapshotted = new Map<string, number>();
   private offsetMs = 0;
 
+  private readonly redis: TaskRedis;
+  private readonly keys: PrefixKeys;
+  private readonly layouts: QueueLayouts;
+
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
-    private readonly layouts: QueueLayouts,
+    store: TaskStore,
     private readonly options: ReaperOptions,
     private readonly logger?: TaskLogger,
   ) {
-    this.gateway = gatewayOf(redis);
-    this.audit = new RingAudit(redis, this.gateway);
+    this.redis = store.redis;
+    this.keys = store.keys;
+    this.layouts = store.layouts;
+    this.gateway = store.gateway;
+    this.audit = new RingAudit(this.redis, this.gateway);
   }
 
   /** Redis clock minus this process's clock, as last measured by a sweep (due times are on the Redis clock). */
@@ -70,8 +76,7 @@ export class TaskReaper {
    * so one reaper serves sharded and unsharded queues, with the default settings.
    */
   static forPrefix(redis: TaskRedis, prefix: string, logger?: TaskLogger): TaskReaper {
-    const keys = new PrefixKeys(prefix);
-    return new TaskReaper(redis, keys, new QueueLayouts(redis, keys, 'recorded'), reaperSettings(), logger);
+    return new TaskReaper(TaskStore.recorded(redis, prefix), reaperSettings(), logger);
   }
 
   /** Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix. */

@@ -19,7 +19,8 @@ export class QueueLayouts {
 
   constructor(
     private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
+    /** The key names of the prefix the layouts are under. */
+    readonly keys: PrefixKeys,
     private readonly configured: number | 'recorded',
     /** Where the Cluster layout check (made with the first check of each queue) logs. */
     private readonly logger?: TaskLogger,

@@ -4,6 +4,7 @@ import type { PatternSettings } from '../config/pattern-settings.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
+import { TaskStore } from '../redis/store.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
@@ -50,16 +51,15 @@ export class WorkerRuntime {
     hooks: RuntimeHooks,
     logger: TaskLogger,
   ) {
-    const keys = new PrefixKeys(options.prefix);
-    this.layouts = new QueueLayouts(redis, keys, options.shards, logger, options.group);
-    this.reaper = new TaskReaper(redis, keys, this.layouts, reaperSettings(options), logger);
+    // The worker's own store: its layouts check the configured shard count against the one on record.
+    this.layouts = new QueueLayouts(redis, new PrefixKeys(options.prefix), options.shards, logger, options.group);
+    const store = new TaskStore(redis, this.layouts);
+    this.reaper = new TaskReaper(store, reaperSettings(options), logger);
     // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
     // worker still promotes delayed tasks of its own queues at their due time.
     this.schedule = new ReaperSchedule(this.reaper, options.reaperIntervalMs, () => queues, logger);
     this.worker = new TaskWorker(
-      redis,
-      keys,
-      this.layouts,
+      store,
       {
         // spread-ok: once per worker
         ...options,

@@ -1,4 +1,5 @@
-import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { ScriptGateway } from '../redis/gateway.js';
+import type { TaskStore } from '../redis/store.js';
 import { ackBatchOf } from './ack-batch.js';
 import { Completer } from './completer.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
@@ -44,16 +45,22 @@ export class TaskWorker {
   private shards: QueueKeys[] = [];
   private closing: Promise<void> | undefined;
 
+  private readonly redis: TaskRedis;
+  private readonly keys: PrefixKeys;
+  private readonly layouts: QueueLayouts;
+
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
-    private readonly layouts: QueueLayouts,
+    store: TaskStore,
     private readonly options: WorkerOptions,
     executor: TaskExecutor,
     private readonly logger: TaskLogger,
   ) {
+    const redis = store.redis;
+    this.redis = redis;
+    this.keys = store.keys;
+    this.layouts = store.layouts;
     this.slots = new Slots(options.concurrency);
-    this.gateway = gatewayOf(redis);
+    this.gateway = store.gateway;
     this.completer = new Completer(ackBatchOf(redis), options);
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
