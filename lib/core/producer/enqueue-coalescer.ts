@@ -2,7 +2,6 @@ import type { DurabilityOptions } from '../config/options.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { enqueueAnswer, gatewayOf, type EnqueueCall, type ScriptGateway } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
-import type { TaskRedis } from '../redis/scripts.js';
 import { SlotSet } from '../support/churn-tables.js';
 import type { PreparedTask } from './task-items.js';
 
@@ -62,11 +61,7 @@ export class EnqueueCoalescer {
   /** The rest of each call answered in part (see answer). */
   private readonly answering = new SlotSet<() => void>();
 
-  private readonly gateway: ScriptGateway;
-
-  constructor(redis: TaskRedis) {
-    this.gateway = gatewayOf(redis);
-  }
+  constructor(private readonly gateway: ScriptGateway) {}
 
   add(signature: string, settings: CallSettings, part: EnqueuePart): void {
     const root = part.keys.root;
@@ -229,4 +224,4 @@ class Deadlines {
 }
 
 /** The coalescer of a connection, shared by every producer using it. */
-export const coalescerOf = perConnection((redis) => new EnqueueCoalescer(redis));
+export const coalescerOf = perConnection((redis) => new EnqueueCoalescer(gatewayOf(redis)));
