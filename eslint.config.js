@@ -8,14 +8,31 @@ import house from './scripts/eslint/house-rules.mjs';
 const compat = new FlatCompat({ baseDirectory: import.meta.dirname, recommendedConfig: js.configs.recommended });
 
 /** The folders whose code runs for every task: the per-task rules apply to them (ARCHITECTURE.md). */
-const PER_TASK = ['lib/core/worker/**/*.ts', 'lib/core/producer/**/*.ts', 'lib/core/model/**/*.ts', 'lib/core/redis/**/*.ts', 'lib/nest/**/*.ts'];
+const PER_TASK = [
+  'lib/core/worker/**/*.ts',
+  'lib/core/producer/**/*.ts',
+  'lib/core/model/**/*.ts',
+  'lib/core/redis/**/*.ts',
+  'lib/nest/**/*.ts',
+];
 
 export default [
   {
     ignores: [
-      'dist/**', '.sample-build/**', '.chaos-build/**', '.bench-build/**', 'build/**', 'node_modules/**', 'coverage/**',
-      'lib/core/redis/scripts/sources.generated.ts', 'lib/core/support/version.generated.ts',
-      'test/apps/**', '.apps/**', '.pack/**', '.readme-snippets/**', '.nest11/**',
+      'dist/**',
+      '.sample-build/**',
+      '.chaos-build/**',
+      '.bench-build/**',
+      'build/**',
+      'node_modules/**',
+      'coverage/**',
+      'lib/core/redis/scripts/sources.generated.ts',
+      'lib/core/support/version.generated.ts',
+      'test/apps/**',
+      '.apps/**',
+      '.pack/**',
+      '.readme-snippets/**',
+      '.nest11/**',
     ],
   },
   ...compat.config(legacy),

@@ -2,7 +2,14 @@ import 'reflect-metadata';
 import { randomBytes } from 'node:crypto';
 import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { ClientProxyFactory, EventPattern, MessagePattern, Payload, Transport, type ClientProxy } from '@nestjs/microservices';
+import {
+  ClientProxyFactory,
+  EventPattern,
+  MessagePattern,
+  Payload,
+  Transport,
+  type ClientProxy,
+} from '@nestjs/microservices';
 import BeeQueue from 'bee-queue';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
@@ -136,7 +143,11 @@ export class NestRedisDriver implements Driver {
 
   async startWorker(_concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
     onNestRedisTask = handler;
-    this.app = await NestFactory.createMicroservice(NestRedisModule, { transport: Transport.REDIS, options: this.options, logger: ['error'] });
+    this.app = await NestFactory.createMicroservice(NestRedisModule, {
+      transport: Transport.REDIS,
+      options: this.options,
+      logger: ['error'],
+    });
     await this.app.listen();
   }
 
@@ -163,7 +174,10 @@ export class NestRedisDriver implements Driver {
  * round trip to enqueue, one blocked pop woken). Run beside each library on the same schedule, it
  * shows how much of a p99 is this machine's (timers, scheduling, the loopback) and how much is ours.
  */
-export class BareHandoffDriver implements Pick<Driver, 'name' | 'begin' | 'enqueue' | 'startWorker' | 'stopWorker' | 'keyPattern' | 'close'> {
+export class BareHandoffDriver implements Pick<
+  Driver,
+  'name' | 'begin' | 'enqueue' | 'startWorker' | 'stopWorker' | 'keyPattern' | 'close'
+> {
   readonly name = 'bare ioredis RPUSH → BLPOP';
   private readonly producer: Redis;
   private list = '';

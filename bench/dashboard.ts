@@ -19,12 +19,19 @@ export interface DashboardFigures {
  * The dashboard's cost at scale: `patterns` patterns of `clients` clients (one waiting task each, so
  * every client is on its pattern's ring), then the overview read as the page's refresh reads it.
  */
-export async function dashboardScale(url: string, patterns = 100, clients = 10_000, runs = 7): Promise<DashboardFigures> {
+export async function dashboardScale(
+  url: string,
+  patterns = 100,
+  clients = 10_000,
+  runs = 7,
+): Promise<DashboardFigures> {
   const prefix = `rtdash${randomBytes(3).toString('hex')}`;
   const producer = new RedisTaskClient({ connection: url, prefix, tracing: false });
   await producer.connect();
   for (let p = 0; p < patterns; p++) {
-    const records = Array.from({ length: clients }, (_, c) => new RedisTaskRecordBuilder({ c }).setClientId(`tenant-${c}`).build());
+    const records = Array.from({ length: clients }, (_, c) =>
+      new RedisTaskRecordBuilder({ c }).setClientId(`tenant-${c}`).build(),
+    );
     await producer.emitBatch(`dash.pattern.${p}`, records);
   }
   await producer.close();
@@ -38,7 +45,8 @@ export async function dashboardScale(url: string, patterns = 100, clients = 10_0
     const start = performance.now();
     const overview = await reader.overview();
     times.push(performance.now() - start);
-    if (overview.patterns.length !== patterns || overview.patterns.some((row) => row.pending !== clients)) throw new Error('the overview does not match what was enqueued');
+    if (overview.patterns.length !== patterns || overview.patterns.some((row) => row.pending !== clients))
+      throw new Error('the overview does not match what was enqueued');
   }
   const stats = await (redis as unknown as Redis).info('commandstats');
   const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(stats);

@@ -86,7 +86,9 @@ export class OursDriver implements Driver {
       clientId === undefined
         ? items
         : items.map((item, index) =>
-            new RedisTaskRecordBuilder(item).setClientId(typeof clientId === 'string' ? clientId : clientId(index)).build(),
+            new RedisTaskRecordBuilder(item)
+              .setClientId(typeof clientId === 'string' ? clientId : clientId(index))
+              .build(),
           );
     await this.requireClient().emitBatch('bench.task', records);
   }
@@ -96,7 +98,11 @@ export class OursDriver implements Driver {
   }
 
   /** One worker per consumer group (each gets a copy of every task emitted after it started once). */
-  async startGroupWorkers(groups: readonly string[], concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
+  async startGroupWorkers(
+    groups: readonly string[],
+    concurrency: number,
+    handler: (data: BenchTask) => void,
+  ): Promise<void> {
     onTask = handler;
     for (const group of groups) {
       const app = await NestFactory.createMicroservice(BenchWorkerModule, {

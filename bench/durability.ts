@@ -31,10 +31,16 @@ export async function measureDurability(setting: DurabilitySetting): Promise<Dur
     const single = SINGLE / ((performance.now() - start) / 1000);
     start = performance.now();
     for (let b = 0; b < BATCHES; b++) {
-      await client.emitBatch('durable', Array.from({ length: BATCH }, (_, i) => ({ i })));
+      await client.emitBatch(
+        'durable',
+        Array.from({ length: BATCH }, (_, i) => ({ i })),
+      );
     }
     const batch = (BATCHES * BATCH) / ((performance.now() - start) / 1000);
-    const redis = client.unwrap<{ del(...keys: string[]): Promise<number>; keys(pattern: string): Promise<string[]> }>();
+    const redis = client.unwrap<{
+      del(...keys: string[]): Promise<number>;
+      keys(pattern: string): Promise<string[]>;
+    }>();
     const keys = await redis.keys(`${prefix}:*`);
     if (keys.length > 0) await redis.del(...keys);
     return { name: setting.name, single, batch };
@@ -50,7 +56,11 @@ export function durabilitySettings(baseUrl: string): DurabilitySetting[] {
   if (env.BENCH_AOF_EVERYSEC_URL) settings.push({ name: 'AOF, appendfsync everysec', url: env.BENCH_AOF_EVERYSEC_URL });
   if (env.BENCH_AOF_ALWAYS_URL) settings.push({ name: 'AOF, appendfsync always', url: env.BENCH_AOF_ALWAYS_URL });
   if (env.BENCH_REPLICATED_URL) {
-    settings.push({ name: 'durability { replicas: 1 } (WAIT, one replica)', url: env.BENCH_REPLICATED_URL, durability: { replicas: 1, timeoutMs: 1_000 } });
+    settings.push({
+      name: 'durability { replicas: 1 } (WAIT, one replica)',
+      url: env.BENCH_REPLICATED_URL,
+      durability: { replicas: 1, timeoutMs: 1_000 },
+    });
   }
   if (env.BENCH_REPLICATED_ALWAYS_URL) {
     settings.push({

@@ -51,7 +51,8 @@ export class LibraryProcess {
     });
     this.exited = new Promise((resolve) => {
       this.child.once('exit', (code) => {
-        for (const { reject } of this.waiting.values()) reject(new Error(`${name}'s bench process exited (code ${code})`));
+        for (const { reject } of this.waiting.values())
+          reject(new Error(`${name}'s bench process exited (code ${code})`));
         this.waiting.clear();
         resolve();
       });
@@ -85,7 +86,8 @@ export function serveLibrary(ops: LibraryOps): void {
     }
     op(...request.args).then(
       (result) => send({ id: request.id, result }),
-      (error: unknown) => send({ id: request.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
+      (error: unknown) =>
+        send({ id: request.id, error: error instanceof Error ? (error.stack ?? error.message) : String(error) }),
     );
   });
 }

@@ -8,7 +8,16 @@ import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { LibraryProcess, serveLibrary, type LibraryKind, type LibraryOps } from './isolation.js';
-import { bytesMatching, Completion, deleteMatching, measure, percentile, promotedDuring, sleep, type Cost } from './measure.js';
+import {
+  bytesMatching,
+  Completion,
+  deleteMatching,
+  measure,
+  percentile,
+  promotedDuring,
+  sleep,
+  type Cost,
+} from './measure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const DRAIN_TASKS = Number(process.env.BENCH_DRAIN_TASKS ?? 20_000);
@@ -69,7 +78,8 @@ interface Figures {
 
 const redis = new Redis(url);
 const done = new Completion();
-const tasks = (n: number, from = 0): BenchTask[] => Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
+const tasks = (n: number, from = 0): BenchTask[] =>
+  Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
 const log = (line: string) => console.log(line);
 const LATENCY_CONCURRENCIES = (process.env.BENCH_LATENCY_CONCURRENCIES ?? '1,16,64').split(',').map(Number);
 
@@ -77,7 +87,10 @@ async function fill(driver: Driver, n: number, clientId?: string | ((index: numb
   for (let start = 0; start < n; start += BATCH) {
     const size = Math.min(BATCH, n - start);
     const offset = start;
-    await driver.enqueueBatch(tasks(size, start), typeof clientId === 'function' ? (i) => clientId(offset + i) : clientId);
+    await driver.enqueueBatch(
+      tasks(size, start),
+      typeof clientId === 'function' ? (i) => clientId(offset + i) : clientId,
+    );
   }
 }
 
@@ -193,7 +206,12 @@ async function enqueueBatch(driver: Driver): Promise<number> {
 }
 
 /** Pre-fills the queue, then times the worker draining it. */
-async function drain(driver: Driver, concurrency: number, memory?: (pending: { bytes: number }) => void, clients?: (index: number) => string): Promise<number> {
+async function drain(
+  driver: Driver,
+  concurrency: number,
+  memory?: (pending: { bytes: number }) => void,
+  clients?: (index: number) => string,
+): Promise<number> {
   await driver.begin(`drain${concurrency}`);
   await fill(driver, DRAIN_TASKS, clients);
   if (memory) memory(await bytesMatching(redis, driver.keyPattern));
@@ -216,7 +234,11 @@ interface DrainRun {
 
 async function drainRun(driver: Driver, concurrency: number, measureMemory: boolean): Promise<DrainRun> {
   let bytesPerPending: number | undefined;
-  const rate = await drain(driver, concurrency, measureMemory ? (pending) => (bytesPerPending = pending.bytes / DRAIN_TASKS) : undefined);
+  const rate = await drain(
+    driver,
+    concurrency,
+    measureMemory ? (pending) => (bytesPerPending = pending.bytes / DRAIN_TASKS) : undefined,
+  );
   const left = measureMemory ? await bytesMatching(redis, driver.keyPattern) : undefined;
   await deleteMatching(redis, driver.keyPattern);
   return { rate, bytesPerPending, keysLeft: left?.keys, bytesLeft: left?.bytes };
@@ -248,7 +270,11 @@ async function endToEnd(driver: Driver): Promise<Cost> {
 /** What the latency rows need of a queue (the bare hand-off floor has only this). */
 type LatencyDriver = Pick<Driver, 'begin' | 'enqueue' | 'startWorker' | 'stopWorker' | 'keyPattern'>;
 
-async function latency(driver: LatencyDriver, concurrency: number, server = redis): Promise<{ p50: number; p99: number }> {
+async function latency(
+  driver: LatencyDriver,
+  concurrency: number,
+  server = redis,
+): Promise<{ p50: number; p99: number }> {
   await driver.begin(`latency${concurrency}`);
   const samples: number[] = [];
   done.reset();
@@ -295,7 +321,11 @@ function latencyOf(runs: readonly { p50: number; p99: number }[]): Latency {
  * others gave 0.5) hits every library in a round alike, instead of whichever ran all its runs then.
  * Returns each driver's results, in round order.
  */
-async function rounds<D, T>(drivers: readonly D[], once: (driver: D, index: number) => Promise<T>, count = REPEATS): Promise<T[][]> {
+async function rounds<D, T>(
+  drivers: readonly D[],
+  once: (driver: D, index: number) => Promise<T>,
+  count = REPEATS,
+): Promise<T[][]> {
   const results = drivers.map((): T[] => []);
   for (let round = 0; round < count; round++) {
     for (const [d, driver] of drivers.entries()) results[d].push(await once(driver, d));
@@ -323,7 +353,8 @@ async function fairness(driver: Driver): Promise<number> {
   return startedAt - sentAt;
 }
 
-const spread = (s: Sample, digits = 0) => `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+const spread = (s: Sample, digits = 0) =>
+  `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
 
 const sampleOf = (values: number[]): Sample => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -336,7 +367,14 @@ const sampleOf = (values: number[]): Sample => {
  * noisy machine hits all alike; a bare ioredis PING loop runs beside each as the round trip's floor.
  */
 async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]): Promise<void> {
-  const runs = libraries.map(() => ({ sequential: [] as number[], ping: [] as number[], parallel: [] as number[], cpu: [] as number[], send: [] as number[], promoted: [] as number[] }));
+  const runs = libraries.map(() => ({
+    sequential: [] as number[],
+    ping: [] as number[],
+    parallel: [] as number[],
+    cpu: [] as number[],
+    send: [] as number[],
+    promoted: [] as number[],
+  }));
   // A round not timed first: each library's process is new, and its first runs measured its compiler
   // (ours: send() 27-32k/s in the first round, 38-42k in the next ones; Nest's: 19-20k, then 26-29k).
   for (const library of libraries) {
@@ -360,7 +398,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
       const rate = await library.call<number | undefined>('sendParallel', url);
       if (rate !== undefined) runs[d].send.push(rate);
     }
-    for (const [d, library] of libraries.entries()) runs[d].promoted.push(await library.call<number>('emitPromotion', url));
+    for (const [d, library] of libraries.entries())
+      runs[d].promoted.push(await library.call<number>('emitPromotion', url));
   }
   for (const [d, driver] of libraries.entries()) {
     const figures = all[d];
@@ -371,9 +410,13 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
     figures.promotedPerEmit = sampleOf(runs[d].promoted);
     log(`\n== ${driver.name}: producer side`);
-    log(`emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`);
+    log(
+      `emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`,
+    );
     log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
-    log(`emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`);
+    log(
+      `emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`,
+    );
     if (figures.sendParallel) log(`send() request/reply, 64 in flight: ${spread(figures.sendParallel)} tasks/s`);
     log(`promoted to the old generation at 10 emits per ms: ${spread(figures.promotedPerEmit)} bytes per emit`);
   }
@@ -384,19 +427,28 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
  * the bare hand-off floor takes its turn in the same rounds. Each library's figures get its percentiles
  * per concurrency, and the floor (one figure for all: `floor`).
  */
-async function latencyRows(entries: readonly { library: LibraryProcess; figures: Figures }[], at: { url: string; server: Redis; aof: boolean }): Promise<void> {
+async function latencyRows(
+  entries: readonly { library: LibraryProcess; figures: Figures }[],
+  at: { url: string; server: Redis; aof: boolean },
+): Promise<void> {
   const floor = new BareHandoffDriver(at.url);
   if (at.aof) await warmAofServer(at.url, at.server);
   const title = at.aof ? 'same with AOF everysec' : 'enqueue -> handler start at 2,000 tasks/s';
   for (const concurrency of LATENCY_CONCURRENCIES) {
     // Each library in its own process; the floor (bare ioredis) here.
-    const runners = entries.map(({ library }) => () => library.call<{ p50: number; p99: number }>('latency', at.url, concurrency));
+    const runners = entries.map(
+      ({ library }) =>
+        () =>
+          library.call<{ p50: number; p99: number }>('latency', at.url, concurrency),
+    );
     if (concurrency === 1) runners.push(() => latency(floor, concurrency, at.server)); // the floor's schedule is the concurrency-1 one
     const results = await rounds(runners, (run) => run(), LATENCY_REPEATS);
     entries.forEach(({ library: driver, figures }, d) => {
       const result = latencyOf(results[d]);
       (at.aof ? (figures.aofLatency ??= {}) : (figures.latency ??= {}))[concurrency] = result;
-      log(`${driver.name}: ${title}, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+      log(
+        `${driver.name}: ${title}, concurrency ${concurrency}: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`,
+      );
     });
     if (results.length > entries.length) {
       const result = latencyOf(results[entries.length]);
@@ -404,7 +456,9 @@ async function latencyRows(entries: readonly { library: LibraryProcess; figures:
         if (at.aof) figures.aofLatencyFloor = result;
         else figures.latencyFloor = result;
       }
-      log(`floor: ${floor.name} hand-off, ${title}, concurrency ${concurrency}, same rounds: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`);
+      log(
+        `floor: ${floor.name} hand-off, ${title}, concurrency ${concurrency}, same rounds: p50 ${spread(result.p50, 2)} ms, p99 ${spread(result.p99, 2)} ms`,
+      );
     }
   }
   await floor.close();
@@ -453,9 +507,13 @@ async function throughputRows(entries: readonly { library: LibraryProcess; figur
     });
     entries.forEach(({ library: driver, figures }, d) => {
       (figures.drain ??= {})[concurrency] = sampleOf(rates[d]);
-      log(`${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`);
+      log(
+        `${driver.name}: drain ${DRAIN_TASKS} at concurrency ${concurrency}: ${spread(figures.drain[concurrency])} tasks/s`,
+      );
       if (concurrency === 16) {
-        log(`${driver.name}: memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`);
+        log(
+          `${driver.name}: memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`,
+        );
       }
     });
   }
@@ -471,7 +529,9 @@ async function costRows(library: LibraryProcess, figures: Figures): Promise<void
       `${c.clientCommandsPerTask.toFixed(2)} client commands, Redis CPU ${c.redisCpuMicrosPerTask.toFixed(1)} µs, Node CPU ${c.nodeCpuMicrosPerTask.toFixed(1)} µs`,
   );
   figures.fairnessDelayMs = await library.call<number>('fairness', url);
-  log(`fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`);
+  log(
+    `fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`,
+  );
 }
 
 /** Median drain rates with 10 and with 10,000 clients, runs interleaved so drift hits both alike. */
@@ -505,36 +565,97 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   const [ours] = all;
   const median = (cell: Cell) => (typeof cell === 'number' ? cell : cell?.median);
   const show = (cell: Cell, digits: number) =>
-    cell === undefined || Number.isNaN(median(cell)) ? 'n/a' : typeof cell === 'number' ? cell.toFixed(digits) : spread(cell, digits);
+    cell === undefined || Number.isNaN(median(cell))
+      ? 'n/a'
+      : typeof cell === 'number'
+        ? cell.toFixed(digits)
+        : spread(cell, digits);
   const ratio = (row: Row, anchor: Figures) => {
     const x = median(row.get(ours));
     const y = median(row.get(anchor));
     if (x === undefined || y === undefined || Number.isNaN(x) || Number.isNaN(y) || x === 0) return '';
     return `${(row.better === 'higher' ? x / y : y / x).toFixed(2)}×`;
   };
-  const latencyRows = (name: string, pick: (f: Figures) => Record<number, Latency> | undefined, floor: (f: Figures) => Latency | undefined): Row[] => [
+  const latencyRows = (
+    name: string,
+    pick: (f: Figures) => Record<number, Latency> | undefined,
+    floor: (f: Figures) => Latency | undefined,
+  ): Row[] => [
     ...LATENCY_CONCURRENCIES.flatMap((c): Row[] => [
       { label: `${name}, concurrency ${c}: p50 (ms)`, get: (f) => pick(f)?.[c]?.p50, better: 'lower', digits: 2 },
       { label: `${name}, concurrency ${c}: p99 (ms)`, get: (f) => pick(f)?.[c]?.p99, better: 'lower', digits: 2 },
     ]),
-    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p50 (ms)', get: (f) => floor(f)?.p50, better: 'lower', digits: 2, shared: true },
-    { label: 'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p99 (ms)', get: (f) => floor(f)?.p99, better: 'lower', digits: 2, shared: true },
+    {
+      label:
+        'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p50 (ms)',
+      get: (f) => floor(f)?.p50,
+      better: 'lower',
+      digits: 2,
+      shared: true,
+    },
+    {
+      label:
+        'floor: bare ioredis RPUSH → BLPOP hand-off, same schedule, concurrency 1, taking its turn in the same rounds: p99 (ms)',
+      get: (f) => floor(f)?.p99,
+      better: 'lower',
+      digits: 2,
+      shared: true,
+    },
   ];
   const rows: Row[] = [
     { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
     { label: 'emit, one awaited at a time (tasks/s)', get: (f) => f.emitSequential, better: 'higher' },
-    { label: 'floor: bare ioredis PING, one awaited at a time, measured after each (round trips/s)', get: (f) => f.pingFloor, better: 'higher' },
+    {
+      label: 'floor: bare ioredis PING, one awaited at a time, measured after each (round trips/s)',
+      get: (f) => f.pingFloor,
+      better: 'higher',
+    },
     { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
     { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
     { label: 'bytes sent to Redis per single emit', get: (f) => f.bytesPerEmit, better: 'lower' },
-    { label: 'bytes promoted to the old generation per emit, 10 emits per ms, no worker', get: (f) => f.promotedPerEmit, better: 'lower' },
-    { label: `enqueue, emitBatch / addBulk / saveAll of ${BATCH} (tasks/s)`, get: (f) => f.enqueueBatch, better: 'higher' },
-    ...[1, 16, 64].map((c): Row => ({ label: `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`, get: (f) => f.drain[c], better: 'higher' })),
-    ...latencyRows('enqueue → handler start at 2,000/s', (f) => f.latency, (f) => f.latencyFloor),
-    ...latencyRows('same, AOF everysec', (f) => f.aofLatency, (f) => f.aofLatencyFloor),
-    { label: 'Redis commands per task, end to end (Lua included)', get: (f) => f.cost?.redisCommandsPerTask, better: 'lower', digits: 2 },
-    { label: 'Redis CPU per task, end to end (µs)', get: (f) => f.cost?.redisCpuMicrosPerTask, better: 'lower', digits: 1 },
-    { label: 'Node CPU per task, producer + worker (µs)', get: (f) => f.cost?.nodeCpuMicrosPerTask, better: 'lower', digits: 1 },
+    {
+      label: 'bytes promoted to the old generation per emit, 10 emits per ms, no worker',
+      get: (f) => f.promotedPerEmit,
+      better: 'lower',
+    },
+    {
+      label: `enqueue, emitBatch / addBulk / saveAll of ${BATCH} (tasks/s)`,
+      get: (f) => f.enqueueBatch,
+      better: 'higher',
+    },
+    ...[1, 16, 64].map((c): Row => ({
+      label: `drain ${DRAIN_TASKS}, concurrency ${c} (tasks/s)`,
+      get: (f) => f.drain[c],
+      better: 'higher',
+    })),
+    ...latencyRows(
+      'enqueue → handler start at 2,000/s',
+      (f) => f.latency,
+      (f) => f.latencyFloor,
+    ),
+    ...latencyRows(
+      'same, AOF everysec',
+      (f) => f.aofLatency,
+      (f) => f.aofLatencyFloor,
+    ),
+    {
+      label: 'Redis commands per task, end to end (Lua included)',
+      get: (f) => f.cost?.redisCommandsPerTask,
+      better: 'lower',
+      digits: 2,
+    },
+    {
+      label: 'Redis CPU per task, end to end (µs)',
+      get: (f) => f.cost?.redisCpuMicrosPerTask,
+      better: 'lower',
+      digits: 1,
+    },
+    {
+      label: 'Node CPU per task, producer + worker (µs)',
+      get: (f) => f.cost?.nodeCpuMicrosPerTask,
+      better: 'lower',
+      digits: 1,
+    },
     { label: 'bytes in Redis per pending task', get: (f) => f.bytesPerPending, better: 'lower' },
   ];
   const anchors = all.slice(1);
@@ -543,10 +664,17 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
       ? [row.label, show(row.get(ours), row.digits ?? 0), ...anchors.map(() => ''), ...anchors.map(() => '')]
       : [row.label, ...all.map((f) => show(row.get(f), row.digits ?? 0)), ...anchors.map((f) => ratio(row, f))],
   );
-  const keysLeft = (f: Figures) => (f.keysLeftAfterDrain === undefined ? 'n/a' : `${f.keysLeftAfterDrain} (${f.bytesLeftAfterDrain})`);
+  const keysLeft = (f: Figures) =>
+    f.keysLeftAfterDrain === undefined ? 'n/a' : `${f.keysLeftAfterDrain} (${f.bytesLeftAfterDrain})`;
   const fair = (f: Figures) => (f.fairnessDelayMs === undefined ? 'n/a' : formatMs(f.fairnessDelayMs));
   lines.push(['keys (bytes) left after the drain', ...all.map(keysLeft), '', '', '']);
-  lines.push([`fairness: other client's task start, ${FLOOD_TASKS} pending of one client`, ...all.map(fair), '', '', '']);
+  lines.push([
+    `fairness: other client's task start, ${FLOOD_TASKS} pending of one client`,
+    ...all.map(fair),
+    '',
+    '',
+    '',
+  ]);
   lines.push([
     'consumer groups: tasks/s with 1 vs 3 groups (each task run once per group)',
     `${oneGroup.toFixed(0)} vs ${threeGroups.toFixed(0)} (${((threeGroups / oneGroup) * 100).toFixed(1)}%; ${(threeGroups * 3).toFixed(0)} runs/s)`,
@@ -557,7 +685,16 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     '',
     '',
   ]);
-  lines.push(['scale: drain rate, 10 vs 10,000 active clients (tasks/s)', `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`, 'n/a (no per-client lists)', 'n/a', 'n/a', '', '', '']);
+  lines.push([
+    'scale: drain rate, 10 vs 10,000 active clients (tasks/s)',
+    `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`,
+    'n/a (no per-client lists)',
+    'n/a',
+    'n/a',
+    '',
+    '',
+    '',
+  ]);
   return [
     '| measure | nestjs-redis-tasks | BullMQ | Bee-Queue | Nest Transport.REDIS | vs BullMQ | vs Bee-Queue | vs Nest REDIS |',
     '|---|---:|---:|---:|---:|---:|---:|---:|',
@@ -609,14 +746,17 @@ async function durability(): Promise<string> {
     batch: mid(rounds.map((round) => round[i].batch)),
   }));
   for (const result of figures) {
-    log(`${result.name}: single awaited emit ${result.single.toFixed(0)} tasks/s, emitBatch of 1,000 ${result.batch.toFixed(0)} tasks/s`);
+    log(
+      `${result.name}: single awaited emit ${result.single.toFixed(0)} tasks/s, emitBatch of 1,000 ${result.batch.toFixed(0)} tasks/s`,
+    );
   }
   const base = figures[0];
   return [
     '| setting | single awaited emit (tasks/s) | vs. none | emitBatch of 1,000 (tasks/s) | vs. none |',
     '|---|---:|---:|---:|---:|',
     ...figures.map(
-      (f) => `| ${f.name} | ${f.single.toFixed(0)} | ${((f.single / base.single) * 100).toFixed(0)}% | ${f.batch.toFixed(0)} | ${((f.batch / base.batch) * 100).toFixed(0)}% |`,
+      (f) =>
+        `| ${f.name} | ${f.single.toFixed(0)} | ${((f.single / base.single) * 100).toFixed(0)}% | ${f.batch.toFixed(0)} | ${((f.batch / base.batch) * 100).toFixed(0)}% |`,
     ),
   ].join('\n');
 }
@@ -672,7 +812,8 @@ function libraryOps(kind: LibraryKind): LibraryOps {
     },
     emitPromotion: (at: string) => emitPromotion(driverAt(at)),
     enqueueBatch: (at: string) => enqueueBatch(driverAt(at)),
-    drain: (at: string, concurrency: number, measureMemory: boolean) => drainRun(driverAt(at), concurrency, measureMemory),
+    drain: (at: string, concurrency: number, measureMemory: boolean) =>
+      drainRun(driverAt(at), concurrency, measureMemory),
     latency: (at: string, concurrency: number) => latency(driverAt(at), concurrency, serverAt(at)),
     endToEnd: (at: string) => endToEnd(driverAt(at)),
     fairness: (at: string) => fairness(driverAt(at)),
@@ -704,7 +845,9 @@ async function main(): Promise<void> {
     const driver = new OursDriver(url);
     const one = await median(() => groupsDrain(driver, 1));
     const three = await median(() => groupsDrain(driver, 3));
-    log(`1 group: ${one.toFixed(0)} tasks/s; 3 groups: ${three.toFixed(0)} tasks/s (${((three / one) * 100).toFixed(1)}%)`);
+    log(
+      `1 group: ${one.toFixed(0)} tasks/s; 3 groups: ${three.toFixed(0)} tasks/s (${((three / one) * 100).toFixed(1)}%)`,
+    );
     await driver.close();
     await redis.quit();
     return;
@@ -722,7 +865,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'producer') {
     // The producer rows alone, for every library (quick to iterate on the producer path).
     const libraries = onlyLibraries(['ours', 'bull', 'bee', 'nest']);
-    await producerRows(libraries, libraries.map(() => ({}) as Figures));
+    await producerRows(
+      libraries,
+      libraries.map(() => ({}) as Figures),
+    );
     await closeLibraries(libraries);
     await redis.quit();
     return;
@@ -747,8 +893,15 @@ async function main(): Promise<void> {
     const aofUrl = process.env.BENCH_AOF_EVERYSEC_URL;
     const aofServer = aofUrl ? new Redis(aofUrl) : undefined;
     const libraries = onlyLibraries(['ours', 'bull', 'bee']);
-    await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url, server: redis, aof: false });
-    if (aofUrl && aofServer) await latencyRows(libraries.map((library) => ({ library, figures: {} as Figures })), { url: aofUrl, server: aofServer, aof: true });
+    await latencyRows(
+      libraries.map((library) => ({ library, figures: {} as Figures })),
+      { url, server: redis, aof: false },
+    );
+    if (aofUrl && aofServer)
+      await latencyRows(
+        libraries.map((library) => ({ library, figures: {} as Figures })),
+        { url: aofUrl, server: aofServer, aof: true },
+      );
     await closeLibraries(libraries);
     await aofServer?.quit();
     await redis.quit();
@@ -778,11 +931,15 @@ async function main(): Promise<void> {
   const ours = new OursDriver(url);
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
-  log(`10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`);
+  log(
+    `10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`,
+  );
   log('\n== consumer groups (nestjs-redis-tasks): drain 20,000, one worker of concurrency 16 per group');
   const oneGroup = await median(() => groupsDrain(ours, 1));
   const threeGroups = await median(() => groupsDrain(ours, 3));
-  log(`1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`);
+  log(
+    `1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`,
+  );
   await ours.close();
   const durabilityTable = await durability();
   const dashboard = dashboardLine(await dashboardScale(url));
@@ -790,7 +947,11 @@ async function main(): Promise<void> {
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
   const version = (name: string) =>
-    (JSON.parse(readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), 'utf8')) as { version: string }).version;
+    (
+      JSON.parse(readFileSync(new URL(`../../node_modules/${name}/package.json`, import.meta.url), 'utf8')) as {
+        version: string;
+      }
+    ).version;
   const versions = {
     node: process.version,
     redis: redisVersion,
@@ -805,12 +966,12 @@ async function main(): Promise<void> {
     '',
     `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; every library in the same run, on the same Redis,`,
     'each in a Node process of its own (its producer and worker in that one process: libraries sharing a process slowed',
-    "each other through the ioredis code two of them share with BullMQ), no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,",
+    'each other through the ioredis code two of them share with BullMQ), no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,',
     "Bee-Queue jobs with `removeOnSuccess` (and `storeJobs: false`); Nest's `Transport.REDIS` is pub/sub (no backlog: no drain rows).",
     `Each figure is the median of ${REPEATS} runs (latency rows: ${LATENCY_REPEATS}), with the lowest and highest in parentheses. Ratios are ours against each`,
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
     'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
-    '`appendfsync everysec` on the project\'s disk), each run after a one-second warm-up at the rate (not timed).',
+    "`appendfsync everysec` on the project's disk), each run after a one-second warm-up at the rate (not timed).",
     'Runs are taken in rounds, the libraries taking turns in each (emit, batch, drain and latency rows alike; the emit, send, batch',
     "and drain rows after one round not timed: a process's first runs measure V8 compiling the code), so a",
     "stretch of this machine's noise hits every library of a round instead of whichever ran all its runs then.",
@@ -826,7 +987,7 @@ async function main(): Promise<void> {
     '## What durability costs',
     '',
     'Enqueue rates of nestjs-redis-tasks alone under each setting, each on its own redis-server on this machine',
-    "(AOF files on the project's ext4 disk, not a tmpfs; replicas on loopback). See the README's \"Scaling out\".",
+    '(AOF files on the project\'s ext4 disk, not a tmpfs; replicas on loopback). See the README\'s "Scaling out".',
     '',
     durabilityTable,
     '',

@@ -86,7 +86,10 @@ export class Completion {
   until(n: number, timeoutMs = 300_000): Promise<void> {
     if (this.count >= n) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`only ${this.count} of ${n} tasks handled within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`only ${this.count} of ${n} tasks handled within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
       this.waiters.push({
         n,
         resolve: () => {

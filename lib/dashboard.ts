@@ -6,4 +6,11 @@ export type {
   RedisTaskDashboardOptions,
   RedisTaskDashboardSettings,
 } from './nest/dashboard/dashboard.options.js';
-export type { ClientPage, ClientRow, MinuteRate, Overview, PatternOverview, RunningTask } from './core/admin/overview.js';
+export type {
+  ClientPage,
+  ClientRow,
+  MinuteRate,
+  Overview,
+  PatternOverview,
+  RunningTask,
+} from './core/admin/overview.js';

@@ -11,7 +11,11 @@ export {
   type RedisTaskRecordOptions,
 } from './nest/redis-task-record.builder.js';
 export { RedisTaskModule } from './nest/redis-task.module.js';
-export { REDIS_TASK_MODULE_OPTIONS, RedisTaskConfigurableModule, type RedisTaskModuleOptions } from './nest/redis-task.module-definition.js';
+export {
+  REDIS_TASK_MODULE_OPTIONS,
+  RedisTaskConfigurableModule,
+  type RedisTaskModuleOptions,
+} from './nest/redis-task.module-definition.js';
 export { RedisTaskReaper } from './nest/redis-task.reaper.js';
 export { RedisTaskAdmin } from './nest/redis-task.admin.js';
 export type {
@@ -66,7 +70,12 @@ export {
   PrefixInUseError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
-export { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from './core/model/dead-letter.js';
+export {
+  DEAD_LETTER_REASONS,
+  type DeadLetterReason,
+  type DeadLetterRecord,
+  type ErrorRecord,
+} from './core/model/dead-letter.js';
 export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
 export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';

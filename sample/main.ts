@@ -19,7 +19,10 @@ async function main(): Promise<void> {
   const api = await NestFactory.createApplicationContext(apiModule(connection), { logger: ['log', 'warn', 'error'] });
   const profiles = api.get(ProfileService);
   logger.log('no worker is running yet: tasks wait in Redis, nothing is lost');
-  await profiles.bulkUpload('acme', Array.from({ length: 12 }, (_, i) => 1000 + i));
+  await profiles.bulkUpload(
+    'acme',
+    Array.from({ length: 12 }, (_, i) => 1000 + i),
+  );
   await profiles.upload('globex', 1);
   await profiles.upload('globex', 2);
   await profiles.upload('globex', 3);

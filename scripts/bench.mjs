@@ -16,7 +16,12 @@ function run(args, env = process.env) {
 let redis;
 if (!process.env.REDIS_URL && hasRedisServer()) {
   const server = await startRedisServer(['--maxmemory-policy', 'noeviction']);
-  redis = { url: server.url, version: await probe(server.url), source: `a throwaway redis-server on port ${server.port}`, stop: server.stop };
+  redis = {
+    url: server.url,
+    version: await probe(server.url),
+    source: `a throwaway redis-server on port ${server.port}`,
+    stop: server.stop,
+  };
 } else {
   redis = await findRedis();
 }
@@ -49,7 +54,12 @@ if (hasRedisServer() && process.env.BENCH_DURABILITY !== '0') {
     }
     throw new Error(`replica of ${primary.url} did not sync`);
   };
-  const primary = await startRedisServer(['--dir', mkdtempSync(join(dataDir, 'primary-')), '--repl-diskless-sync-delay', '0']);
+  const primary = await startRedisServer([
+    '--dir',
+    mkdtempSync(join(dataDir, 'primary-')),
+    '--repl-diskless-sync-delay',
+    '0',
+  ]);
   extra.push(primary);
   await replicate(primary);
   env.BENCH_REPLICATED_URL = primary.url;

@@ -35,12 +35,19 @@ export function checkExportedTypes() {
   }
   const program = ts.createProgram(
     entries.map((entry) => entry.file),
-    { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true, skipLibCheck: true },
+    {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      strict: true,
+      noEmit: true,
+      skipLibCheck: true,
+    },
   );
   const checker = program.getTypeChecker();
   const dist = join(root, 'dist') + '/';
   const ours = (declaration) => declaration.getSourceFile().fileName.startsWith(dist);
-  const resolveAlias = (symbol) => (symbol && symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol);
+  const resolveAlias = (symbol) =>
+    symbol && symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
 
   const problems = [];
   const reached = {};
@@ -66,7 +73,10 @@ export function checkExportedTypes() {
       if (!target || seen.has(target)) return;
       const declarations = target.declarations ?? [];
       if (declarations.length === 0 || !declarations.some(ours)) return;
-      if (declarations.every((declaration) => ts.isTypeParameterDeclaration(declaration) || ts.isParameter(declaration))) return;
+      if (
+        declarations.every((declaration) => ts.isTypeParameterDeclaration(declaration) || ts.isParameter(declaration))
+      )
+        return;
       seen.add(target);
       via.set(target, from);
       queue.push(target);
@@ -116,9 +126,12 @@ export function checkExportedTypes() {
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
   const { problems, reached } = checkExportedTypes();
   if (problems.length > 0) {
-    console.error(`Types a public signature reaches but no entry point exports (a user's declaration build fails on them, TS2883):\n  ${problems.join('\n  ')}`);
+    console.error(
+      `Types a public signature reaches but no entry point exports (a user's declaration build fails on them, TS2883):\n  ${problems.join('\n  ')}`,
+    );
     process.exit(1);
   }
-  console.log(`exported types: every type reachable from the entry points' declarations is exported (${reached.import} in the ESM build, ${reached.require} in the CommonJS one)`);
+  console.log(
+    `exported types: every type reachable from the entry points' declarations is exported (${reached.import} in the ESM build, ${reached.require} in the CommonJS one)`,
+  );
 }
-

@@ -12,7 +12,11 @@ const root = resolve(import.meta.dirname, '..');
 
 /** The files `npm pack` would ship, as paths relative to the package root. */
 function packedFiles() {
-  const output = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const output = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const [report] = JSON.parse(output);
   return new Set(report.files.map((file) => file.path));
 }
@@ -23,7 +27,13 @@ function anchorsOf(markdown) {
   const outsideCode = markdown.replace(/```[\s\S]*?```/g, '');
   for (const [, heading] of outsideCode.matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
     const text = heading.replace(/`/g, '').replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
-    anchors.add(text.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').trim().replace(/\s/g, '-'));
+    anchors.add(
+      text
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+        .trim()
+        .replace(/\s/g, '-'),
+    );
   }
   return anchors;
 }
@@ -51,11 +61,14 @@ export function checkLinks() {
       const [path, anchor] = target.split('#');
       const file = path === '' ? document : normalize(join(dirname(document), decodeURIComponent(path)));
       if (path !== '' && !packed.has(file)) {
-        problems.push(`${document}: "${target}" points at ${file}, which the package does not ship (add it to "files", or link it absolutely)`);
+        problems.push(
+          `${document}: "${target}" points at ${file}, which the package does not ship (add it to "files", or link it absolutely)`,
+        );
         continue;
       }
       if (file.endsWith('.md')) {
-        if (anchor && !anchorsOf(readFileSync(join(root, file), 'utf8')).has(anchor)) problems.push(`${document}: "${target}" names no heading of ${file}`);
+        if (anchor && !anchorsOf(readFileSync(join(root, file), 'utf8')).has(anchor))
+          problems.push(`${document}: "${target}" names no heading of ${file}`);
         queue.push(file);
       }
     }

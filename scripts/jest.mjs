@@ -9,7 +9,11 @@ const embedded = spawnSync(process.execPath, ['scripts/embed-lua.mjs'], { stdio:
 if (embedded.status !== 0) process.exit(embedded.status ?? 1);
 // jest's package exports do not include its bin script; locate it through package.json instead.
 const jest = join(dirname(require.resolve('jest/package.json')), 'bin', 'jest.js');
-const result = spawnSync(process.execPath, ['--experimental-vm-modules', '--no-warnings=ExperimentalWarning', jest, ...process.argv.slice(2)], {
-  stdio: 'inherit',
-});
+const result = spawnSync(
+  process.execPath,
+  ['--experimental-vm-modules', '--no-warnings=ExperimentalWarning', jest, ...process.argv.slice(2)],
+  {
+    stdio: 'inherit',
+  },
+);
 process.exit(result.status ?? 1);

@@ -113,7 +113,12 @@ export async function findRedis() {
   }
   if (hasRedisServer()) {
     const server = await startRedisServer();
-    return { url: server.url, version: await probe(server.url), source: `throwaway redis-server (pid ${server.pid})`, stop: server.stop };
+    return {
+      url: server.url,
+      version: await probe(server.url),
+      source: `throwaway redis-server (pid ${server.pid})`,
+      stop: server.stop,
+    };
   }
   throw new Error(HOW_TO_GET_REDIS);
 }

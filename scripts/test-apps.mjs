@@ -13,11 +13,19 @@ const only = process.argv.slice(2);
 
 function sh(command, args, cwd, env = process.env, timeoutMs = 600_000) {
   console.log(`$ (${cwd.replace(root + '/', '')}) ${command} ${args.join(' ')}`);
-  const result = spawnSync(command, args, { cwd, env, encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'pipe'] });
+  const result = spawnSync(command, args, {
+    cwd,
+    env,
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const output = `${result.stdout ?? ''}${result.stderr ?? ''}`;
   if (result.status !== 0) {
     process.stdout.write(output);
-    throw new Error(`${command} ${args.join(' ')} failed in ${cwd} (exit ${result.status}${result.signal ? `, ${result.signal}` : ''})`);
+    throw new Error(
+      `${command} ${args.join(' ')} failed in ${cwd} (exit ${result.status}${result.signal ? `, ${result.signal}` : ''})`,
+    );
   }
   return { output, stdout: result.stdout ?? '' };
 }
@@ -36,7 +44,11 @@ function forgetTarballIntegrity(lockfile) {
 async function servesOneRequest(dir, env) {
   const port = await freePort();
   const main = existsSync(join(dir, 'dist/main.js')) ? 'dist/main.js' : 'dist/src/main.js';
-  const child = spawn(process.execPath, [main], { cwd: dir, env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [main], {
+    cwd: dir,
+    env: { ...env, PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -47,11 +59,13 @@ async function servesOneRequest(dir, env) {
       try {
         const response = await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' });
         const body = await response.json();
-        if (response.status !== 201 || !/^[\w-]{8,64}$/.test(body.taskId)) throw new Error(`unexpected answer ${response.status} ${JSON.stringify(body)}`);
+        if (response.status !== 201 || !/^[\w-]{8,64}$/.test(body.taskId))
+          throw new Error(`unexpected answer ${response.status} ${JSON.stringify(body)}`);
         console.log(`node ${main} answered POST /avatars/7/resize with task ${body.taskId}`);
         return;
       } catch (error) {
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`node ${main} did not serve the request (${error.message}):\n${output}`, { cause: error });
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`node ${main} did not serve the request (${error.message}):\n${output}`, { cause: error });
         await new Promise((done) => setTimeout(done, 200));
       }
     }
@@ -69,7 +83,11 @@ async function servesOneRequest(dir, env) {
 async function servesWhileRedisIsDown(dir, env) {
   const [port, redisPort] = [await freePort(), await freePort()];
   const main = existsSync(join(dir, 'dist/main.js')) ? 'dist/main.js' : 'dist/src/main.js';
-  const child = spawn(process.execPath, [main], { cwd: dir, env: { ...env, PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}` }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [main], {
+    cwd: dir,
+    env: { ...env, PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}` },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -84,19 +102,28 @@ async function servesWhileRedisIsDown(dir, env) {
       } catch {
         // not yet
       }
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`node ${main} with Redis down: ${what} did not happen:\n${output}`);
+      if (child.exitCode !== null || Date.now() > deadline)
+        throw new Error(`node ${main} with Redis down: ${what} did not happen:\n${output}`);
       await new Promise((done) => setTimeout(done, 200));
     }
   };
   try {
-    await until('GET / answering while Redis is unreachable', async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200);
+    await until(
+      'GET / answering while Redis is unreachable',
+      async () => (await fetch(`http://127.0.0.1:${port}/`)).status === 200,
+    );
     const refused = await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' });
     if (refused.status < 500) throw new Error(`an emit with Redis down answered ${refused.status}, expected a 5xx`);
     if (/consuming/.test(output)) throw new Error(`the worker said it was consuming before Redis answered:\n${output}`);
     server = await startRedisServer([], redisPort);
     await until('the worker consuming once Redis answered', () => /consuming/.test(output));
-    await until('POST /avatars/7/resize accepted', async () => (await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' })).status === 201);
-    console.log(`node ${main} served HTTP while Redis was down (an emit answered ${refused.status}), then consumed once Redis started`);
+    await until(
+      'POST /avatars/7/resize accepted',
+      async () => (await fetch(`http://127.0.0.1:${port}/avatars/7/resize`, { method: 'POST' })).status === 201,
+    );
+    console.log(
+      `node ${main} served HTTP while Redis was down (an emit answered ${refused.status}), then consumed once Redis started`,
+    );
   } finally {
     child.kill('SIGTERM');
     await exited;
@@ -117,13 +144,22 @@ try {
     const source = join(root, 'test/apps', name);
     const dir = join(root, '.apps', name);
     rmSync(dir, { recursive: true, force: true });
-    cpSync(source, dir, { recursive: true, filter: (path) => !/\/(node_modules|dist)(\/|$)|\.tgz$|\.tsbuildinfo$/.test(path) });
+    cpSync(source, dir, {
+      recursive: true,
+      filter: (path) => !/\/(node_modules|dist)(\/|$)|\.tgz$|\.tsbuildinfo$/.test(path),
+    });
     cpSync(tarball, join(dir, 'nestjs-redis-tasks.tgz'));
     forgetTarballIntegrity(join(dir, 'package-lock.json'));
     console.log(`== ${name}`);
     sh('npm', ['install', '--no-audit', '--no-fund'], dir, env);
     sh('npm', ['test'], dir, env, 300_000);
-    const { output: e2e } = sh('npm', ['run', 'test:e2e', ...(name.includes('cjs') ? ['--', '--detectOpenHandles'] : [])], dir, env, 300_000);
+    const { output: e2e } = sh(
+      'npm',
+      ['run', 'test:e2e', ...(name.includes('cjs') ? ['--', '--detectOpenHandles'] : [])],
+      dir,
+      env,
+      300_000,
+    );
     if (/open handle|did not exit/i.test(e2e)) throw new Error(`${name}: the e2e run left open handles:\n${e2e}`);
     sh('npm', ['run', 'build'], dir, env);
     await servesOneRequest(dir, env);

@@ -18,11 +18,18 @@ const wanted = {
 mkdirSync(dir, { recursive: true });
 const manifest = join(dir, 'package.json');
 const desired = JSON.stringify({ name: 'nest11-compat', private: true, dependencies: wanted }, null, 2);
-if (!existsSync(manifest) || readFileSync(manifest, 'utf8') !== desired || !existsSync(join(dir, 'node_modules/@nestjs/core'))) {
+if (
+  !existsSync(manifest) ||
+  readFileSync(manifest, 'utf8') !== desired ||
+  !existsSync(join(dir, 'node_modules/@nestjs/core'))
+) {
   writeFileSync(manifest, desired);
   console.log('== installing Nest 11 into .nest11/');
   // Only Nest itself: its peers (rxjs, reflect-metadata) resolve to the repository's own copies.
-  const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', '--omit=peer'], { cwd: dir, stdio: 'inherit' });
+  const install = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--legacy-peer-deps', '--omit=peer'], {
+    cwd: dir,
+    stdio: 'inherit',
+  });
   if (install.status !== 0) process.exit(install.status ?? 1);
 }
 spawnSync(process.execPath, ['scripts/embed-lua.mjs'], { cwd: root, stdio: 'inherit' });
@@ -32,7 +39,14 @@ const require = createRequire(import.meta.url);
 const jest = join(dirname(require.resolve('jest/package.json')), 'bin', 'jest.js');
 const result = spawnSync(
   process.execPath,
-  ['--experimental-vm-modules', '--no-warnings=ExperimentalWarning', jest, '--config', 'jest.nest11.config.mjs', ...process.argv.slice(2)],
+  [
+    '--experimental-vm-modules',
+    '--no-warnings=ExperimentalWarning',
+    jest,
+    '--config',
+    'jest.nest11.config.mjs',
+    ...process.argv.slice(2),
+  ],
   { cwd: root, stdio: 'inherit', env: { ...process.env, NEST_MAJOR: '11' } },
 );
 process.exit(result.status ?? 1);

@@ -56,7 +56,8 @@ const REASONS = DEAD_LETTER_REASONS;
 /** The dead-letter filter the options name, if any. */
 function filterOf(options: CliOptions): DeadLetterFilter | undefined {
   const { reason, client, error } = options;
-  if (reason === undefined && client === undefined && error === undefined && options['older-than'] === undefined) return undefined;
+  if (reason === undefined && client === undefined && error === undefined && options['older-than'] === undefined)
+    return undefined;
   if (reason !== undefined && !(REASONS as readonly string[]).includes(reason)) {
     throw usage(`--reason must be one of ${REASONS.join(', ')}, got "${reason}"`);
   }
@@ -82,7 +83,10 @@ async function knownQueue(admin: TaskAdmin, pattern: string | undefined): Promis
   if (!pattern) throw usage('a pattern is needed');
   if (!(await admin.exists(pattern))) {
     const known = await admin.queues();
-    throw new CliError(EXIT.unknownQueue, `unknown pattern "${pattern}" (known: ${known.length > 0 ? known.join(', ') : 'none'}; is --prefix right?)`);
+    throw new CliError(
+      EXIT.unknownQueue,
+      `unknown pattern "${pattern}" (known: ${known.length > 0 ? known.join(', ') : 'none'}; is --prefix right?)`,
+    );
   }
   return pattern;
 }
@@ -104,7 +108,12 @@ type Command = (admin: TaskAdmin, args: readonly string[], options: CliOptions) 
 
 /** Every command, by name: each checks its own arguments. */
 const COMMANDS: Readonly<Record<string, Command>> = {
-  stats: (admin, args, options) => (args.length > 1 ? Promise.reject(usage('stats takes at most one pattern')) : args[0] ? patternStats(admin, args[0], options) : allStats(admin, options)),
+  stats: (admin, args, options) =>
+    args.length > 1
+      ? Promise.reject(usage('stats takes at most one pattern'))
+      : args[0]
+        ? patternStats(admin, args[0], options)
+        : allStats(admin, options),
   workers,
   dead: (admin, args, options) => dead(admin, args, options, json),
   groups,
@@ -129,14 +138,38 @@ async function patternStats(admin: TaskAdmin, pattern: string, options: CliOptio
     `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered`,
     table(
       ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
-      [[stats.pending.total, stats.inFlight.total, stats.delayed, stats.deadLetters, duration(stats.oldestPendingAgeMs), counters.completed, counters.failed, counters.retried, counters.deadLettered]],
+      [
+        [
+          stats.pending.total,
+          stats.inFlight.total,
+          stats.delayed,
+          stats.deadLetters,
+          duration(stats.oldestPendingAgeMs),
+          counters.completed,
+          counters.failed,
+          counters.retried,
+          counters.deadLettered,
+        ],
+      ],
     ),
     '',
-    clients.length > 0 ? table(['client', 'pending'], clients.slice(0, 20)) + (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '') : 'no pending tasks',
+    clients.length > 0
+      ? table(['client', 'pending'], clients.slice(0, 20)) +
+        (clients.length > 20 ? `\n… and ${clients.length - 20} more clients` : '')
+      : 'no pending tasks',
     '',
-    Object.keys(stats.inFlight.byWorker).length > 0 ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker)) : 'nothing in flight',
+    Object.keys(stats.inFlight.byWorker).length > 0
+      ? table(['worker', 'in flight'], Object.entries(stats.inFlight.byWorker))
+      : 'nothing in flight',
     ...(stats.faults.length > 0
-      ? ['', `${stats.faults.length} fault(s) in Redis data:`, table(['key', 'found'], stats.faults.map((fault) => [fault.subject, fault.detail]))]
+      ? [
+          '',
+          `${stats.faults.length} fault(s) in Redis data:`,
+          table(
+            ['key', 'found'],
+            stats.faults.map((fault) => [fault.subject, fault.detail]),
+          ),
+        ]
       : []),
   ].join('\n');
 }
@@ -148,7 +181,13 @@ async function allStats(admin: TaskAdmin, options: CliOptions): Promise<string> 
   return table(
     ['pattern', 'pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'clients', 'state'],
     all.map((s) => [
-      s.queue, s.pending.total, s.inFlight.total, s.delayed, s.deadLetters, duration(s.oldestPendingAgeMs), Object.keys(s.pending.byClient).length,
+      s.queue,
+      s.pending.total,
+      s.inFlight.total,
+      s.delayed,
+      s.deadLetters,
+      duration(s.oldestPendingAgeMs),
+      Object.keys(s.pending.byClient).length,
       `${s.state}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
     ]),
   );
@@ -183,20 +222,40 @@ async function groups(admin: TaskAdmin, args: readonly string[], options: CliOpt
   }
   if (args.length !== 1) throw usage('groups takes one pattern');
   const found = await admin.groups(await knownQueue(admin, args[0]));
-  return options.json ? json(found) : found.length > 0 ? found.join('\n') : 'no groups registered (workers of the implicit group register "default")';
+  return options.json
+    ? json(found)
+    : found.length > 0
+      ? found.join('\n')
+      : 'no groups registered (workers of the implicit group register "default")';
 }
 
-async function pauseOrResume(command: 'pause' | 'resume', admin: TaskAdmin, args: readonly string[], options: CliOptions): Promise<string> {
+async function pauseOrResume(
+  command: 'pause' | 'resume',
+  admin: TaskAdmin,
+  args: readonly string[],
+  options: CliOptions,
+): Promise<string> {
   if (args.length !== 1) throw usage(`${command} takes one pattern`);
   const pattern = await knownQueue(admin, args[0]);
   await (command === 'pause' ? admin.pause(pattern) : admin.resume(pattern));
-  return options.json ? json({ pattern, paused: command === 'pause' }) : `${pattern}: ${command === 'pause' ? 'paused' : 'resumed'}`;
+  return options.json
+    ? json({ pattern, paused: command === 'pause' })
+    : `${pattern}: ${command === 'pause' ? 'paused' : 'resumed'}`;
 }
 
-async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptions, json: (value: unknown) => string): Promise<string> {
+async function dead(
+  admin: TaskAdmin,
+  args: readonly string[],
+  options: CliOptions,
+  json: (value: unknown) => string,
+): Promise<string> {
   const [verb, pattern, ...rest] = args;
   if (!verb || !['list', 'show', 'requeue', 'purge'].includes(verb)) {
-    throw usage(verb ? `unknown dead-letter command "${verb}" (list, show, requeue, purge)` : 'dead needs list, show, requeue or purge');
+    throw usage(
+      verb
+        ? `unknown dead-letter command "${verb}" (list, show, requeue, purge)`
+        : 'dead needs list, show, requeue or purge',
+    );
   }
   const queue = await knownQueue(admin, pattern);
   switch (verb) {
@@ -206,19 +265,33 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
       const offset = count('offset', options.offset, 0);
       const limit = count('limit', options.limit, 20);
       const records = filter
-        ? (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).filter((r) => selects({ filter }, r)).slice(offset, offset + limit)
+        ? (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER }))
+            .filter((r) => selects({ filter }, r))
+            .slice(offset, offset + limit)
         : await admin.listDeadLetters(queue, { offset, limit });
       if (options.json) return json(records);
       const total = await admin.countDeadLetters(queue);
       if (records.length === 0) return `no dead letters in ${queue} (${total} in all)`;
-      return `${total} dead letter(s) in ${queue}, newest first\n` + table(
-        ['id', 'client', 'reason', 'attempts', 'died', 'error'],
-        records.map((r) => [r.id ?? '?', r.clientId ?? '?', r.reason, r.attempts, new Date(r.deadAt).toISOString(), oneLine(r)]),
+      return (
+        `${total} dead letter(s) in ${queue}, newest first\n` +
+        table(
+          ['id', 'client', 'reason', 'attempts', 'died', 'error'],
+          records.map((r) => [
+            r.id ?? '?',
+            r.clientId ?? '?',
+            r.reason,
+            r.attempts,
+            new Date(r.deadAt).toISOString(),
+            oneLine(r),
+          ]),
+        )
       );
     }
     case 'show': {
       if (rest.length !== 1) throw usage('dead show takes one task id');
-      const record = (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).find((r) => r.id === rest[0]);
+      const record = (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).find(
+        (r) => r.id === rest[0],
+      );
       if (!record) throw new CliError(EXIT.notFound, `no dead letter with id "${rest[0]}" in ${queue}`);
       return json(record);
     }
@@ -226,7 +299,10 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
       const selection = ids(rest, options, 'requeue');
       const result = await admin.requeueDeadLetters(queue, selection);
       if (selection !== 'all' && 'ids' in selection && result.requeued + result.skipped === 0) {
-        throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
+        throw new CliError(
+          EXIT.notFound,
+          `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`,
+        );
       }
       if (options.json) return json(result);
       return `requeued ${result.requeued} dead letter(s) of ${queue}${result.skipped > 0 ? `; skipped ${result.skipped} that cannot run (malformed)` : ''}`;
@@ -235,7 +311,10 @@ async function dead(admin: TaskAdmin, args: readonly string[], options: CliOptio
       const selection = ids(rest, options, 'purge');
       const removed = await admin.purgeDeadLetters(queue, selection);
       if (selection !== 'all' && 'ids' in selection && removed === 0) {
-        throw new CliError(EXIT.notFound, `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`);
+        throw new CliError(
+          EXIT.notFound,
+          `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`,
+        );
       }
       return options.json ? json({ purged: removed }) : `purged ${removed} dead letter(s) of ${queue}`;
     }

@@ -8,7 +8,9 @@ export function table(headers: readonly string[], rows: readonly (readonly (stri
   return cells
     .map((row) =>
       row
-        .map((cell, column) => (numeric[column] ? String(cell).padStart(widths[column]) : String(cell).padEnd(widths[column])))
+        .map((cell, column) =>
+          numeric[column] ? String(cell).padStart(widths[column]) : String(cell).padEnd(widths[column]),
+        )
         .join('  ')
         .trimEnd(),
     )

@@ -10,27 +10,26 @@ import { Redis } from 'ioredis';
 import { TaskAdmin } from '../core/admin/admin.js';
 import { CliError, EXIT, run, USAGE } from './commands.js';
 
+/** The command line's options (each command reads the ones it names in the usage). */
+const OPTIONS = {
+  url: { type: 'string' },
+  prefix: { type: 'string', default: 'tasks' },
+  group: { type: 'string', default: 'default' },
+  json: { type: 'boolean', default: false },
+  all: { type: 'boolean', default: false },
+  limit: { type: 'string' },
+  offset: { type: 'string' },
+  reason: { type: 'string' },
+  client: { type: 'string' },
+  error: { type: 'string' },
+  'older-than': { type: 'string' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
 async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        url: { type: 'string' },
-        prefix: { type: 'string', default: 'tasks' },
-        group: { type: 'string', default: 'default' },
-        json: { type: 'boolean', default: false },
-        all: { type: 'boolean', default: false },
-        limit: { type: 'string' },
-        offset: { type: 'string' },
-        reason: { type: 'string' },
-        client: { type: 'string' },
-        error: { type: 'string' },
-        'older-than': { type: 'string' },
-        help: { type: 'boolean', short: 'h', default: false },
-      },
-    });
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
   } catch (error) {
     return fail(new CliError(EXIT.usage, `${(error as Error).message.split('\n')[0]} (see --help)`));
   }
@@ -43,16 +42,15 @@ async function main(argv: string[]): Promise<number> {
   if (!/^rediss?:\/\/[^\s]+$/.test(url) || !URL.canParse(url)) {
     return fail(new CliError(EXIT.usage, `--url must be a redis:// or rediss:// URL, got "${redactUrl(url)}"`));
   }
-  const redis = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 3_000, enableOfflineQueue: false });
-  let lastError: Error | undefined;
-  redis.on('error', (error: Error) => (lastError = error)); // reported once below
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 3_000,
+    enableOfflineQueue: false,
+  });
   try {
-    try {
-      await redis.connect();
-    } catch (error) {
-      // ioredis rejects with "Connection is closed"; the socket's own error says why.
-      throw new CliError(EXIT.redis, `cannot reach Redis at ${redactUrl(url)}: ${(lastError ?? (error as Error)).message}`);
-    }
+    await connect(redis, url);
     let admin = TaskAdmin.onConnection(redis, values.prefix);
     try {
       admin = admin.forGroup(values.group);
@@ -66,6 +64,21 @@ async function main(argv: string[]): Promise<number> {
     return fail(error);
   } finally {
     redis.disconnect();
+  }
+}
+
+/** Connects once (no retries: a command line answers at once), or says why Redis cannot be reached. */
+async function connect(redis: Redis, url: string): Promise<void> {
+  let lastError: Error | undefined;
+  redis.on('error', (error: Error) => (lastError = error)); // reported once below
+  try {
+    await redis.connect();
+  } catch (error) {
+    // ioredis rejects with "Connection is closed"; the socket's own error says why.
+    throw new CliError(
+      EXIT.redis,
+      `cannot reach Redis at ${redactUrl(url)}: ${(lastError ?? (error as Error)).message}`,
+    );
   }
 }
 

@@ -30,7 +30,8 @@ export function installErrorCapture(): void {
       // A RetryTaskError or DeadLetterTaskError is the handler deciding its task's outcome, not a failure:
       // the worker logs it once, at LOG/WARN, without a stack. The base filter would log it as an ERROR
       // with its stack first; what it would answer is the same.
-      if (requestOf(exception) !== undefined) return throwError(() => ({ status: 'error', message: 'Internal server error' }));
+      if (requestOf(exception) !== undefined)
+        return throwError(() => ({ status: 'error', message: 'Internal server error' }));
     }
     return original.call(this, exception, host);
   };

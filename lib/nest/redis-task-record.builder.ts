@@ -25,7 +25,9 @@ export class RedisTaskRecord<TData = unknown> {
 
   /** A record made by another copy of the package (ESM next to CommonJS) is a record all the same. */
   static [Symbol.hasInstance](value: unknown): boolean {
-    return typeof value === 'object' && value !== null && (value as { [RECORD_BRAND]?: unknown })[RECORD_BRAND] === true;
+    return (
+      typeof value === 'object' && value !== null && (value as { [RECORD_BRAND]?: unknown })[RECORD_BRAND] === true
+    );
   }
 }
 
@@ -44,9 +46,7 @@ export class RedisTaskRecordBuilder<TData = unknown> {
   setClientId(clientId: string): this {
     const problem = nameProblem(clientId);
     if (problem) {
-      throw new InvalidTaskError(
-        `setClientId() got ${describe(clientId)}: a client id ${problem}`,
-      );
+      throw new InvalidTaskError(`setClientId() got ${describe(clientId)}: a client id ${problem}`);
     }
     return this.set({ clientId });
   }
@@ -112,7 +112,9 @@ export class RedisTaskRecordBuilder<TData = unknown> {
   build(): RedisTaskRecord<TData> {
     const options = { ...this.options };
     if (this.dedupFromPayload) {
-      options.deduplicationKey = `sha256:${createHash('sha256').update(canonicalJson(this.data ?? null)).digest('hex')}`;
+      options.deduplicationKey = `sha256:${createHash('sha256')
+        .update(canonicalJson(this.data ?? null))
+        .digest('hex')}`;
     }
     return new RedisTaskRecord(this.data as TData, options);
   }
@@ -125,19 +127,27 @@ export class RedisTaskRecordBuilder<TData = unknown> {
 
 /** JSON with object keys sorted, so equal payloads hash equally whatever their key order. */
 export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, inner: unknown) => {
-    if (inner && typeof inner === 'object' && !Array.isArray(inner)) {
-      const source = inner as Record<string, unknown>;
-      return Object.fromEntries(Object.keys(source).sort().map((key) => [key, source[key]]));
-    }
-    return inner;
-  }) ?? 'null';
+  return (
+    JSON.stringify(value, (_key, inner: unknown) => {
+      if (inner && typeof inner === 'object' && !Array.isArray(inner)) {
+        const source = inner as Record<string, unknown>;
+        return Object.fromEntries(
+          Object.keys(source)
+            .sort()
+            .map((key) => [key, source[key]]),
+        );
+      }
+      return inner;
+    }) ?? 'null'
+  );
 }
 
 function toTime(where: string, value: Date | number): number {
   const time = value instanceof Date ? value.getTime() : value;
   if (typeof time !== 'number' || !Number.isFinite(time)) {
-    throw new InvalidTaskError(`${where} needs a Date or a number of milliseconds since the epoch, got ${describe(value)}`);
+    throw new InvalidTaskError(
+      `${where} needs a Date or a number of milliseconds since the epoch, got ${describe(value)}`,
+    );
   }
   return time;
 }

@@ -1,6 +1,13 @@
 import { scrubbing } from '../core/support/redact.js';
 import { Injectable } from '@nestjs/common';
-import { TaskAdmin, type DeadLetterSelection, type QueueStats, type RemovedGroup, type RequeueDeadLettersResult, type WorkerInfo } from '../core/admin/admin.js';
+import {
+  TaskAdmin,
+  type DeadLetterSelection,
+  type QueueStats,
+  type RemovedGroup,
+  type RequeueDeadLettersResult,
+  type WorkerInfo,
+} from '../core/admin/admin.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/config/options.js';
@@ -121,7 +128,10 @@ export class RedisTaskAdmin {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       // Also when Redis went away while the call's commands were under way (a read, mostly).
-      timer = setTimeout(() => reject(unanswered(this.client.options.connection, timeoutMs, 'the admin API got no answer in time')), timeoutMs);
+      timer = setTimeout(
+        () => reject(unanswered(this.client.options.connection, timeoutMs, 'the admin API got no answer in time')),
+        timeoutMs,
+      );
     });
     try {
       return await Promise.race([

@@ -3,7 +3,12 @@ import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
 import { defer, from, mergeMap, Observable } from 'rxjs';
 import { ClosedError, InvalidTaskError } from '../core/model/errors.js';
-import { resolveClientOptions, type RedisConnection, type RedisTaskClientOptions, type ResolvedClientOptions } from '../core/config/options.js';
+import {
+  resolveClientOptions,
+  type RedisConnection,
+  type RedisTaskClientOptions,
+  type ResolvedClientOptions,
+} from '../core/config/options.js';
 import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
@@ -12,7 +17,6 @@ import { RedisTaskRecord } from './redis-task-record.builder.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 const ignore = (): void => undefined;
-
 
 /**
  * The producer side: `emit` enqueues a task and completes (with a receipt: the task id, and whether it
@@ -99,7 +103,14 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // Connecting counts against the emit's one deadline (enqueueTimeoutMs from now).
       const deadline = Date.now() + this.options.enqueueTimeoutMs;
       this.connect()
-        .then(() => this.requireProducer().enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome, deadline))
+        .then(() =>
+          this.requireProducer().enqueueOneTo(
+            this.normalizePattern(pattern as string),
+            this.toItem(data),
+            outcome,
+            deadline,
+          ),
+        )
         .catch((error: unknown) => outcome.failed(error));
     }
     return new Observable<TResult>((subscriber) => outcome.subscribe(subscriber));
@@ -117,7 +128,14 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // Connecting, subscribing to replies and enqueueing share one deadline: enqueueTimeoutMs from the subscription.
       return defer(() => {
         const deadline = Date.now() + this.options.enqueueTimeoutMs;
-        return from(this.connect()).pipe(mergeMap(() => new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer), deadline))));
+        return from(this.connect()).pipe(
+          mergeMap(
+            () =>
+              new Observable<TResult>((observer) =>
+                this.publish({ pattern, data }, this.createObserver(observer), deadline),
+              ),
+          ),
+        );
       });
     }
     // Connected: no promise for connect() and no mergeMap per call.
@@ -155,10 +173,17 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   protected async dispatchEvent<T = EnqueueReceipt>(packet: ReadPacket): Promise<T> {
-    return (await this.requireProducer().enqueueOne(this.normalizePattern(packet.pattern), this.toItem(packet.data))) as T;
+    return (await this.requireProducer().enqueueOne(
+      this.normalizePattern(packet.pattern),
+      this.toItem(packet.data),
+    )) as T;
   }
 
-  protected publish(packet: ReadPacket, callback: (packet: WritePacket) => void, deadline = Date.now() + this.options.enqueueTimeoutMs): () => void {
+  protected publish(
+    packet: ReadPacket,
+    callback: (packet: WritePacket) => void,
+    deadline = Date.now() + this.options.enqueueTimeoutMs,
+  ): () => void {
     const runtime = this.runtime;
     if (!runtime) {
       callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
@@ -168,9 +193,15 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const queue = this.normalizePattern(packet.pattern);
     const id = newTaskId();
     // toItem gives a send() task the id and reply channel it is handed.
-    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & { readonly id: string };
+    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & {
+      readonly id: string;
+    };
     // The send() bookkeeping (subscribe, enqueue, duplicates, the reply or its timeout) is the inbox's.
-    return inbox.send(queue, item, deadline, (answer) => callback('err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true }));
+    return inbox.send(queue, item, deadline, (answer) =>
+      callback(
+        'err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true },
+      ),
+    );
   }
 
   private async open(): Promise<RedisConnection> {
@@ -201,7 +232,11 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   /** The item of a payload or record; a send() task's with its id and reply channel. */
-  private toItem(data: unknown, now = Date.now(), send?: { readonly id: string; readonly replyTo: string }): EnqueueItem {
+  private toItem(
+    data: unknown,
+    now = Date.now(),
+    send?: { readonly id: string; readonly replyTo: string },
+  ): EnqueueItem {
     if (data instanceof RedisTaskRecord) {
       const options = data.options;
       return {

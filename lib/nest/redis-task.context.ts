@@ -104,7 +104,10 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?
 
   private control(what: string): RunControl {
     const control = this.args[1];
-    if (!control) throw new Error(`ctx.${what}() needs a context made by RedisTaskTransport (or a test's own control as its second argument)`);
+    if (!control)
+      throw new Error(
+        `ctx.${what}() needs a context made by RedisTaskTransport (or a test's own control as its second argument)`,
+      );
     return control;
   }
 }

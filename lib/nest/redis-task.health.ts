@@ -38,7 +38,10 @@ export class RedisTaskHealthIndicator {
     private readonly admin: RedisTaskAdmin,
   ) {}
 
-  async isHealthy<Key extends string>(key: Key, options: RedisTaskHealthOptions = {}): Promise<HealthIndicatorResult<Key>> {
+  async isHealthy<Key extends string>(
+    key: Key,
+    options: RedisTaskHealthOptions = {},
+  ): Promise<HealthIndicatorResult<Key>> {
     const session = this.health.check(key);
     const timeoutMs = options.timeoutMs ?? 1_000;
     let timer: NodeJS.Timeout | undefined;

@@ -72,7 +72,11 @@ export class RedisTaskMetrics {
     gauge('in_flight', 'Tasks claimed by workers and not yet settled, per pattern', (s) => s.inFlight.total);
     gauge('delayed', 'Tasks waiting for a due time (delays and retry backoffs), per pattern', (s) => s.delayed);
     gauge('dead_letters', 'Tasks in dead letters, per pattern', (s) => s.deadLetters);
-    gauge('oldest_pending_age_seconds', 'Age of the oldest pending task, per pattern (0 when none)', (s) => (s.oldestPendingAgeMs ?? 0) / 1000);
+    gauge(
+      'oldest_pending_age_seconds',
+      'Age of the oldest pending task, per pattern (0 when none)',
+      (s) => (s.oldestPendingAgeMs ?? 0) / 1000,
+    );
     gauge('paused', '1 while the pattern is paused', (s) => (s.paused ? 1 : 0));
     this.metric(
       name('redis_up'),

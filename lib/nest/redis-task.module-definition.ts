@@ -7,11 +7,9 @@ export interface RedisTaskModuleOptions extends RedisTaskClientOptions {
   reaperIntervalMs?: number | false;
 }
 
-export const {
-  ConfigurableModuleClass: RedisTaskConfigurableModule,
-  MODULE_OPTIONS_TOKEN: REDIS_TASK_MODULE_OPTIONS,
-} = new ConfigurableModuleBuilder<RedisTaskModuleOptions>()
-  .setClassMethodName('forRoot')
-  // spread-ok: once per module
-  .setExtras({ isGlobal: false }, (definition, extras) => ({ ...definition, global: extras.isGlobal }))
-  .build();
+export const { ConfigurableModuleClass: RedisTaskConfigurableModule, MODULE_OPTIONS_TOKEN: REDIS_TASK_MODULE_OPTIONS } =
+  new ConfigurableModuleBuilder<RedisTaskModuleOptions>()
+    .setClassMethodName('forRoot')
+    // spread-ok: once per module
+    .setExtras({ isGlobal: false }, (definition, extras) => ({ ...definition, global: extras.isGlobal }))
+    .build();

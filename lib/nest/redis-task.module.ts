@@ -2,7 +2,11 @@ import { Module } from '@nestjs/common';
 import { InvalidOptionError } from '../core/model/errors.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import { RedisTaskClient } from './redis-task.client.js';
-import { REDIS_TASK_MODULE_OPTIONS, RedisTaskConfigurableModule, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
+import {
+  REDIS_TASK_MODULE_OPTIONS,
+  RedisTaskConfigurableModule,
+  type RedisTaskModuleOptions,
+} from './redis-task.module-definition.js';
 import { RedisTaskReaper } from './redis-task.reaper.js';
 
 /**
@@ -22,7 +26,10 @@ import { RedisTaskReaper } from './redis-task.reaper.js';
         const { reaperIntervalMs, ...clientOptions } = options ?? {};
         if (reaperIntervalMs !== undefined && reaperIntervalMs !== false) {
           if (typeof reaperIntervalMs !== 'number' || !Number.isInteger(reaperIntervalMs) || reaperIntervalMs < 10) {
-            throw new InvalidOptionError('reaperIntervalMs', `must be false or an integer of at least 10, got ${String(reaperIntervalMs)}`);
+            throw new InvalidOptionError(
+              'reaperIntervalMs',
+              `must be false or an integer of at least 10, got ${String(reaperIntervalMs)}`,
+            );
           }
         }
         return new RedisTaskClient(clientOptions);

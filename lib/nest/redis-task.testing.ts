@@ -18,7 +18,9 @@ export interface RedisTaskTestingOptions extends Pick<ModuleMetadata, 'imports' 
   /** Key prefix. Default: a fresh random one, so tests never see each other's tasks. */
   readonly prefix?: string;
   /** Customise the testing module before it compiles (override providers, …). */
-  readonly configure?: (builder: ReturnType<typeof Test.createTestingModule>) => ReturnType<typeof Test.createTestingModule>;
+  readonly configure?: (
+    builder: ReturnType<typeof Test.createTestingModule>,
+  ) => ReturnType<typeof Test.createTestingModule>;
 }
 
 /** A worker and a producer of your own app on a real Redis, for end-to-end tests of your handlers. */
@@ -49,7 +51,10 @@ export interface RedisTaskTestingApp {
 export async function createRedisTaskTestingApp(options: RedisTaskTestingOptions): Promise<RedisTaskTestingApp> {
   const connection = options.connection ?? process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const prefix = options.prefix ?? `test-${randomBytes(6).toString('hex')}`;
-  const imports: (Type | DynamicModule)[] = [...((options.imports ?? []) as (Type | DynamicModule)[]), RedisTaskModule.forRoot({ connection, prefix, reaperIntervalMs: false })];
+  const imports: (Type | DynamicModule)[] = [
+    ...((options.imports ?? []) as (Type | DynamicModule)[]),
+    RedisTaskModule.forRoot({ connection, prefix, reaperIntervalMs: false }),
+  ];
   let builder = Test.createTestingModule({ imports, providers: options.providers, controllers: options.controllers });
   if (options.configure) builder = options.configure(builder);
   const module = await builder.compile();
@@ -80,7 +85,9 @@ export async function createRedisTaskTestingApp(options: RedisTaskTestingOptions
         const stats = await Promise.all(list.map((pattern) => admin.stats(pattern)));
         if (stats.every((s) => s.pending.total + s.inFlight.total + s.delayed === 0)) return;
         if (Date.now() > deadline) {
-          const left = stats.map((s) => `${s.queue}: ${s.pending.total} pending, ${s.inFlight.total} in flight, ${s.delayed} delayed`).join('; ');
+          const left = stats
+            .map((s) => `${s.queue}: ${s.pending.total} pending, ${s.inFlight.total} in flight, ${s.delayed} delayed`)
+            .join('; ');
           throw new Error(`tasks did not drain within ${timeoutMs} ms (${left})`);
         }
         await new Promise((resolve) => setTimeout(resolve, 10));

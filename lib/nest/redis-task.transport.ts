@@ -4,7 +4,13 @@ import { Server, type MessageHandler } from '@nestjs/microservices';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { NonRetryableTaskError } from '../core/model/errors.js';
 import { printableLogger } from '../core/support/logger.js';
-import { describeConnection, resolveTransportOptions, type RedisConnection, type RedisTaskTransportOptions, type ResolvedTransportOptions } from '../core/config/options.js';
+import {
+  describeConnection,
+  resolveTransportOptions,
+  type RedisConnection,
+  type RedisTaskTransportOptions,
+  type ResolvedTransportOptions,
+} from '../core/config/options.js';
 import type { SweepResult } from '../core/reaper/reaper.js';
 import { WorkerRuntime } from '../core/worker/runtime.js';
 import { WorkerConnection } from '../core/worker/worker-connection.js';
@@ -46,19 +52,31 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
   async listen(callback: (error?: unknown) => void): Promise<void> {
     try {
       // Handler extras are checked before touching Redis: a bad one fails start-up with nothing opened.
-      const patterns = patternSettings(new Map([...this.messageHandlers].map(([pattern, handler]) => [pattern, handler.extras])), this.options);
+      const patterns = patternSettings(
+        new Map([...this.messageHandlers].map(([pattern, handler]) => [pattern, handler.extras])),
+        this.options,
+      );
       const queues = [...this.messageHandlers.keys()];
-      const connection = new WorkerConnection(this.options, (redis) => watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log));
+      const connection = new WorkerConnection(this.options, (redis) =>
+        watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log),
+      );
       this.connection = connection;
       await connection.ready(this.log, () => this.publishStatus(RedisTaskStatus.RECONNECTING));
       const tracing = await loadTracing(this.options.tracing);
-      this.runtime = new WorkerRuntime(connection.redis, this.options, patterns, queues, {
-        tracing,
-        executor: (execution) => this.execute(execution),
-        onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
-        onOutcome: (event) => this.events.emit('task', event),
-        wantsOutcomes: () => this.events.listenerCount('task') > 0,
-      }, printableLogger(this.log));
+      this.runtime = new WorkerRuntime(
+        connection.redis,
+        this.options,
+        patterns,
+        queues,
+        {
+          tracing,
+          executor: (execution) => this.execute(execution),
+          onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
+          onOutcome: (event) => this.events.emit('task', event),
+          wantsOutcomes: () => this.events.listenerCount('task') > 0,
+        },
+        printableLogger(this.log),
+      );
       await this.runtime.start();
       this.log.log(startLine(this.options, queues));
       callback();
@@ -133,7 +151,9 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // An @EventPattern returns nothing to a caller: resolving send() with null would hide the mistake.
       return {
         status: 'failed',
-        error: new NonRetryableTaskError(`"${execution.queue}" is handled by an @EventPattern, which returns no result: use emit(), or make the handler a @MessagePattern`),
+        error: new NonRetryableTaskError(
+          `"${execution.queue}" is handled by an @EventPattern, which returns no result: use emit(), or make the handler a @MessagePattern`,
+        ),
       };
     }
     const context = new RedisTaskContext([new TaskInfo(execution), execution.control]);
@@ -154,8 +174,15 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
 
 /** What a worker says once it consumes: which patterns, for which group, from where, how many at once. */
 function startLine(options: ResolvedTransportOptions, queues: readonly string[]): string {
-  const named = queues.slice(0, 10).map((queue) => JSON.stringify(queue)).join(', ') + (queues.length > 10 ? ` and ${queues.length - 10} more` : '');
-  const what = queues.length === 0 ? 'no pattern (this app has no @EventPattern or @MessagePattern handler)' : `${queues.length === 1 ? 'pattern' : `${queues.length} patterns`} ${named}`;
+  const named =
+    queues
+      .slice(0, 10)
+      .map((queue) => JSON.stringify(queue))
+      .join(', ') + (queues.length > 10 ? ` and ${queues.length - 10} more` : '');
+  const what =
+    queues.length === 0
+      ? 'no pattern (this app has no @EventPattern or @MessagePattern handler)'
+      : `${queues.length === 1 ? 'pattern' : `${queues.length} patterns`} ${named}`;
   return (
     `worker ${options.workerId} consuming ${what} for group "${options.group}", concurrency ${options.concurrency}, ` +
     `from Redis at ${describeConnection(options.connection)} (prefix "${options.prefix}")`

@@ -5,6 +5,11 @@ export declare const LAYERS: Readonly<Record<string, number>>;
 export declare const ALLOWED_SIDEWAYS: Readonly<Record<string, string>>;
 declare const plugin: {
   readonly meta: { readonly name: string };
-  readonly rules: Readonly<Record<'imports-downward' | 'adapters-above-redis' | 'no-spread-then-fields' | 'no-long-lived-tables', Rule.RuleModule>>;
+  readonly rules: Readonly<
+    Record<
+      'imports-downward' | 'adapters-above-redis' | 'no-spread-then-fields' | 'no-long-lived-tables',
+      Rule.RuleModule
+    >
+  >;
 };
 export default plugin;

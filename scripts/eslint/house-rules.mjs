@@ -31,7 +31,8 @@ const importsDownward = {
     docs: { description: 'lib/core imports its own folder and lower layers only, never Nest' },
     schema: [{ type: 'object', properties: { coreRoot: { type: 'string' } }, additionalProperties: false }],
     messages: {
-      upward: '{{file}} imports {{target}}: the core imports downwards only (model <- support <- redis <- config <- producer, worker, reaper, admin)',
+      upward:
+        '{{file}} imports {{target}}: the core imports downwards only (model <- support <- redis <- config <- producer, worker, reaper, admin)',
       outside: '{{file}} imports {{target}}, outside the core: the core knows nothing of its adapters',
       nest: 'the core is Nest-agnostic: {{source}} belongs in lib/nest',
     },
@@ -52,7 +53,11 @@ const importsDownward = {
       const target = resolve(dirname(file), source);
       const into = coreFolder(target, coreRoot);
       if (!into) {
-        context.report({ node: node.source, messageId: 'outside', data: { file: from.path, target: relative(resolve(coreRoot, '..'), target) } });
+        context.report({
+          node: node.source,
+          messageId: 'outside',
+          data: { file: from.path, target: relative(resolve(coreRoot, '..'), target) },
+        });
         return;
       }
       const sideways = ALLOWED_SIDEWAYS[from.path] === into.layer;
@@ -67,11 +72,13 @@ const importsDownward = {
 const adaptersAboveRedis = {
   meta: {
     type: 'problem',
-    docs: { description: 'the adapters (lib/nest, lib/cli) reach Redis through the core\'s roles, never lib/core/redis itself' },
+    docs: {
+      description: "the adapters (lib/nest, lib/cli) reach Redis through the core's roles, never lib/core/redis itself",
+    },
     schema: [{ type: 'object', properties: { redisRoot: { type: 'string' } }, additionalProperties: false }],
     messages: {
       redis:
-        '{{target}} is the core\'s Redis layer: an adapter goes through a role (producer/producer-runtime, worker/worker-connection, ' +
+        "{{target}} is the core's Redis layer: an adapter goes through a role (producer/producer-runtime, worker/worker-connection, " +
         'admin/...) or config/options, so connections, keys and layouts are built in one place',
     },
   },
@@ -82,7 +89,12 @@ const adaptersAboveRedis = {
       if (typeof source !== 'string' || !source.startsWith('.')) return;
       const target = resolve(dirname(context.filename), source);
       const inside = relative(redisRoot, target);
-      if (!inside.startsWith('..')) context.report({ node: node.source, messageId: 'redis', data: { target: `core/redis/${inside.split(sep).join('/')}` } });
+      if (!inside.startsWith('..'))
+        context.report({
+          node: node.source,
+          messageId: 'redis',
+          data: { target: `core/redis/${inside.split(sep).join('/')}` },
+        });
     };
     return { ImportDeclaration: check, ExportNamedDeclaration: check, ExportAllDeclaration: check };
   },
@@ -120,20 +132,31 @@ const noLongLivedTables = {
       field:
         'a Map or Set field that gains and loses an entry per task keeps its old tables alive past scavenges (churn-tables.ts): ' +
         'use a SlotSet or an IdTable, or say why this one changes per queue or per connection in a `// table-ok: why` comment on the line before',
-      clear: '.clear() keeps a table\'s old backing store reachable (churn-tables.ts): drop the table and make a new one',
+      clear:
+        ".clear() keeps a table's old backing store reachable (churn-tables.ts): drop the table and make a new one",
     },
   },
   create(context) {
     return {
       PropertyDefinition(node) {
         const value = node.value;
-        if (value?.type !== 'NewExpression' || value.callee.type !== 'Identifier' || !['Map', 'Set'].includes(value.callee.name)) return;
+        if (
+          value?.type !== 'NewExpression' ||
+          value.callee.type !== 'Identifier' ||
+          !['Map', 'Set'].includes(value.callee.name)
+        )
+          return;
         const before = context.sourceCode.lines[node.loc.start.line - 2] ?? '';
         if (!before.includes('// table-ok:')) context.report({ node, messageId: 'field' });
       },
       CallExpression(node) {
         const callee = node.callee;
-        if (callee.type === 'MemberExpression' && !callee.computed && callee.property.name === 'clear' && node.arguments.length === 0) {
+        if (
+          callee.type === 'MemberExpression' &&
+          !callee.computed &&
+          callee.property.name === 'clear' &&
+          node.arguments.length === 0
+        ) {
           context.report({ node, messageId: 'clear' });
         }
       },

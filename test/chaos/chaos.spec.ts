@@ -8,7 +8,14 @@ import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import type { TaskOutcomeEvent } from '../../lib/core/model/outcomes.js';
-import { PrefixKeys, RedisTaskClient, RedisTaskContext, RedisTaskModule, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import {
+  PrefixKeys,
+  RedisTaskClient,
+  RedisTaskContext,
+  RedisTaskModule,
+  RedisTaskRecordBuilder,
+  RedisTaskTransport,
+} from '../../lib/index.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 import { startWorkerProcess, type WorkerProcess } from './processes.js';
@@ -38,7 +45,9 @@ async function producer(connection: string, name = prefix) {
 
 /** Keys that hold tasks: pending lists, priority sets, the ring, processing hashes, the delayed set, dead letters. */
 async function taskKeys(): Promise<string[]> {
-  return (await keysUnder(redis, prefix)).filter((key) => /:(pending|priority|processing):|:(ring|delayed|dead)$/.test(key));
+  return (await keysUnder(redis, prefix)).filter((key) =>
+    /:(pending|priority|processing):|:(ring|delayed|dead)$/.test(key),
+  );
 }
 
 describe('chaos: worker processes killed with SIGKILL', () => {
@@ -48,68 +57,75 @@ describe('chaos: worker processes killed with SIGKILL', () => {
     { total: 20_000, concurrency: 8, prefetch: 1, clientCap: 0 },
     { total: 20_000, concurrency: 16, prefetch: 16, clientCap: 0 },
     { total: 10_000, concurrency: 16, prefetch: 16, clientCap: 2 },
-  ])('completes $total tasks from 4 clients (a fifth of them prioritized) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s', async ({ total, concurrency, prefetch, clientCap }) => {
-    prefix = testPrefix(`kill9-p${prefetch}-c${clientCap}`);
-    const env = {
-      PREFIX: prefix,
-      CONCURRENCY: concurrency,
-      PREFETCH: prefetch,
-      CLIENT_CONCURRENCY: clientCap,
-      LEASE_MS: 3_000,
-      HEARTBEAT_MS: 250,
-      REAPER_MS: 200,
-    };
-    const { client, close } = await producer(process.env.REDIS_URL as string);
-    for (let start = 0; start < total; start += 2_000) {
-      await client.emitBatch(
-        'chaos.task',
-        Array.from({ length: 2_000 }, (_, i) =>
-          new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 10 })
-            .setClientId(`client-${(start + i) % 4}`)
-            .setPriority((start + i) % 5 === 0 ? 1 + ((start + i) % 3) : 0)
-            .build(),
-        ),
-      );
-    }
-    await close();
-    let next = 0;
-    const spawn = async () => {
-      const worker = await startWorkerProcess(`chaos-${next++}`, env);
-      processes.push(worker);
-      return worker;
-    };
-    await Promise.all([spawn(), spawn(), spawn(), spawn()]);
+  ])(
+    'completes $total tasks from 4 clients (a fifth of them prioritized) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s',
+    async ({ total, concurrency, prefetch, clientCap }) => {
+      prefix = testPrefix(`kill9-p${prefetch}-c${clientCap}`);
+      const env = {
+        PREFIX: prefix,
+        CONCURRENCY: concurrency,
+        PREFETCH: prefetch,
+        CLIENT_CONCURRENCY: clientCap,
+        LEASE_MS: 3_000,
+        HEARTBEAT_MS: 250,
+        REAPER_MS: 200,
+      };
+      const { client, close } = await producer(process.env.REDIS_URL as string);
+      for (let start = 0; start < total; start += 2_000) {
+        await client.emitBatch(
+          'chaos.task',
+          Array.from({ length: 2_000 }, (_, i) =>
+            new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 10 })
+              .setClientId(`client-${(start + i) % 4}`)
+              .setPriority((start + i) % 5 === 0 ? 1 + ((start + i) % 3) : 0)
+              .build(),
+          ),
+        );
+      }
+      await close();
+      let next = 0;
+      const spawn = async () => {
+        const worker = await startWorkerProcess(`chaos-${next++}`, env);
+        processes.push(worker);
+        return worker;
+      };
+      await Promise.all([spawn(), spawn(), spawn(), spawn()]);
 
-    const queue = new PrefixKeys(prefix).queue('chaos.task');
-    const runsKey = `${prefix}:runs`;
-    let kills = 0;
-    let inFlightAtKills = 0;
-    const deadline = Date.now() + 240_000;
-    while ((await redis.hlen(runsKey)) < total || (await taskKeys()).length > 0) {
-      if (Date.now() > deadline) {
-        throw new Error(`not done: ${await redis.hlen(runsKey)} of ${total} tasks ran; task keys left: ${(await taskKeys()).join(', ')}`);
+      const queue = new PrefixKeys(prefix).queue('chaos.task');
+      const runsKey = `${prefix}:runs`;
+      let kills = 0;
+      let inFlightAtKills = 0;
+      const deadline = Date.now() + 240_000;
+      while ((await redis.hlen(runsKey)) < total || (await taskKeys()).length > 0) {
+        if (Date.now() > deadline) {
+          throw new Error(
+            `not done: ${await redis.hlen(runsKey)} of ${total} tasks ran; task keys left: ${(await taskKeys()).join(', ')}`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        if ((await redis.hlen(runsKey)) < total) {
+          const victim = processes.splice(Math.floor(Math.random() * processes.length), 1)[0];
+          await victim.kill('SIGKILL');
+          kills++;
+          // What it held at death is exactly what may run twice.
+          inFlightAtKills += await redis.hlen(queue.processing(victim.id));
+          await spawn();
+        }
       }
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      if ((await redis.hlen(runsKey)) < total) {
-        const victim = processes.splice(Math.floor(Math.random() * processes.length), 1)[0];
-        await victim.kill('SIGKILL');
-        kills++;
-        // What it held at death is exactly what may run twice.
-        inFlightAtKills += await redis.hlen(queue.processing(victim.id));
-        await spawn();
-      }
-    }
-    const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
-    const repeats = runs.reduce((sum, count) => sum + count, 0) - total;
-    console.log(`kill -9 chaos, prefetch ${prefetch}, client cap ${clientCap}: ${kills} workers killed holding ${inFlightAtKills} tasks; ${repeats} handler runs were repeats (at-least-once)`);
-    expect(kills).toBeGreaterThanOrEqual(3);
-    expect(runs).toHaveLength(total);
-    expect(runs.every((count) => count >= 1)).toBe(true);
-    expect(repeats).toBeLessThanOrEqual(inFlightAtKills);
-    expect(await taskKeys()).toEqual([]);
-    // The cap's bookkeeping (in-flight counts, counted tokens, parked clients) is empty again.
-    expect(await redis.exists(queue.inflight, queue.counted, queue.parked)).toBe(0);
-  });
+      const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
+      const repeats = runs.reduce((sum, count) => sum + count, 0) - total;
+      console.log(
+        `kill -9 chaos, prefetch ${prefetch}, client cap ${clientCap}: ${kills} workers killed holding ${inFlightAtKills} tasks; ${repeats} handler runs were repeats (at-least-once)`,
+      );
+      expect(kills).toBeGreaterThanOrEqual(3);
+      expect(runs).toHaveLength(total);
+      expect(runs.every((count) => count >= 1)).toBe(true);
+      expect(repeats).toBeLessThanOrEqual(inFlightAtKills);
+      expect(await taskKeys()).toEqual([]);
+      // The cap's bookkeeping (in-flight counts, counted tokens, parked clients) is empty again.
+      expect(await redis.exists(queue.inflight, queue.counted, queue.parked)).toBe(0);
+    },
+  );
 });
 
 describe('chaos: consumer groups with a worker of each group killed', () => {
@@ -118,7 +134,14 @@ describe('chaos: consumer groups with a worker of each group killed', () => {
     const total = 5_000;
     const groups = ['billing', 'email'];
     const spawn = async (group: string, n: number) => {
-      const worker = await startWorkerProcess(`${group}-${n}`, { PREFIX: prefix, GROUP: group, CONCURRENCY: 8, LEASE_MS: 2_000, HEARTBEAT_MS: 250, REAPER_MS: 200 });
+      const worker = await startWorkerProcess(`${group}-${n}`, {
+        PREFIX: prefix,
+        GROUP: group,
+        CONCURRENCY: 8,
+        LEASE_MS: 2_000,
+        HEARTBEAT_MS: 250,
+        REAPER_MS: 200,
+      });
       processes.push(worker);
       return worker;
     };
@@ -130,12 +153,18 @@ describe('chaos: consumer groups with a worker of each group killed', () => {
     for (let start = 0; start < total; start += 1_000) {
       await client.emitBatch(
         'chaos.task',
-        Array.from({ length: 1_000 }, (_, i) => new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 5 }).setClientId(`client-${(start + i) % 3}`).build()),
+        Array.from({ length: 1_000 }, (_, i) =>
+          new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 5 })
+            .setClientId(`client-${(start + i) % 3}`)
+            .build(),
+        ),
       );
     }
     await close();
     const runs = (group: string) => redis.hlen(`${prefix}:runs:${group}`);
-    await waitFor(async () => (await runs('billing')) > 500 && (await runs('email')) > 500, 'both groups under way', { timeoutMs: 30_000 });
+    await waitFor(async () => (await runs('billing')) > 500 && (await runs('email')) > 500, 'both groups under way', {
+      timeoutMs: 30_000,
+    });
     let held = 0;
     for (const group of groups) {
       const victim = processes.find((worker) => worker.id === `${group}-0`)!;
@@ -144,7 +173,11 @@ describe('chaos: consumer groups with a worker of each group killed', () => {
       processes.splice(processes.indexOf(victim), 1);
       await spawn(group, 2);
     }
-    await waitFor(async () => (await runs('billing')) === total && (await runs('email')) === total, 'every task in both groups', { timeoutMs: 120_000, intervalMs: 200 });
+    await waitFor(
+      async () => (await runs('billing')) === total && (await runs('email')) === total,
+      'every task in both groups',
+      { timeoutMs: 120_000, intervalMs: 200 },
+    );
     for (const group of groups) {
       const counts = Object.values(await redis.hgetall(`${prefix}:runs:${group}`)).map(Number);
       expect(counts.every((count) => count >= 1)).toBe(true);
@@ -155,7 +188,7 @@ describe('chaos: consumer groups with a worker of each group killed', () => {
 });
 
 describe('chaos: a handler that hangs past its lease', () => {
-  it('is recovered and completed by another worker, and the hung worker\'s late ack is refused', async () => {
+  it("is recovered and completed by another worker, and the hung worker's late ack is refused", async () => {
     prefix = testPrefix('hang');
     const env = { PREFIX: prefix, CONCURRENCY: 2, LEASE_MS: 1_000, HEARTBEAT_MS: 200, REAPER_MS: 100 };
     processes.push(await startWorkerProcess('hang-a', env), await startWorkerProcess('hang-b', env));
@@ -163,7 +196,11 @@ describe('chaos: a handler that hangs past its lease', () => {
     await client.emitBatch('chaos.hang', [{ key: 'stuck', hangMs: 5_000 }]);
     await close();
 
-    await waitFor(async () => Number(await redis.hget(`${prefix}:runs`, 'stuck')) === 2, 'the second run by the other worker', { timeoutMs: 20_000 });
+    await waitFor(
+      async () => Number(await redis.hget(`${prefix}:runs`, 'stuck')) === 2,
+      'the second run by the other worker',
+      { timeoutMs: 20_000 },
+    );
     const hung = processes.find((worker) => worker.output.includes('HANGING')) as WorkerProcess;
     const other = processes.find((worker) => worker !== hung) as WorkerProcess;
     expect(other.output).not.toContain('HANGING');
@@ -179,20 +216,41 @@ describe('chaos: deploys (SIGTERM with enableShutdownHooks, restart with the sam
     prefix = testPrefix('deploy-term');
     const { client, close } = await producer(process.env.REDIS_URL as string);
     const total = 3_000;
-    await client.emitBatch('chaos.task', Array.from({ length: total }, (_, i) => ({ key: `d${i}`, workMs: 2 })));
+    await client.emitBatch(
+      'chaos.task',
+      Array.from({ length: total }, (_, i) => ({ key: `d${i}`, workMs: 2 })),
+    );
     await close();
     const runsKey = `${prefix}:runs`;
     for (let trial = 0; trial < 12; trial++) {
-      const worker = await startWorkerProcess('deploy-term', { PREFIX: prefix, CONCURRENCY: trial % 2 === 0 ? 1 : 16, SHUTDOWN_MS: 5_000, HEARTBEAT_MS: 100, LEASE_MS: 2_000 });
+      const worker = await startWorkerProcess('deploy-term', {
+        PREFIX: prefix,
+        CONCURRENCY: trial % 2 === 0 ? 1 : 16,
+        SHUTDOWN_MS: 5_000,
+        HEARTBEAT_MS: 100,
+        LEASE_MS: 2_000,
+      });
       processes.push(worker);
       const before = await redis.hlen(runsKey);
-      await waitFor(async () => (await redis.hlen(runsKey)) >= Math.min(total, before + 40 + trial * 7), 'tasks flowing');
+      await waitFor(
+        async () => (await redis.hlen(runsKey)) >= Math.min(total, before + 40 + trial * 7),
+        'tasks flowing',
+      );
       await worker.kill('SIGTERM');
       expect(worker.output).not.toContain('its outcome was discarded');
     }
-    const last = await startWorkerProcess('deploy-term', { PREFIX: prefix, CONCURRENCY: 16, HEARTBEAT_MS: 100, LEASE_MS: 2_000 });
+    const last = await startWorkerProcess('deploy-term', {
+      PREFIX: prefix,
+      CONCURRENCY: 16,
+      HEARTBEAT_MS: 100,
+      LEASE_MS: 2_000,
+    });
     processes.push(last);
-    await waitFor(async () => (await redis.hlen(runsKey)) === total && (await taskKeys()).length === 0, 'every task run and settled', { timeoutMs: 60_000, intervalMs: 100 });
+    await waitFor(
+      async () => (await redis.hlen(runsKey)) === total && (await taskKeys()).length === 0,
+      'every task run and settled',
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
     const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
     expect(runs.filter((count) => count > 1)).toEqual([]);
   });
@@ -216,7 +274,11 @@ describe('chaos: graceful shutdown on SIGTERM', () => {
     expect(await redis.exists(queue.processing('term-1'))).toBe(0);
     expect(await redis.zscore(queue.workers, 'term-1')).toBeNull();
     const pending = await redis.lrange(queue.pending('default'), 0, -1);
-    expect(pending.map((entry) => JSON.parse(entry.slice(entry.indexOf('|') + 1)).payload.key)).toEqual(['a', 'b', 'c']);
+    expect(pending.map((entry) => JSON.parse(entry.slice(entry.indexOf('|') + 1)).payload.key)).toEqual([
+      'a',
+      'b',
+      'c',
+    ]);
     expect(pending.every((entry) => entry.startsWith('0|'))).toBe(true);
   });
 });
@@ -243,7 +305,13 @@ describe('chaos: Redis restarted', () => {
     try {
       const module = await Test.createTestingModule({ controllers: [Recorder] }).compile();
       worker = module.createNestMicroservice({
-        strategy: new RedisTaskTransport({ connection: server.url, prefix, concurrency: 4, leaseMs: 10_000, heartbeatIntervalMs: 500 }),
+        strategy: new RedisTaskTransport({
+          connection: server.url,
+          prefix,
+          concurrency: 4,
+          leaseMs: 10_000,
+          heartbeatIntervalMs: 500,
+        }),
         logger: false,
       });
       await worker.listen();
@@ -252,18 +320,31 @@ describe('chaos: Redis restarted', () => {
       const acknowledged: string[] = [];
       for (let batch = 0; batch < 10; batch++) {
         const keys = Array.from({ length: 300 }, (_, i) => `before-${batch}-${i}`);
-        await client.emitBatch('restart.task', keys.map((key) => ({ key })));
+        await client.emitBatch(
+          'restart.task',
+          keys.map((key) => ({ key })),
+        );
         acknowledged.push(...keys);
       }
       await server.kill(); // a crash: SIGKILL, AOF with appendfsync always keeps every acknowledged write
       server = await startRedisServer(args, server.port);
 
       const after = Array.from({ length: 300 }, (_, i) => `after-${i}`);
-      await client.emitBatch('restart.task', after.map((key) => ({ key })));
+      await client.emitBatch(
+        'restart.task',
+        after.map((key) => ({ key })),
+      );
       acknowledged.push(...after);
-      await waitFor(() => acknowledged.every((key) => Recorder.handled.has(key)), 'every acknowledged task to be handled', { timeoutMs: 60_000, intervalMs: 50 });
+      await waitFor(
+        () => acknowledged.every((key) => Recorder.handled.has(key)),
+        'every acknowledged task to be handled',
+        { timeoutMs: 60_000, intervalMs: 50 },
+      );
       const queue = new PrefixKeys(prefix).queue('restart.task');
-      await waitFor(async () => (await direct.llen(queue.pending('default'))) === 0 && (await direct.llen(queue.ring)) === 0, 'the queue to drain');
+      await waitFor(
+        async () => (await direct.llen(queue.pending('default'))) === 0 && (await direct.llen(queue.ring)) === 0,
+        'the queue to drain',
+      );
       expect(acknowledged).toHaveLength(3_300);
     } finally {
       await closeProducer?.();
@@ -282,7 +363,10 @@ describe('chaos: handlers that throw what JSON cannot hold', () => {
     processes.push(await startWorkerProcess('throw-a', env), await startWorkerProcess('throw-b', env));
     const { client, close } = await producer(process.env.REDIS_URL as string);
     const kinds = ['bigint', 'object', 'circular', 'proxy'];
-    await client.emitBatch('chaos.badthrow', kinds.map((kind) => ({ key: kind, kind })));
+    await client.emitBatch(
+      'chaos.badthrow',
+      kinds.map((kind) => ({ key: kind, kind })),
+    );
     await close();
     const queue = new PrefixKeys(prefix).queue('chaos.badthrow');
     await waitFor(async () => (await redis.llen(queue.deadLetters)) === 4, 'four dead letters', { timeoutMs: 20_000 });
@@ -347,7 +431,10 @@ class Gated {
     Gated.runs.set(task.key, (Gated.runs.get(task.key) ?? 0) + 1);
     if (!task.gate) return;
     const signal = ctx.getSignal();
-    await Promise.race([Gated.gate(task.gate), new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }))]);
+    await Promise.race([
+      Gated.gate(task.gate),
+      new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true })),
+    ]);
     if (signal.aborted) Gated.aborted.add(task.key);
   }
 }
@@ -367,7 +454,12 @@ describe('chaos: Redis state rolled back (restart from an older snapshot)', () =
       const transport = new RedisTaskTransport({
         // Heartbeats a second apart: the tasks enqueued after the rollback are claimed before the first
         // heartbeat after it can tell the old runs they lost their claims (the race that lost tasks).
-        connection: server.url, prefix, concurrency: 8, prefetch: 4, leaseMs: 20_000, heartbeatIntervalMs: 1_000,
+        connection: server.url,
+        prefix,
+        concurrency: 8,
+        prefetch: 4,
+        leaseMs: 20_000,
+        heartbeatIntervalMs: 1_000,
       });
       transport.on('task', (event) => outcomes.push(event));
       worker = module.createNestMicroservice({ strategy: transport, logger: false });
@@ -377,7 +469,10 @@ describe('chaos: Redis state rolled back (restart from an older snapshot)', () =
       const of = (keys: string[]) => outcomes.filter((event) => keys.some((key) => ids.get(key) === event.id));
       const ids = new Map<string, string>();
       const emit = async (keys: string[], gate?: string) => {
-        const receipts = await client.emitBatch('rollback.task', keys.map((key) => ({ key, ...(gate ? { gate } : {}) })));
+        const receipts = await client.emitBatch(
+          'rollback.task',
+          keys.map((key) => ({ key, ...(gate ? { gate } : {}) })),
+        );
         receipts.forEach((receipt, i) => ids.set(keys[i], receipt.id));
       };
 
@@ -387,7 +482,10 @@ describe('chaos: Redis state rolled back (restart from an older snapshot)', () =
 
       const before = ['a-1', 'a-2', 'a-3', 'a-4'];
       await emit(before, 'A');
-      await waitFor(() => before.every((key) => Gated.started.has(key)), 'the tasks claimed before the rollback to run');
+      await waitFor(
+        () => before.every((key) => Gated.started.has(key)),
+        'the tasks claimed before the rollback to run',
+      );
       await server.kill();
       server = await startRedisServer(args, server.port); // back to the snapshot: those claims never happened
 
@@ -397,7 +495,8 @@ describe('chaos: Redis state rolled back (restart from an older snapshot)', () =
       Gated.gates.get('A')?.();
       await waitFor(() => of(before).length === 4, 'the pre-rollback runs to try to settle');
       // Let a few heartbeats reconcile what the worker runs with what Redis holds before B finishes.
-      const beat = async () => Number(await direct.hget(new PrefixKeys(prefix).queue('rollback.task').heartbeats, transport.options.workerId));
+      const beat = async () =>
+        Number(await direct.hget(new PrefixKeys(prefix).queue('rollback.task').heartbeats, transport.options.workerId));
       const redisNow = async () => {
         const [seconds, micros] = (await direct.time()).map(Number);
         return seconds * 1000 + Math.floor(micros / 1000);

@@ -17,7 +17,13 @@ export interface WorkerProcess {
 
 export async function startWorkerProcess(id: string, env: Record<string, string | number>): Promise<WorkerProcess> {
   const child = spawn(process.execPath, [WORKER], {
-    env: { ...process.env, REDIS_URL: redisUrl(), WORKER_ID: id, NO_COLOR: '1', ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])) },
+    env: {
+      ...process.env,
+      REDIS_URL: redisUrl(),
+      WORKER_ID: id,
+      NO_COLOR: '1',
+      ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v)])),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -42,7 +48,11 @@ export async function startWorkerProcess(id: string, env: Record<string, string 
         };
         const timer = setTimeout(() => {
           cleanup();
-          reject(new Error(`worker ${id} did not print "${text}" within ${timeoutMs} ms; output:\n${worker.output.slice(-2_000)}`));
+          reject(
+            new Error(
+              `worker ${id} did not print "${text}" within ${timeoutMs} ms; output:\n${worker.output.slice(-2_000)}`,
+            ),
+          );
         }, timeoutMs);
         const onExit = () => {
           cleanup();

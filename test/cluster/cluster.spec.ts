@@ -108,7 +108,14 @@ describe('Redis Cluster (3 primaries)', () => {
     const keys = new PrefixKeys(testPrefix('slots'));
     for (const layout of [keys.layout('a.b', 1), keys.layout('we{ird}%', 3)]) {
       for (const shard of layout.shards) {
-        for (const key of [shard.ring, shard.pending('c1'), shard.processing('w1'), shard.delayed, shard.deadLetters, shard.result('x')]) {
+        for (const key of [
+          shard.ring,
+          shard.pending('c1'),
+          shard.processing('w1'),
+          shard.delayed,
+          shard.deadLetters,
+          shard.result('x'),
+        ]) {
           expect(Number(await redis.call('CLUSTER', 'KEYSLOT', key))).toBe(shard.slot);
         }
         expect(hashSlot(shard.ring)).toBe(shard.slot);
@@ -157,10 +164,14 @@ describe('Redis Cluster (3 primaries)', () => {
 
     await worker(prefix, { shards: 3, concurrency: 16, workerId: 'shard-a' });
     await worker(prefix, { shards: 3, concurrency: 16, workerId: 'shard-b' });
-    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, { timeoutMs: 90_000, intervalMs: 50 });
+    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, {
+      timeoutMs: 90_000,
+      intervalMs: 50,
+    });
     for (const shard of layout.shards) {
       await waitFor(
-        async () => (await redis.hlen(shard.processing('shard-a'))) + (await redis.hlen(shard.processing('shard-b'))) === 0,
+        async () =>
+          (await redis.hlen(shard.processing('shard-a'))) + (await redis.hlen(shard.processing('shard-b'))) === 0,
         'every claim acknowledged',
       );
       expect(await redis.exists(shard.ring)).toBe(0);
@@ -173,10 +184,19 @@ describe('Redis Cluster (3 primaries)', () => {
     const prefix = testPrefix('delete-prefix');
     const client = await producer(prefix, { shards: 3 });
     const app = await worker(prefix, { shards: 3, workerId: 'doomed' });
-    await client.emitBatch('cluster.work', Array.from({ length: 300 }, (_, i) => new RedisTaskRecordBuilder({ key: `d${i}` }).setClientId(`c${i % 30}`).setDelay(60_000).build()));
+    await client.emitBatch(
+      'cluster.work',
+      Array.from({ length: 300 }, (_, i) =>
+        new RedisTaskRecordBuilder({ key: `d${i}` })
+          .setClientId(`c${i % 30}`)
+          .setDelay(60_000)
+          .build(),
+      ),
+    );
     const admin = new RedisTaskAdmin(client);
     await expect(admin.deletePrefix()).rejects.toBeInstanceOf(PrefixInUseError);
-    const ours = async () => (await Promise.all(redis.nodes('master').map((node) => node.keys(`${prefix}:*`)))).map((keys) => keys.length);
+    const ours = async () =>
+      (await Promise.all(redis.nodes('master').map((node) => node.keys(`${prefix}:*`)))).map((keys) => keys.length);
     expect((await ours()).every((count) => count > 0)).toBe(true); // every primary holds keys of it
     await app.app.close();
     const { deleted } = await admin.deletePrefix();
@@ -196,8 +216,13 @@ describe('Redis Cluster (3 primaries)', () => {
     for (const clientId of perShard) {
       const key = `wake-${clientId}`;
       const sent = Date.now();
-      await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key }).setClientId(clientId).build()));
-      await waitFor(() => handled.has(key), `the task on the shard of ${clientId}`, { timeoutMs: 5_000, intervalMs: 2 });
+      await firstValueFrom(
+        client.emit('cluster.work', new RedisTaskRecordBuilder({ key }).setClientId(clientId).build()),
+      );
+      await waitFor(() => handled.has(key), `the task on the shard of ${clientId}`, {
+        timeoutMs: 5_000,
+        intervalMs: 2,
+      });
       // Far below the 60 s block timeout: the BLMOVE of that shard's loop woke it.
       expect(Date.now() - sent).toBeLessThan(2_000);
     }
@@ -207,9 +232,16 @@ describe('Redis Cluster (3 primaries)', () => {
     const prefix = testPrefix('reap');
     const client = await producer(prefix, { shards: 3 });
     const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
-    const ids = layout.shards.map((shard) => Array.from({ length: 100 }, (_, n) => `c${n}`).find((id) => layout.shardOf(id) === shard)!);
+    const ids = layout.shards.map((shard) =>
+      Array.from({ length: 100 }, (_, n) => `c${n}`).find((id) => layout.shardOf(id) === shard)!,
+    );
     for (const clientId of ids) {
-      await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key: `ghost-${clientId}` }).setClientId(clientId).build()));
+      await firstValueFrom(
+        client.emit(
+          'cluster.work',
+          new RedisTaskRecordBuilder({ key: `ghost-${clientId}` }).setClientId(clientId).build(),
+        ),
+      );
     }
     // A worker that claims one task on each shard, then dies: its lease runs out.
     const scripts = defineScripts(redis) as unknown as TestRedis;
@@ -220,7 +252,10 @@ describe('Redis Cluster (3 primaries)', () => {
     }
     const { transport } = await worker(prefix, { shards: 3, reaperIntervalMs: false });
     let recovered = 0;
-    await waitFor(async () => (recovered += (await transport.sweep()).recovered) >= 3, "the ghost's lease to expire and its tasks to be recovered");
+    await waitFor(
+      async () => (recovered += (await transport.sweep()).recovered) >= 3,
+      "the ghost's lease to expire and its tasks to be recovered",
+    );
     expect(recovered).toBe(3);
     await waitFor(() => ids.every((clientId) => handled.get(`ghost-${clientId}`) === 1), 'the recovered tasks to run');
   });
@@ -231,7 +266,9 @@ describe('Redis Cluster (3 primaries)', () => {
     const clients = ['a', 'b', 'c', 'd', 'e', 'f'];
     await client.emitBatch(
       'cluster.ordered',
-      Array.from({ length: 300 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(clients[n % clients.length]).build()),
+      Array.from({ length: 300 }, (_, n) =>
+        new RedisTaskRecordBuilder({ n }).setClientId(clients[n % clients.length]).build(),
+      ),
     );
     await worker(prefix, { shards: 3, concurrency: 8 });
     await worker(prefix, { shards: 3, concurrency: 8 });
@@ -241,7 +278,9 @@ describe('Redis Cluster (3 primaries)', () => {
       expect(order.get(id)).toEqual(expected);
     }
     expect(maxRunning).toBe(1);
-    expect(new Set(clients.map((id) => new PrefixKeys(prefix).layout('cluster.ordered', 3).shardOf(id).shard)).size).toBeGreaterThan(1);
+    expect(
+      new Set(clients.map((id) => new PrefixKeys(prefix).layout('cluster.ordered', 3).shardOf(id).shard)).size,
+    ).toBeGreaterThan(1);
   });
 
   it('keeps claiming from every shard while one shard holds a flood of 5,000 tasks', async () => {
@@ -249,11 +288,20 @@ describe('Redis Cluster (3 primaries)', () => {
     const client = await producer(prefix, { shards: 3 });
     const layout = new PrefixKeys(prefix).layout('cluster.work', 3);
     const flooder = 'flooder';
-    const other = Array.from({ length: 100 }, (_, n) => `other-${n}`).find((id) => layout.shardOf(id) !== layout.shardOf(flooder))!;
-    await client.emitBatch('cluster.work', Array.from({ length: 5_000 }, (_, n) => new RedisTaskRecordBuilder({ key: `flood-${n}` }).setClientId(flooder).build()));
+    const other = Array.from({ length: 100 }, (_, n) => `other-${n}`).find(
+      (id) => layout.shardOf(id) !== layout.shardOf(flooder),
+    )!;
+    await client.emitBatch(
+      'cluster.work',
+      Array.from({ length: 5_000 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `flood-${n}` }).setClientId(flooder).build(),
+      ),
+    );
     await worker(prefix, { shards: 3, concurrency: 2, prefetch: 1 });
     await waitFor(() => handled.size >= 50, 'the flood to be under way');
-    await firstValueFrom(client.emit('cluster.work', new RedisTaskRecordBuilder({ key: 'other' }).setClientId(other).build()));
+    await firstValueFrom(
+      client.emit('cluster.work', new RedisTaskRecordBuilder({ key: 'other' }).setClientId(other).build()),
+    );
     await waitFor(() => handled.has('other'), "the other shard's task");
     // It ran long before the flood drained: the shard loops share the worker's slots.
     expect(handled.size).toBeLessThan(4_000);
@@ -276,9 +324,14 @@ describe('Redis Cluster (3 primaries)', () => {
     const client = await producer(prefix, { shards: 3 });
     const receipts = await client.emitBatch(
       'cluster.work',
-      Array.from({ length: 3_000 }, (_, n) => new RedisTaskRecordBuilder({ key: `g${n}` }).setClientId(`client-${n % 9}`).build()),
+      Array.from({ length: 3_000 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `g${n}` }).setClientId(`client-${n % 9}`).build(),
+      ),
     );
-    await waitFor(() => groups.every((group) => byGroup.get(group)?.size === 3_000), 'both groups', { timeoutMs: 60_000, intervalMs: 50 });
+    await waitFor(() => groups.every((group) => byGroup.get(group)?.size === 3_000), 'both groups', {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     for (const group of groups) expect([...byGroup.get(group)!].sort()).toEqual(receipts.map((r) => r.id).sort());
     // Each key was handled twice in all: once per group.
     expect([...handled.values()].every((count) => count === 2)).toBe(true);
@@ -286,9 +339,13 @@ describe('Redis Cluster (3 primaries)', () => {
 
   it('refuses to start when a shard key would map to another slot than its shard (CROSSSLOT guard)', async () => {
     const layout = new PrefixKeys(testPrefix('layout')).layout('cluster.work', 2);
-    await expect(checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined })).resolves.toBeUndefined();
+    await expect(
+      checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined }),
+    ).resolves.toBeUndefined();
     Object.defineProperty(layout.shards[1], 'ring', { value: 'not-tagged:ring' });
-    await expect(checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined })).rejects.toThrow(
+    await expect(
+      checkClusterLayout(redis, layout, { log: () => undefined, warn: () => undefined, error: () => undefined }),
+    ).rejects.toThrow(
       /key "not-tagged:ring" of queue "cluster.work" maps to cluster slot \d+, not \d+ like the rest of its shard/,
     );
   });
@@ -303,7 +360,9 @@ describe('Redis Cluster (3 primaries)', () => {
     await expect(firstValueFrom(other.emit('cluster.work', { key: 'second' }))).rejects.toThrow(
       /spread over 3 shard\(s\), but this process is configured with shards: 2/,
     );
-    await expect(startWorker(prefix, [Handlers], { connection: connection(), shards: 1 })).rejects.toBeInstanceOf(ShardCountMismatchError);
+    await expect(startWorker(prefix, [Handlers], { connection: connection(), shards: 1 })).rejects.toBeInstanceOf(
+      ShardCountMismatchError,
+    );
     // The right count still works, and nothing was lost.
     await worker(prefix, { shards: 3 });
     await waitFor(() => handled.get('first') === 1, 'the first task');

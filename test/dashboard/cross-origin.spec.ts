@@ -23,14 +23,15 @@ let attacker: Server;
 let appUrl = '';
 let attackerUrl = '';
 
-
 /** A GET with the Host header a DNS-rebinding page's browser would send (its own host name). */
 function getWithHost(url: string, host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     request(url, { headers: { host } }, (response) => {
       response.resume();
       resolve(response.statusCode ?? 0);
-    }).on('error', reject).end();
+    })
+      .on('error', reject)
+      .end();
   });
 }
 
@@ -40,7 +41,12 @@ beforeAll(async () => {
   @Module({
     imports: [
       RedisTaskDashboardModule.forRoot({
-        path: 'queues', connection: redisUrl(), prefix, actions: true, allowActionsWithoutGuard: true, allowedHosts: [`127.0.0.1:${port}`],
+        path: 'queues',
+        connection: redisUrl(),
+        prefix,
+        actions: true,
+        allowActionsWithoutGuard: true,
+        allowedHosts: [`127.0.0.1:${port}`],
       }),
     ],
   })
@@ -56,7 +62,18 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve));
   attackerUrl = `http://127.0.0.1:${(attacker.address() as { port: number }).port}`;
   await redis.sadd(`${prefix}:queues`, 'x.work');
-  await redis.lpush(queue.deadLetters, JSON.stringify({ id: 'd1', pattern: 'x.work', reason: 'failed', attempts: 1, deadAt: 1, workerId: 'w', payload: { secret: 'card-4111' } }));
+  await redis.lpush(
+    queue.deadLetters,
+    JSON.stringify({
+      id: 'd1',
+      pattern: 'x.work',
+      reason: 'failed',
+      attempts: 1,
+      deadAt: 1,
+      workerId: 'w',
+      payload: { secret: 'card-4111' },
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -72,19 +89,31 @@ describe('the dashboard against another origin (Chromium, enableCors(), actions 
     const page = await browser.newPage();
     try {
       await page.goto(attackerUrl);
-      const outcome = await page.evaluate(async ({ target, self }) => {
-        // What the attack did: read the dashboard (CORS lets it), take the page's token, post with a forged host.
-        const shell = await fetch(`${target}/queues`).then(async (r) => ({ status: r.status, text: await r.text() }), () => ({ status: 'blocked', text: '' }));
-        const token = /name="csrf-token" content="([^"]+)"/.exec(shell.text)?.[1] ?? 'none';
-        const read = shell.status;
-        const api = await fetch(`${target}/queues/api/dead-letters?name=x.work`).then((r) => r.status, () => 'blocked');
-        const purge = await fetch(`${target}/queues/api/dead-letters/purge`, {
-          method: 'POST',
-          headers: { 'Content-Type': 'application/json', 'X-Forwarded-Host': self, 'X-CSRF-Token': token },
-          body: JSON.stringify({ name: 'x.work', all: true }),
-        }).then((r) => r.status, () => 'blocked');
-        return { read, api, purge };
-      }, { target: appUrl, self: new URL(attackerUrl).host });
+      const outcome = await page.evaluate(
+        async ({ target, self }) => {
+          // What the attack did: read the dashboard (CORS lets it), take the page's token, post with a forged host.
+          const shell = await fetch(`${target}/queues`).then(
+            async (r) => ({ status: r.status, text: await r.text() }),
+            () => ({ status: 'blocked', text: '' }),
+          );
+          const token = /name="csrf-token" content="([^"]+)"/.exec(shell.text)?.[1] ?? 'none';
+          const read = shell.status;
+          const api = await fetch(`${target}/queues/api/dead-letters?name=x.work`).then(
+            (r) => r.status,
+            () => 'blocked',
+          );
+          const purge = await fetch(`${target}/queues/api/dead-letters/purge`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json', 'X-Forwarded-Host': self, 'X-CSRF-Token': token },
+            body: JSON.stringify({ name: 'x.work', all: true }),
+          }).then(
+            (r) => r.status,
+            () => 'blocked',
+          );
+          return { read, api, purge };
+        },
+        { target: appUrl, self: new URL(attackerUrl).host },
+      );
       expect(outcome).toEqual({ read: 403, api: 403, purge: 403 });
       expect(await redis.llen(queue.deadLetters)).toBe(1);
     } finally {
@@ -117,8 +146,20 @@ describe('the dashboard against another origin (Chromium, enableCors(), actions 
   });
 
   it('refuses payloads without a guard unless opted out by name', () => {
-    expect(() => RedisTaskDashboardModule.forRoot({ path: 'q2', connection: redisUrl(), prefix, showPayloads: true })).toThrow(InvalidOptionError);
-    expect(() => RedisTaskDashboardModule.forRoot({ path: 'q2', connection: redisUrl(), prefix, showPayloads: true })).toThrow(/option "showPayloads"/);
-    expect(() => RedisTaskDashboardModule.forRoot({ path: 'q2', connection: redisUrl(), prefix, showPayloads: true, allowPayloadsWithoutGuard: true })).not.toThrow();
+    expect(() =>
+      RedisTaskDashboardModule.forRoot({ path: 'q2', connection: redisUrl(), prefix, showPayloads: true }),
+    ).toThrow(InvalidOptionError);
+    expect(() =>
+      RedisTaskDashboardModule.forRoot({ path: 'q2', connection: redisUrl(), prefix, showPayloads: true }),
+    ).toThrow(/option "showPayloads"/);
+    expect(() =>
+      RedisTaskDashboardModule.forRoot({
+        path: 'q2',
+        connection: redisUrl(),
+        prefix,
+        showPayloads: true,
+        allowPayloadsWithoutGuard: true,
+      }),
+    ).not.toThrow();
   });
 });

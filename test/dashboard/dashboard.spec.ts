@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Injectable, Module, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import {
+  Controller,
+  Injectable,
+  Module,
+  type CanActivate,
+  type ExecutionContext,
+  type INestApplication,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
@@ -7,7 +14,13 @@ import { mkdirSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
-import { InvalidOptionError, PrefixKeys, RedisTaskAdmin, RedisTaskRecordBuilder, type RedisTaskClient } from '../../lib/index.js';
+import {
+  InvalidOptionError,
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskRecordBuilder,
+  type RedisTaskClient,
+} from '../../lib/index.js';
 import { launchBrowser } from '../support/browser.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -51,13 +64,27 @@ class AdminGuard implements CanActivate {
 
 function appModule(prefix: string): unknown {
   @Module({
-    imports: [RedisTaskDashboardModule.forRoot({ path: 'admin/queues', connection: redisUrl(), prefix, actions: true, showPayloads: true, guard: AdminGuard, refreshMs: 1_000 })],
+    imports: [
+      RedisTaskDashboardModule.forRoot({
+        path: 'admin/queues',
+        connection: redisUrl(),
+        prefix,
+        actions: true,
+        showPayloads: true,
+        guard: AdminGuard,
+        refreshMs: 1_000,
+      }),
+    ],
   })
   class AppModule {}
   return AppModule;
 }
 
-const rowOf = (page: Page, pattern: string) => page.locator('tr[data-pattern]').filter({ has: page.locator('td:first-child a', { hasText: pattern }) }).first();
+const rowOf = (page: Page, pattern: string) =>
+  page
+    .locator('tr[data-pattern]')
+    .filter({ has: page.locator('td:first-child a', { hasText: pattern }) })
+    .first();
 
 async function cell(page: Page, pattern: string, field: string): Promise<string> {
   return (await rowOf(page, pattern).locator(`td[data-field="${field}"]`).textContent()) ?? '';
@@ -93,7 +120,10 @@ for (const adapter of ['express', 'fastify'] as const) {
       const producer = await startProducer(prefix);
       client = producer.client;
       closeProducer = () => producer.module.close();
-      app = adapter === 'express' ? await NestFactory.create(appModule(prefix) as never, { logger: false }) : await NestFactory.create(appModule(prefix) as never, new FastifyAdapter(), { logger: false });
+      app =
+        adapter === 'express'
+          ? await NestFactory.create(appModule(prefix) as never, { logger: false })
+          : await NestFactory.create(appModule(prefix) as never, new FastifyAdapter(), { logger: false });
       await app.listen(0, '127.0.0.1');
       base = `${(await app.getUrl()).replace('[::1]', '127.0.0.1')}/admin/queues`;
       context = await browser.newContext({ viewport: { width: 1280, height: 720 } });
@@ -110,14 +140,23 @@ for (const adapter of ['express', 'fastify'] as const) {
     });
 
     it('shows every pattern with counts that match Redis, one that never had a worker included, and names as text', async () => {
-      for (const [clientId, n] of [['a', 1], ['a', 2], ['b', 3]] as const) {
-        await firstValueFrom(client.emit('dash.orphan', new RedisTaskRecordBuilder({ n }).setClientId(clientId).build()));
+      for (const [clientId, n] of [
+        ['a', 1],
+        ['a', 2],
+        ['b', 3],
+      ] as const) {
+        await firstValueFrom(
+          client.emit('dash.orphan', new RedisTaskRecordBuilder({ n }).setClientId(clientId).build()),
+        );
       }
       await firstValueFrom(client.emit('dash.orphan', new RedisTaskRecordBuilder({ n: 4 }).setDelay(600_000).build()));
       await firstValueFrom(client.emit(XSS_PATTERN, { n: 5 }));
       await page.goto(base);
       const stats = await new RedisTaskAdmin(client).stats('dash.orphan');
-      await waitFor(async () => (await cell(page, 'dash.orphan', 'pending')) === String(stats.pending.total), 'the pending count on the page');
+      await waitFor(
+        async () => (await cell(page, 'dash.orphan', 'pending')) === String(stats.pending.total),
+        'the pending count on the page',
+      );
       expect(stats.pending.total).toBe(3);
       expect(await cell(page, 'dash.orphan', 'delayed')).toBe(String(stats.delayed));
       expect(await rowOf(page, 'dash.orphan').textContent()).toContain('no worker');
@@ -136,7 +175,9 @@ for (const adapter of ['express', 'fastify'] as const) {
       await page.goto(`${base}#/dead?name=dash.fail`);
       const row = page.locator(`tr[data-task="${id}"]`);
       await row.waitFor();
-      expect(await row.locator('pre[data-field="payload"]').textContent()).toBe(JSON.stringify({ html: XSS_PAYLOAD }, null, 2));
+      expect(await row.locator('pre[data-field="payload"]').textContent()).toBe(
+        JSON.stringify({ html: XSS_PAYLOAD }, null, 2),
+      );
       expect(await row.textContent()).toContain('Error: <b>boom</b>');
       expect(await page.locator('#view b, #view script, #view img').count()).toBe(0);
       expect(await page.evaluate(() => (globalThis as unknown as { __xss?: number }).__xss)).toBeUndefined();
@@ -160,7 +201,10 @@ for (const adapter of ['express', 'fastify'] as const) {
 
       const before = runs.length;
       await firstValueFrom(client.emit('dash.work', { n: 1 }));
-      await waitFor(async () => (await cell(page, 'dash.work', 'pending')) === '1', 'the page to show the task waiting');
+      await waitFor(
+        async () => (await cell(page, 'dash.work', 'pending')) === '1',
+        'the page to show the task waiting',
+      );
       // Nothing claims it while paused: it is still waiting after several of the worker's wake-ups.
       for (let i = 0; i < 10; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -177,7 +221,11 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect(token).toBeTruthy();
       const origin = new URL(base).origin;
       const post = (path: string, headers: Record<string, string>, body: unknown) =>
-        fetch(`${base}/api/${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+        fetch(`${base}/api/${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify(body),
+        });
       const admin = { cookie: 'role=admin' };
       const pause = { name: 'dash.work' };
       const refused = [
@@ -197,7 +245,9 @@ for (const adapter of ['express', 'fastify'] as const) {
       await post('resume', { ...admin, origin, 'x-csrf-token': token as string }, pause);
       // Reads need the guard's approval too; bad input is a 400, an unknown pattern a 404.
       expect((await fetch(`${base}/api/overview`)).status).toBe(403);
-      expect((await fetch(`${base}/api/dead-letters?name=dash.fail&reason=nonsense`, { headers: admin })).status).toBe(400);
+      expect((await fetch(`${base}/api/dead-letters?name=dash.fail&reason=nonsense`, { headers: admin })).status).toBe(
+        400,
+      );
       expect((await fetch(`${base}/api/pattern?name=nope`, { headers: admin })).status).toBe(404);
     });
 
@@ -205,7 +255,10 @@ for (const adapter of ['express', 'fastify'] as const) {
       failing = true;
       const dead = keys.queue('dash.fail').deadLetters;
       const before = await redis.llen(dead);
-      for (const clientId of ['x', 'x', 'x', 'y']) await firstValueFrom(client.emit('dash.fail', new RedisTaskRecordBuilder({ clientId }).setClientId(clientId).build()));
+      for (const clientId of ['x', 'x', 'x', 'y'])
+        await firstValueFrom(
+          client.emit('dash.fail', new RedisTaskRecordBuilder({ clientId }).setClientId(clientId).build()),
+        );
       await waitFor(async () => (await redis.llen(dead)) === before + 4, 'four dead letters');
       page.on('dialog', (dialog) => void dialog.accept());
       await page.goto(`${base}#/dead?name=dash.fail&clientId=x&reason=failed`);
@@ -222,7 +275,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       failing = false;
     });
 
-    it('shows a pattern\'s waiting clients, and its workers with their liveness and what each runs', async () => {
+    it("shows a pattern's waiting clients, and its workers with their liveness and what each runs", async () => {
       held = new Promise<void>((resolve) => (release = resolve));
       const receipt = (await firstValueFrom(client.emit('dash.slow', { n: 1 }))) as { id: string };
       await waitFor(() => runs.some((run) => run.pattern === 'dash.slow'), 'the slow task to start');
@@ -230,7 +283,14 @@ for (const adapter of ['express', 'fastify'] as const) {
         page
           .getByTestId(testId)
           .locator('tbody tr')
-          .evaluateAll((rows) => rows.map((row) => Array.from((row as { children: ArrayLike<{ textContent: string | null }> }).children, (cell) => cell.textContent ?? '')));
+          .evaluateAll((rows) =>
+            rows.map((row) =>
+              Array.from(
+                (row as { children: ArrayLike<{ textContent: string | null }> }).children,
+                (cell) => cell.textContent ?? '',
+              ),
+            ),
+          );
       await page.goto(`${base}#/pattern?name=dash.orphan`);
       await page.getByTestId('clients').waitFor();
       expect((await table('clients')).map((row) => row.slice(0, 3))).toEqual([
@@ -240,7 +300,9 @@ for (const adapter of ['express', 'fastify'] as const) {
       // A pattern no worker consumes says so, in the word the CLI uses, with its headline counts.
       const orphan = await new RedisTaskAdmin(client).stats('dash.orphan');
       expect(orphan.state).toBe('no worker');
-      expect(await page.getByTestId('no-workers').textContent()).toBe('No worker consumes this pattern: its tasks wait until one starts.');
+      expect(await page.getByTestId('no-workers').textContent()).toBe(
+        'No worker consumes this pattern: its tasks wait until one starts.',
+      );
       expect(await page.getByTestId('workers').count()).toBe(0);
       const headline = page.getByTestId('headline');
       expect(await headline.locator('[data-field="pending"]').textContent()).toBe(String(orphan.pending.total));
@@ -260,7 +322,10 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect(worker[4]).toContain(receipt.id);
       release();
       // The reapers record the counters each minute, for the chart.
-      await waitFor(async () => (await redis.hlen(keys.queue('dash.slow').history)) >= 1, 'the counters of the minute to be recorded');
+      await waitFor(
+        async () => (await redis.hlen(keys.queue('dash.slow').history)) >= 1,
+        'the counters of the minute to be recorded',
+      );
     });
 
     if (adapter === 'express') {
@@ -282,8 +347,14 @@ describe('RedisTaskDashboardModule options', () => {
     expect(() => RedisTaskDashboardModule.forRoot({ refreshMs: 10 })).toThrow(/option "refreshMs"/);
     expect(() => RedisTaskDashboardModule.forRoot({ path: '../x' })).toThrow(/option "path"/);
 
-    @Module({ imports: [RedisTaskDashboardModule.forRootAsync({ useFactory: () => ({ actions: true, connection: redisUrl() }) })] })
+    @Module({
+      imports: [
+        RedisTaskDashboardModule.forRootAsync({ useFactory: () => ({ actions: true, connection: redisUrl() }) }),
+      ],
+    })
     class AsyncModule {}
-    await expect(NestFactory.create(AsyncModule, { logger: false, abortOnError: false })).rejects.toThrow(/option "actions" needs option "guard"/);
+    await expect(NestFactory.create(AsyncModule, { logger: false, abortOnError: false })).rejects.toThrow(
+      /option "actions" needs option "guard"/,
+    );
   });
 });

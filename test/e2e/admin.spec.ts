@@ -2,7 +2,14 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { NonRetryableTaskError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, type TaskOutcomeEvent } from '../../lib/index.js';
+import {
+  NonRetryableTaskError,
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  type TaskOutcomeEvent,
+} from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, gate, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -56,13 +63,20 @@ describe('RedisTaskAdmin', () => {
   it('reports pending per client (most first), delayed, dead letters and the oldest pending age of a known state', async () => {
     const { client, admin } = await setup();
     const records = [
-      ...Array.from({ length: 5 }, (_, n) => new RedisTaskRecordBuilder({ key: `a${n}` }).setClientId('tenant-a').build()),
-      ...Array.from({ length: 2 }, (_, n) => new RedisTaskRecordBuilder({ key: `b${n}` }).setClientId('tenant-b').setPriority(3).build()),
+      ...Array.from({ length: 5 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `a${n}` }).setClientId('tenant-a').build(),
+      ),
+      ...Array.from({ length: 2 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `b${n}` }).setClientId('tenant-b').setPriority(3).build(),
+      ),
       new RedisTaskRecordBuilder({ key: 'later' }).setClientId('tenant-c').setDelay(60_000).build(),
     ];
     const before = Date.now();
     await client.emitBatch('admin.work', records);
-    await redis.lpush(new PrefixKeys(prefix).queue('admin.work').deadLetters, JSON.stringify({ id: 'x', reason: 'failed' }));
+    await redis.lpush(
+      new PrefixKeys(prefix).queue('admin.work').deadLetters,
+      JSON.stringify({ id: 'x', reason: 'failed' }),
+    );
     const stats = await admin.stats('admin.work');
     expect(stats).toMatchObject({
       queue: 'admin.work',
@@ -88,16 +102,23 @@ describe('RedisTaskAdmin', () => {
     await redis.hset(queue.weights, 'tenant-a', 'abc');
     await redis.set(queue.counters, 'not a hash');
     const broken = await admin.stats('admin.work');
-    expect(broken.faults.map((fault) => fault.subject).sort()).toEqual([queue.counters, queue.pending('tenant-b')].sort());
+    expect(broken.faults.map((fault) => fault.subject).sort()).toEqual(
+      [queue.counters, queue.pending('tenant-b')].sort(),
+    );
     started.push((await startWorker(prefix, [Handlers], { concurrency: 4 })).app);
     const keys = Array.from({ length: 51 }, (_, n) => `k${n}`);
-    await client.emitBatch('admin.work', keys.map((key, n) => new RedisTaskRecordBuilder({ key }).setClientId(n % 2 ? 'tenant-a' : 'tenant-c').build()));
+    await client.emitBatch(
+      'admin.work',
+      keys.map((key, n) => new RedisTaskRecordBuilder({ key }).setClientId(n % 2 ? 'tenant-a' : 'tenant-c').build()),
+    );
     await waitFor(() => handled.length === keys.length, 'every task of the other clients to be handled');
     expect([...handled].sort()).toEqual([...keys].sort());
     const stats = await admin.stats('admin.work');
     expect(stats.pending.total).toBe(0);
     expect(stats.inFlight.total).toBe(0);
-    expect(stats.faults.map((fault) => fault.subject).sort()).toEqual([queue.counters, queue.pending('tenant-b'), `${queue.weights} tenant-a`].sort());
+    expect(stats.faults.map((fault) => fault.subject).sort()).toEqual(
+      [queue.counters, queue.pending('tenant-b'), `${queue.weights} tenant-a`].sort(),
+    );
     expect(await redis.get(`${queue.pending('tenant-b')}:quarantined:1`)).toBe('x');
     // Dealt with: the faults are forgotten; the broken counters key is still reported while it is broken.
     await redis.del(queue.counters);
@@ -121,7 +142,10 @@ describe('RedisTaskAdmin', () => {
     // ok ×2 + flaky (second run) complete; flaky's and always's first runs are retried; always's second
     // run and poison are dead-lettered: 4 failed runs in all.
     const expected = { completed: 3, failed: 4, retried: 2, deadLettered: 2 };
-    await waitFor(async () => JSON.stringify((await admin.stats('admin.outcomes')).counters) === JSON.stringify(expected), 'the outcome counters');
+    await waitFor(
+      async () => JSON.stringify((await admin.stats('admin.outcomes')).counters) === JSON.stringify(expected),
+      'the outcome counters',
+    );
   });
 
   it("reports each run's outcome on the transport's 'task' event, without the payload", async () => {
@@ -140,11 +164,20 @@ describe('RedisTaskAdmin', () => {
     expect(of('flaky')).toEqual(['retried', 'completed']);
     expect(of('poison')).toEqual(['dead-lettered']);
     const retried = events.find((event) => event.outcome === 'retried')!;
-    expect(retried).toMatchObject({ queue: 'admin.outcomes', clientId: 'default', attempt: 1, workerId: 'events-w', error: { message: 'failed' } });
+    expect(retried).toMatchObject({
+      queue: 'admin.outcomes',
+      clientId: 'default',
+      attempt: 1,
+      workerId: 'events-w',
+      error: { message: 'failed' },
+    });
     // A fixed 10 ms backoff with the default jitter of 0.5.
     expect(retried.retryInMs).toBeGreaterThanOrEqual(5);
     expect(retried.retryInMs).toBeLessThanOrEqual(10);
-    expect(events.find((event) => event.outcome === 'dead-lettered')).toMatchObject({ reason: 'failed', error: { name: 'NonRetryableTaskError' } });
+    expect(events.find((event) => event.outcome === 'dead-lettered')).toMatchObject({
+      reason: 'failed',
+      error: { name: 'NonRetryableTaskError' },
+    });
     expect(events.every((event) => event.durationMs >= 0)).toBe(true);
     expect(JSON.stringify(events)).not.toContain('do-not-log');
   });
@@ -156,7 +189,14 @@ describe('RedisTaskAdmin', () => {
     await waitFor(async () => (await admin.stats('admin.held')).inFlight.total === 1, 'the held task in flight');
     const workers = await admin.workers('admin.held');
     expect(workers).toEqual([
-      { workerId: 'admin-w1', queue: 'admin.held', leaseExpiresAt: expect.any(Number), lastHeartbeatAt: expect.any(Number), alive: true, inFlight: 1 },
+      {
+        workerId: 'admin-w1',
+        queue: 'admin.held',
+        leaseExpiresAt: expect.any(Number),
+        lastHeartbeatAt: expect.any(Number),
+        alive: true,
+        inFlight: 1,
+      },
     ]);
     expect(Math.abs(workers[0].lastHeartbeatAt! - Date.now())).toBeLessThan(10_000);
     expect(workers[0].leaseExpiresAt).toBeGreaterThan(Date.now() + 10_000);
@@ -170,7 +210,10 @@ describe('RedisTaskAdmin', () => {
     await firstValueFrom(client.emit('admin.work', { key: 'before' }));
     await waitFor(() => handled.includes('before'), 'the task before the pause');
     await admin.pause('admin.work');
-    await client.emitBatch('admin.work', Array.from({ length: 20 }, (_, n) => ({ key: `paused-${n}` })));
+    await client.emitBatch(
+      'admin.work',
+      Array.from({ length: 20 }, (_, n) => ({ key: `paused-${n}` })),
+    );
     // The worker is woken by the enqueue, finds the queue paused, and claims nothing: poll a while to be sure.
     const deadline = Date.now() + 500;
     while (Date.now() < deadline) {
@@ -181,7 +224,10 @@ describe('RedisTaskAdmin', () => {
     expect(stats).toMatchObject({ paused: true, pending: { total: 20 } });
     const resumedAt = Date.now();
     await admin.resume('admin.work');
-    await waitFor(() => handled.filter((key) => key.startsWith('paused-')).length === 20, 'the paused tasks after resume');
+    await waitFor(
+      () => handled.filter((key) => key.startsWith('paused-')).length === 20,
+      'the paused tasks after resume',
+    );
     // Well under the 30 s block timeout: the resume was announced, not polled for.
     expect(Date.now() - resumedAt).toBeLessThan(5_000);
     expect((await admin.stats('admin.work')).paused).toBe(false);

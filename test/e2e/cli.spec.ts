@@ -4,7 +4,12 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { DEAD_LETTER_REASONS, NonRetryableTaskError, RedisTaskRecordBuilder, type QueueStats } from '../../lib/index.js';
+import {
+  DEAD_LETTER_REASONS,
+  NonRetryableTaskError,
+  RedisTaskRecordBuilder,
+  type QueueStats,
+} from '../../lib/index.js';
 import { freePort } from '../../scripts/redis-server.mjs';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -87,7 +92,13 @@ describe('npx nestjs-redis-tasks', () => {
     const detail = await cli(['stats', 'cli.work', '--prefix', prefix, '--json']);
     expect(detail.code).toBe(0);
     const stats = output(detail) as QueueStats;
-    expect(stats).toMatchObject({ queue: 'cli.work', delayed: 1, deadLetters: 1, pending: { total: 0 }, counters: { deadLettered: 1, failed: 1 } });
+    expect(stats).toMatchObject({
+      queue: 'cli.work',
+      delayed: 1,
+      deadLetters: 1,
+      pending: { total: 0 },
+      counters: { deadLettered: 1, failed: 1 },
+    });
     const workers = output(await cli(['workers', 'cli.work', '--prefix', prefix, '--json'])) as { alive: boolean }[];
     expect(workers).toHaveLength(1);
     expect(workers[0].alive).toBe(true);
@@ -95,7 +106,7 @@ describe('npx nestjs-redis-tasks', () => {
     expect(stats).toMatchObject({ state: 'running', workers: { registered: 1, alive: 1 } });
   });
 
-  it("says `no worker` for a pattern no live worker consumes, as the dashboard does, and `paused` when paused", async () => {
+  it('says `no worker` for a pattern no live worker consumes, as the dashboard does, and `paused` when paused', async () => {
     const client = await setup();
     await firstValueFrom(client.emit('cli.work', { key: 'ok-1' }));
     await waitFor(() => handled.includes('ok-1'), 'the task handled');
@@ -103,7 +114,9 @@ describe('npx nestjs-redis-tasks', () => {
     await client.close();
     const human = await cli(['stats', '--prefix', prefix]);
     expect(human.stdout).toMatch(/^cli\.work\s.*\sno worker\s*$/m);
-    expect((await cli(['stats', 'cli.work', '--prefix', prefix])).stdout).toMatch(/^pattern cli\.work: no worker, 1 shard\(s\), 0 live worker\(s\) of 0 registered$/m);
+    expect((await cli(['stats', 'cli.work', '--prefix', prefix])).stdout).toMatch(
+      /^pattern cli\.work: no worker, 1 shard\(s\), 0 live worker\(s\) of 0 registered$/m,
+    );
     expect((await cli(['pause', 'cli.work', '--prefix', prefix])).code).toBe(0);
     expect((await cli(['stats', '--prefix', prefix])).stdout).toMatch(/^cli\.work\s.*\spaused\s*$/m);
   });
@@ -140,15 +153,24 @@ describe('npx nestjs-redis-tasks', () => {
       new RedisTaskRecordBuilder({ key: 'bad-y2' }).setClientId('y').build(),
     ]);
     await waitFor(async () => (await redis.llen(`${prefix}:{cli.work}:dead`)) === 3, 'three dead letters');
-    const listed = output(await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])) as { clientId: string }[];
+    const listed = output(await cli(['dead', 'list', 'cli.work', '--client', 'y', '--prefix', prefix, '--json'])) as {
+      clientId: string;
+    }[];
     expect(listed.map((r) => r.clientId)).toEqual(['y', 'y']);
     const purged = await cli(['dead', 'purge', 'cli.work', '--client', 'y', '--error', 'bad-y2', '--prefix', prefix]);
     expect(purged).toMatchObject({ code: 0, stdout: 'purged 1 dead letter(s) of cli.work\n' });
     failing = false;
-    expect((await cli(['dead', 'requeue', 'cli.work', '--reason', 'failed', '--prefix', prefix])).stdout).toBe('requeued 2 dead letter(s) of cli.work\n');
+    expect((await cli(['dead', 'requeue', 'cli.work', '--reason', 'failed', '--prefix', prefix])).stdout).toBe(
+      'requeued 2 dead letter(s) of cli.work\n',
+    );
     await waitFor(() => handled.includes('bad-x') && handled.includes('bad-y'), 'the requeued tasks');
     const bad = await cli(['dead', 'purge', 'cli.work', '--reason', 'broken', '--prefix', prefix]);
-    expect(bad).toMatchObject({ code: 2, stderr: expect.stringMatching(/^nestjs-redis-tasks: --reason must be one of failed, timeout, interrupted, expired, malformed, unsupported-version, rejected, got "broken" \(see --help\)\n$/) });
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(
+        /^nestjs-redis-tasks: --reason must be one of failed, timeout, interrupted, expired, malformed, unsupported-version, rejected, got "broken" \(see --help\)\n$/,
+      ),
+    });
     expect((await cli(['dead', 'purge', 'cli.work', 'some-id', '--all', '--prefix', prefix])).code).toBe(2);
   });
 
@@ -166,7 +188,10 @@ describe('npx nestjs-redis-tasks', () => {
     const client = await setup();
     expect((await cli(['pause', 'cli.work', '--prefix', prefix])).stdout).toBe('cli.work: paused\n');
     await firstValueFrom(client.emit('cli.work', { key: 'while-paused' }));
-    expect(output(await cli(['stats', 'cli.work', '--prefix', prefix, '--json']))).toMatchObject({ paused: true, pending: { total: 1 } });
+    expect(output(await cli(['stats', 'cli.work', '--prefix', prefix, '--json']))).toMatchObject({
+      paused: true,
+      pending: { total: 1 },
+    });
     expect((await cli(['resume', 'cli.work', '--prefix', prefix])).code).toBe(0);
     await waitFor(() => handled.includes('while-paused'), 'the task after resume');
   });
@@ -174,8 +199,16 @@ describe('npx nestjs-redis-tasks', () => {
   it.each([
     [['frobnicate'], 2, /^nestjs-redis-tasks: unknown command "frobnicate" \(see --help\)\n$/],
     [['stats', '--bogus'], 2, /^nestjs-redis-tasks: Unknown option '--bogus'.*\(see --help\)\n$/],
-    [['stats', 'no.such.pattern', '--prefix', 'cli-none'], 3, /^nestjs-redis-tasks: unknown pattern "no\.such\.pattern" \(known: none; is --prefix right\?\)\n$/],
-    [['stats', '--url', 'http://example.com'], 2, /^nestjs-redis-tasks: --url must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/example\.com"\n$/],
+    [
+      ['stats', 'no.such.pattern', '--prefix', 'cli-none'],
+      3,
+      /^nestjs-redis-tasks: unknown pattern "no\.such\.pattern" \(known: none; is --prefix right\?\)\n$/,
+    ],
+    [
+      ['stats', '--url', 'http://example.com'],
+      2,
+      /^nestjs-redis-tasks: --url must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/example\.com"\n$/,
+    ],
     [['dead', 'requeue', 'cli.work'], 3, /unknown pattern/],
   ])('fails %j with exit code %i and one line, no stack', async (args, code, message) => {
     const run = await cli(args);
@@ -188,7 +221,9 @@ describe('npx nestjs-redis-tasks', () => {
     const port = await freePort();
     const run = await cli(['stats', '--url', `redis://127.0.0.1:${port}`]);
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(new RegExp(`^nestjs-redis-tasks: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}: .+\\n$`));
+    expect(run.stderr).toMatch(
+      new RegExp(`^nestjs-redis-tasks: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}: .+\\n$`),
+    );
   });
 
   it('exits 4 for a dead letter id that does not exist', async () => {

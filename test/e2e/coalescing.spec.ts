@@ -40,7 +40,7 @@ function recordCalls(connection: TaskRedis): { tasks: string[][] } {
   connection.enqueueTasks = (root: string, ...args: (string | number)[]) => {
     const entries: string[] = [];
     // The call record comes first (one field starting with '{': see enqueueTasks-1.lua).
-    for (let a = String(args[0]).startsWith('{') ? 1 : 0; a < args.length; ) {
+    for (let a = String(args[0]).startsWith('{') ? 1 : 0; a < args.length;) {
       if (args[a] === '') {
         entries.push(String(args[a + 2]));
         a += 8;
@@ -49,7 +49,9 @@ function recordCalls(connection: TaskRedis): { tasks: string[][] } {
         a += 2;
       }
     }
-    calls.tasks.push(entries.map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id));
+    calls.tasks.push(
+      entries.map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id),
+    );
     return original(root, ...args);
   };
   return calls;
@@ -57,7 +59,9 @@ function recordCalls(connection: TaskRedis): { tasks: string[][] } {
 
 async function storedIds(pattern: string, clientId = 'default'): Promise<string[]> {
   const raw = await redis.lrange(keys.queue(pattern).pending(clientId), 0, -1);
-  return raw.map((entry) => (decodeEntry(entry) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
+  return raw.map(
+    (entry) => (decodeEntry(entry) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id,
+  );
 }
 
 afterEach(async () => {
@@ -75,7 +79,9 @@ describe('coalesced enqueue', () => {
     const producer = await client();
     await firstValueFrom(producer.emit('work', { warm: true })); // the queue's first use checks its layout
     const calls = recordCalls(producer.unwrap<TaskRedis>());
-    const receipts = await Promise.all(Array.from({ length: 300 }, (_, n) => firstValueFrom(producer.emit<RedisTaskReceipt>('work', { n }))));
+    const receipts = await Promise.all(
+      Array.from({ length: 300 }, (_, n) => firstValueFrom(producer.emit<RedisTaskReceipt>('work', { n }))),
+    );
     expect(calls.tasks).toHaveLength(1);
     expect(calls.tasks[0]).toEqual(receipts.map((receipt) => receipt.id));
     expect(new Set(receipts.map((receipt) => receipt.id)).size).toBe(300);
@@ -148,11 +154,20 @@ describe('coalesced enqueue', () => {
       firstValueFrom(producer.emit<RedisTaskReceipt>('work', badPriority)),
       firstValueFrom(producer.emit<RedisTaskReceipt>('work', { n: 4 })),
     ]);
-    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+    expect(results.map((result) => result.status)).toEqual([
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'rejected',
+      'rejected',
+      'fulfilled',
+    ]);
     expect((results[1] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidTaskError);
     expect((results[3] as PromiseRejectedResult).reason).toBeInstanceOf(PayloadTooLargeError);
     expect((results[4] as PromiseRejectedResult).reason).toBeInstanceOf(InvalidTaskError);
-    const written = [results[0], results[2], results[5]].map((result) => (result as PromiseFulfilledResult<RedisTaskReceipt>).value.id);
+    const written = [results[0], results[2], results[5]].map(
+      (result) => (result as PromiseFulfilledResult<RedisTaskReceipt>).value.id,
+    );
     expect(calls.tasks).toEqual([written]);
     expect((await storedIds('work')).slice(1)).toEqual(written);
   });
@@ -186,8 +201,13 @@ describe('coalesced enqueue', () => {
     await firstValueFrom(producer.emit('work', { warm: true }));
     const calls = recordCalls(producer.unwrap<TaskRedis>());
     const singles = Array.from({ length: 8 }, (_, n) => firstValueFrom(producer.emit<RedisTaskReceipt>('work', { n })));
-    const batch = producer.emitBatch('work', Array.from({ length: 5 }, (_, n) => ({ batch: n })));
-    const more = Array.from({ length: 2 }, (_, n) => firstValueFrom(producer.emit<RedisTaskReceipt>('work', { more: n })));
+    const batch = producer.emitBatch(
+      'work',
+      Array.from({ length: 5 }, (_, n) => ({ batch: n })),
+    );
+    const more = Array.from({ length: 2 }, (_, n) =>
+      firstValueFrom(producer.emit<RedisTaskReceipt>('work', { more: n })),
+    );
     const [first, batched, second] = await Promise.all([Promise.all(singles), batch, Promise.all(more)]);
     expect(calls.tasks).toEqual([first.map((r) => r.id), [...batched, ...second].map((r) => r.id)]);
     expect((await storedIds('work')).slice(1)).toEqual([...first, ...batched, ...second].map((r) => r.id));
@@ -239,7 +259,11 @@ describe('coalesced enqueue', () => {
     const calls = recordCalls(producer.unwrap<TaskRedis>());
     const clients = Array.from({ length: 40 }, (_, n) => `c${n}`);
     const receipts = await Promise.all(
-      clients.map((clientId, n) => firstValueFrom(producer.emit<RedisTaskReceipt>('work', new RedisTaskRecordBuilder({ n }).setClientId(clientId).build()))),
+      clients.map((clientId, n) =>
+        firstValueFrom(
+          producer.emit<RedisTaskReceipt>('work', new RedisTaskRecordBuilder({ n }).setClientId(clientId).build()),
+        ),
+      ),
     );
     const layout = keys.layout('work', 4);
     const shardsUsed = new Set(clients.map((clientId) => layout.shardOf(clientId).root));
@@ -247,7 +271,9 @@ describe('coalesced enqueue', () => {
     expect(calls.tasks).toHaveLength(4);
     for (const [n, clientId] of clients.entries()) {
       const raw = await redis.lrange(layout.shardOf(clientId).pending(clientId), 0, -1);
-      expect(raw.map((entry) => (decodeEntry(entry) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id)).toEqual([receipts[n].id]);
+      expect(
+        raw.map((entry) => (decodeEntry(entry) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id),
+      ).toEqual([receipts[n].id]);
     }
   });
 });

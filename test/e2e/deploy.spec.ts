@@ -61,32 +61,42 @@ describe('a deploy while tasks flow', () => {
   it.each([
     { concurrency: 1, trials: 15, perTrial: 60 },
     { concurrency: 64, trials: 8, perTrial: 2_000 },
-  ])('re-runs no finished task over $trials close-and-restart trials at concurrency $concurrency', async ({ concurrency, trials, perTrial }) => {
-    prefix = testPrefix(`deploy-c${concurrency}`);
-    const { client, module } = await startProducer(prefix);
-    apps.push(module);
-    let total = 0;
-    for (let trial = 0; trial < trials; trial++) {
-      await client.emitBatch(
-        'deploy.flow',
-        Array.from({ length: perTrial }, (_, i) => ({ key: `t${trial}-${i}` })),
-      );
-      total += perTrial;
-      const worker = await startWorker(prefix, [Flow], { workerId: 'deploy-w', concurrency, reaperIntervalMs: false });
-      // Close while tasks flow: once some of this trial's tasks finished, at a varying point.
-      const threshold = total - perTrial + Math.floor((perTrial / 3) * (1 + (trial % 3) / 2));
-      await waitFor(() => finished.size >= threshold, `${threshold} tasks finished`, { timeoutMs: 30_000, intervalMs: 1 });
-      await worker.app.close();
-    }
-    // One last run with the same id drains what the closes left.
-    const last = await startWorker(prefix, [Flow], { workerId: 'deploy-w', concurrency, reaperIntervalMs: false });
-    apps.push(last.app);
-    await waitFor(() => finished.size === total, `${total} distinct tasks finished`, { timeoutMs: 60_000 });
-    const queue = new PrefixKeys(prefix).queue('deploy.flow');
-    await waitFor(async () => (await redis.hlen(queue.processing('deploy-w'))) === 0, 'every task acknowledged');
-    expect(reruns()).toEqual([]);
-    expect(await redis.get(queue.pendingCount)).toBe('0');
-  });
+  ])(
+    're-runs no finished task over $trials close-and-restart trials at concurrency $concurrency',
+    async ({ concurrency, trials, perTrial }) => {
+      prefix = testPrefix(`deploy-c${concurrency}`);
+      const { client, module } = await startProducer(prefix);
+      apps.push(module);
+      let total = 0;
+      for (let trial = 0; trial < trials; trial++) {
+        await client.emitBatch(
+          'deploy.flow',
+          Array.from({ length: perTrial }, (_, i) => ({ key: `t${trial}-${i}` })),
+        );
+        total += perTrial;
+        const worker = await startWorker(prefix, [Flow], {
+          workerId: 'deploy-w',
+          concurrency,
+          reaperIntervalMs: false,
+        });
+        // Close while tasks flow: once some of this trial's tasks finished, at a varying point.
+        const threshold = total - perTrial + Math.floor((perTrial / 3) * (1 + (trial % 3) / 2));
+        await waitFor(() => finished.size >= threshold, `${threshold} tasks finished`, {
+          timeoutMs: 30_000,
+          intervalMs: 1,
+        });
+        await worker.app.close();
+      }
+      // One last run with the same id drains what the closes left.
+      const last = await startWorker(prefix, [Flow], { workerId: 'deploy-w', concurrency, reaperIntervalMs: false });
+      apps.push(last.app);
+      await waitFor(() => finished.size === total, `${total} distinct tasks finished`, { timeoutMs: 60_000 });
+      const queue = new PrefixKeys(prefix).queue('deploy.flow');
+      await waitFor(async () => (await redis.hlen(queue.processing('deploy-w'))) === 0, 'every task acknowledged');
+      expect(reruns()).toEqual([]);
+      expect(await redis.get(queue.pendingCount)).toBe('0');
+    },
+  );
 
   it('re-runs no send() task over 10 close-and-restart trials, and every caller gets its one reply', async () => {
     prefix = testPrefix('deploy-send');
@@ -95,11 +105,19 @@ describe('a deploy while tasks flow', () => {
     const replies: Promise<string>[] = [];
     let total = 0;
     for (let trial = 0; trial < 10; trial++) {
-      for (let i = 0; i < 100; i++) replies.push(lastValueFrom(client.send<string>('deploy.reply', { key: `s${trial}-${i}` })));
+      for (let i = 0; i < 100; i++)
+        replies.push(lastValueFrom(client.send<string>('deploy.reply', { key: `s${trial}-${i}` })));
       total += 100;
-      const worker = await startWorker(prefix, [Flow], { workerId: 'deploy-s', concurrency: 8, reaperIntervalMs: false });
+      const worker = await startWorker(prefix, [Flow], {
+        workerId: 'deploy-s',
+        concurrency: 8,
+        reaperIntervalMs: false,
+      });
       const threshold = total - 100 + 10 + ((trial * 13) % 60);
-      await waitFor(() => finished.size >= threshold, `${threshold} tasks finished`, { timeoutMs: 30_000, intervalMs: 1 });
+      await waitFor(() => finished.size >= threshold, `${threshold} tasks finished`, {
+        timeoutMs: 30_000,
+        intervalMs: 1,
+      });
       await worker.app.close();
     }
     const last = await startWorker(prefix, [Flow], { workerId: 'deploy-s', concurrency: 8, reaperIntervalMs: false });
@@ -112,16 +130,26 @@ describe('a deploy while tasks flow', () => {
 });
 
 describe('two processes with one worker id', () => {
-  it('refuses the second while the first is alive, naming the id, and runs none of the first one\'s tasks again', async () => {
+  it("refuses the second while the first is alive, naming the id, and runs none of the first one's tasks again", async () => {
     prefix = testPrefix('dup-id');
     const { client, module } = await startProducer(prefix);
     apps.push(module);
     await client.emitBatch('deploy.hold', [{ key: 'a' }, { key: 'b' }, { key: 'c' }, { key: 'd' }]);
-    const first = await startWorker(prefix, [Flow], { workerId: 'shared-id', concurrency: 4, heartbeatIntervalMs: 100, leaseMs: 2_000 });
+    const first = await startWorker(prefix, [Flow], {
+      workerId: 'shared-id',
+      concurrency: 4,
+      heartbeatIntervalMs: 100,
+      leaseMs: 2_000,
+    });
     apps.push(first.app);
     await waitFor(() => started.size === 4, 'four tasks running');
 
-    const refused = await startWorker(prefix, [Flow], { workerId: 'shared-id', concurrency: 4, heartbeatIntervalMs: 100, leaseMs: 2_000 }).then(
+    const refused = await startWorker(prefix, [Flow], {
+      workerId: 'shared-id',
+      concurrency: 4,
+      heartbeatIntervalMs: 100,
+      leaseMs: 2_000,
+    }).then(
       (second) => {
         apps.push(second.app);
         return undefined;
@@ -149,7 +177,11 @@ describe('two processes with one worker id', () => {
     // A previous run took its lease (unexpired) and claimed both tasks, then died (no more heartbeats).
     await gatewayOf(redis).heartbeat(queue, 'crashed-id', 30_000);
     await claimAs(redis, queue, 'crashed-id', 2);
-    const worker = await startWorker(prefix, [Flow], { workerId: 'crashed-id', heartbeatIntervalMs: 100, leaseMs: 2_000 });
+    const worker = await startWorker(prefix, [Flow], {
+      workerId: 'crashed-id',
+      heartbeatIntervalMs: 100,
+      leaseMs: 2_000,
+    });
     apps.push(worker.app);
     await waitFor(() => finished.size === 2, 'both tasks resumed and run');
     expect([...finished.values()]).toEqual([1, 1]);

@@ -51,9 +51,15 @@ describe('exactly once without faults', () => {
         }),
       );
     }
-    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, { timeoutMs: 60_000, intervalMs: 50 });
+    await waitFor(() => handled.size === total, `${total} distinct tasks handled`, {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     const queue = new PrefixKeys(prefix).queue('count.me');
-    await waitFor(async () => (await redis.hlen(queue.processing('w-a'))) + (await redis.hlen(queue.processing('w-b'))) === 0, 'all acks');
+    await waitFor(
+      async () => (await redis.hlen(queue.processing('w-a'))) + (await redis.hlen(queue.processing('w-b'))) === 0,
+      'all acks',
+    );
 
     expect([...handled.values()].every((count) => count === 1)).toBe(true);
     expect([...handled.values()].reduce((a, b) => a + b, 0)).toBe(total);
@@ -65,12 +71,26 @@ describe('exactly once without faults', () => {
     // per-minute history), the claim counter and the pending count (back to 0) remain.
     // Enqueue calls' records expire with their TTL (enqueueTimeoutMs + 10 s): kept only for a resend.
     const records = (await keysUnder(redis, prefix)).filter((key) => key.startsWith(`${queue.root}:call:`));
-    expect((await Promise.all(records.map((key) => redis.pttl(key)))).every((ttl) => ttl > 0 && ttl <= 15_000)).toBe(true);
+    expect((await Promise.all(records.map((key) => redis.pttl(key)))).every((ttl) => ttl > 0 && ttl <= 15_000)).toBe(
+      true,
+    );
     const left = (await keysUnder(redis, prefix))
       .filter((key) => !records.includes(key))
       .map((key) => (key.startsWith(queue.root) ? key.slice(queue.root.length + 1) : key))
       .sort();
-    expect(left).toEqual(['counters', 'groups', 'heartbeats', 'history', 'pending-count', 'sequence', 'shards', 'workers', `${prefix}:queues`].sort());
+    expect(left).toEqual(
+      [
+        'counters',
+        'groups',
+        'heartbeats',
+        'history',
+        'pending-count',
+        'sequence',
+        'shards',
+        'workers',
+        `${prefix}:queues`,
+      ].sort(),
+    );
     expect(await redis.hget(queue.counters, 'completed')).toBe(String(total));
     expect(await redis.get(queue.pendingCount)).toBe('0');
   });

@@ -90,13 +90,19 @@ class Flaky {
     throw new RpcException(detail);
   }
 
-  @EventPattern<string>('never.settles', { handlerTimeoutMs: 150, maxAttempts: 2, backoff: { type: 'fixed', delayMs: 10 } })
+  @EventPattern<string>('never.settles', {
+    handlerTimeoutMs: 150,
+    maxAttempts: 2,
+    backoff: { type: 'fixed', delayMs: 10 },
+  })
   async neverSettles(@Payload() p: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
     runs.push({ pattern: 'never.settles', n: p.n, attempt: ctx.getAttempt(), maxAttempts: ctx.getMaxAttempts() });
-    await new Promise<void>((resolve) => ctx.getSignal().addEventListener('abort', () => {
-      aborted.push(`${ctx.getTaskId()}:${(ctx.getSignal().reason as Error).name}`);
-      resolve();
-    }));
+    await new Promise<void>((resolve) =>
+      ctx.getSignal().addEventListener('abort', () => {
+        aborted.push(`${ctx.getTaskId()}:${(ctx.getSignal().reason as Error).name}`);
+        resolve();
+      }),
+    );
     await new Promise<void>(() => undefined); // ignores the signal: only the timeout frees the slot
   }
 }
@@ -133,7 +139,11 @@ function fresh(name: string): void {
  * A worker that claims `count` tasks while its lease is live, then dies: its lease runs out (the claim
  * script refuses a worker whose lease has already expired).
  */
-async function claimThenDie(queue: QueueKeys, workerId: string, count: number): Promise<string[] | 'unregistered' | 'paused'> {
+async function claimThenDie(
+  queue: QueueKeys,
+  workerId: string,
+  count: number,
+): Promise<string[] | 'unregistered' | 'paused'> {
   await gatewayOf(redis).heartbeat(queue, workerId, 60_000);
   const claimed = await claimAs(redis, queue, workerId, count);
   await redis.zadd(queue.workers, '1', workerId);
@@ -178,7 +188,13 @@ describe('retries', () => {
     await waitFor(() => runsOf('flaky').length === 3, 'three runs');
     expect(runsOf('flaky').map((run) => run.attempt)).toEqual([1, 2, 3]);
     expect(runsOf('flaky').every((run) => run.maxAttempts === 5)).toBe(true);
-    await waitFor(async () => (await keysUnder(redis, prefix)).every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|history|pending-count|queues)$/.test(key)), 'nothing left but the registry');
+    await waitFor(
+      async () =>
+        (await keysUnder(redis, prefix)).every((key) =>
+          /:(workers|heartbeats|groups|sequence|shards|counters|history|pending-count|queues)$/.test(key),
+        ),
+      'nothing left but the registry',
+    );
     expect(await redis.llen(keys.queue('flaky').deadLetters)).toBe(0);
   });
 
@@ -203,7 +219,10 @@ describe('retries', () => {
 
     healed = true;
     runs.length = 0;
-    expect(await admin.requeueDeadLetters('always.fails', { ids: [id as string] })).toEqual({ requeued: 1, skipped: 0 });
+    expect(await admin.requeueDeadLetters('always.fails', { ids: [id as string] })).toEqual({
+      requeued: 1,
+      skipped: 0,
+    });
     await waitFor(() => runsOf('always.fails').length === 1, 'the requeued run');
     expect(runsOf('always.fails')[0].attempt).toBe(1); // attempts reset
     expect(await admin.countDeadLetters('always.fails')).toBe(0);
@@ -216,19 +235,32 @@ describe('retries', () => {
     await firstValueFrom(client.emit('bad.input', { n: 1 }));
     const [record] = await deadLetters('bad.input', 1);
     expect(runsOf('bad.input')).toHaveLength(1);
-    expect(record).toMatchObject({ reason: 'failed', attempts: 1, detail: 'non-retryable error', error: { message: 'the avatar file is not an image' } });
+    expect(record).toMatchObject({
+      reason: 'failed',
+      attempts: 1,
+      detail: 'non-retryable error',
+      error: { message: 'the avatar file is not an image' },
+    });
   });
 
-  it('takes attempts and backoff from the pattern\'s extras, and a record\'s own setting over both', async () => {
+  it("takes attempts and backoff from the pattern's extras, and a record's own setting over both", async () => {
     fresh('layers');
     const { client } = await module();
     await worker({ maxAttempts: 5 });
     await firstValueFrom(client.emit('twice', { n: 1 }));
     await deadLetters('twice', 1);
-    expect(runsOf('twice').map((run) => [run.attempt, run.maxAttempts])).toEqual([[1, 2], [2, 2]]);
+    expect(runsOf('twice').map((run) => [run.attempt, run.maxAttempts])).toEqual([
+      [1, 2],
+      [2, 2],
+    ]);
 
     runs.length = 0;
-    await firstValueFrom(client.emit('twice', new RedisTaskRecordBuilder({ n: 2 }).setMaxAttempts(4).setBackoff({ type: 'fixed', delayMs: 5 }).build()));
+    await firstValueFrom(
+      client.emit(
+        'twice',
+        new RedisTaskRecordBuilder({ n: 2 }).setMaxAttempts(4).setBackoff({ type: 'fixed', delayMs: 5 }).build(),
+      ),
+    );
     await deadLetters('twice', 2);
     expect(runsOf('twice').map((run) => run.attempt)).toEqual([1, 2, 3, 4]);
   });
@@ -237,7 +269,9 @@ describe('retries', () => {
     fresh('senderror');
     const { client } = await module({ replyTimeoutMs: 30_000 });
     await worker({ maxAttempts: 2 });
-    await expect(firstValueFrom(client.send('quote', { n: 1 }))).rejects.toMatchObject({ message: 'no quote for product 1' });
+    await expect(firstValueFrom(client.send('quote', { n: 1 }))).rejects.toMatchObject({
+      message: 'no quote for product 1',
+    });
     expect(runsOf('quote').map((run) => run.attempt)).toEqual([1, 2]);
   });
 });
@@ -247,7 +281,12 @@ describe('dead letters', () => {
     fresh('cap');
     const { client, admin } = await module();
     await worker({ deadLetterCap: 3 });
-    const ids = (await client.emitBatch('bad.input', [1, 2, 3, 4, 5].map((n) => ({ n })))).map((receipt) => receipt.id);
+    const ids = (
+      await client.emitBatch(
+        'bad.input',
+        [1, 2, 3, 4, 5].map((n) => ({ n })),
+      )
+    ).map((receipt) => receipt.id);
     await waitFor(() => runsOf('bad.input').length === 5, 'five runs');
     const list = await waitFor(async () => {
       const records = await admin.listDeadLetters('bad.input');
@@ -265,7 +304,7 @@ describe('dead letters', () => {
 });
 
 describe('leases and recovery', () => {
-  it('RedisTaskReaper.sweep() returns a dead worker\'s tasks to the head of their list, attempt counted', async () => {
+  it("RedisTaskReaper.sweep() returns a dead worker's tasks to the head of their list, attempt counted", async () => {
     fresh('reap');
     const { client, reaper } = await module();
     await client.emitBatch('noop', [{ n: 1 }, { n: 2 }, { n: 3 }]);
@@ -285,7 +324,7 @@ describe('leases and recovery', () => {
     expect(await reaper.sweep()).toMatchObject({ recovered: 0, workersRemoved: 0 }); // nothing twice
   });
 
-  it('a worker\'s built-in reaper recovers a dead worker\'s tasks with no other wiring', async () => {
+  it("a worker's built-in reaper recovers a dead worker's tasks with no other wiring", async () => {
     fresh('builtin');
     const { client } = await module();
     await client.emitBatch('flaky', [{ n: 1 }, { n: 2 }]);
@@ -306,13 +345,21 @@ describe('leases and recovery', () => {
     await waitFor(() => runsOf('waits.for.abort').length === 1, 'the first run');
     // What a reaper does once this worker's lease has expired (after a long pause, say): its task goes
     // back to its list. The live worker must notice at its next heartbeat.
-    const recovered = await requeueProcessing(redis, queue, { workerId, deadLetterCap: 10, resultTtlMs: 1_000 }, { countAttempt: true });
+    const recovered = await requeueProcessing(
+      redis,
+      queue,
+      { workerId, deadLetterCap: 10, resultTtlMs: 1_000 },
+      { countAttempt: true },
+    );
     expect(recovered).toEqual({ requeued: 1, malformed: 0 });
     expect(reaper).toBeInstanceOf(RedisTaskReaper);
     await waitFor(() => aborted.length === 1, 'the abort signal');
     await waitFor(() => runsOf('waits.for.abort').length === 2, 'the second run');
     expect(runsOf('waits.for.abort').map((run) => run.attempt)).toEqual([1, 2]);
-    await waitFor(async () => (await redis.hlen(queue.processing(w.transport.options.workerId))) === 0, 'the second run to be acknowledged');
+    await waitFor(
+      async () => (await redis.hlen(queue.processing(w.transport.options.workerId))) === 0,
+      'the second run to be acknowledged',
+    );
     expect(await redis.llen(queue.pending('default'))).toBe(0);
   });
 
@@ -340,17 +387,31 @@ describe('bounded memory', () => {
     await worker({ concurrency: 16 });
     await firstValueFrom(client.emit('noop', { warmup: true }));
     const queue = keys.queue('noop');
-    await waitFor(async () => (await redis.hget(queue.counters, 'completed')) === '1', 'the warm-up task to be acknowledged');
+    await waitFor(
+      async () => (await redis.hget(queue.counters, 'completed')) === '1',
+      'the warm-up task to be acknowledged',
+    );
     // The per-minute history appears at a reaper's sweep, whenever that comes; it is bounded (an hour of minutes).
     // So do the enqueue calls' records (kept for the call's TTL, enqueueTimeoutMs + 10 s, so a resend finds them).
-    const lasting = async () => (await keysUnder(redis, prefix)).filter((key) => !key.endsWith(':history') && !key.includes(':call:')).sort();
+    const lasting = async () =>
+      (await keysUnder(redis, prefix)).filter((key) => !key.endsWith(':history') && !key.includes(':call:')).sort();
     const baseline = await lasting();
     for (let i = 0; i < 10; i++) {
-      await client.emitBatch('noop', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build()));
+      await client.emitBatch(
+        'noop',
+        Array.from({ length: 1_000 }, (_, n) =>
+          new RedisTaskRecordBuilder({ n }).setClientId(`tenant-${n % 7}`).build(),
+        ),
+      );
     }
-    await waitFor(async () => (await lasting()).join() === baseline.join(), 'the key count to return to its baseline', { timeoutMs: 60_000, intervalMs: 100 });
+    await waitFor(async () => (await lasting()).join() === baseline.join(), 'the key count to return to its baseline', {
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    });
     // What stays: the list of patterns, each pattern's worker registry and heartbeats, shard count, outcome and claim counters (and their per-minute history), the pending count; nothing per task.
-    expect(baseline.every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|pending-count|queues)$/.test(key))).toBe(true);
+    expect(
+      baseline.every((key) => /:(workers|heartbeats|groups|sequence|shards|counters|pending-count|queues)$/.test(key)),
+    ).toBe(true);
     const records = (await keysUnder(redis, prefix)).filter((key) => key.includes(':call:'));
     const ttls = await Promise.all(records.map((key) => redis.pttl(key)));
     expect(ttls.every((ttl) => ttl > 0 && ttl <= 15_000)).toBe(true);
@@ -359,7 +420,9 @@ describe('bounded memory', () => {
 
 describe('bad options', () => {
   it('refuses a heartbeat that is not at most half the lease, naming heartbeatIntervalMs', () => {
-    expect(() => new RedisTaskTransport({ heartbeatIntervalMs: 6_000, leaseMs: 10_000 })).toThrow(/option "heartbeatIntervalMs"/);
+    expect(() => new RedisTaskTransport({ heartbeatIntervalMs: 6_000, leaseMs: 10_000 })).toThrow(
+      /option "heartbeatIntervalMs"/,
+    );
   });
 
   it('refuses bad backoff and attempts, naming the option', () => {
@@ -424,7 +487,10 @@ describe('results and errors that cannot be serialized, handlers that never sett
     expect(outcomes).toEqual(['retried:', 'dead-lettered:timeout']);
     // With concurrency 1, a second task still runs: the abandoned handlers hold no slot.
     await firstValueFrom(client.emit('noop', {}));
-    await waitFor(async () => (await redis.hget(keys.queue('noop').counters, 'completed')) === '1', 'the next task to run');
+    await waitFor(
+      async () => (await redis.hget(keys.queue('noop').counters, 'completed')) === '1',
+      'the next task to run',
+    );
   });
 });
 
@@ -445,13 +511,20 @@ describe('send() that times out', () => {
     fresh('send-timeout');
     const { client } = await module({ replyTimeoutMs: 150 });
     const kept = await firstValueFrom(client.send('nobody.handles', { n: 1 })).catch((e: unknown) => e);
-    expect(kept).toMatchObject({ name: 'ReplyTimeoutError', cancelled: false, message: expect.stringContaining('may still run later') });
+    expect(kept).toMatchObject({
+      name: 'ReplyTimeoutError',
+      cancelled: false,
+      message: expect.stringContaining('may still run later'),
+    });
     const queue = keys.queue('nobody.handles');
     expect(await redis.llen(queue.pending('default'))).toBe(1);
 
     const cancelling = await module({ replyTimeoutMs: 150, cancelOnReplyTimeout: true });
     for (const priority of [0, 5]) {
-      const record = new RedisTaskRecordBuilder({ n: 2 }).setPriority(priority).setDeduplicationKey(`quote-${priority}`).build();
+      const record = new RedisTaskRecordBuilder({ n: 2 })
+        .setPriority(priority)
+        .setDeduplicationKey(`quote-${priority}`)
+        .build();
       const error = await firstValueFrom(cancelling.client.send('nobody.handles', record)).catch((e: unknown) => e);
       expect(error).toMatchObject({ name: 'ReplyTimeoutError', cancelled: true });
       expect(await redis.exists(queue.dedup(`quote-${priority}`))).toBe(0);

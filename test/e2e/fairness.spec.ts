@@ -26,11 +26,14 @@ afterEach(async () => {
 });
 
 describe('fairness across clients', () => {
-  it('runs a second client\'s task before the flooding client\'s next 10, with 5,000 of the first pending', async () => {
+  it("runs a second client's task before the flooding client's next 10, with 5,000 of the first pending", async () => {
     prefix = testPrefix('fair');
     const { client, module } = await startProducer(prefix, { clientId: 'flood' });
     started.push(module);
-    await client.emitBatch('tenant.job', Array.from({ length: 5_000 }, (_, n) => ({ n })));
+    await client.emitBatch(
+      'tenant.job',
+      Array.from({ length: 5_000 }, (_, n) => ({ n })),
+    );
     const pending = new PrefixKeys(prefix).queue('tenant.job').pending('flood');
     expect(await redis.llen(pending)).toBe(5_000);
 
@@ -40,7 +43,7 @@ describe('fairness across clients', () => {
     const floodStartsBefore = starts.length;
     await client.emitBatch('tenant.job', [new RedisTaskRecordBuilder({ n: -1 }).setClientId('quiet').build()]);
 
-    await waitFor(() => starts.some((start) => start.clientId === 'quiet'), 'the quiet client\'s task to start');
+    await waitFor(() => starts.some((start) => start.clientId === 'quiet'), "the quiet client's task to start");
     const quietIndex = starts.findIndex((start) => start.clientId === 'quiet');
     const floodTasksInBetween = quietIndex - floodStartsBefore;
     expect(floodTasksInBetween).toBeLessThan(10);

@@ -2,7 +2,15 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
-import { InvalidOptionError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport, type RedisTaskClient } from '../../lib/index.js';
+import {
+  InvalidOptionError,
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  RedisTaskTransport,
+  type RedisTaskClient,
+} from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -50,7 +58,12 @@ async function worker(group: string, workerId?: string) {
 async function emit(client: RedisTaskClient, from: number, count: number, clients = 3): Promise<void> {
   for (let start = from; start < from + count; start += 1_000) {
     const size = Math.min(1_000, from + count - start);
-    await client.emitBatch('user.created', Array.from({ length: size }, (_, i) => new RedisTaskRecordBuilder({ key: `u${start + i}` }).setClientId(`c${(start + i) % clients}`).build()));
+    await client.emitBatch(
+      'user.created',
+      Array.from({ length: size }, (_, i) =>
+        new RedisTaskRecordBuilder({ key: `u${start + i}` }).setClientId(`c${(start + i) % clients}`).build(),
+      ),
+    );
   }
 }
 
@@ -62,7 +75,10 @@ describe('consumer groups', () => {
       await worker(group, `${group}-2`);
     }
     await emit(client, 0, 5_000);
-    await waitFor(() => handledBy('billing') === 5_000 && handledBy('email') === 5_000, 'both groups', { timeoutMs: 60_000, intervalMs: 50 });
+    await waitFor(() => handledBy('billing') === 5_000 && handledBy('email') === 5_000, 'both groups', {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     for (const group of ['billing', 'email']) {
       expect([...runs.get(group)!.values()].every((count) => count === 1)).toBe(true);
     }
@@ -98,7 +114,12 @@ describe('consumer groups', () => {
     started.splice(started.indexOf(late.app), 1);
     await emit(client, 100, 5, 1);
     const admin = new RedisTaskAdmin(client);
-    expect(await admin.removeGroup('user.created', 'audit')).toEqual({ pending: 5, delayed: 0, inFlight: 0, deadLetters: 0 });
+    expect(await admin.removeGroup('user.created', 'audit')).toEqual({
+      pending: 5,
+      delayed: 0,
+      inFlight: 0,
+      deadLetters: 0,
+    });
     expect(await admin.groups('user.created')).toEqual(['billing']);
     const audit = new PrefixKeys(prefix).queue('user.created').forGroup('audit');
     expect(await redis.exists(audit.ring, audit.pending('c0'), audit.sequence)).toBe(0);
@@ -106,7 +127,9 @@ describe('consumer groups', () => {
 
   it('refuses a group name that is empty or contains the key separator, at construction', () => {
     expect(() => new RedisTaskTransport({ group: '' })).toThrow(InvalidOptionError);
-    expect(() => new RedisTaskTransport({ group: 'a:b' })).toThrow('option "group" must not contain the key separator ":"');
+    expect(() => new RedisTaskTransport({ group: 'a:b' })).toThrow(
+      'option "group" must not contain the key separator ":"',
+    );
     expect(() => new RedisTaskAdmin({} as RedisTaskClient).forGroup('x:y')).toThrow(InvalidOptionError);
   });
 });

@@ -34,16 +34,22 @@ describe('start-up guardrails', () => {
     const server = await evictingRedis();
     const start = startWorker(testPrefix('evict'), [Handlers], { connection: server.url, evictionPolicy: 'refuse' });
     await expect(start).rejects.toBeInstanceOf(UnsafeRedisError);
-    await expect(startWorker(testPrefix('evict'), [Handlers], { connection: server.url, evictionPolicy: 'refuse' })).rejects.toThrow(
-      /maxmemory-policy is "allkeys-lru".*set maxmemory-policy noeviction/,
-    );
+    await expect(
+      startWorker(testPrefix('evict'), [Handlers], { connection: server.url, evictionPolicy: 'refuse' }),
+    ).rejects.toThrow(/maxmemory-policy is "allkeys-lru".*set maxmemory-policy noeviction/);
   });
 
   it('refuses a client the same way, leaving no connection open', async () => {
     const server = await evictingRedis();
-    const client = new RedisTaskClient({ connection: server.url, prefix: testPrefix('evict'), evictionPolicy: 'refuse' });
+    const client = new RedisTaskClient({
+      connection: server.url,
+      prefix: testPrefix('evict'),
+      evictionPolicy: 'refuse',
+    });
     await expect(client.connect()).rejects.toMatchObject({ code: 'UNSAFE_EVICTION_POLICY' });
-    await expect(firstValueFrom(client.emit('guarded', { n: 1 }))).rejects.toMatchObject({ code: 'UNSAFE_EVICTION_POLICY' });
+    await expect(firstValueFrom(client.emit('guarded', { n: 1 }))).rejects.toMatchObject({
+      code: 'UNSAFE_EVICTION_POLICY',
+    });
     await client.close();
   });
 
@@ -70,7 +76,9 @@ describe('start-up guardrails', () => {
   });
 
   it('refuses an unknown evictionPolicy value, naming the option', () => {
-    expect(() => new RedisTaskTransport({ evictionPolicy: 'maybe' as never })).toThrow(/option "evictionPolicy" must be "warn", "refuse" or "off"/);
+    expect(() => new RedisTaskTransport({ evictionPolicy: 'maybe' as never })).toThrow(
+      /option "evictionPolicy" must be "warn", "refuse" or "off"/,
+    );
     expect(() => new RedisTaskClient({ evictionPolicy: 1 as never })).toThrow(/option "evictionPolicy"/);
   });
 });

@@ -128,12 +128,19 @@ let prefix = '';
 let keys: PrefixKeys;
 const started: { close(): Promise<unknown> }[] = [];
 
-async function setUp(name: string, workerOptions = {}): Promise<{ client: RedisTaskClient; worker: Worker; outcomes: TaskOutcomeEvent[] }> {
+async function setUp(
+  name: string,
+  workerOptions = {},
+): Promise<{ client: RedisTaskClient; worker: Worker; outcomes: TaskOutcomeEvent[] }> {
   prefix = testPrefix(name);
   keys = new PrefixKeys(prefix);
   const { client, module } = await startProducer(prefix, { replyTimeoutMs: 20_000 });
   started.push(module);
-  const worker = await startWorker(prefix, [Handlers], { maxAttempts: 3, backoff: { type: 'fixed', delayMs: 10 }, ...workerOptions });
+  const worker = await startWorker(prefix, [Handlers], {
+    maxAttempts: 3,
+    backoff: { type: 'fixed', delayMs: 10 },
+    ...workerOptions,
+  });
   started.push(worker.app);
   const outcomes: TaskOutcomeEvent[] = [];
   worker.transport.on('task', (event) => outcomes.push(event));
@@ -177,21 +184,33 @@ describe('handler-decided outcomes', () => {
     await waitFor(() => outcomes.some((event) => event.outcome === 'completed'), 'the second run to complete');
     expect(runsOf('later').map((run) => run.attempt)).toEqual([1, 2]);
     expect(runsOf('later')[1].at - runsOf('later')[0].at).toBeGreaterThanOrEqual(250);
-    expect(outcomes.map((event) => [event.outcome, event.retryInMs])).toEqual([['retried', 300], ['completed', undefined]]);
+    expect(outcomes.map((event) => [event.outcome, event.retryInMs])).toEqual([
+      ['retried', 300],
+      ['completed', undefined],
+    ]);
   });
 
   it('a retry asked for on the last attempt dead-letters the task as failed (a task cannot retry for ever)', async () => {
     await setUp('ctx-retry-last').then(({ client }) => firstValueFrom(client.emit('always.later', {})));
     const record = await deadLetter('always.later');
     expect(runsOf('always.later').map((run) => run.attempt)).toEqual([1, 2, 3]);
-    expect(record).toMatchObject({ reason: 'failed', attempts: 3, detail: 'the handler asked for a retry on the last of 3 attempt(s)', error: { name: 'RetryTaskError' } });
+    expect(record).toMatchObject({
+      reason: 'failed',
+      attempts: 3,
+      detail: 'the handler asked for a retry on the last of 3 attempt(s)',
+      error: { name: 'RetryTaskError' },
+    });
   });
 
   it('throw new RetryTaskError(message, { delayMs }) does the same', async () => {
     const { client, outcomes } = await setUp('throw-retry');
     await firstValueFrom(client.emit('throws.retry', {}));
     await waitFor(() => outcomes.some((event) => event.outcome === 'completed'), 'the second run to complete');
-    expect(outcomes[0]).toMatchObject({ outcome: 'retried', retryInMs: 20, error: { name: 'RetryTaskError', message: 'the mail server said 421', code: 'RETRY_TASK' } });
+    expect(outcomes[0]).toMatchObject({
+      outcome: 'retried',
+      retryInMs: 20,
+      error: { name: 'RetryTaskError', message: 'the mail server said 421', code: 'RETRY_TASK' },
+    });
     expect(runsOf('throws.retry').map((run) => run.attempt)).toEqual([1, 2]);
   });
 
@@ -200,8 +219,18 @@ describe('handler-decided outcomes', () => {
     await firstValueFrom(client.emit('rejects', { to: 'nobody' }));
     await firstValueFrom(client.emit('throws.dead', {}));
     const rejected = await deadLetter('rejects');
-    expect(rejected).toMatchObject({ reason: 'rejected', detail: 'the address does not exist', attempts: 1, payload: { to: 'nobody' }, error: { name: 'DeadLetterTaskError', code: 'DEAD_LETTER_TASK' } });
-    expect(await deadLetter('throws.dead')).toMatchObject({ reason: 'rejected', detail: 'no such account', attempts: 1 });
+    expect(rejected).toMatchObject({
+      reason: 'rejected',
+      detail: 'the address does not exist',
+      attempts: 1,
+      payload: { to: 'nobody' },
+      error: { name: 'DeadLetterTaskError', code: 'DEAD_LETTER_TASK' },
+    });
+    expect(await deadLetter('throws.dead')).toMatchObject({
+      reason: 'rejected',
+      detail: 'no such account',
+      attempts: 1,
+    });
     expect(runsOf('rejects')).toHaveLength(1);
     expect(await redis.hgetall(keys.queue('rejects').counters)).toEqual({ deadLettered: '1' });
   });
@@ -214,7 +243,7 @@ describe('handler-decided outcomes', () => {
     expect(outcomes[0].outcome).toBe('completed');
   });
 
-  it('a send() caller waits through a retry the handler asked for, and gets the later run\'s result', async () => {
+  it("a send() caller waits through a retry the handler asked for, and gets the later run's result", async () => {
     const { client } = await setUp('send-retry');
     await expect(firstValueFrom(client.send('quote.later', {}))).resolves.toEqual({ attempt: 2 });
   });
@@ -223,7 +252,13 @@ describe('handler-decided outcomes', () => {
     const { client } = await setUp('send-dead');
     const error = await firstValueFrom(client.send('quote.rejected', {})).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TaskFailedError);
-    expect(error).toMatchObject({ name: 'DeadLetterTaskError', message: 'product withdrawn', code: 'DEAD_LETTER_TASK', reason: 'rejected', attempt: 1 });
+    expect(error).toMatchObject({
+      name: 'DeadLetterTaskError',
+      message: 'product withdrawn',
+      code: 'DEAD_LETTER_TASK',
+      reason: 'rejected',
+      attempt: 1,
+    });
   });
 
   it('ctx.extendLease(ms) moves the handler timeout for long work', async () => {
@@ -239,17 +274,31 @@ describe('handler-decided outcomes', () => {
       openGate = resolve;
     });
     // Heartbeats far apart: the worker has not noticed the loss when its handler asks.
-    const { client, worker, outcomes } = await setUp('fenced', { heartbeatIntervalMs: 30_000, leaseMs: 60_000, reaperIntervalMs: false });
+    const { client, worker, outcomes } = await setUp('fenced', {
+      heartbeatIntervalMs: 30_000,
+      leaseMs: 60_000,
+      reaperIntervalMs: false,
+    });
     const queue = keys.queue('fenced');
     await firstValueFrom(client.emit('fenced', new RedisTaskRecordBuilder({}).build()));
     await waitFor(() => runsOf('fenced').length === 1, 'the first run');
     // What a reaper does once the worker's lease expired: the task goes back to its list (attempt counted).
-    await requeueProcessing(redis, queue, { workerId: worker.transport.options.workerId, deadLetterCap: 10, resultTtlMs: 1_000 }, { countAttempt: true });
+    await requeueProcessing(
+      redis,
+      queue,
+      { workerId: worker.transport.options.workerId, deadLetterCap: 10, resultTtlMs: 1_000 },
+      { countAttempt: true },
+    );
     await waitFor(() => runsOf('fenced').length === 2, 'the recovered run');
     openGate();
     await waitFor(() => refusals.length === 3, 'the three requests');
     expect(refusals).toEqual(['extendLease: refused', 'retry: refused', 'deadLetter: refused']);
-    await waitFor(() => outcomes.filter((event) => event.outcome === 'completed').length === 1 && outcomes.some((event) => event.outcome === 'lease-lost'), 'both runs to end');
+    await waitFor(
+      () =>
+        outcomes.filter((event) => event.outcome === 'completed').length === 1 &&
+        outcomes.some((event) => event.outcome === 'lease-lost'),
+      'both runs to end',
+    );
     expect(await redis.zcard(queue.delayed)).toBe(0);
     expect(await redis.llen(queue.deadLetters)).toBe(0);
     expect(runsOf('fenced').map((run) => run.attempt)).toEqual([1, 2]);

@@ -2,7 +2,13 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
-import { DeadLetterTaskError, PrefixKeys, RedisTaskContext, RedisTaskRecordBuilder, TaskFailedError } from '../../lib/index.js';
+import {
+  DeadLetterTaskError,
+  PrefixKeys,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  TaskFailedError,
+} from '../../lib/index.js';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
@@ -61,9 +67,15 @@ describe('hostile handlers', () => {
     prefix = testPrefix('hostile-proxy');
     const { client, module } = await startProducer(prefix, { replyTimeoutMs: 20_000 });
     apps.push(module);
-    const worker = await startWorker(prefix, [Hostile], { workerId: 'hostile-w', heartbeatIntervalMs: 100, leaseMs: 1_000 });
+    const worker = await startWorker(prefix, [Hostile], {
+      workerId: 'hostile-w',
+      heartbeatIntervalMs: 100,
+      leaseMs: 1_000,
+    });
     apps.push(worker.app);
-    const answer = lastValueFrom(client.send('hostile.proxy', new RedisTaskRecordBuilder({ key: 'p' }).setMaxAttempts(2).build())).catch((error: unknown) => error);
+    const answer = lastValueFrom(
+      client.send('hostile.proxy', new RedisTaskRecordBuilder({ key: 'p' }).setMaxAttempts(2).build()),
+    ).catch((error: unknown) => error);
     const error = await answer;
     expect(error).toBeInstanceOf(TaskFailedError);
     const queue = new PrefixKeys(prefix).queue('hostile.proxy');

@@ -3,7 +3,14 @@ import { Controller, type LoggerService } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
-import { DeadLetterTaskError, PrefixKeys, RedisTaskContext, RedisTaskTransport, RetryTaskError, type RedisTaskClient } from '../../lib/index.js';
+import {
+  DeadLetterTaskError,
+  PrefixKeys,
+  RedisTaskContext,
+  RedisTaskTransport,
+  RetryTaskError,
+  type RedisTaskClient,
+} from '../../lib/index.js';
 import { startProducer } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
@@ -12,7 +19,9 @@ class CapturingLogger implements LoggerService {
   readonly lines: { level: string; text: string }[] = [];
   private add(level: string, message: unknown, rest: unknown[]): void {
     // Nest passes the context (the logger's name) last; a stack, when logged, comes as a string or in an Error.
-    const parts = [message, ...rest.slice(0, -1)].map((part) => (part instanceof Error ? `${part.message}\n${part.stack}` : String(part)));
+    const parts = [message, ...rest.slice(0, -1)].map((part) =>
+      part instanceof Error ? `${part.message}\n${part.stack}` : String(part),
+    );
     this.lines.push({ level, text: parts.join(' ') });
   }
   log(message: unknown, ...rest: unknown[]): void {
@@ -91,11 +100,19 @@ async function start(name: string, options: { shutdownTimeoutMs?: number; group?
   const transport = new RedisTaskTransport({ connection: redisUrl(), prefix, workerId: `${name}-worker`, ...options });
   const app = module.createNestMicroservice({ strategy: transport, logger });
   await app.listen();
-  closers.push(() => producer.close(), () => app.close());
+  closers.push(
+    () => producer.close(),
+    () => app.close(),
+  );
   return { prefix, logger, app, client, keys: new PrefixKeys(prefix) };
 }
 
-async function settledOnce(client: RedisTaskClient, pattern: string, logger: CapturingLogger, expected: RegExp): Promise<void> {
+async function settledOnce(
+  client: RedisTaskClient,
+  pattern: string,
+  logger: CapturingLogger,
+  expected: RegExp,
+): Promise<void> {
   await firstValueFrom(client.emit(pattern, {}));
   await waitFor(() => logger.lines.some((line) => expected.test(line.text)), `a log line matching ${expected}`);
 }
@@ -126,7 +143,9 @@ describe('what the worker logs', () => {
     const { logger, app, client, prefix } = await start('lifecycle-logs', { shutdownTimeoutMs: 50, group: 'mailers' });
     const started = logger.about('lifecycle-logs-worker consuming');
     expect(started).toHaveLength(1);
-    expect(started[0].text).toContain('5 patterns "mail.retry-throw", "mail.retry-ctx", "mail.reject-ctx", "mail.reject-throw", "mail.slow"');
+    expect(started[0].text).toContain(
+      '5 patterns "mail.retry-throw", "mail.retry-ctx", "mail.reject-ctx", "mail.reject-throw", "mail.slow"',
+    );
     expect(started[0].text).toContain('group "mailers"');
     expect(started[0].text).toContain(`prefix "${prefix}"`);
     expect(started[0].text).toMatch(/from Redis at [\w.-]+:\d+/);
@@ -136,7 +155,9 @@ describe('what the worker logs', () => {
     await running;
     await app.close();
     release();
-    expect(logger.about('stopping')[0]?.text).toBe('worker lifecycle-logs-worker stopping: no new claims; waiting up to 50 ms for 1 running handler(s)');
+    expect(logger.about('stopping')[0]?.text).toBe(
+      'worker lifecycle-logs-worker stopping: no new claims; waiting up to 50 ms for 1 running handler(s)',
+    );
     expect(logger.about('still running after 50 ms')).toHaveLength(1);
     expect(logger.about('lifecycle-logs-worker stopped in')).toHaveLength(1);
   });

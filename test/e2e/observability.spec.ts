@@ -32,7 +32,11 @@ async function app(): Promise<TestingModule> {
   prefix = testPrefix('obs');
   const module = await Test.createTestingModule({
     imports: [RedisTaskModule.forRoot({ connection: redisUrl(), prefix, reaperIntervalMs: false }), TerminusModule],
-    providers: [RedisTaskMetrics, RedisTaskHealthIndicator, { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } }],
+    providers: [
+      RedisTaskMetrics,
+      RedisTaskHealthIndicator,
+      { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } },
+    ],
   }).compile();
   module.useLogger(false);
   await module.init();
@@ -60,14 +64,25 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     const module = await app();
     const metrics = module.get(RedisTaskMetrics);
     const client = module.get(RedisTaskClient);
-    await client.emitBatch('obs.work', Array.from({ length: 12 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`c${n % 3}`).build()));
+    await client.emitBatch(
+      'obs.work',
+      Array.from({ length: 12 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId(`c${n % 3}`).build()),
+    );
     await client.emitBatch('obs.work', [new RedisTaskRecordBuilder({}).setDelay(60_000).build()]);
     const { transport } = await startWorker(prefix, [Handlers], { concurrency: 1, prefetch: 1 });
     started.push(transport);
     metrics.observe(transport);
     await firstValueFrom(client.emit('obs.work', { fail: true }));
     await waitFor(() => handled === 12, 'the twelve tasks');
-    await waitFor(async () => sample(await metrics.registry.metrics(), 'redis_tasks_outcomes_total', 'queue="obs.work",outcome="dead-lettered"') === 1, 'the dead-letter outcome');
+    await waitFor(
+      async () =>
+        sample(
+          await metrics.registry.metrics(),
+          'redis_tasks_outcomes_total',
+          'queue="obs.work",outcome="dead-lettered"',
+        ) === 1,
+      'the dead-letter outcome',
+    );
     const text = await metrics.registry.metrics();
     expect(sample(text, 'redis_tasks_queue_depth', 'queue="obs.work"')).toBe(0);
     expect(sample(text, 'redis_tasks_delayed', 'queue="obs.work"')).toBe(1);
@@ -75,7 +90,9 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     expect(sample(text, 'redis_tasks_paused', 'queue="obs.work"')).toBe(0);
     expect(sample(text, 'redis_tasks_outcomes_total', 'queue="obs.work",outcome="completed"')).toBe(12);
     expect(sample(text, 'redis_tasks_handler_duration_seconds_count', 'queue="obs.work",outcome="completed"')).toBe(12);
-    expect(sample(text, 'redis_tasks_handler_duration_seconds_bucket', 'le="0.001",queue="obs.work",outcome="completed"')).toBe(0);
+    expect(
+      sample(text, 'redis_tasks_handler_duration_seconds_bucket', 'le="0.001",queue="obs.work",outcome="completed"'),
+    ).toBe(0);
   });
 
   it('leaves the main entry point loadable without prom-client or @nestjs/terminus installed', async () => {
@@ -96,7 +113,9 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
       await import(${JSON.stringify(metricsEntry)}).then(() => console.log('metrics loaded'), (e) => console.log('metrics: ' + e.code));
     `;
     const output = await new Promise<string>((done, fail) =>
-      execFile(process.execPath, ['--input-type=module', '-e', script], (error, stdout, stderr) => (error ? fail(new Error(stderr)) : done(stdout))),
+      execFile(process.execPath, ['--input-type=module', '-e', script], (error, stdout, stderr) =>
+        error ? fail(new Error(stderr)) : done(stdout),
+      ),
     );
     expect(output).toBe('function function\nmetrics: ERR_MODULE_NOT_FOUND\n');
   });
@@ -111,13 +130,20 @@ describe('health indicator (nestjs-redis-tasks/terminus)', () => {
     const { transport } = await startWorker(prefix, [Handlers]);
     const check = () => health.check([() => indicator.isHealthy('tasks', { transport, maxDeadLetterGrowth: 1 })]);
     const first = await check();
-    expect(first).toMatchObject({ status: 'ok', info: { tasks: { status: 'up', redis: 'up', worker: 'connected', deadLetterGrowth: 0 } } });
+    expect(first).toMatchObject({
+      status: 'ok',
+      info: { tasks: { status: 'up', redis: 'up', worker: 'connected', deadLetterGrowth: 0 } },
+    });
     await client.emitBatch('obs.work', [{ fail: true }, { fail: true }]);
     await waitFor(async () => (await redis.llen(`${prefix}:{obs.work}:dead`)) === 2, 'two dead letters');
-    await expect(check()).rejects.toMatchObject({ response: { status: 'error', error: { tasks: { status: 'down', deadLetterGrowth: 2 } } } });
+    await expect(check()).rejects.toMatchObject({
+      response: { status: 'error', error: { tasks: { status: 'down', deadLetterGrowth: 2 } } },
+    });
     // Growth is measured between checks: the next check sees none.
     expect(await check()).toMatchObject({ status: 'ok' });
     await transport.close();
-    await expect(check()).rejects.toMatchObject({ response: { error: { tasks: { status: 'down', worker: 'disconnected' } } } });
+    await expect(check()).rejects.toMatchObject({
+      response: { error: { tasks: { status: 'down', worker: 'disconnected' } } },
+    });
   });
 });

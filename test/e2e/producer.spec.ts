@@ -34,7 +34,10 @@ class Handlers {
     const running = (inFlight.get(clientId) ?? 0) + 1;
     inFlight.set(clientId, running);
     peak.perClient = Math.max(peak.perClient, running);
-    peak.overall = Math.max(peak.overall, [...inFlight.values()].reduce((a, b) => a + b, 0));
+    peak.overall = Math.max(
+      peak.overall,
+      [...inFlight.values()].reduce((a, b) => a + b, 0),
+    );
     runs.push({ pattern: 'per.client', payload, startedAt: Date.now(), clientId });
     await new Promise((resolve) => setTimeout(resolve, 5)); // work that keeps the task in flight
     inFlight.set(clientId, running - 1);
@@ -134,7 +137,14 @@ describe('setDelay / setRunAt', () => {
     await worker({ reaperIntervalMs: 600_000 });
     const emittedAt = Date.now();
     await firstValueFrom(client.emit('ordered', record(1).setDelay(300).build()));
-    await firstValueFrom(client.emit('ordered', record(2).setRunAt(new Date(emittedAt + 150)).build()));
+    await firstValueFrom(
+      client.emit(
+        'ordered',
+        record(2)
+          .setRunAt(new Date(emittedAt + 150))
+          .build(),
+      ),
+    );
     await firstValueFrom(client.emit('ordered', { n: 3 }));
     expect(await redis.zcard(keys.queue('ordered').delayed)).toBe(2);
     await waitFor(() => runsOf('ordered').length === 3, 'three runs', { timeoutMs: 5_000 });
@@ -156,7 +166,14 @@ describe('setDelay / setRunAt', () => {
   it('runs a task whose runAt is already past at once', async () => {
     fresh('runat-past');
     const client = await producer();
-    await firstValueFrom(client.emit('ordered', record(1).setRunAt(Date.now() - 60_000).build()));
+    await firstValueFrom(
+      client.emit(
+        'ordered',
+        record(1)
+          .setRunAt(Date.now() - 60_000)
+          .build(),
+      ),
+    );
     expect(await redis.zcard(keys.queue('ordered').delayed)).toBe(0);
     expect(await redis.llen(keys.queue('ordered').pending('default'))).toBe(1);
   });
@@ -174,7 +191,14 @@ describe('setExpiresIn / setExpiresAt', () => {
     fresh('expiry');
     const client = await producer();
     const { id } = await firstValueFrom(client.emit('ordered', record(1).setExpiresIn(30).build()));
-    await firstValueFrom(client.emit('ordered', record(2).setExpiresAt(Date.now() + 60_000).build()));
+    await firstValueFrom(
+      client.emit(
+        'ordered',
+        record(2)
+          .setExpiresAt(Date.now() + 60_000)
+          .build(),
+      ),
+    );
     const queue = keys.queue('ordered');
     const expiresAt = Date.now() + 30;
     await waitFor(() => Date.now() > expiresAt, 'the expiry to pass');
@@ -194,9 +218,9 @@ describe('setExpiresIn / setExpiresAt', () => {
     expect(() => record(1).setExpiresIn(0)).toThrow(/setExpiresIn\(\) needs a positive number/);
     expect(() => record(1).setExpiresIn(-5)).toThrow(InvalidTaskError);
     const client = await producer();
-    await expect(firstValueFrom(client.emit('ordered', record(1).setDelay(10_000).setExpiresIn(1_000).build()))).rejects.toThrow(
-      /would expire before its delay ends/,
-    );
+    await expect(
+      firstValueFrom(client.emit('ordered', record(1).setDelay(10_000).setExpiresIn(1_000).build())),
+    ).rejects.toThrow(/would expire before its delay ends/);
     expect(await keysUnder(redis, prefix)).toEqual([]);
   });
 });
@@ -212,7 +236,10 @@ describe('setDeduplicationKey', () => {
     expect(await redis.llen(keys.queue('ordered').pending('default'))).toBe(1);
     await worker();
     await waitFor(() => runsOf('ordered').length === 1, 'the first task to run');
-    await waitFor(async () => (await redis.exists(keys.queue('ordered').dedup('avatar:42'))) === 0, 'the key to be freed');
+    await waitFor(
+      async () => (await redis.exists(keys.queue('ordered').dedup('avatar:42'))) === 0,
+      'the key to be freed',
+    );
     const third = await firstValueFrom(client.emit('ordered', record(3).setDeduplicationKey('avatar:42').build()));
     expect(third.duplicate).toBe(false);
     await waitFor(() => runsOf('ordered').length === 2, 'the third task to run');
@@ -245,17 +272,21 @@ describe('setDeduplicationKey', () => {
     fresh('dedup-send');
     const client = await producer();
     const first = await firstValueFrom(client.emit('priced', record(1).setDeduplicationKey('quote:1').build()));
-    await expect(firstValueFrom(client.send('priced', record(1).setDeduplicationKey('quote:1').build()))).rejects.toMatchObject({
+    await expect(
+      firstValueFrom(client.send('priced', record(1).setDeduplicationKey('quote:1').build())),
+    ).rejects.toMatchObject({
       code: 'DUPLICATE',
       holderId: first.id,
     });
-    await expect(firstValueFrom(client.send('priced', record(1).setDeduplicationKey('quote:1').build()))).rejects.toBeInstanceOf(
-      DuplicateTaskError,
-    );
+    await expect(
+      firstValueFrom(client.send('priced', record(1).setDeduplicationKey('quote:1').build())),
+    ).rejects.toBeInstanceOf(DuplicateTaskError);
   });
 
   it('refuses an empty key and a bad TTL', () => {
-    expect(() => record(1).setDeduplicationKey('')).toThrow(/setDeduplicationKey\(\) needs a string of 1 to 512 characters/);
+    expect(() => record(1).setDeduplicationKey('')).toThrow(
+      /setDeduplicationKey\(\) needs a string of 1 to 512 characters/,
+    );
     expect(() => record(1).setDeduplicationKey('k', { ttlMs: 0 })).toThrow(/ttlMs/);
   });
 });
@@ -271,13 +302,21 @@ describe('emitBatch', () => {
       calls++;
       return original(...args);
     };
-    const items = Array.from({ length: 250 }, (_, n) => (n % 2 === 0 ? { n } : record(n).setClientId(`tenant-${n % 3}`).build()));
+    const items = Array.from({ length: 250 }, (_, n) =>
+      n % 2 === 0
+        ? { n }
+        : record(n)
+            .setClientId(`tenant-${n % 3}`)
+            .build(),
+    );
     const receipts = await client.emitBatch('ordered', items);
     expect(calls).toBe(3);
     expect(receipts).toHaveLength(250);
     expect(new Set(receipts.map((receipt) => receipt.id)).size).toBe(250);
     const queue = keys.queue('ordered');
-    const counts = await Promise.all(['default', 'tenant-0', 'tenant-1', 'tenant-2'].map((id) => redis.llen(queue.pending(id))));
+    const counts = await Promise.all(
+      ['default', 'tenant-0', 'tenant-1', 'tenant-2'].map((id) => redis.llen(queue.pending(id))),
+    );
     expect(counts.reduce((a, b) => a + b, 0)).toBe(250);
     expect(counts[0]).toBe(125);
   });
@@ -292,11 +331,17 @@ describe('emitBatch', () => {
       index: 2,
       message: expect.stringMatching(/item 2's payload cannot be serialized/),
     });
-    await expect(client.emitBatch('ordered', [{ n: 1 }, { blob: 'x'.repeat(200) }])).rejects.toBeInstanceOf(PayloadTooLargeError);
-    await expect(client.emitBatch('ordered', [{ n: 1 }, { blob: 'x'.repeat(200) }])).rejects.toThrow(/item 1's payload is \d+ bytes/);
+    await expect(client.emitBatch('ordered', [{ n: 1 }, { blob: 'x'.repeat(200) }])).rejects.toBeInstanceOf(
+      PayloadTooLargeError,
+    );
+    await expect(client.emitBatch('ordered', [{ n: 1 }, { blob: 'x'.repeat(200) }])).rejects.toThrow(
+      /item 1's payload is \d+ bytes/,
+    );
     const tooLate = new RedisTaskRecordBuilder({ n: 3 }).build();
     (tooLate.options as { expiresAt?: number }).expiresAt = Date.now() - 1_000;
-    await expect(client.emitBatch('ordered', [{ n: 1 }, { n: 2 }, { n: 3 }, tooLate])).rejects.toThrow(/item 3: the task expired before it was enqueued/);
+    await expect(client.emitBatch('ordered', [{ n: 1 }, { n: 2 }, { n: 3 }, tooLate])).rejects.toThrow(
+      /item 3: the task expired before it was enqueued/,
+    );
     await expect(client.emitBatch('ordered', 'nope' as never)).rejects.toThrow(/emitBatch\(\) needs an array/);
     expect(await keysUnder(redis, prefix)).toEqual([]);
   });
@@ -304,7 +349,9 @@ describe('emitBatch', () => {
   it('refuses a payload over maxPayloadBytes from emit, writing nothing', async () => {
     fresh('too-large');
     const client = await producer({ maxPayloadBytes: 64 });
-    await expect(firstValueFrom(client.emit('ordered', { blob: 'x'.repeat(100) }))).rejects.toThrow(/over the maxPayloadBytes limit of 64/);
+    await expect(firstValueFrom(client.emit('ordered', { blob: 'x'.repeat(100) }))).rejects.toThrow(
+      /over the maxPayloadBytes limit of 64/,
+    );
     expect(await keysUnder(redis, prefix)).toEqual([]);
   });
 });
@@ -320,7 +367,10 @@ describe('emit() Observable', () => {
     const [a, b] = await Promise.all([first, second]);
     expect(a).toEqual(b);
     expect(a).toMatchObject({ duplicate: false });
-    await waitFor(async () => (await redis.llen(keys.queue('ordered').pending('default'))) === 2, 'both tasks in Redis');
+    await waitFor(
+      async () => (await redis.llen(keys.queue('ordered').pending('default'))) === 2,
+      'both tasks in Redis',
+    );
     // Subscribed after Redis answered: the same receipt, and the task is not sent again.
     const late = await firstValueFrom(unsubscribed);
     expect(late).toEqual(await firstValueFrom(unsubscribed));
@@ -346,13 +396,17 @@ describe('emit() Observable', () => {
 });
 
 describe('per-client concurrency cap', () => {
-  it('with clientConcurrency 1 runs each client\'s tasks one at a time in enqueue order, while other clients proceed', async () => {
+  it("with clientConcurrency 1 runs each client's tasks one at a time in enqueue order, while other clients proceed", async () => {
     fresh('client-cap');
     const client = await producer();
     const clients = ['acme', 'globex', 'initech'];
     await client.emitBatch(
       'per.client',
-      Array.from({ length: 30 }, (_, n) => record(n).setClientId(clients[n % 3]).build()),
+      Array.from({ length: 30 }, (_, n) =>
+        record(n)
+          .setClientId(clients[n % 3])
+          .build(),
+      ),
     );
     // Two workers, so the cap must hold across processes' worth of slots, not just within one worker.
     await worker({ concurrency: 4 });
@@ -361,12 +415,17 @@ describe('per-client concurrency cap', () => {
     expect(peak.perClient).toBe(1);
     expect(peak.overall).toBeGreaterThan(1);
     for (const id of clients) {
-      const order = runsOf('per.client').filter((run) => run.clientId === id).map((run) => run.payload.n);
+      const order = runsOf('per.client')
+        .filter((run) => run.clientId === id)
+        .map((run) => run.payload.n);
       expect(order).toEqual([...order].sort((a, b) => a - b));
       expect(order).toHaveLength(10);
     }
     const queue = keys.queue('per.client');
-    await waitFor(async () => (await redis.exists(queue.inflight, queue.counted, queue.parked)) === 0, 'the cap bookkeeping to empty');
+    await waitFor(
+      async () => (await redis.exists(queue.inflight, queue.counted, queue.parked)) === 0,
+      'the cap bookkeeping to empty',
+    );
   });
 
   it('refuses a bad clientConcurrency, naming the option', () => {

@@ -1,7 +1,14 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { InvalidOptionError, PrefixKeys, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import {
+  InvalidOptionError,
+  PrefixKeys,
+  RedisTaskAdmin,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  RedisTaskTransport,
+} from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -39,9 +46,17 @@ describe('per-client rate limits', () => {
     const { client, module } = await startProducer(prefix);
     started.push(module);
     const admin = new RedisTaskAdmin(client);
-    await client.emitBatch('limited', Array.from({ length: 400 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('metered').build()));
+    await client.emitBatch(
+      'limited',
+      Array.from({ length: 400 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('metered').build()),
+    );
     for (let start = 0; start < 6_000; start += 1_000) {
-      await client.emitBatch('limited', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n: start + n }).setClientId('free').build()));
+      await client.emitBatch(
+        'limited',
+        Array.from({ length: 1_000 }, (_, n) =>
+          new RedisTaskRecordBuilder({ n: start + n }).setClientId('free').build(),
+        ),
+      );
     }
     // The pattern limits every client to 50/s; 'free' is given a limit too high to matter.
     await admin.setClientRateLimit('limited', 'free', 1_000_000);
@@ -58,12 +73,15 @@ describe('per-client rate limits', () => {
     expect(starts.filter((s) => s.clientId === 'free').length).toBe(6_000);
   });
 
-  it('counts a rate-limited client\'s waiting tasks as pending while it is off the ring (stats, CLI, metrics)', async () => {
+  it("counts a rate-limited client's waiting tasks as pending while it is off the ring (stats, CLI, metrics)", async () => {
     prefix = testPrefix('rate-stats');
     const { client, module } = await startProducer(prefix);
     started.push(module);
     const admin = new RedisTaskAdmin(client);
-    await client.emitBatch('trickle', Array.from({ length: 5 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('slow').build()));
+    await client.emitBatch(
+      'trickle',
+      Array.from({ length: 5 }, (_, n) => new RedisTaskRecordBuilder({ n }).setClientId('slow').build()),
+    );
     started.push((await startWorker(prefix, [Handlers])).app);
     const queue = new PrefixKeys(prefix).queue('trickle');
     await waitFor(async () => (await redis.zscore(queue.throttled, 'slow')) !== null, 'the client to be throttled');
@@ -75,12 +93,16 @@ describe('per-client rate limits', () => {
 
   it('refuses a rate that is not above 0, naming it', async () => {
     expect(() => new RedisTaskTransport({ clientRateLimit: 0 })).toThrow(InvalidOptionError);
-    expect(() => new RedisTaskTransport({ clientRateLimit: -1 })).toThrow('option "clientRateLimit" must be a number of tasks per second above 0');
+    expect(() => new RedisTaskTransport({ clientRateLimit: -1 })).toThrow(
+      'option "clientRateLimit" must be a number of tasks per second above 0',
+    );
     prefix = testPrefix('rate-bad');
     const { client, module } = await startProducer(prefix);
     started.push(module);
     const admin = new RedisTaskAdmin(client);
-    await expect(admin.setClientRateLimit('limited', 'a', 0)).rejects.toThrow('option "rate" must be a number of tasks per second above 0');
+    await expect(admin.setClientRateLimit('limited', 'a', 0)).rejects.toThrow(
+      'option "rate" must be a number of tasks per second above 0',
+    );
     await expect(admin.setClientRateLimit('limited', '*', 5)).rejects.toThrow('option "clientId"');
   });
 });

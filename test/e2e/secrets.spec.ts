@@ -33,7 +33,10 @@ describe('secrets and payloads never leave through errors', () => {
   it('keeps the password out of the CLI output when Redis is unreachable or the URL is mistyped', async () => {
     const port = await freePort();
     for (const url of [`redis://ops:hunter2@127.0.0.1:${port}`, 'redis//ops:hunter2@127.0.0.1']) {
-      const result = spawnSync(process.execPath, ['.chaos-build/lib/cli/main.js', 'stats', '--url', url], { encoding: 'utf8', timeout: 20_000 });
+      const result = spawnSync(process.execPath, ['.chaos-build/lib/cli/main.js', 'stats', '--url', url], {
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
       const output = `${result.stdout}${result.stderr}`;
       expect(output).toMatch(/nestjs-redis-tasks: /);
       expect(output).not.toContain('hunter2');
@@ -70,7 +73,9 @@ describe('one rules gate for every task, whatever built it', () => {
         ['longest delay', { runAt: Date.now() + 31_000 * 365 * 86_400_000 }],
       ];
       for (const [named, options] of bad) {
-        const error = await client.emitBatch('rules.task', [new RedisTaskRecord({ n: 1 }, options as never)]).catch((e: unknown) => e);
+        const error = await client
+          .emitBatch('rules.task', [new RedisTaskRecord({ n: 1 }, options as never)])
+          .catch((e: unknown) => e);
         expect(error).toBeInstanceOf(InvalidTaskError);
         expect(String((error as Error).message)).toContain(named);
       }

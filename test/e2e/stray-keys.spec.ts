@@ -41,14 +41,21 @@ describe('stray keys', () => {
     apps.push(module);
     await client.emitBatch(
       'stray.work',
-      Array.from({ length: 40 }, (_, i) => new RedisTaskRecordBuilder({ key: `k${i}` }).setClientId(`c${i}`).setPriority(i % 4 === 0 ? 5 : 0).build()),
+      Array.from({ length: 40 }, (_, i) =>
+        new RedisTaskRecordBuilder({ key: `k${i}` })
+          .setClientId(`c${i}`)
+          .setPriority(i % 4 === 0 ? 5 : 0)
+          .build(),
+      ),
     );
     const worker = await startWorker(prefix, [Handlers], { workerId: 'stray-w', concurrency: 8, clientConcurrency: 2 });
     apps.push(worker.app);
     await waitFor(() => ran.size === 40, 'all 40 tasks ran', { timeoutMs: 15_000 });
     expect([...ran.values()].every((count) => count === 1)).toBe(true);
     expect(await redis.llen(queue.deadLetters)).toBe(0);
-    expect(await redis.hget(queue.faults, queue.processing('stray-w'))).toMatch(/held a string, not a hash; renamed to/);
+    expect(await redis.hget(queue.faults, queue.processing('stray-w'))).toMatch(
+      /held a string, not a hash; renamed to/,
+    );
   });
 
   it('finds a client taken off the ring by hand (the reaper audit), so its old and new tasks run; stats and faults say so', async () => {
@@ -56,7 +63,10 @@ describe('stray keys', () => {
     const queue = new PrefixKeys(prefix).queue('stray.work');
     const { client, module } = await startProducer(prefix);
     apps.push(module);
-    await client.emitBatch('stray.work', [1, 2, 3].map((n) => new RedisTaskRecordBuilder({ key: `old${n}` }).setClientId('lost').build()));
+    await client.emitBatch(
+      'stray.work',
+      [1, 2, 3].map((n) => new RedisTaskRecordBuilder({ key: `old${n}` }).setClientId('lost').build()),
+    );
     await redis.del(queue.ring); // a hand edit strands client "lost"
     await client.emitBatch('stray.work', [new RedisTaskRecordBuilder({ key: 'new' }).setClientId('lost').build()]);
     expect(await redis.llen(queue.ring)).toBe(0); // the new emit alone does not bring it back
@@ -65,6 +75,8 @@ describe('stray keys', () => {
     await waitFor(() => ran.size === 4, 'the stranded and the new tasks ran', { timeoutMs: 15_000 });
     const stats = await module.get(RedisTaskAdmin).stats('stray.work');
     expect(stats.faults.map((fault) => fault.subject)).toContain(queue.pending('lost'));
-    expect(stats.faults.find((fault) => fault.subject === queue.pending('lost'))?.detail).toMatch(/had 4 pending task\(s\) but its client was off the ring/);
+    expect(stats.faults.find((fault) => fault.subject === queue.pending('lost'))?.detail).toMatch(
+      /had 4 pending task\(s\) but its client was off the ring/,
+    );
   });
 });

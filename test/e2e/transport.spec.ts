@@ -100,7 +100,9 @@ async function blockedLoops(workerId: string, count: number): Promise<string[]> 
   let addresses: string[] = [];
   await waitFor(async () => {
     const lines = String(await redis.client('LIST')).split('\n');
-    addresses = lines.filter((line) => line.includes(` name=tasks:worker:${workerId} `) && line.includes('cmd=blmove')).map((line) => /addr=(\S+)/.exec(line)?.[1] ?? '');
+    addresses = lines
+      .filter((line) => line.includes(` name=tasks:worker:${workerId} `) && line.includes('cmd=blmove'))
+      .map((line) => /addr=(\S+)/.exec(line)?.[1] ?? '');
     return addresses.length === count;
   }, `${count} claim loops blocked in BLMOVE`);
   return addresses;
@@ -111,13 +113,18 @@ async function blockedLoops(workerId: string, count: number): Promise<string[]> 
  * (numkeys, KEYS, ARGV) start with `args`, `undefined` matching anything (a script is told by its layout:
  * MONITOR shows a first EVAL's source escaped).
  */
-async function watchScripts(...args: (string | undefined)[]): Promise<{ sources: string[]; calls: string[][]; stop(): void }> {
+async function watchScripts(
+  ...args: (string | undefined)[]
+): Promise<{ sources: string[]; calls: string[][]; stop(): void }> {
   const sources: string[] = [];
   // Each run's arguments after the script: numkeys, KEYS, ARGV.
   const calls: string[][] = [];
   const watching = await monitor(redisUrl(), ({ source, args: argv }) => {
     const command = argv[0]?.toLowerCase();
-    if ((command === 'eval' || command === 'evalsha') && args.every((arg, i) => arg === undefined || argv[2 + i] === arg)) {
+    if (
+      (command === 'eval' || command === 'evalsha') &&
+      args.every((arg, i) => arg === undefined || argv[2 + i] === arg)
+    ) {
       sources.push(source);
       calls.push(argv.slice(2));
     }
@@ -149,14 +156,19 @@ describe('emit', () => {
     expect(task).toMatchObject({ id, pattern: 'avatar.resize', clientId: 'api', attempt: 1 });
     expect(task.enqueuedAt).toBeInstanceOf(Date);
     expect(task.signal.aborted).toBe(false);
-    await waitFor(async () => (await redis.hlen(keys.queue('avatar.resize').processing(task.workerId))) === 0, 'the ack');
+    await waitFor(
+      async () => (await redis.hlen(keys.queue('avatar.resize').processing(task.workerId))) === 0,
+      'the ack',
+    );
   });
 
   it('uses the client id of a record built with RedisTaskRecordBuilder', async () => {
     fresh('record');
     const client = await producer({ clientId: 'api' });
     await worker();
-    await firstValueFrom(client.emit('avatar.resize', new RedisTaskRecordBuilder({ userId: 1 }).setClientId('tenant-42').build()));
+    await firstValueFrom(
+      client.emit('avatar.resize', new RedisTaskRecordBuilder({ userId: 1 }).setClientId('tenant-42').build()),
+    );
     await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run');
     expect(seenFor('avatar.resize')[0]).toMatchObject({ payload: { userId: 1 }, task: { clientId: 'tenant-42' } });
   });
@@ -169,7 +181,10 @@ describe('emit', () => {
     await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blmove'), 'a worker blocked in BLMOVE');
     const emittedAt = Date.now();
     await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
-    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run', { timeoutMs: 10_000, intervalMs: 1 });
+    await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run', {
+      timeoutMs: 10_000,
+      intervalMs: 1,
+    });
     expect(Date.now() - emittedAt).toBeLessThan(10_000);
     expect(transport.options.blockTimeoutMs).toBe(120_000);
   });
@@ -203,7 +218,14 @@ describe('emit', () => {
     let claims = 0;
     const watching = await monitor(redisUrl(), ({ args }) => {
       const command = args[0]?.toLowerCase();
-      if ((command === 'eval' || command === 'evalsha') && args[2] === '1' && args[3] === queue.base && args[5] === workerId && Number(args[4]) > 0) claims++;
+      if (
+        (command === 'eval' || command === 'evalsha') &&
+        args[2] === '1' &&
+        args[3] === queue.base &&
+        args[5] === workerId &&
+        Number(args[4]) > 0
+      )
+        claims++;
     });
     try {
       for (let n = 1; n <= 5; n++) {
@@ -220,7 +242,7 @@ describe('emit', () => {
     }
   });
 
-  it('at concurrency 1, claims tasks that came together one call each, each carrying the last one\'s acknowledgement (none goes alone)', async () => {
+  it("at concurrency 1, claims tasks that came together one call each, each carrying the last one's acknowledgement (none goes alone)", async () => {
     fresh('burst1');
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000, concurrency: 1 });
@@ -232,7 +254,10 @@ describe('emit', () => {
     const watching = await watchScripts('1', queue.base, undefined, workerId);
     const wanted = () => watching.calls.map(([, , asked]) => Number(asked));
     try {
-      await client.emitBatch('avatar.resize', Array.from({ length: 6 }, (_, n) => ({ n })));
+      await client.emitBatch(
+        'avatar.resize',
+        Array.from({ length: 6 }, (_, n) => ({ n })),
+      );
       await waitFor(() => seenFor('avatar.resize').length === 6, 'the six tasks to run');
       await waitFor(async () => (await redis.hlen(queue.processing(workerId))) === 0, 'every task acknowledged');
       await blockedLoops(workerId, 5);
@@ -254,11 +279,22 @@ describe('emit', () => {
     // Every loop waits with a claim for the one free slot queued behind its BLMOVE.
     await blockedLoops(workerId, 5);
     // requeueTasks of either queue
-    const requeues = await watchScripts(undefined, keys.queue('avatar.resize').processing(workerId), keys.queue('avatar.resize').ring);
-    const slowRequeues = await watchScripts(undefined, keys.queue('slow.job').processing(workerId), keys.queue('slow.job').ring);
+    const requeues = await watchScripts(
+      undefined,
+      keys.queue('avatar.resize').processing(workerId),
+      keys.queue('avatar.resize').ring,
+    );
+    const slowRequeues = await watchScripts(
+      undefined,
+      keys.queue('slow.job').processing(workerId),
+      keys.queue('slow.job').ring,
+    );
     // The task goes back in one call sent at once; a read of the processing hash first (a sweep's way) let
     // the loop's next claim overtake it and run a later task before it.
-    const processingKeys = new Set([keys.queue('slow.job').processing(workerId), keys.queue('avatar.resize').processing(workerId)]);
+    const processingKeys = new Set([
+      keys.queue('slow.job').processing(workerId),
+      keys.queue('avatar.resize').processing(workerId),
+    ]);
     let reads = 0;
     const readsWatch = await monitor(redisUrl(), ({ args }) => {
       if (args[0]?.toLowerCase() === 'hgetall' && processingKeys.has(args[1])) reads++;
@@ -266,11 +302,20 @@ describe('emit', () => {
     try {
       // Both loops wake and both claims take a task; only one task gets the slot, and keeps it (both are
       // held: a task that ended at once would free the slot for the other claim, whichever answers first).
-      await Promise.all([firstValueFrom(client.emit('slow.job', { n: 1 })), firstValueFrom(client.emit('avatar.resize', { n: 2, held: true }))]);
-      await waitFor(() => requeues.sources.length + slowRequeues.sources.length === 1, 'the task with no slot to go back');
+      await Promise.all([
+        firstValueFrom(client.emit('slow.job', { n: 1 })),
+        firstValueFrom(client.emit('avatar.resize', { n: 2, held: true })),
+      ]);
+      await waitFor(
+        () => requeues.sources.length + slowRequeues.sources.length === 1,
+        'the task with no slot to go back',
+      );
       expect(reads).toBe(0);
       hold.open();
-      await waitFor(() => seenFor('slow.job').length === 1 && seenFor('avatar.resize').length === 1, 'both handlers to run');
+      await waitFor(
+        () => seenFor('slow.job').length === 1 && seenFor('avatar.resize').length === 1,
+        'both handlers to run',
+      );
       expect(seen.map(({ task }) => task.attempt)).toEqual([1, 1]);
       await waitFor(async () => (await redis.hlen(keys.queue('avatar.resize').processing(workerId))) === 0, 'the ack');
       expect(await redis.llen(keys.queue('avatar.resize').pending('default'))).toBe(0);
@@ -314,7 +359,9 @@ describe('emit', () => {
   it('refuses a payload over maxPayloadBytes and writes nothing', async () => {
     fresh('oversize');
     const client = await producer({ maxPayloadBytes: 100, clientId: 'api' });
-    await expect(firstValueFrom(client.emit('avatar.resize', { blob: 'x'.repeat(200) }))).rejects.toThrow(/maxPayloadBytes/);
+    await expect(firstValueFrom(client.emit('avatar.resize', { blob: 'x'.repeat(200) }))).rejects.toThrow(
+      /maxPayloadBytes/,
+    );
     expect(await redis.exists(keys.queue('avatar.resize').pending('api'))).toBe(0);
   });
 });
@@ -324,7 +371,10 @@ describe('send', () => {
     fresh('send');
     const client = await producer({ clientId: 'billing' });
     await worker();
-    await expect(firstValueFrom(client.send('invoice.render', { n: 21 }))).resolves.toEqual({ doubled: 42, clientId: 'billing' });
+    await expect(firstValueFrom(client.send('invoice.render', { n: 21 }))).resolves.toEqual({
+      doubled: 42,
+      clientId: 'billing',
+    });
   });
 
   it('delivers the handler error to the caller, and the task goes to dead letters', async () => {
@@ -367,7 +417,7 @@ describe('send', () => {
 });
 
 describe('failures and bad input', () => {
-  it('records the handler\'s own error (not Nest\'s generic message) in dead letters', async () => {
+  it("records the handler's own error (not Nest's generic message) in dead letters", async () => {
     fresh('crash');
     const client = await producer();
     await worker({ maxAttempts: 1 });
@@ -396,7 +446,10 @@ describe('failures and bad input', () => {
       return list.length === 2 ? list.map((raw) => JSON.parse(raw) as DeadLetterRecord) : undefined;
     }, 'two dead letters');
     expect(records.map((record) => record.reason)).toEqual(['malformed', 'malformed']);
-    expect(records.map((record) => record.raw).sort()).toEqual(['0|{"id":"no-client","payload":1}', 'this is not a task']);
+    expect(records.map((record) => record.raw).sort()).toEqual([
+      '0|{"id":"no-client","payload":1}',
+      'this is not a task',
+    ]);
     expect(records.every((record) => typeof record.detail === 'string' && record.detail.length > 0)).toBe(true);
     expect(seenFor('avatar.resize')[0].payload).toEqual({ good: true });
   });
@@ -405,7 +458,8 @@ describe('failures and bad input', () => {
     fresh('version');
     const client = await producer({ clientId: 'api' });
     const queue = keys.queue('avatar.resize');
-    const future = '0|{"v":2,"id":"from-the-future","clientId":"api","enqueuedAt":1,"payload":{"good":false},"renamedField":1}';
+    const future =
+      '0|{"v":2,"id":"from-the-future","clientId":"api","enqueuedAt":1,"payload":{"good":false},"renamedField":1}';
     await redis.rpush(queue.pending('api'), future);
     await redis.rpush(queue.ring, 'api');
     await firstValueFrom(client.emit('avatar.resize', { good: true }));
@@ -415,7 +469,12 @@ describe('failures and bad input', () => {
       const list = await redis.lrange(queue.deadLetters, 0, -1);
       return list.length === 1 ? list.map((raw) => JSON.parse(raw) as DeadLetterRecord) : undefined;
     }, 'one dead letter');
-    expect(record).toMatchObject({ id: 'from-the-future', reason: 'unsupported-version', raw: future, detail: expect.stringContaining('format version 2') });
+    expect(record).toMatchObject({
+      id: 'from-the-future',
+      reason: 'unsupported-version',
+      raw: future,
+      detail: expect.stringContaining('format version 2'),
+    });
     expect(seenFor('avatar.resize').map((task) => task.payload)).toEqual([{ good: true }]);
     expect(await redis.hgetall(queue.counters)).toMatchObject({ deadLettered: '1' });
     expect(await redis.hget(queue.counters, 'failed')).toBeNull();
@@ -426,7 +485,10 @@ describe('restarts lose nothing', () => {
   it('processes tasks emitted while no worker ran', async () => {
     fresh('offline');
     const client = await producer();
-    await client.emitBatch('avatar.resize', Array.from({ length: 50 }, (_, n) => ({ n })));
+    await client.emitBatch(
+      'avatar.resize',
+      Array.from({ length: 50 }, (_, n) => ({ n })),
+    );
     await worker();
     await waitFor(() => seenFor('avatar.resize').length === 50, 'all 50 tasks');
     expect(new Set(seenFor('avatar.resize').map((entry) => (entry.payload as { n: number }).n)).size).toBe(50);
@@ -451,7 +513,11 @@ describe('restarts lose nothing', () => {
     await worker({ workerId: 'stable-1', concurrency: 3 });
     await waitFor(() => seenFor('slow.job').length === 4, 'all four tasks after the restart');
     expect(seenFor('slow.job').map((entry) => entry.task.attempt)).toEqual([1, 1, 1, 1]);
-    expect(seenFor('slow.job').map((entry) => (entry.payload as { n: number }).n).sort()).toEqual([1, 2, 3, 4]);
+    expect(
+      seenFor('slow.job')
+        .map((entry) => (entry.payload as { n: number }).n)
+        .sort(),
+    ).toEqual([1, 2, 3, 4]);
   });
 
   it('a worker restarted with the same id first resumes what its processing hash still holds (crash)', async () => {
@@ -494,31 +560,46 @@ describe('module wiring', () => {
     started.push(module);
     await worker();
     const client = module.get(RedisTaskClient);
-    await expect(firstValueFrom(client.send('invoice.render', { n: 2 }))).resolves.toEqual({ doubled: 4, clientId: 'from-factory' });
+    await expect(firstValueFrom(client.send('invoice.render', { n: 2 }))).resolves.toEqual({
+      doubled: 4,
+      clientId: 'from-factory',
+    });
   });
 
   it('works as a customClass of ClientsModule.register', async () => {
     fresh('clients');
     const module = await Test.createTestingModule({
-      imports: [ClientsModule.register([{ name: 'TASKS', customClass: RedisTaskClient, options: { connection: redisUrl(), prefix } }])],
+      imports: [
+        ClientsModule.register([
+          { name: 'TASKS', customClass: RedisTaskClient, options: { connection: redisUrl(), prefix } },
+        ]),
+      ],
     }).compile();
     await module.init();
     started.push(module);
     await worker();
     const client = module.get<RedisTaskClient>('TASKS');
     expect(client).toBeInstanceOf(RedisTaskClient);
-    await expect(firstValueFrom(client.send('invoice.render', { n: 3 }))).resolves.toEqual({ doubled: 6, clientId: 'default' });
+    await expect(firstValueFrom(client.send('invoice.render', { n: 3 }))).resolves.toEqual({
+      doubled: 6,
+      clientId: 'default',
+    });
   });
 
   it('leaves no key behind for an emitted task once it is handled', async () => {
     fresh('clean');
     const client = await producer();
     const w = await worker();
-    await client.emitBatch('avatar.resize', Array.from({ length: 20 }, (_, n) => ({ n })));
+    await client.emitBatch(
+      'avatar.resize',
+      Array.from({ length: 20 }, (_, n) => ({ n })),
+    );
     await waitFor(() => seenFor('avatar.resize').length === 20, 'all tasks');
     const queue = keys.queue('avatar.resize');
     await waitFor(async () => (await redis.hlen(queue.processing(w.transport.options.workerId))) === 0, 'all acks');
-    expect(await redis.exists(queue.pending('default'), queue.ring, queue.processing(w.transport.options.workerId))).toBe(0);
+    expect(
+      await redis.exists(queue.pending('default'), queue.ring, queue.processing(w.transport.options.workerId)),
+    ).toBe(0);
   });
 });
 
@@ -526,7 +607,10 @@ describe('encoded entries written by hand are runnable', () => {
   it('runs an entry written with the codec directly', async () => {
     fresh('manual');
     const queue = keys.queue('avatar.resize');
-    await redis.rpush(queue.pending('ops'), encodeEntry({ id: 'manual-1', clientId: 'ops', payload: { by: 'hand' }, enqueuedAt: Date.now() }));
+    await redis.rpush(
+      queue.pending('ops'),
+      encodeEntry({ id: 'manual-1', clientId: 'ops', payload: { by: 'hand' }, enqueuedAt: Date.now() }),
+    );
     await redis.rpush(queue.ring, 'ops');
     await worker();
     await waitFor(() => seenFor('avatar.resize').length === 1, 'the task');

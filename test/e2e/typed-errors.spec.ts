@@ -3,7 +3,13 @@ import { Catch, Controller, UseFilters, type RpcExceptionFilter } from '@nestjs/
 import { MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { firstValueFrom, throwError, type Observable } from 'rxjs';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
-import { PrefixKeys, RedisTaskError, RedisTaskRecordBuilder, TaskFailedError, type RedisTaskClient } from '../../lib/index.js';
+import {
+  PrefixKeys,
+  RedisTaskError,
+  RedisTaskRecordBuilder,
+  TaskFailedError,
+  type RedisTaskClient,
+} from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -58,7 +64,11 @@ async function setUp(name: string, workerOptions = {}): Promise<{ client: RedisT
   prefix = testPrefix(name);
   const { client, module } = await startProducer(prefix, { replyTimeoutMs: 20_000 });
   started.push(module);
-  const worker = await startWorker(prefix, [Handlers], { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 10 }, ...workerOptions });
+  const worker = await startWorker(prefix, [Handlers], {
+    maxAttempts: 2,
+    backoff: { type: 'fixed', delayMs: 10 },
+    ...workerOptions,
+  });
   started.push(worker.app);
   return { client, keys: new PrefixKeys(prefix) };
 }
@@ -89,12 +99,19 @@ afterAll(async () => {
 });
 
 describe('errors that keep their type across the transport', () => {
-  it('gives a send() caller an Error with the handler error\'s name, message and code, the task id and attempt, and no stack', async () => {
+  it("gives a send() caller an Error with the handler error's name, message and code, the task id and attempt, and no stack", async () => {
     const { client, keys } = await setUp('typed-error');
     const error = await failure(client.send('quota', { user: 'ann' }));
     expect(error).toBeInstanceOf(Error);
     expect(error).toBeInstanceOf(RedisTaskError);
-    expect(error).toMatchObject({ name: 'QuotaError', message: 'quota exceeded for ann', code: 'E_QUOTA', pattern: 'quota', attempt: 2, reason: 'failed' });
+    expect(error).toMatchObject({
+      name: 'QuotaError',
+      message: 'quota exceeded for ann',
+      code: 'E_QUOTA',
+      pattern: 'quota',
+      attempt: 2,
+      reason: 'failed',
+    });
     expect(error.remoteStack).toBeUndefined();
     expect(ran).toBe(2);
     // The dead letter stores the same structured error (with its stack head).
@@ -104,17 +121,26 @@ describe('errors that keep their type across the transport', () => {
     expect(record.error?.stack?.split('\n')[0]).toBe('QuotaError: quota exceeded for ann');
   });
 
-  it('carries an RpcException\'s payload as data (Nest\'s convention), its code lifted from it', async () => {
+  it("carries an RpcException's payload as data (Nest's convention), its code lifted from it", async () => {
     const { client, keys } = await setUp('rpc-payload');
     const error = await failure(client.send('rpc.object', {}));
-    expect(error).toMatchObject({ name: 'RpcException', message: 'out of stock', code: 'E_NO_STOCK', data: { code: 'E_NO_STOCK', message: 'out of stock', sku: 'A-1', left: 0 } });
+    expect(error).toMatchObject({
+      name: 'RpcException',
+      message: 'out of stock',
+      code: 'E_NO_STOCK',
+      data: { code: 'E_NO_STOCK', message: 'out of stock', sku: 'A-1', left: 0 },
+    });
     expect((await deadLetter(keys, 'rpc.object')).error).toMatchObject({ name: 'RpcException', data: { sku: 'A-1' } });
   });
 
-  it('sends what the app\'s own exception filter emitted, not the error it masked', async () => {
+  it("sends what the app's own exception filter emitted, not the error it masked", async () => {
     const { client } = await setUp('filtered');
     const error = await failure(client.send('masked', {}));
-    expect(error).toMatchObject({ message: 'masked by the app', code: 'E_MASKED', data: { status: 'error', message: 'masked by the app', code: 'E_MASKED' } });
+    expect(error).toMatchObject({
+      message: 'masked by the app',
+      code: 'E_MASKED',
+      data: { status: 'error', message: 'masked by the app', code: 'E_MASKED' },
+    });
     expect(JSON.stringify({ ...error, message: error.message })).not.toContain('does not want');
   });
 
@@ -130,7 +156,10 @@ describe('errors that keep their type across the transport', () => {
     started.push(module);
     const expiresAt = Date.now() + 50;
     const answer = failure(client.send('runs', new RedisTaskRecordBuilder({}).setExpiresAt(expiresAt).build()));
-    await waitFor(async () => Date.now() > expiresAt && (await redis.exists(new PrefixKeys(prefix).queue('runs').ring)) === 1, 'the task to be enqueued and expire');
+    await waitFor(
+      async () => Date.now() > expiresAt && (await redis.exists(new PrefixKeys(prefix).queue('runs').ring)) === 1,
+      'the task to be enqueued and expire',
+    );
     const worker = await startWorker(prefix, [Handlers]);
     started.push(worker.app);
     const error = await answer;

@@ -1,7 +1,13 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { InvalidOptionError, RedisTaskAdmin, RedisTaskContext, RedisTaskRecordBuilder, RedisTaskTransport } from '../../lib/index.js';
+import {
+  InvalidOptionError,
+  RedisTaskAdmin,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  RedisTaskTransport,
+} from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -34,7 +40,10 @@ async function flood(clients: string[], perClient: number): Promise<RedisTaskAdm
   started.push(module);
   for (const id of clients) {
     for (let start = 0; start < perClient; start += 1_000) {
-      await client.emitBatch('weighted', Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n: start + n }).setClientId(id).build()));
+      await client.emitBatch(
+        'weighted',
+        Array.from({ length: 1_000 }, (_, n) => new RedisTaskRecordBuilder({ n: start + n }).setClientId(id).build()),
+      );
     }
   }
   return new RedisTaskAdmin(client);
@@ -49,7 +58,8 @@ describe('weighted fairness', () => {
     const admin = await flood(['heavy', 'light'], 4_000);
     await admin.setClientWeight('weighted', 'heavy', 3);
     expect(await admin.clientWeights('weighted')).toEqual({ heavy: 3 });
-    for (const workerId of ['wa', 'wb']) started.push((await startWorker(prefix, [Handlers], { workerId, concurrency: 8 })).app);
+    for (const workerId of ['wa', 'wb'])
+      started.push((await startWorker(prefix, [Handlers], { workerId, concurrency: 8 })).app);
     await waitFor(() => order.length >= 4_000, '4,000 tasks', { timeoutMs: 30_000 });
     expect(share('heavy', 4_000)).toBeGreaterThanOrEqual(0.75 * 0.9);
     expect(share('heavy', 4_000)).toBeLessThanOrEqual(0.75 * 1.1);
@@ -67,9 +77,13 @@ describe('weighted fairness', () => {
   it('refuses a weight that is not a positive integer, naming it', async () => {
     const admin = await flood(['a'], 0);
     await expect(admin.setClientWeight('weighted', 'a', 0)).rejects.toThrow(InvalidOptionError);
-    await expect(admin.setClientWeight('weighted', 'a', -2)).rejects.toThrow('option "weight" must be an integer from 1 to 1000, got -2');
+    await expect(admin.setClientWeight('weighted', 'a', -2)).rejects.toThrow(
+      'option "weight" must be an integer from 1 to 1000, got -2',
+    );
     await expect(admin.setClientWeight('weighted', 'a', 1.5)).rejects.toThrow(InvalidOptionError);
-    expect(() => new RedisTaskTransport({ clientWeights: { a: 0 } })).toThrow('option "clientWeights.a" must be an integer from 1 to 1000, got 0');
+    expect(() => new RedisTaskTransport({ clientWeights: { a: 0 } })).toThrow(
+      'option "clientWeights.a" must be an integer from 1 to 1000, got 0',
+    );
     expect(() => new RedisTaskTransport({ clientWeights: { 'bad id': 2 } })).toThrow('option "clientWeights.bad id"');
   });
 });

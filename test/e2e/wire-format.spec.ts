@@ -60,14 +60,59 @@ describe('docs/WIRE-FORMAT.md', () => {
     const pattern = 'mail.{send}';
     const rootKey = `${prefix}:{mail.%7Bsend%7D}`;
     const now = String(Date.now());
-    const plain = entry({ v: 1, id: 'cli-low', clientId: 'tenant-42', enqueuedAt: Number(now), payload: { to: 'low' } });
-    const urgent = entry({ v: 1, id: 'cli-high', clientId: 'tenant-42', enqueuedAt: Number(now), priority: 5, payload: { to: 'high' } });
+    const plain = entry({
+      v: 1,
+      id: 'cli-low',
+      clientId: 'tenant-42',
+      enqueuedAt: Number(now),
+      payload: { to: 'low' },
+    });
+    const urgent = entry({
+      v: 1,
+      id: 'cli-high',
+      clientId: 'tenant-42',
+      enqueuedAt: Number(now),
+      priority: 5,
+      payload: { to: 'high' },
+    });
     const future = entry({ v: 2, id: 'cli-v2', clientId: 'tenant-7', enqueuedAt: Number(now), payload: { to: 'v2' } });
     expect(await redisCli('--eval', script, rootKey, ',', 'tenant-42', plain)).toBe('0');
-    expect(await redisCli('--eval', script, rootKey, ',', '', 'tenant-42', urgent, '5', '0', 'mail:high', '60000', 'cli-high', 'tenant-7', future)).toBe('0\n0');
+    expect(
+      await redisCli(
+        '--eval',
+        script,
+        rootKey,
+        ',',
+        '',
+        'tenant-42',
+        urgent,
+        '5',
+        '0',
+        'mail:high',
+        '60000',
+        'cli-high',
+        'tenant-7',
+        future,
+      ),
+    ).toBe('0\n0');
     expect(await redisCli('SADD', `${prefix}:queues`, pattern)).toBe('1');
     // The same deduplication key again: refused, answered with the holder's id.
-    expect(await redisCli('--eval', script, rootKey, ',', '', 'tenant-42', urgent.replace('cli-high', 'cli-dup'), '5', '0', 'mail:high', '60000', 'cli-dup')).toBe('cli-high');
+    expect(
+      await redisCli(
+        '--eval',
+        script,
+        rootKey,
+        ',',
+        '',
+        'tenant-42',
+        urgent.replace('cli-high', 'cli-dup'),
+        '5',
+        '0',
+        'mail:high',
+        '60000',
+        'cli-dup',
+      ),
+    ).toBe('cli-high');
 
     const worker = await startWorker(prefix, [Mail], { concurrency: 1 });
     started.push(worker.app);
@@ -75,7 +120,12 @@ describe('docs/WIRE-FORMAT.md', () => {
     expect(keys.root).toBe(rootKey);
     const dead = await newestDeadLetter(redis, keys);
     expect(dead).toMatchObject({ id: 'cli-v2', reason: 'unsupported-version', raw: future });
-    await waitFor(async () => (await redis.hget(keys.counters, 'completed')) === '2' && (await redis.hlen(keys.processing(worker.transport.options.workerId))) === 0, 'both tasks acknowledged');
+    await waitFor(
+      async () =>
+        (await redis.hget(keys.counters, 'completed')) === '2' &&
+        (await redis.hlen(keys.processing(worker.transport.options.workerId))) === 0,
+      'both tasks acknowledged',
+    );
     expect(runs).toEqual([
       { id: 'cli-high', clientId: 'tenant-42', attempt: 1, payload: { to: 'high' } },
       { id: 'cli-low', clientId: 'tenant-42', attempt: 1, payload: { to: 'low' } },
@@ -89,10 +139,28 @@ describe('docs/WIRE-FORMAT.md', () => {
       const url = server.url;
       prefix = testPrefix('wire-fcall');
       // As the document says: redis-cli -x FUNCTION LOAD REPLACE < functions.lua
-      const loaded = execFileSync('redis-cli', ['-u', url, '-x', 'FUNCTION', 'LOAD', 'REPLACE'], { input: readFileSync(join(root, 'docs', 'functions.lua')) });
+      const loaded = execFileSync('redis-cli', ['-u', url, '-x', 'FUNCTION', 'LOAD', 'REPLACE'], {
+        input: readFileSync(join(root, 'docs', 'functions.lua')),
+      });
       expect(loaded.toString().trim()).toBe('nestjs_redis_tasks_v1');
-      const task = entry({ v: 1, id: 'fcall-1', clientId: 'tenant-9', enqueuedAt: Date.now(), payload: { to: 'fcall' } });
-      expect(await redisCliAt(url, 'FCALL', 'nestjs_redis_tasks_enqueue_v1', '1', `${prefix}:{mail.%7Bsend%7D}`, 'tenant-9', task)).toBe('0');
+      const task = entry({
+        v: 1,
+        id: 'fcall-1',
+        clientId: 'tenant-9',
+        enqueuedAt: Date.now(),
+        payload: { to: 'fcall' },
+      });
+      expect(
+        await redisCliAt(
+          url,
+          'FCALL',
+          'nestjs_redis_tasks_enqueue_v1',
+          '1',
+          `${prefix}:{mail.%7Bsend%7D}`,
+          'tenant-9',
+          task,
+        ),
+      ).toBe('0');
       const worker = await startWorker(prefix, [Mail], { connection: url });
       started.push(worker.app);
       await waitFor(() => runs.length === 1, 'the task enqueued by FCALL to run');
@@ -115,11 +183,21 @@ describe('docs/WIRE-FORMAT.md', () => {
     const named = (key: string): string => key.replace(keys.root, '<root>');
     const spelled: string[] = [];
     for (const value of Object.values(keys) as unknown[]) {
-      if (typeof value === 'string' && value.startsWith(`${keys.root}:`)) spelled.push(named(value).replace(/^<root>:(?!groups)/, '<base>:'));
+      if (typeof value === 'string' && value.startsWith(`${keys.root}:`))
+        spelled.push(named(value).replace(/^<root>:(?!groups)/, '<base>:'));
     }
     const byMethod = (key: string): string => named(key).replace(/^<root>:(pending|priority|processing)/, '<base>:$1');
-    spelled.push(byMethod(keys.pending('<client>')), byMethod(keys.priority('<client>')), byMethod(keys.processing('<worker id>')));
-    spelled.push(named(keys.dedup('<key>')), named(keys.result('<task id>')), named(keys.dueChannel), keys.controlChannel.replace(keys.root, '<base>'));
+    spelled.push(
+      byMethod(keys.pending('<client>')),
+      byMethod(keys.priority('<client>')),
+      byMethod(keys.processing('<worker id>')),
+    );
+    spelled.push(
+      named(keys.dedup('<key>')),
+      named(keys.result('<task id>')),
+      named(keys.dueChannel),
+      keys.controlChannel.replace(keys.root, '<base>'),
+    );
     const missing = spelled.filter((key) => !doc.includes(`\`${key}\``) && !doc.includes(`\`${key}\`,`));
     expect(missing).toEqual([]);
     expect(spelled.length).toBeGreaterThan(25);

@@ -43,7 +43,10 @@ async function runAs(user: string, prefix: string): Promise<void> {
   const { client, module } = await startProducer(prefix, { connection });
   try {
     const keys = Array.from({ length: 20 }, (_, i) => `${user}-${i}`);
-    await client.emitBatch('acl.task', keys.slice(0, 10).map((key) => ({ key })));
+    await client.emitBatch(
+      'acl.task',
+      keys.slice(0, 10).map((key) => ({ key })),
+    );
     for (const key of keys.slice(10)) await firstValueFrom(client.emit('acl.task', { key }));
     expect(await firstValueFrom(client.send('acl.sum', [1, 2, 3]))).toBe(6);
     await waitFor(() => keys.every((key) => handled.has(key)), `every task of ${user} to be handled`);
@@ -65,20 +68,36 @@ describe('least-privilege Redis ACL users', () => {
 
   it('runs under the rule a reader would write (~prefix:* &prefix:* +@all -@dangerous): INFO and CONFIG refused only warn', async () => {
     const prefix = testPrefix('acl-reader');
-    await admin.call('ACL', 'SETUSER', 'reader', 'on', '>pw-reader', `~${prefix}:*`, `&${prefix}:*`, '+@all', '-@dangerous');
+    await admin.call(
+      'ACL',
+      'SETUSER',
+      'reader',
+      'on',
+      '>pw-reader',
+      `~${prefix}:*`,
+      `&${prefix}:*`,
+      '+@all',
+      '-@dangerous',
+    );
     await runAs('reader', prefix);
   });
 
   it('fails start-up and emits at once with RedisPermissionError for a user whose key pattern does not cover the prefix', async () => {
     const prefix = testPrefix('acl-narrow');
     await admin.call('ACL', 'SETUSER', 'narrow', 'on', '>pw-narrow', '~other:*', '&other:*', '+@all', '-@dangerous');
-    const error = await startWorker(prefix, [AclHandlers], { connection: `redis://narrow:pw-narrow@127.0.0.1:${server.port}` }).catch((e: unknown) => e);
+    const error = await startWorker(prefix, [AclHandlers], {
+      connection: `redis://narrow:pw-narrow@127.0.0.1:${server.port}`,
+    }).catch((e: unknown) => e);
     expect(error).toMatchObject({ name: 'RedisPermissionError', code: 'REDIS_PERMISSION', prefix });
     expect(String((error as Error).message)).toMatch(/NOPERM .*allow keys ~.*:\* and channels/);
     expect(String((error as Error).message)).not.toContain('pw-narrow');
-    const { client, module } = await startProducer(prefix, { connection: `redis://narrow:pw-narrow@127.0.0.1:${server.port}` });
+    const { client, module } = await startProducer(prefix, {
+      connection: `redis://narrow:pw-narrow@127.0.0.1:${server.port}`,
+    });
     try {
-      await expect(client.emitBatch('acl.task', [{ key: 'x' }])).rejects.toMatchObject({ name: 'RedisPermissionError' });
+      await expect(client.emitBatch('acl.task', [{ key: 'x' }])).rejects.toMatchObject({
+        name: 'RedisPermissionError',
+      });
     } finally {
       await module.close();
     }
@@ -90,11 +109,19 @@ describe('an ACL that refuses one command the claim script uses', () => {
     const prefix = testPrefix('acl-lrem');
     await admin.call('ACL', 'SETUSER', 'nolrem', 'on', '>pw-nolrem', ...aclRule(prefix).split(' '), '-lrem');
     const connection = `redis://nolrem:pw-nolrem@127.0.0.1:${server.port}`;
-    const worker = await startWorker(prefix, [AclHandlers], { connection, heartbeatIntervalMs: 100, leaseMs: 2_000, prefetch: 2 });
+    const worker = await startWorker(prefix, [AclHandlers], {
+      connection,
+      heartbeatIntervalMs: 100,
+      leaseMs: 2_000,
+      prefetch: 2,
+    });
     const { client, module } = await startProducer(prefix, { connection });
     try {
       const keys = Array.from({ length: 30 }, (_, i) => `lrem-${i}`);
-      await client.emitBatch('acl.task', keys.map((key, i) => ({ key, tenant: i % 3 })));
+      await client.emitBatch(
+        'acl.task',
+        keys.map((key, i) => ({ key, tenant: i % 3 })),
+      );
       const stats = new RedisTaskAdmin(client);
       // While refused: every task is pending, held by the worker, or handled; none vanished.
       for (let round = 0; round < 10; round++) {

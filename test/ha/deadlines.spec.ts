@@ -24,7 +24,6 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-
 async function timed<T>(work: Promise<T>): Promise<{ ms: number; outcome: T | unknown }> {
   const started = Date.now();
   const outcome = await work.catch((error: unknown) => error);
@@ -33,7 +32,12 @@ async function timed<T>(work: Promise<T>): Promise<{ ms: number; outcome: T | un
 
 describe('one deadline per call while Redis is unreachable', () => {
   it('fails a first send() within enqueueTimeoutMs (not replyTimeoutMs), nothing written', async () => {
-    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await freePort()}`, prefix: testPrefix('dl-send'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
+    const client = new RedisTaskClient({
+      connection: `redis://127.0.0.1:${await freePort()}`,
+      prefix: testPrefix('dl-send'),
+      enqueueTimeoutMs: 600,
+      replyTimeoutMs: 30_000,
+    });
     closing.push(client);
     const { ms, outcome } = await timed(lastValueFrom(client.send('dl.reply', { n: 1 })));
     expect(outcome).toBeInstanceOf(RedisUnavailableError);
@@ -43,7 +47,11 @@ describe('one deadline per call while Redis is unreachable', () => {
   });
 
   it('fails a first emit() within one enqueueTimeoutMs, connecting included, and states that value', async () => {
-    const client = new RedisTaskClient({ connection: `redis://127.0.0.1:${await freePort()}`, prefix: testPrefix('dl-emit'), enqueueTimeoutMs: 800 });
+    const client = new RedisTaskClient({
+      connection: `redis://127.0.0.1:${await freePort()}`,
+      prefix: testPrefix('dl-emit'),
+      enqueueTimeoutMs: 800,
+    });
     closing.push(client);
     const { ms, outcome } = await timed(firstValueFrom(client.emit('dl.event', { n: 1 })));
     expect(outcome).toBeInstanceOf(RedisUnavailableError);
@@ -53,7 +61,12 @@ describe('one deadline per call while Redis is unreachable', () => {
 
   it('fails a first send() of a client whose reply channel is not subscribed yet within enqueueTimeoutMs once Redis went away', async () => {
     proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const client = new RedisTaskClient({ connection: proxy.url, prefix: testPrefix('dl-sub'), enqueueTimeoutMs: 600, replyTimeoutMs: 30_000 });
+    const client = new RedisTaskClient({
+      connection: proxy.url,
+      prefix: testPrefix('dl-sub'),
+      enqueueTimeoutMs: 600,
+      replyTimeoutMs: 30_000,
+    });
     closing.push(client);
     await client.connect();
     proxy.dropAfter(50);
@@ -70,8 +83,13 @@ describe('one deadline per call while Redis is unreachable', () => {
       proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
       const registry = new Registry();
       const module: TestingModule = await Test.createTestingModule({
-        imports: [RedisTaskModule.forRoot({ connection: proxy.url, prefix, enqueueTimeoutMs: 700, reaperIntervalMs: false })],
-        providers: [RedisTaskMetrics, { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry, statsTtlMs: 0, scrapeTimeoutMs: 500 } }],
+        imports: [
+          RedisTaskModule.forRoot({ connection: proxy.url, prefix, enqueueTimeoutMs: 700, reaperIntervalMs: false }),
+        ],
+        providers: [
+          RedisTaskMetrics,
+          { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry, statsTtlMs: 0, scrapeTimeoutMs: 500 } },
+        ],
       }).compile();
       module.useLogger(false);
       await module.init();
@@ -79,7 +97,9 @@ describe('one deadline per call while Redis is unreachable', () => {
       const client = module.get(RedisTaskClient);
       await firstValueFrom(client.emit('dl.q', { n: 1 }));
       module.get(RedisTaskMetrics);
-      expect(await registry.getSingleMetricAsString('redis_tasks_queue_depth')).toContain('redis_tasks_queue_depth{queue="dl.q"} 1');
+      expect(await registry.getSingleMetricAsString('redis_tasks_queue_depth')).toContain(
+        'redis_tasks_queue_depth{queue="dl.q"} 1',
+      );
       expect(await registry.getSingleMetricAsString('redis_tasks_redis_up')).toContain('redis_tasks_redis_up 1');
 
       proxy.dropAfter(50);
@@ -102,7 +122,9 @@ describe('the dashboard API while Redis is unreachable', () => {
   it('answers 503 within enqueueTimeoutMs, then reads again once Redis is back', async () => {
     proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
     const connection = proxy.url;
-    @Module({ imports: [RedisTaskDashboardModule.forRoot({ path: 'queues', connection, prefix: testPrefix('dl-dash') })] })
+    @Module({
+      imports: [RedisTaskDashboardModule.forRoot({ path: 'queues', connection, prefix: testPrefix('dl-dash') })],
+    })
     class AppModule {}
     const app = await NestFactory.create(AppModule, { logger: false });
     await app.listen(0, '127.0.0.1');

@@ -29,7 +29,11 @@ afterAll(async () => {
   await Promise.all(topologies.splice(0).map((topology) => topology.stop()));
 });
 
-async function producer(connection: RedisTaskConnection, prefix: string, durability: { replicas: number; timeoutMs: number }) {
+async function producer(
+  connection: RedisTaskConnection,
+  prefix: string,
+  durability: { replicas: number; timeoutMs: number },
+) {
   const { client, module } = await startProducer(prefix, { connection, durability });
   started.push(module);
   return client;
@@ -61,7 +65,9 @@ describe('replicated durability (WAIT)', () => {
     const client = await producer(pair.primary.url, prefix, { replicas: 2, timeoutMs: 200 });
     const emitted = firstValueFrom(client.emit('durable', new RedisTaskRecordBuilder({ key: 'x' }).build()));
     await expect(emitted).rejects.toBeInstanceOf(ReplicationTimeoutError);
-    const error = (await client.emitBatch('durable', [{ key: 'y' }]).catch((e: unknown) => e)) as ReplicationTimeoutError;
+    const error = (await client
+      .emitBatch('durable', [{ key: 'y' }])
+      .catch((e: unknown) => e)) as ReplicationTimeoutError;
     expect(error).toBeInstanceOf(ReplicationTimeoutError);
     expect(error).toMatchObject({ code: 'REPLICATION_TIMEOUT', acknowledged: 1, required: 2, timeoutMs: 200 });
     expect(error.taskIds).toHaveLength(1);
@@ -78,7 +84,12 @@ describe('Sentinel failover', () => {
     const connection = { sentinels: [{ host: '127.0.0.1', port: sentinel.port }], name: 'tasks-primary' };
     const prefix = testPrefix('failover');
     const client = await producer(connection, prefix, { replicas: 1, timeoutMs: 1_000 });
-    const worker = await startWorker(prefix, [Handlers], { connection, concurrency: 4, heartbeatIntervalMs: 500, leaseMs: 5_000 });
+    const worker = await startWorker(prefix, [Handlers], {
+      connection,
+      concurrency: 4,
+      heartbeatIntervalMs: 500,
+      leaseMs: 5_000,
+    });
     started.push(worker.app);
 
     const acknowledged: string[] = [];
@@ -101,7 +112,10 @@ describe('Sentinel failover', () => {
     expect(killed).toBe(true);
     // Tasks acknowledged after the failover prove the client resumed; the count before it, that it ran.
     expect(acknowledged.filter((key) => Number(key.slice(5)) > 200).length).toBeGreaterThan(100);
-    await waitFor(() => acknowledged.every((key) => handled.has(key)), 'every acknowledged task to be handled', { timeoutMs: 60_000, intervalMs: 50 });
+    await waitFor(() => acknowledged.every((key) => handled.has(key)), 'every acknowledged task to be handled', {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     expect(acknowledged.length + refused).toBe(600);
   }, 120_000);
 });

@@ -14,7 +14,9 @@ afterAll(async () => {
 
 async function client(connection: string, enqueueTimeoutMs = 300): Promise<RedisTaskClient> {
   const module = await Test.createTestingModule({
-    imports: [RedisTaskModule.forRoot({ connection, prefix: testPrefix('outage'), enqueueTimeoutMs, reaperIntervalMs: false })],
+    imports: [
+      RedisTaskModule.forRoot({ connection, prefix: testPrefix('outage'), enqueueTimeoutMs, reaperIntervalMs: false }),
+    ],
   }).compile();
   module.useLogger(false);
   await module.init();
@@ -30,7 +32,12 @@ describe('emit during an outage: fail fast, say what happened', () => {
     const error = await firstValueFrom(tasks.emit('outage.task', { n: 1 })).catch((e: unknown) => e);
     expect(Date.now() - started).toBeLessThan(3_000);
     expect(error).toBeInstanceOf(RedisUnavailableError);
-    expect(error).toMatchObject({ code: 'REDIS_UNAVAILABLE', pattern: 'outage.task', server: `127.0.0.1:${port}`, written: false });
+    expect(error).toMatchObject({
+      code: 'REDIS_UNAVAILABLE',
+      pattern: 'outage.task',
+      server: `127.0.0.1:${port}`,
+      written: false,
+    });
     expect(String((error as Error).message)).not.toContain('s3cret');
   });
 
@@ -42,7 +49,9 @@ describe('emit during an outage: fail fast, say what happened', () => {
       await server.kill();
       // The process is gone; once the client has seen its connection close, nothing is handed over. (Sent
       // before that, onto a socket already dead, an emit fails as maybe written: `written: 'unknown'`.)
-      await waitFor(() => tasks.unwrap<Redis>().status !== 'ready', 'the client to see its connection close', { timeoutMs: 5_000 });
+      await waitFor(() => tasks.unwrap<Redis>().status !== 'ready', 'the client to see its connection close', {
+        timeoutMs: 5_000,
+      });
       const error = await tasks.emitBatch('outage.task', [{ n: 2 }]).catch((e: unknown) => e);
       expect(error).toMatchObject({ name: 'RedisUnavailableError', pattern: 'outage.task', written: false });
       server = await startRedisServer([], server.port);

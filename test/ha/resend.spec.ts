@@ -50,8 +50,13 @@ describe('an enqueue call resent after its reply was lost', () => {
     let lost = 0;
     for (let trial = 0; trial < 20; trial++) {
       const cut = proxy.loseReplyTo('{1');
-      const emits = Array.from({ length: 32 }, (_, i) => firstValueFrom(client.emit('resend.task', new RedisTaskRecordBuilder({ n: i }).setClientId('c1').build())));
-      const batch = client.emitBatch('resend.task', Array.from({ length: 200 }, (_, i) => new RedisTaskRecordBuilder({ n: i }).setClientId('c2').build()));
+      const emits = Array.from({ length: 32 }, (_, i) =>
+        firstValueFrom(client.emit('resend.task', new RedisTaskRecordBuilder({ n: i }).setClientId('c1').build())),
+      );
+      const batch = client.emitBatch(
+        'resend.task',
+        Array.from({ length: 200 }, (_, i) => new RedisTaskRecordBuilder({ n: i }).setClientId('c2').build()),
+      );
       const receipts = [...(await Promise.all(emits)), ...(await batch)];
       await cut;
       lost++;
@@ -77,7 +82,12 @@ describe('an enqueue call resent after its reply was lost', () => {
       const cut = proxy.loseReplyTo('{1');
       const receipts = await Promise.all(
         Array.from({ length: 16 }, (_, i) =>
-          firstValueFrom(client.emit('resend.dedup', new RedisTaskRecordBuilder({ n: i }).setDeduplicationKey(`k${trial}-${i}`).build())),
+          firstValueFrom(
+            client.emit(
+              'resend.dedup',
+              new RedisTaskRecordBuilder({ n: i }).setDeduplicationKey(`k${trial}-${i}`).build(),
+            ),
+          ),
         ),
       );
       await cut;
@@ -99,7 +109,9 @@ describe('an enqueue call resent after its reply was lost', () => {
     process.on('warning', onWarning);
     try {
       proxy.dropAfter(50);
-      const outcomes = await Promise.allSettled(Array.from({ length: 64 }, (_, i) => firstValueFrom(client.emit('resend.outage', { i }))));
+      const outcomes = await Promise.allSettled(
+        Array.from({ length: 64 }, (_, i) => firstValueFrom(client.emit('resend.outage', { i }))),
+      );
       expect(outcomes.every((outcome) => outcome.status === 'rejected')).toBe(true);
       await new Promise((resolve) => setImmediate(resolve));
       expect(warnings.filter((name) => name === 'MaxListenersExceededWarning')).toEqual([]);

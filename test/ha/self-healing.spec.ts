@@ -5,7 +5,13 @@ import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservice
 import { Test } from '@nestjs/testing';
 import { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { RedisTaskContext, RedisTaskRecordBuilder, RedisTaskStatus, RedisTaskTransport, type RedisTaskTransportOptions } from '../../lib/index.js';
+import {
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  RedisTaskStatus,
+  RedisTaskTransport,
+  type RedisTaskTransportOptions,
+} from '../../lib/index.js';
 import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startProducer } from '../support/nest.js';
@@ -37,9 +43,15 @@ class Handlers {
 /** Keeps what the transport logs, to check an outage is logged once with its length. */
 class Captured implements LoggerService {
   readonly lines: string[] = [];
-  log(message: string) { this.lines.push(`log ${message}`); }
-  warn(message: string) { this.lines.push(`warn ${message}`); }
-  error(message: string) { this.lines.push(`error ${message}`); }
+  log(message: string) {
+    this.lines.push(`log ${message}`);
+  }
+  warn(message: string) {
+    this.lines.push(`warn ${message}`);
+  }
+  error(message: string) {
+    this.lines.push(`error ${message}`);
+  }
   debug() {}
   verbose() {}
 }
@@ -104,12 +116,19 @@ describe('self-healing worker', () => {
     // The producer first: its testing module turns Nest's global logger off, the worker's turns it to ours.
     const { client, module } = await startProducer(prefix, { connection: server.url });
     started.push(module);
-    const { statuses, logger } = await worker(server.url, prefix, { workerId: 'healer', concurrency: 8, heartbeatIntervalMs: 200, leaseMs: 10_000 });
+    const { statuses, logger } = await worker(server.url, prefix, {
+      workerId: 'healer',
+      concurrency: 8,
+      heartbeatIntervalMs: 200,
+      leaseMs: 10_000,
+    });
     const total = 6_000;
     for (let start = 0; start < total; start += 1_000) {
       await client.emitBatch(
         'heal',
-        Array.from({ length: 1_000 }, (_, i) => new RedisTaskRecordBuilder({ key: `k${start + i}` }).setClientId(`c${i % 4}`).build()),
+        Array.from({ length: 1_000 }, (_, i) =>
+          new RedisTaskRecordBuilder({ key: `k${start + i}` }).setClientId(`c${i % 4}`).build(),
+        ),
       );
     }
     await waitFor(() => handled.size >= 1_000, 'the run to be under way', { timeoutMs: 30_000 });
@@ -124,7 +143,9 @@ describe('self-healing worker', () => {
     expect(statuses).toContain(RedisTaskStatus.RECONNECTING);
     expect(statuses.at(-1)).toBe(RedisTaskStatus.CONNECTED);
     const outages = logger.lines.filter((line) => line.startsWith('error Redis connection failed'));
-    const recoveries = logger.lines.filter((line) => /^log Redis connection recovered: it was down for \d+ ms$/.test(line));
+    const recoveries = logger.lines.filter((line) =>
+      /^log Redis connection recovered: it was down for \d+ ms$/.test(line),
+    );
     expect(outages.length).toBe(1);
     expect(recoveries.length).toBe(1);
   }, 120_000);
@@ -147,8 +168,14 @@ describe('self-healing worker', () => {
     await firstValueFrom(client.emit('heal', { key: 'after' }));
     await waitFor(() => handled.has('after'), 'the task emitted after the freeze', { timeoutMs: 20_000 });
     const recovered = /^log Redis, as the watchdog of worker silent sees it, recovered: it was down for \d+ ms$/;
-    await waitFor(() => logger.lines.some((line) => recovered.test(line)), 'the watchdog to log the end of the stall with its length');
-    expect(logger.lines.filter((line) => line.startsWith('error Redis, as the watchdog of worker silent sees it, failed')).length).toBe(1);
+    await waitFor(
+      () => logger.lines.some((line) => recovered.test(line)),
+      'the watchdog to log the end of the stall with its length',
+    );
+    expect(
+      logger.lines.filter((line) => line.startsWith('error Redis, as the watchdog of worker silent sees it, failed'))
+        .length,
+    ).toBe(1);
     const stalled = statuses.indexOf(RedisTaskStatus.STALLED);
     expect(stalled).toBeGreaterThan(0);
     expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
@@ -167,16 +194,23 @@ describe('Redis that forgot the scripts (SCRIPT FLUSH, as after a restart or a f
     // The enqueue script: only this test's producer runs it (the worker's own scripts may be loaded again
     // by its heartbeat or claims at any moment after the flush).
     const enqueueScript = scriptDefinitions().find((script) => script.name === 'enqueueTasks');
-    const sha = createHash('sha1').update(enqueueScript?.source ?? '').digest('hex');
+    const sha = createHash('sha1')
+      .update(enqueueScript?.source ?? '')
+      .digest('hex');
     const cached = async () => ((await admin.script('EXISTS', sha)) as number[])[0];
     expect(await cached()).toBe(1);
     await admin.script('FLUSH');
     expect(await cached()).toBe(0);
     // Every call below first meets NOSCRIPT (the worker's blocked claim included, once it wakes).
-    const receipts = await Promise.all(Array.from({ length: 20 }, (_, i) => firstValueFrom(client.emit('heal', { key: `after${i}` }))));
+    const receipts = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => firstValueFrom(client.emit('heal', { key: `after${i}` }))),
+    );
     expect(receipts.every((receipt) => !receipt.duplicate)).toBe(true);
     await expect(firstValueFrom(client.send('heal.double', { n: 21 }))).resolves.toBe(42);
-    await waitFor(() => Array.from({ length: 20 }, (_, i) => `after${i}`).every((key) => handled.has(key)), 'every task emitted after the flush');
+    await waitFor(
+      () => Array.from({ length: 20 }, (_, i) => `after${i}`).every((key) => handled.has(key)),
+      'every task emitted after the flush',
+    );
     expect(await cached()).toBe(1);
   }, 30_000);
 });
@@ -189,10 +223,19 @@ describe('outage log lines', () => {
     const connection = new Redis(own.url, { maxRetriesPerRequest: 1, retryStrategy: () => 1_500 });
     connection.on('error', () => undefined);
     try {
-      const { logger } = await worker(own.url, testPrefix('close-outage'), { connection, heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100 });
+      const { logger } = await worker(own.url, testPrefix('close-outage'), {
+        connection,
+        heartbeatIntervalMs: 100,
+        leaseMs: 5_000,
+        watchdogTimeoutMs: 200,
+        blockTimeoutMs: 100,
+      });
       const app = started.pop()!;
       await own.kill();
-      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the claim loop to wait on a reconnecting connection');
+      await waitFor(
+        () => logger.lines.some((line) => line.includes('Redis is unreachable')),
+        'the claim loop to wait on a reconnecting connection',
+      );
       expect(await closeWithin(app, 20_000)).toBe('closed');
     } finally {
       connection.disconnect();
@@ -204,10 +247,19 @@ describe('outage log lines', () => {
     const own = await startRedisServer();
     try {
       // The library's own connection settings (no user instance): ioredis keeps commands while it reconnects.
-      const { logger } = await worker(own.url, testPrefix('close-down'), { heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100, shutdownTimeoutMs: 200 });
+      const { logger } = await worker(own.url, testPrefix('close-down'), {
+        heartbeatIntervalMs: 100,
+        leaseMs: 5_000,
+        watchdogTimeoutMs: 200,
+        blockTimeoutMs: 100,
+        shutdownTimeoutMs: 200,
+      });
       const app = started.pop()!;
       await own.kill();
-      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the worker to see Redis gone');
+      await waitFor(
+        () => logger.lines.some((line) => line.includes('Redis is unreachable')),
+        'the worker to see Redis gone',
+      );
       expect(await closeWithin(app, 15_000)).toBe('closed');
       expect(logger.lines.some((line) => line.includes('stay held'))).toBe(true);
     } finally {
@@ -222,12 +274,22 @@ describe('outage log lines', () => {
     // read that as a handshake stuck past its due time, and cut the attempt itself.
     const connection = new Redis(proxy.url, { retryStrategy: () => 10 });
     connection.on('error', () => undefined);
-    const { logger } = await worker(proxy.url, testPrefix('refused'), { connection, heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 400, blockTimeoutMs: 100, shutdownTimeoutMs: 200 });
+    const { logger } = await worker(proxy.url, testPrefix('refused'), {
+      connection,
+      heartbeatIntervalMs: 100,
+      leaseMs: 5_000,
+      watchdogTimeoutMs: 400,
+      blockTimeoutMs: 100,
+      shutdownTimeoutMs: 200,
+    });
     const app = started.pop()!;
     try {
       proxy.dropAfter(150);
       const watchdogLine = /^error Redis, as the watchdog of worker .* sees it, failed: /;
-      const line = await waitFor(() => logger.lines.find((entry) => watchdogLine.test(entry)), 'the watchdog to report the outage');
+      const line = await waitFor(
+        () => logger.lines.find((entry) => watchdogLine.test(entry)),
+        'the watchdog to report the outage',
+      );
       expect(line).toContain('Redis is unreachable');
     } finally {
       expect(await closeWithin(app, 15_000)).toBe('closed');
@@ -239,15 +301,26 @@ describe('outage log lines', () => {
     const own = await startRedisServer();
     let restarted: RedisServer | undefined;
     try {
-      const { logger } = await worker(own.url, testPrefix('outage-log'), { heartbeatIntervalMs: 100, leaseMs: 5_000, watchdogTimeoutMs: 200, blockTimeoutMs: 100 });
+      const { logger } = await worker(own.url, testPrefix('outage-log'), {
+        heartbeatIntervalMs: 100,
+        leaseMs: 5_000,
+        watchdogTimeoutMs: 200,
+        blockTimeoutMs: 100,
+      });
       const app = started[started.length - 1];
       await own.kill();
       const downAt = Date.now();
-      await waitFor(() => logger.lines.some((line) => line.includes('Redis is unreachable')), 'the watchdog to report Redis unreachable');
+      await waitFor(
+        () => logger.lines.some((line) => line.includes('Redis is unreachable')),
+        'the watchdog to report Redis unreachable',
+      );
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, 1_500 - (Date.now() - downAt)))); // the outage lasts 1.5 s
       restarted = await startRedisServer([], own.port);
       const recovered = /^log Redis, as the watchdog of worker .* sees it, recovered: it was down for (\d+) ms$/;
-      const line = await waitFor(() => logger.lines.find((entry) => recovered.test(entry)), 'the watchdog to see Redis again').catch((error: unknown) => {
+      const line = await waitFor(
+        () => logger.lines.find((entry) => recovered.test(entry)),
+        'the watchdog to see Redis again',
+      ).catch((error: unknown) => {
         throw new Error(`${(error as Error).message}\n${logger.lines.join('\n')}`);
       });
       expect(Number(recovered.exec(line)?.[1])).toBeGreaterThanOrEqual(1_500);

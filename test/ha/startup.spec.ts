@@ -81,7 +81,10 @@ describe('permanent misconfiguration fails fast instead of "retrying until Redis
     expect(String((error as Error).message)).toMatch(/WRONGPASS/);
     expect(String((error as Error).message)).not.toContain('wrong-one');
     await app.close();
-    const { client, module } = await startProducer(testPrefix('startup'), { connection, enqueueTimeoutMs: 20_000 }).catch(async (e: unknown) => {
+    const { client, module } = await startProducer(testPrefix('startup'), {
+      connection,
+      enqueueTimeoutMs: 20_000,
+    }).catch(async (e: unknown) => {
       expect(e).toBeInstanceOf(RedisConfigurationError);
       return { client: undefined, module: undefined };
     });
@@ -91,10 +94,37 @@ describe('permanent misconfiguration fails fast instead of "retrying until Redis
   });
 
   it('an untrusted TLS certificate, and redis:// to a TLS port: RedisConfigurationError naming the cause', async () => {
-    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=localhost'], { encoding: 'utf8' });
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'key.pem'),
+        '-out',
+        join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+      ],
+      { encoding: 'utf8' },
+    );
     expect(made.status).toBe(0);
     const tlsPort = await freePort();
-    const server = await startRedisServer(['--tls-port', String(tlsPort), '--tls-cert-file', join(dir, 'cert.pem'), '--tls-key-file', join(dir, 'key.pem'), '--tls-auth-clients', 'no']);
+    const server = await startRedisServer([
+      '--tls-port',
+      String(tlsPort),
+      '--tls-cert-file',
+      join(dir, 'cert.pem'),
+      '--tls-key-file',
+      join(dir, 'key.pem'),
+      '--tls-auth-clients',
+      'no',
+    ]);
     servers.push(server);
     for (const [connection, cause] of [
       [`rediss://127.0.0.1:${tlsPort}`, /TLS connection failed \(DEPTH_ZERO_SELF_SIGNED_CERT/],

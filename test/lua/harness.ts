@@ -30,7 +30,13 @@ export interface Options {
 export async function enqueueWith(tasks: [clientId: string, id: string, options?: Options][]): Promise<(0 | string)[]> {
   const args: (string | number)[] = [];
   for (const [clientId, id, options = {}] of tasks) {
-    const raw = encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(options.priority ? { priority: options.priority } : {}) });
+    const raw = encodeEntry({
+      id,
+      clientId,
+      payload: { id },
+      enqueuedAt: 1,
+      ...(options.priority ? { priority: options.priority } : {}),
+    });
     pushEnqueueFields(args, {
       id,
       clientId,
@@ -47,19 +53,31 @@ export async function enqueueWith(tasks: [clientId: string, id: string, options?
 
 /** Enqueues plain tasks per client; resolves with how many were enqueued. */
 export async function enqueue(...groups: [clientId: string, ids: string[]][]): Promise<number> {
-  const results = await enqueueWith(groups.flatMap(([clientId, ids]) => ids.map((id) => [clientId, id] as [string, string])));
+  const results = await enqueueWith(
+    groups.flatMap(([clientId, ids]) => ids.map((id) => [clientId, id] as [string, string])),
+  );
   return results.filter((result) => result === 0).length;
 }
 
 /** Claims up to `count` tasks round-robin over the ring (the client id is what the ring says). */
-export async function claim(_clientId: string, count: number, workerId = worker): Promise<string[] | 'unregistered' | 'paused'> {
+export async function claim(
+  _clientId: string,
+  count: number,
+  workerId = worker,
+): Promise<string[] | 'unregistered' | 'paused'> {
   return claimAs(redis, keys, workerId, count);
 }
 
 /** Acknowledges one task with ackTasks (as the worker does, alone in its call); resolves 1 or 0. */
-export async function ack(token: string, id: string, options: { dedupKey?: string; channel?: string; reply?: string } = {}): Promise<boolean> {
+export async function ack(
+  token: string,
+  id: string,
+  options: { dedupKey?: string; channel?: string; reply?: string } = {},
+): Promise<boolean> {
   const reply = options.channel ? { channel: options.channel, message: options.reply ?? '' } : undefined;
-  const [held] = await gateway.acknowledge(keys, worker, [{ token, taskId: id, deduplicationKey: options.dedupKey || undefined, reply, resultTtlMs: 5_000 }]);
+  const [held] = await gateway.acknowledge(keys, worker, [
+    { token, taskId: id, deduplicationKey: options.dedupKey || undefined, reply, resultTtlMs: 5_000 },
+  ]);
   return held;
 }
 
@@ -71,7 +89,9 @@ export function pairsOf(reply: readonly string[] | 'unregistered' | 'paused' | C
 }
 
 export function ids(reply: readonly string[] | 'unregistered' | 'paused' | ClaimOutcome): string[] {
-  return pairsOf(reply).filter((_, i) => i % 2 === 1).map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
+  return pairsOf(reply)
+    .filter((_, i) => i % 2 === 1)
+    .map((raw) => (decodeEntry(raw) as { ok: true; entry: { envelope: { id: string } } }).entry.envelope.id);
 }
 
 export function useLuaHarness(): void {

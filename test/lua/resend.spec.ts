@@ -23,7 +23,10 @@ const RESEND_CHANGES: Record<string, { readonly why: string; readonly keys: RegE
     why: 'a resent claim takes further tasks under tokens of its own; no handler runs them, and the lease returns them to their queue uncounted once two heartbeats found them held by no run',
     keys: /^:\{q\}:(processing:w1|ring|pending:\w+|priority:\w+|sequence|pending-count|prioritized|counted|inflight|parked)$/,
   },
-  heartbeatWorker: { why: 'a resent heartbeat renews the lease once more (later expiry and heartbeat time)', keys: /^:\{q\}:(workers|heartbeats)$/ },
+  heartbeatWorker: {
+    why: 'a resent heartbeat renews the lease once more (later expiry and heartbeat time)',
+    keys: /^:\{q\}:(workers|heartbeats)$/,
+  },
 };
 
 afterAll(async () => {
@@ -48,29 +51,38 @@ async function wireOf(name: string, run: () => Promise<unknown>): Promise<string
 }
 
 describe('every script call sent a second time (ioredis resends it after a reconnection)', () => {
-  it.each(scripts.map((script) => [script.name]))('%s: the second run changes nothing, or only what its stated reason allows', async (name) => {
-    const prefix = testPrefix(`resend-${name}`);
-    const keys = new PrefixKeys(prefix).queue('q');
-    try {
-      const scenario = SCENARIOS[name];
-      const state = await scenario.setup(keys);
-      const wire = await wireOf(name, () => scenario.run(keys, state));
-      const after = await snapshotKeys(redis, prefix);
-      // As the client sends a resent enqueue call: mode '2' (its deadline has not passed).
-      const numKeys = Number(wire[1]);
-      const head = wire[2 + numKeys];
-      if (head?.startsWith(CALL_MARKER)) wire[2 + numKeys] = `${CALL_MARKER}2${head.slice(2)}`;
-      await redis.call('evalsha', ...wire);
-      const again = await snapshotKeys(redis, prefix);
-      const changed = Object.keys({ ...after, ...again }).filter((key) => after[key] !== again[key]).map((key) => key.slice(prefix.length));
-      const allowed = RESEND_CHANGES[name]?.keys;
-      expect(changed.filter((key) => !allowed?.test(key))).toEqual([]);
-    } finally {
-      await deleteKeys(redis, prefix);
-    }
-  });
+  it.each(scripts.map((script) => [script.name]))(
+    '%s: the second run changes nothing, or only what its stated reason allows',
+    async (name) => {
+      const prefix = testPrefix(`resend-${name}`);
+      const keys = new PrefixKeys(prefix).queue('q');
+      try {
+        const scenario = SCENARIOS[name];
+        const state = await scenario.setup(keys);
+        const wire = await wireOf(name, () => scenario.run(keys, state));
+        const after = await snapshotKeys(redis, prefix);
+        // As the client sends a resent enqueue call: mode '2' (its deadline has not passed).
+        const numKeys = Number(wire[1]);
+        const head = wire[2 + numKeys];
+        if (head?.startsWith(CALL_MARKER)) wire[2 + numKeys] = `${CALL_MARKER}2${head.slice(2)}`;
+        await redis.call('evalsha', ...wire);
+        const again = await snapshotKeys(redis, prefix);
+        const changed = Object.keys({ ...after, ...again })
+          .filter((key) => after[key] !== again[key])
+          .map((key) => key.slice(prefix.length));
+        const allowed = RESEND_CHANGES[name]?.keys;
+        expect(changed.filter((key) => !allowed?.test(key))).toEqual([]);
+      } finally {
+        await deleteKeys(redis, prefix);
+      }
+    },
+  );
 
   it('allows a change only to scripts that exist, each with its reason', () => {
-    expect(Object.entries(RESEND_CHANGES).filter(([name, { why }]) => !scripts.some((script) => script.name === name) || why.length < 20)).toEqual([]);
+    expect(
+      Object.entries(RESEND_CHANGES).filter(
+        ([name, { why }]) => !scripts.some((script) => script.name === name) || why.length < 20,
+      ),
+    ).toEqual([]);
   });
 });

@@ -18,14 +18,24 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     return encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) }, attempts);
   }
 
-  async function enqueue(keys: QueueKeys, tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string }[], recorded = false): Promise<unknown> {
+  async function enqueue(
+    keys: QueueKeys,
+    tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string }[],
+    recorded = false,
+  ): Promise<unknown> {
     const args: (string | number)[] = [];
     if (recorded) startEnqueueCall(args, Date.now() + 5_000, 5_000);
     for (const task of tasks) {
       const client = task.client ?? 'a';
       pushEnqueueFields(args, {
-        id: task.id, clientId: client, entry: entry(task.id, client, 0, task.priority ?? 0), priority: task.priority ?? 0,
-        delayMs: task.delayMs ?? 0, deduplicationKey: task.dedup, deduplicationTtlMs: 60_000, awaitsReply: false,
+        id: task.id,
+        clientId: client,
+        entry: entry(task.id, client, 0, task.priority ?? 0),
+        priority: task.priority ?? 0,
+        delayMs: task.delayMs ?? 0,
+        deduplicationKey: task.dedup,
+        deduplicationTtlMs: 60_000,
+        awaitsReply: false,
       });
     }
     return redis.enqueueTasks(keys.root, ...args);
@@ -39,20 +49,32 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     return claimed;
   }
 
+  const sound = (keys: QueueKeys) =>
+    enqueue(keys, [{ id: 'p1' }, { id: 'p2', priority: 3 }, { id: 'p3', client: 'b', dedup: 'd1' }]);
 
-  const sound = (keys: QueueKeys) => enqueue(keys, [{ id: 'p1' }, { id: 'p2', priority: 3 }, { id: 'p3', client: 'b', dedup: 'd1' }]);
-
-    return {
+  return {
     enqueueTasks: {
       setup: (keys) => redis.sadd(keys.groups, 'default'),
-      run: (keys) => enqueue(keys, [{ id: 'n1' }, { id: 'n2', priority: 2 }, { id: 'n3', delayMs: 5_000 }, { id: 'n4', dedup: 'd1' }], true),
+      run: (keys) =>
+        enqueue(
+          keys,
+          [{ id: 'n1' }, { id: 'n2', priority: 2 }, { id: 'n3', delayMs: 5_000 }, { id: 'n4', dedup: 'd1' }],
+          true,
+        ),
     },
     claimTasks: {
       setup: async (keys) => {
         await sound(keys);
         await gateway.heartbeat(keys, worker, 60_000);
       },
-      run: (keys) => gateway.claim(keys, { workerId: worker, wanted: 5, clientConcurrency: 2, tokenPrefix: 'x.', acks: ['x.0.00001'] }),
+      run: (keys) =>
+        gateway.claim(keys, {
+          workerId: worker,
+          wanted: 5,
+          clientConcurrency: 2,
+          tokenPrefix: 'x.',
+          acks: ['x.0.00001'],
+        }),
     },
     ackTasks: {
       setup: async (keys) => {
@@ -82,7 +104,11 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       },
       run: (keys, claimed) =>
         gateway.deadLetter(keys, worker, (claimed as string[])[4], {
-          record: '{"reason":"failed"}', cap: 10, taskId: 'p3', deduplicationKey: 'd1', reply: { channel: 'chan', message: '{}', ttlMs: 5_000 },
+          record: '{"reason":"failed"}',
+          cap: 10,
+          taskId: 'p3',
+          deduplicationKey: 'd1',
+          reply: { channel: 'chan', message: '{}', ttlMs: 5_000 },
         }),
     },
     requeueTasks: {
@@ -93,13 +119,19 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.requeue(keys, worker, true, [
-          { token: t3, clientId: 'b', priority: 0 }, { token: t2, clientId: 'a', priority: 0 }, { token: t1, clientId: 'a', priority: 3 },
+          { token: t3, clientId: 'b', priority: 0 },
+          { token: t2, clientId: 'a', priority: 0 },
+          { token: t1, clientId: 'a', priority: 3 },
         ]);
       },
     },
     promoteTasks: {
       setup: (keys) => redis.zadd(keys.delayed, 1, entry('d1'), 2, entry('d2', 'a', 1, 4)),
-      run: (keys) => gateway.promote(keys, [{ entry: entry('d1'), clientId: 'a', priority: 0 }, { entry: entry('d2', 'a', 1, 4), clientId: 'a', priority: 4 }]),
+      run: (keys) =>
+        gateway.promote(keys, [
+          { entry: entry('d1'), clientId: 'a', priority: 0 },
+          { entry: entry('d2', 'a', 1, 4), clientId: 'a', priority: 4 },
+        ]),
     },
     deadLetterDelayed: {
       setup: (keys) => redis.zadd(keys.delayed, 1, entry('d1')),
@@ -115,7 +147,14 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     },
     cancelTask: {
       setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1' }, { id: 'c2' }]),
-      run: (keys) => gateway.cancel(keys, { clientId: 'a', entry: entry('c1', 'a', 0, 2), priority: 2, deduplicationKey: 'd1', id: 'c1' }),
+      run: (keys) =>
+        gateway.cancel(keys, {
+          clientId: 'a',
+          entry: entry('c1', 'a', 0, 2),
+          priority: 2,
+          deduplicationKey: 'd1',
+          id: 'c1',
+        }),
     },
     heartbeatWorker: {
       setup: async (keys) => {
@@ -142,7 +181,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     },
     recordShardCount: {
       setup: async () => undefined,
-      run: (keys) => gateway.recordShardCount(new PrefixKeys(keys.root.slice(0, keys.root.indexOf(':{'))), keys.queue, 1),
+      run: (keys) =>
+        gateway.recordShardCount(new PrefixKeys(keys.root.slice(0, keys.root.indexOf(':{'))), keys.queue, 1),
     },
     rejoinClient: {
       setup: async (keys) => {

@@ -84,11 +84,29 @@ function headerKeys(lua: string): { fixed: Map<number, string>; rest?: string } 
 /** What a queue's root names (scripts that get one key and build the others from it), with their types. */
 function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
   return [
-    [keys.ring, 'list'], [keys.processing(worker), 'hash'], [keys.faults, 'hash'], [keys.workers, 'zset'], [keys.prioritized, 'string'],
-    [keys.counted, 'hash'], [keys.inflight, 'hash'], [keys.parked, 'set'], [keys.counters, 'hash'], [keys.weights, 'hash'],
-    [keys.credit, 'hash'], [keys.rates, 'hash'], [keys.throttled, 'zset'], [keys.buckets, 'hash'], [keys.sequence, 'string'],
-    [keys.pendingCount, 'string'], [keys.pending(client), 'list'], [keys.priority(client), 'zset'], [keys.delayed, 'zset'],
-    [keys.dedup('d1'), 'string'], [keys.groups, 'set'], [keys.deadLetters, 'list'], [keys.history, 'hash'],
+    [keys.ring, 'list'],
+    [keys.processing(worker), 'hash'],
+    [keys.faults, 'hash'],
+    [keys.workers, 'zset'],
+    [keys.prioritized, 'string'],
+    [keys.counted, 'hash'],
+    [keys.inflight, 'hash'],
+    [keys.parked, 'set'],
+    [keys.counters, 'hash'],
+    [keys.weights, 'hash'],
+    [keys.credit, 'hash'],
+    [keys.rates, 'hash'],
+    [keys.throttled, 'zset'],
+    [keys.buckets, 'hash'],
+    [keys.sequence, 'string'],
+    [keys.pendingCount, 'string'],
+    [keys.pending(client), 'list'],
+    [keys.priority(client), 'zset'],
+    [keys.delayed, 'zset'],
+    [keys.dedup('d1'), 'string'],
+    [keys.groups, 'set'],
+    [keys.deadLetters, 'list'],
+    [keys.history, 'hash'],
   ];
 }
 
@@ -154,15 +172,19 @@ describe('every script against a key of the wrong type: it fails naming the key 
           );
           const after = await snapshotKeys(redis, prefix);
           if (outcome) {
-            if (!outcome.message.includes(key)) failures.push(`${suffix} (${kind}): the error does not name the key: ${outcome.message}`);
+            if (!outcome.message.includes(key))
+              failures.push(`${suffix} (${kind}): the error does not name the key: ${outcome.message}`);
             if (JSON.stringify(after) !== JSON.stringify(before)) {
-              const changed = Object.keys({ ...before, ...after }).filter((k) => before[k] !== after[k]).map((k) => k.slice(prefix.length));
+              const changed = Object.keys({ ...before, ...after })
+                .filter((k) => before[k] !== after[k])
+                .map((k) => k.slice(prefix.length));
               failures.push(`${suffix} (${kind}): failed after writing ${changed.join(', ')}`);
             }
           } else if (after[key] !== before[key] && !OVERWRITTEN.test(suffix)) {
             // Succeeded and touched the key: only by setting it aside or resetting it (a counter), on the record.
             const recorded = (await redis.hget(keys.faults, key).catch(() => null)) !== null;
-            if (!recorded) failures.push(`${suffix} (${kind}): succeeded and changed the broken key without recording it in faults`);
+            if (!recorded)
+              failures.push(`${suffix} (${kind}): succeeded and changed the broken key without recording it in faults`);
           }
         } finally {
           await deleteKeys(redis, prefix);

@@ -2,7 +2,12 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 
-const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome', '/usr/bin/google-chrome-stable'];
+const CANDIDATES = [
+  '/usr/bin/chromium',
+  '/usr/bin/chromium-browser',
+  '/usr/bin/google-chrome',
+  '/usr/bin/google-chrome-stable',
+];
 
 /**
  * The system's Chromium (CHROMIUM_PATH, else Debian's /usr/bin/chromium or a Chrome). When none is
@@ -18,10 +23,15 @@ export function chromiumPath(): string {
   const found = CANDIDATES.find((path) => existsSync(path));
   if (found) return found;
   if (process.getuid?.() === 0 && existsSync('/usr/bin/apt-get')) {
-    execFileSync('/usr/bin/apt-get', ['install', '-y', '-qq', 'chromium'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    execFileSync('/usr/bin/apt-get', ['install', '-y', '-qq', 'chromium'], {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
     if (existsSync('/usr/bin/chromium')) return '/usr/bin/chromium';
   }
-  throw new Error('The browser tests need Chromium: install it (Debian: apt-get install chromium) or set CHROMIUM_PATH');
+  throw new Error(
+    'The browser tests need Chromium: install it (Debian: apt-get install chromium) or set CHROMIUM_PATH',
+  );
 }
 
 /** A headless Chromium (Playwright gives it a fresh profile) with no network chatter of its own. */
@@ -30,8 +40,13 @@ export async function launchBrowser(): Promise<Browser> {
     executablePath: chromiumPath(),
     headless: true,
     args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
     ],
   });
 }

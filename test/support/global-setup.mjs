@@ -13,5 +13,7 @@ export default async function globalSetup() {
   globalThis.__tasksRedis = redis;
   console.log(`\ntests use Redis ${redis.version} at ${redis.url} (${redis.source})`);
   execFileSync(process.execPath, ['scripts/clean.mjs', '.chaos-build'], { stdio: 'inherit' });
-  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.chaos.json'], { stdio: 'inherit' });
+  execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.chaos.json'], {
+    stdio: 'inherit',
+  });
 }

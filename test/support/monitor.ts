@@ -44,7 +44,14 @@ export async function monitor(url: string, onCommand: (command: MonitoredCommand
       }
     }
   });
-  if (password) socket.write(command(username ? ['AUTH', decodeURIComponent(username), decodeURIComponent(password)] : ['AUTH', decodeURIComponent(password)]));
+  if (password)
+    socket.write(
+      command(
+        username
+          ? ['AUTH', decodeURIComponent(username), decodeURIComponent(password)]
+          : ['AUTH', decodeURIComponent(password)],
+      ),
+    );
   socket.write(command(['MONITOR']));
   await ready;
   return { stop: () => socket.destroy() };

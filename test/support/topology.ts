@@ -17,11 +17,18 @@ export interface Topology {
 }
 
 async function infoField(port: number, section: string, field: string, command = 'info'): Promise<string | undefined> {
-  const redis = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const redis = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   redis.on('error', () => undefined);
   try {
     await redis.connect();
-    const text = command === 'cluster info' ? ((await redis.call('CLUSTER', 'INFO')) as string) : await redis.info(section);
+    const text =
+      command === 'cluster info' ? ((await redis.call('CLUSTER', 'INFO')) as string) : await redis.info(section);
     return new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1];
   } catch {
     return undefined;
@@ -45,19 +52,39 @@ export async function startCluster(primaries = 3): Promise<Topology & { nodes: {
   try {
     for (let i = 0; i < primaries; i++) {
       servers.push(
-        await startRedisServer(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--dir', dir, '--cluster-node-timeout', '2000']),
+        await startRedisServer([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          `nodes-${i}.conf`,
+          '--dir',
+          dir,
+          '--cluster-node-timeout',
+          '2000',
+        ]),
       );
     }
     const created = spawnSync(
       'redis-cli',
-      ['--cluster', 'create', ...servers.map((server) => `127.0.0.1:${server.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      [
+        '--cluster',
+        'create',
+        ...servers.map((server) => `127.0.0.1:${server.port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
       { encoding: 'utf8', timeout: 30_000 },
     );
     if (created.status !== 0) {
       throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
     }
     for (const server of servers) {
-      await waitFor(async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok', `cluster node ${server.port} to report state ok`, { timeoutMs: 30_000, intervalMs: 100 });
+      await waitFor(
+        async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok',
+        `cluster node ${server.port} to report state ok`,
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
     }
     return { servers, stop, nodes: servers.map((server) => ({ host: '127.0.0.1', port: server.port })) };
   } catch (error) {
@@ -67,7 +94,10 @@ export async function startCluster(primaries = 3): Promise<Topology & { nodes: {
 }
 
 /** A primary with `replicas` replicas, returned once every replica's link is up. */
-export async function startReplicated(replicas = 1, primaryArgs: string[] = []): Promise<Topology & { primary: RedisServer; replicas: RedisServer[] }> {
+export async function startReplicated(
+  replicas = 1,
+  primaryArgs: string[] = [],
+): Promise<Topology & { primary: RedisServer; replicas: RedisServer[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'nrt-replicated-'));
   const servers: RedisServer[] = [];
   const stop = stopAll(servers, dir);
@@ -76,10 +106,22 @@ export async function startReplicated(replicas = 1, primaryArgs: string[] = []):
     servers.push(primary);
     const copies: RedisServer[] = [];
     for (let i = 0; i < replicas; i++) {
-      const replica = await startRedisServer(['--dir', dir, '--dbfilename', `replica-${i}.rdb`, '--replicaof', '127.0.0.1', String(primary.port)]);
+      const replica = await startRedisServer([
+        '--dir',
+        dir,
+        '--dbfilename',
+        `replica-${i}.rdb`,
+        '--replicaof',
+        '127.0.0.1',
+        String(primary.port),
+      ]);
       servers.push(replica);
       copies.push(replica);
-      await waitFor(async () => (await infoField(replica.port, 'replication', 'master_link_status')) === 'up', `replica ${replica.port} to sync`, { timeoutMs: 20_000, intervalMs: 50 });
+      await waitFor(
+        async () => (await infoField(replica.port, 'replication', 'master_link_status')) === 'up',
+        `replica ${replica.port} to sync`,
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
     }
     return { servers, stop, primary, replicas: copies };
   } catch (error) {
@@ -89,7 +131,10 @@ export async function startReplicated(replicas = 1, primaryArgs: string[] = []):
 }
 
 /** A Sentinel (quorum 1) watching `primaryPort` under the name `master`; it rewrites its own config file. */
-export async function startSentinel(primaryPort: number, name = 'master'): Promise<Topology & { sentinel: RedisServer }> {
+export async function startSentinel(
+  primaryPort: number,
+  name = 'master',
+): Promise<Topology & { sentinel: RedisServer }> {
   const dir = mkdtempSync(join(tmpdir(), 'nrt-sentinel-'));
   const config = join(dir, 'sentinel.conf');
   writeFileSync(

@@ -14,7 +14,12 @@ import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js'
 // the client and worker started is used at once.
 const redis = openRedis();
 const contextManager = new AsyncLocalStorageContextManager();
-const REMOTE = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7', traceFlags: TraceFlags.SAMPLED, isRemote: true };
+const REMOTE = {
+  traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+  spanId: '00f067aa0ba902b7',
+  traceFlags: TraceFlags.SAMPLED,
+  isRemote: true,
+};
 const runs: { pattern: string; traceId?: string }[] = [];
 
 @Controller()
@@ -72,7 +77,10 @@ describe('OpenTelemetry API without an SDK', () => {
     const exporter = new InMemorySpanExporter();
     trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
     await firstValueFrom(client.emit('nosdk', { n: 3 }));
-    await waitFor(() => exporter.getFinishedSpans().some((span) => span.kind === SpanKind.CONSUMER), 'the run span ended');
+    await waitFor(
+      () => exporter.getFinishedSpans().some((span) => span.kind === SpanKind.CONSUMER),
+      'the run span ended',
+    );
     const spans = exporter.getFinishedSpans();
     const producer = spans.find((span) => span.kind === SpanKind.PRODUCER);
     const consumer = spans.find((span) => span.kind === SpanKind.CONSUMER);

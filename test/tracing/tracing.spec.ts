@@ -7,7 +7,12 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base';
 import { firstValueFrom } from 'rxjs';
 import { PrefixKeys, RedisTaskAdmin, RedisTaskContext } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
@@ -84,7 +89,9 @@ afterAll(async () => {
 });
 
 function consumerSpans(pattern: string): ReadableSpan[] {
-  return exporter.getFinishedSpans().filter((span) => span.kind === SpanKind.CONSUMER && span.attributes['messaging.destination.name'] === pattern);
+  return exporter
+    .getFinishedSpans()
+    .filter((span) => span.kind === SpanKind.CONSUMER && span.attributes['messaging.destination.name'] === pattern);
 }
 
 describe('OpenTelemetry', () => {
@@ -97,8 +104,13 @@ describe('OpenTelemetry', () => {
     const admin = module.get(RedisTaskAdmin);
 
     // The producer is another process, with its own tracer provider and exporter.
-    const { stdout } = await run(process.execPath, [PRODUCER], { env: { ...process.env, REDIS_URL: redisUrl(), PREFIX: prefix } });
-    const printed = JSON.parse(stdout.trim().split('\n').pop() as string) as { ids: { emitted: string; failing: string; quote: { quote: number }; batch: string[] }; spans: PrintedSpan[] };
+    const { stdout } = await run(process.execPath, [PRODUCER], {
+      env: { ...process.env, REDIS_URL: redisUrl(), PREFIX: prefix },
+    });
+    const printed = JSON.parse(stdout.trim().split('\n').pop() as string) as {
+      ids: { emitted: string; failing: string; quote: { quote: number }; batch: string[] };
+      spans: PrintedSpan[];
+    };
     const { ids, spans } = printed;
     expect(ids.quote).toEqual({ quote: 30 });
     const request = spans.find((span) => span.name === 'GET /orders') as PrintedSpan;
@@ -112,14 +124,22 @@ describe('OpenTelemetry', () => {
     for (const span of producers) {
       expect(span.parentSpanId).toBe(request.spanId);
       expect(span.traceId).toBe(request.traceId);
-      expect(span.attributes).toMatchObject({ 'messaging.system': 'nestjs-redis-tasks', 'messaging.operation.type': 'send', 'nestjs_redis_tasks.client_id': 'default' });
+      expect(span.attributes).toMatchObject({
+        'messaging.system': 'nestjs-redis-tasks',
+        'messaging.operation.type': 'send',
+        'nestjs_redis_tasks.client_id': 'default',
+      });
     }
-    const producerOf = (pattern: string) => producers.find((span) => span.attributes['messaging.destination.name'] === pattern) as PrintedSpan;
+    const producerOf = (pattern: string) =>
+      producers.find((span) => span.attributes['messaging.destination.name'] === pattern) as PrintedSpan;
     expect(producerOf('traced').attributes['messaging.message.id']).toBe(ids.emitted);
     expect(producerOf('traced.batch').attributes['messaging.batch.message_count']).toBe(2);
 
     // The worker's spans: CONSUMER, children of the producer's span in the other process.
-    await waitFor(() => consumerSpans('traced.fails').length === 2 && consumerSpans('traced.batch').length === 2, 'the runs to end');
+    await waitFor(
+      () => consumerSpans('traced.fails').length === 2 && consumerSpans('traced.batch').length === 2,
+      'the runs to end',
+    );
     const [handled] = consumerSpans('traced');
     expect(handled.name).toBe('process traced');
     expect(handled.spanContext().traceId).toBe(request.traceId);
@@ -140,7 +160,8 @@ describe('OpenTelemetry', () => {
     // The handler's own code ran inside the run's span.
     expect(activeInHandler.find((entry) => entry.pattern === 'traced')?.spanId).toBe(handled.spanContext().spanId);
     expect(consumerSpans('traced.quote')[0].parentSpanContext?.spanId).toBe(producerOf('traced.quote').spanId);
-    for (const span of consumerSpans('traced.batch')) expect(span.parentSpanContext?.spanId).toBe(producerOf('traced.batch').spanId);
+    for (const span of consumerSpans('traced.batch'))
+      expect(span.parentSpanContext?.spanId).toBe(producerOf('traced.batch').spanId);
 
     // A failed run: exception and error status; retry scheduled, then dead-lettered; both runs in the trace.
     const [first, second] = consumerSpans('traced.fails');
@@ -167,7 +188,9 @@ describe('OpenTelemetry', () => {
       const { client, module } = await startProducer(prefix, { tracing });
       started.push(module);
       const span = trace.getTracer('test').startSpan('request');
-      await context.with(trace.setSpan(context.active(), span), () => firstValueFrom(client.emit('untraced', { tracing })));
+      await context.with(trace.setSpan(context.active(), span), () =>
+        firstValueFrom(client.emit('untraced', { tracing })),
+      );
       span.end();
     }
     const [off, on] = await redis.lrange(keys.pending('default'), 0, -1);

@@ -7,7 +7,13 @@ import { ACK_CHUNK, ClaimAcks, nextTokenPrefix } from '../../lib/core/worker/cla
 
 /** The gateway's acknowledge, answered by the test: each call recorded with its acknowledgements. */
 class AnsweringGateway {
-  readonly calls: { queue: string; workerId: string; acks: readonly AckItem[]; answer: (held: boolean[]) => void; fail: (error: Error) => void }[] = [];
+  readonly calls: {
+    queue: string;
+    workerId: string;
+    acks: readonly AckItem[];
+    answer: (held: boolean[]) => void;
+    fail: (error: Error) => void;
+  }[] = [];
 
   acknowledge(keys: QueueKeys, workerId: string, acks: readonly AckItem[]): Promise<boolean[]> {
     return new Promise((answer, fail) => this.calls.push({ queue: keys.queue, workerId, acks, answer, fail }));

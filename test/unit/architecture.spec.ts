@@ -14,7 +14,9 @@ const MAX_FUNCTION_LINES = 60;
  * is the controller class it makes per mount (its path and guard are decorator arguments); its methods are
  * short.
  */
-const LONG_FUNCTIONS: Record<string, string> = { 'nest/dashboard/dashboard.controller.ts:dashboardController': 'a class factory' };
+const LONG_FUNCTIONS: Record<string, string> = {
+  'nest/dashboard/dashboard.controller.ts:dashboardController': 'a class factory',
+};
 const CORE = join(LIB, 'core');
 
 /**
@@ -49,12 +51,23 @@ describe('architecture', () => {
       .filter((file) => !file.startsWith(gatewayFolder + '/'))
       .filter((file) => call.test(readFileSync(file, 'utf8')));
     expect(callers.map((file) => relative(LIB, file))).toEqual([]);
-    const insideRedis = sourceFiles(gatewayFolder).filter((file) => !file.endsWith('gateway.ts') && !file.endsWith('scripts.ts'));
-    expect(insideRedis.filter((file) => call.test(readFileSync(file, 'utf8'))).map((file) => relative(LIB, file))).toEqual([]);
+    const insideRedis = sourceFiles(gatewayFolder).filter(
+      (file) => !file.endsWith('gateway.ts') && !file.endsWith('scripts.ts'),
+    );
+    expect(
+      insideRedis.filter((file) => call.test(readFileSync(file, 'utf8'))).map((file) => relative(LIB, file)),
+    ).toEqual([]);
   });
 
   it('has no import circle in lib/ (type-only imports included): each file can be read after what it imports', () => {
-    const graph = new Map(sourceFiles(LIB).map((file) => [file, [...readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)].map((match) => resolve(dirname(file), match[1]).replace(/\.js$/, '.ts'))]));
+    const graph = new Map(
+      sourceFiles(LIB).map((file) => [
+        file,
+        [...readFileSync(file, 'utf8').matchAll(/from '(\.[^']+)'/g)].map((match) =>
+          resolve(dirname(file), match[1]).replace(/\.js$/, '.ts'),
+        ),
+      ]),
+    );
     const circles: string[] = [];
     const done = new Set<string>();
     const visit = (file: string, path: string[]): void => {
@@ -75,7 +88,8 @@ describe('architecture', () => {
 
   it(`keeps every function and method within ${MAX_FUNCTION_LINES} lines (except where LONG_FUNCTIONS says why)`, () => {
     const long: string[] = [];
-    const opening = /^(\s*)(?:export )?(?:static )?(?:private |protected |public )?(?:static )?(?:async )?(?:function )?(\w+)\s*(?:<[^>]*>)?\(.*\)(?::\s*[^{]+)?\s*\{\s*$/;
+    const opening =
+      /^(\s*)(?:export )?(?:static )?(?:private |protected |public )?(?:static )?(?:async )?(?:function )?(\w+)\s*(?:<[^>]*>)?\(.*\)(?::\s*[^{]+)?\s*\{\s*$/;
     for (const file of sourceFiles(LIB).filter((each) => !each.endsWith('dashboard.assets.ts'))) {
       const lines = readFileSync(file, 'utf8').split('\n');
       lines.forEach((line, index) => {
@@ -83,7 +97,8 @@ describe('architecture', () => {
         if (!opened || /^\s*(if|for|while|switch|catch|return)\b/.test(line)) return;
         const end = lines.findIndex((each, at) => at > index && each === `${opened[1]}}`);
         const name = `${relative(LIB, file)}:${opened[2]}`;
-        if (end - index - 1 > MAX_FUNCTION_LINES && !LONG_FUNCTIONS[name]) long.push(`${name} (${end - index - 1} lines)`);
+        if (end - index - 1 > MAX_FUNCTION_LINES && !LONG_FUNCTIONS[name])
+          long.push(`${name} (${end - index - 1} lines)`);
       });
     }
     expect(long).toEqual([]);

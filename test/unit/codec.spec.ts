@@ -5,13 +5,19 @@ import { encodeQueueName, QueueKeys } from '../../lib/core/redis/keys.js';
 describe('task entries', () => {
   it('round-trips an envelope with its attempt count', () => {
     const envelope = { id: 'x', clientId: 'c', payload: { a: [1, 2] }, enqueuedAt: 5, replyTo: 'ch' };
-    expect(decodeEntry(encodeEntry(envelope, 3))).toEqual({ ok: true, entry: { attempts: 3, envelope: { v: FORMAT_VERSION, ...envelope } } });
+    expect(decodeEntry(encodeEntry(envelope, 3))).toEqual({
+      ok: true,
+      entry: { attempts: 3, envelope: { v: FORMAT_VERSION, ...envelope } },
+    });
   });
 
   it('encodes a fresh entry identically whether or not the payload was pre-serialized', () => {
     const meta = { id: 'x', clientId: 'c', enqueuedAt: 5 };
     const decoded = decodeEntry(encodeNewEntry(meta, JSON.stringify({ n: 1 })));
-    expect(decoded).toEqual({ ok: true, entry: { attempts: 0, envelope: { v: FORMAT_VERSION, ...meta, payload: { n: 1 } } } });
+    expect(decoded).toEqual({
+      ok: true,
+      entry: { attempts: 0, envelope: { v: FORMAT_VERSION, ...meta, payload: { n: 1 } } },
+    });
   });
 
   it.each([
@@ -33,20 +39,37 @@ describe('task entries', () => {
   });
 
   it('writes its format version first in every entry, and reads entries without one as version 1', () => {
-    expect(encodeNewEntry({ id: 'x', clientId: 'c', enqueuedAt: 5 }, '1')).toMatch(new RegExp(`^0\\|\\{"v":${FORMAT_VERSION},"id":"x"`));
-    expect(decodeEntry('2|{"id":"old","clientId":"c","enqueuedAt":1,"payload":null}')).toMatchObject({ ok: true, entry: { attempts: 2 } });
+    expect(encodeNewEntry({ id: 'x', clientId: 'c', enqueuedAt: 5 }, '1')).toMatch(
+      new RegExp(`^0\\|\\{"v":${FORMAT_VERSION},"id":"x"`),
+    );
+    expect(decodeEntry('2|{"id":"old","clientId":"c","enqueuedAt":1,"payload":null}')).toMatchObject({
+      ok: true,
+      entry: { attempts: 2 },
+    });
   });
 
   it('refuses an entry of another format version, saying which, rather than guess at it', () => {
     const decoded = decodeEntry('0|{"v":2,"id":"x","clientId":"c","enqueuedAt":1,"payload":1}');
-    expect(decoded).toEqual({ ok: false, version: 2, reason: `the entry is in format version 2; this worker reads version ${FORMAT_VERSION}` });
+    expect(decoded).toEqual({
+      ok: false,
+      version: 2,
+      reason: `the entry is in format version 2; this worker reads version ${FORMAT_VERSION}`,
+    });
   });
 });
 
 describe('queue keys', () => {
   it('puts every key of a queue under one hash tag', () => {
     const keys = new QueueKeys('tasks', 'avatar.resize');
-    const all = [keys.ring, keys.workers, keys.sequence, keys.deadLetters, keys.pending('c'), keys.processing('w'), keys.result('t')];
+    const all = [
+      keys.ring,
+      keys.workers,
+      keys.sequence,
+      keys.deadLetters,
+      keys.pending('c'),
+      keys.processing('w'),
+      keys.result('t'),
+    ];
     // The prefix stands outside the tag, so one ACL pattern `~tasks:*` covers every key.
     const tags = all.map((key) => /^tasks:\{([^}]*)\}/.exec(key)?.[1]);
     expect(new Set(tags)).toEqual(new Set(['avatar.resize']));

@@ -26,24 +26,59 @@ tester.run('house/imports-downward', house.rules['imports-downward'], {
     { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { Logger } from '@nestjs/common';" },
   ],
   invalid: [
-    { filename: at('model/codec.ts'), code: "import { QueueKeys } from '../redis/keys.js';", errors: [{ messageId: 'upward' }] },
-    { filename: at('worker/runner.ts'), code: "import { TaskAdmin } from '../admin/admin.js';", errors: [{ messageId: 'upward' }] },
-    { filename: at('producer/producer.ts'), code: "export * from '../worker/worker.js';", errors: [{ messageId: 'upward' }] },
-    { filename: at('worker/runner.ts'), code: "import { RedisTaskContext } from '../../nest/redis-task.context.js';", errors: [{ messageId: 'outside' }] },
-    { filename: at('admin/admin.ts'), code: "import { Injectable } from '@nestjs/common';", errors: [{ messageId: 'nest' }] },
+    {
+      filename: at('model/codec.ts'),
+      code: "import { QueueKeys } from '../redis/keys.js';",
+      errors: [{ messageId: 'upward' }],
+    },
+    {
+      filename: at('worker/runner.ts'),
+      code: "import { TaskAdmin } from '../admin/admin.js';",
+      errors: [{ messageId: 'upward' }],
+    },
+    {
+      filename: at('producer/producer.ts'),
+      code: "export * from '../worker/worker.js';",
+      errors: [{ messageId: 'upward' }],
+    },
+    {
+      filename: at('worker/runner.ts'),
+      code: "import { RedisTaskContext } from '../../nest/redis-task.context.js';",
+      errors: [{ messageId: 'outside' }],
+    },
+    {
+      filename: at('admin/admin.ts'),
+      code: "import { Injectable } from '@nestjs/common';",
+      errors: [{ messageId: 'nest' }],
+    },
   ],
 });
 
 tester.run('house/adapters-above-redis', house.rules['adapters-above-redis'], {
   valid: [
-    { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { ProducerRuntime } from '../core/producer/producer-runtime.js';" },
+    {
+      filename: resolve('lib/nest/redis-task.client.ts'),
+      code: "import { ProducerRuntime } from '../core/producer/producer-runtime.js';",
+    },
     { filename: resolve('lib/cli/main.ts'), code: "import { TaskAdmin } from '../core/admin/admin.js';" },
     { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { Redis } from 'ioredis';" },
   ],
   invalid: [
-    { filename: resolve('lib/nest/redis-task.client.ts'), code: "import { PrefixKeys } from '../core/redis/keys.js';", errors: [{ messageId: 'redis' }] },
-    { filename: resolve('lib/nest/dashboard/dashboard.service.ts'), code: "import type { TaskRedis } from '../../core/redis/scripts.js';", errors: [{ messageId: 'redis' }] },
-    { filename: resolve('lib/cli/main.ts'), code: "export { defineScripts } from '../core/redis/scripts.js';", errors: [{ messageId: 'redis' }] },
+    {
+      filename: resolve('lib/nest/redis-task.client.ts'),
+      code: "import { PrefixKeys } from '../core/redis/keys.js';",
+      errors: [{ messageId: 'redis' }],
+    },
+    {
+      filename: resolve('lib/nest/dashboard/dashboard.service.ts'),
+      code: "import type { TaskRedis } from '../../core/redis/scripts.js';",
+      errors: [{ messageId: 'redis' }],
+    },
+    {
+      filename: resolve('lib/cli/main.ts'),
+      code: "export { defineScripts } from '../core/redis/scripts.js';",
+      errors: [{ messageId: 'redis' }],
+    },
   ],
 });
 

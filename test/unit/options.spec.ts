@@ -41,13 +41,19 @@ describe('options are validated at construction', () => {
     expect(attempt).toThrow(`option "${option}"`);
   });
 
-  it.each(['serializer', 'deserializer'])("refuses Nest's %s option on the transport and the client (the stored form is fixed)", (option) => {
-    const codec = { serialize: (value: unknown) => value, deserialize: (value: unknown) => value };
-    for (const attempt of [() => new RedisTaskTransport({ [option]: codec } as never), () => new RedisTaskClient({ [option]: codec } as never)]) {
-      expect(attempt).toThrow(InvalidOptionError);
-      expect(attempt).toThrow(`option "${option}" is not supported`);
-    }
-  });
+  it.each(['serializer', 'deserializer'])(
+    "refuses Nest's %s option on the transport and the client (the stored form is fixed)",
+    (option) => {
+      const codec = { serialize: (value: unknown) => value, deserialize: (value: unknown) => value };
+      for (const attempt of [
+        () => new RedisTaskTransport({ [option]: codec } as never),
+        () => new RedisTaskClient({ [option]: codec } as never),
+      ]) {
+        expect(attempt).toThrow(InvalidOptionError);
+        expect(attempt).toThrow(`option "${option}" is not supported`);
+      }
+    },
+  );
 
   it('fills documented defaults', () => {
     const transport = new RedisTaskTransport();
@@ -87,7 +93,9 @@ describe('where Redis is: one rule for transport and client', () => {
   it('names REDIS_URL, without its password, when it is not a Redis URL', () => {
     try {
       process.env.REDIS_URL = 'http://ops:hunter2@cache.internal';
-      expect(() => new RedisTaskClient()).toThrow(/option "REDIS_URL \(environment\)" must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/ops:\*\*\*@cache.internal"/);
+      expect(() => new RedisTaskClient()).toThrow(
+        /option "REDIS_URL \(environment\)" must be a redis:\/\/ or rediss:\/\/ URL, got "http:\/\/ops:\*\*\*@cache.internal"/,
+      );
     } finally {
       restore();
     }

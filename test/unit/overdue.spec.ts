@@ -5,7 +5,8 @@ import { OperationsUnderWay } from '../../lib/core/worker/overdue.js';
 const never = () => new Promise<never>(() => undefined);
 
 /** The overdue figure as it is (the clock is frozen: track() reads the same time as the test). */
-const figure = (overdue: { connection: string; overdueMs: number } | undefined) => overdue && { connection: overdue.connection, overdueMs: overdue.overdueMs };
+const figure = (overdue: { connection: string; overdueMs: number } | undefined) =>
+  overdue && { connection: overdue.connection, overdueMs: overdue.overdueMs };
 
 // A frozen clock: on a busy machine a few milliseconds passed between the test's Date.now() and
 // track()'s, and the figures came out 590 instead of 600.
@@ -30,7 +31,10 @@ describe('OperationsUnderWay: which Redis operation of a claim loop is past its 
     expect(underWay.overdue(started + 2_600, readyAgain)).toBeUndefined();
     expect(figure(underWay.overdue(started + 3_000, readyAgain))).toEqual({ connection: 'blocking', overdueMs: 300 });
     // A connection that became ready before the operation started changes nothing.
-    expect(figure(underWay.overdue(started + 1_600, () => started - 5_000))).toEqual({ connection: 'blocking', overdueMs: 600 });
+    expect(figure(underWay.overdue(started + 1_600, () => started - 5_000))).toEqual({
+      connection: 'blocking',
+      overdueMs: 600,
+    });
   });
 
   it('reports the operation furthest past its allowance, of either connection', () => {
@@ -39,6 +43,8 @@ describe('OperationsUnderWay: which Redis operation of a claim loop is past its 
     void underWay.track('blocking', 5_000, never());
     void underWay.track('command', 0, never());
     expect(figure(underWay.overdue(started + 1_000))).toEqual({ connection: 'command', overdueMs: 1_000 });
-    expect(figure(underWay.overdue(started + 1_000, (connection) => (connection === 'command' ? started + 800 : undefined)))).toEqual({ connection: 'command', overdueMs: 200 });
+    expect(
+      figure(underWay.overdue(started + 1_000, (connection) => (connection === 'command' ? started + 800 : undefined))),
+    ).toEqual({ connection: 'command', overdueMs: 200 });
   });
 });

@@ -4,7 +4,14 @@ import { ratesOf } from '../../lib/core/admin/overview.js';
 describe('ratesOf (the overview chart: tasks per minute from the counters recorded each minute)', () => {
   const minute = (m: number) => m * 60_000;
   // Recorded at the first reaper sweep of minutes 100, 101 and 103 (102 was missed): "<ms> <completed> <failed> <retried> <dead>".
-  const history = ['100', `${minute(100) + 2_000} 10 1 0 0`, '103', `${minute(103) + 1_000} 70 4 0 0`, '101', `${minute(101) + 1_500} 30 1 0 0`];
+  const history = [
+    '100',
+    `${minute(100) + 2_000} 10 1 0 0`,
+    '103',
+    `${minute(103) + 1_000} 70 4 0 0`,
+    '101',
+    `${minute(101) + 1_500} 30 1 0 0`,
+  ];
 
   it('counts what happened between consecutive records, spreads a gap over its minutes, and counts the minute under way so far', () => {
     expect(ratesOf(history, { at: minute(103) + 30_000, completed: 75, failed: 6 })).toEqual([
@@ -17,9 +24,13 @@ describe('ratesOf (the overview chart: tasks per minute from the counters record
   });
 
   it('never reports a negative count (counters reset by hand), and skips records it cannot read', () => {
-    expect(ratesOf(['100', 'garbage', '101', `${minute(101)} 50 5 0 0`], { at: minute(101) + 10_000, completed: 3, failed: 0 })).toEqual([
-      { at: minute(101), completed: 0, failed: 0, partial: true },
-    ]);
+    expect(
+      ratesOf(['100', 'garbage', '101', `${minute(101)} 50 5 0 0`], {
+        at: minute(101) + 10_000,
+        completed: 3,
+        failed: 0,
+      }),
+    ).toEqual([{ at: minute(101), completed: 0, failed: 0, partial: true }]);
     expect(ratesOf([], { at: minute(5), completed: 1, failed: 1 })).toEqual([]);
   });
 });

@@ -19,21 +19,39 @@ const allBlocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => m
  * same but for its `.js` import endings): the app CI builds, tests and serves is the README's.
  */
 const FILE_HEADER = /^\/\/ (src\/[\w./-]+\.ts)(?: .*)?\n/;
-const files = allBlocks.filter((block) => FILE_HEADER.test(block)).map((block) => ({ path: (FILE_HEADER.exec(block) as RegExpExecArray)[1], text: block.replace(FILE_HEADER, '') }));
+const files = allBlocks
+  .filter((block) => FILE_HEADER.test(block))
+  .map((block) => ({ path: (FILE_HEADER.exec(block) as RegExpExecArray)[1], text: block.replace(FILE_HEADER, '') }));
 const blocks = allBlocks.filter((block) => !FILE_HEADER.test(block));
 
 /** What a snippet may use without importing it: Nest and rxjs names, and the package's own. */
 const IMPORTS: Record<string, string> = {
-  Module: '@nestjs/common', Controller: '@nestjs/common', Injectable: '@nestjs/common', Get: '@nestjs/common',
+  Module: '@nestjs/common',
+  Controller: '@nestjs/common',
+  Injectable: '@nestjs/common',
+  Get: '@nestjs/common',
   NestFactory: '@nestjs/core',
-  EventPattern: '@nestjs/microservices', MessagePattern: '@nestjs/microservices', Payload: '@nestjs/microservices', Ctx: '@nestjs/microservices',
+  EventPattern: '@nestjs/microservices',
+  MessagePattern: '@nestjs/microservices',
+  Payload: '@nestjs/microservices',
+  Ctx: '@nestjs/microservices',
   ClientsModule: '@nestjs/microservices',
   firstValueFrom: 'rxjs',
-  TerminusModule: '@nestjs/terminus', HealthCheck: '@nestjs/terminus', HealthCheckService: '@nestjs/terminus',
-  RedisTaskModule: 'nestjs-redis-tasks', RedisTaskTransport: 'nestjs-redis-tasks', RedisTaskClient: 'nestjs-redis-tasks',
-  RedisTaskContext: 'nestjs-redis-tasks', RedisTaskRecordBuilder: 'nestjs-redis-tasks', RedisTaskAdmin: 'nestjs-redis-tasks',
+  TerminusModule: '@nestjs/terminus',
+  HealthCheck: '@nestjs/terminus',
+  HealthCheckService: '@nestjs/terminus',
+  RedisTaskModule: 'nestjs-redis-tasks',
+  RedisTaskTransport: 'nestjs-redis-tasks',
+  RedisTaskClient: 'nestjs-redis-tasks',
+  RedisTaskContext: 'nestjs-redis-tasks',
+  RedisTaskRecordBuilder: 'nestjs-redis-tasks',
+  RedisTaskAdmin: 'nestjs-redis-tasks',
   RedisTaskReaper: 'nestjs-redis-tasks',
-  expect: '@jest/globals', describe: '@jest/globals', it: '@jest/globals', beforeAll: '@jest/globals', afterAll: '@jest/globals',
+  expect: '@jest/globals',
+  describe: '@jest/globals',
+  it: '@jest/globals',
+  beforeAll: '@jest/globals',
+  afterAll: '@jest/globals',
 };
 /** Your own names, as the README assumes them. */
 const DECLARED: Record<string, string> = {
@@ -58,7 +76,7 @@ const DECLARED: Record<string, string> = {
   transport: "declare const transport: import('nestjs-redis-tasks').RedisTaskTransport",
   app: "declare const app: import('@nestjs/common').INestApplication",
   redis: "declare const redis: import('ioredis').Redis",
-  createMicroservice: "declare const createMicroservice: (module: unknown, options: object) => unknown",
+  createMicroservice: 'declare const createMicroservice: (module: unknown, options: object) => unknown',
   host: 'declare const host: string',
   port: 'declare const port: number',
   nodes: 'declare const nodes: { host: string; port: number }[]',
@@ -69,15 +87,28 @@ function module(snippet: string): string {
   const lines = snippet.split('\n');
   const imports = lines.filter((line) => line.startsWith('import '));
   // `export` belongs to a file's top level; inside the wrapping function it is dropped.
-  const body = lines.filter((line) => !line.startsWith('import ')).map((line) => line.replace(/^export /, '')).join('\n');
-  const imported = new Set(imports.flatMap((line) => /\{([^}]*)\}/.exec(line)?.[1].split(',').map((name) => name.trim()) ?? []));
+  const body = lines
+    .filter((line) => !line.startsWith('import '))
+    .map((line) => line.replace(/^export /, ''))
+    .join('\n');
+  const imported = new Set(
+    imports.flatMap(
+      (line) =>
+        /\{([^}]*)\}/
+          .exec(line)?.[1]
+          .split(',')
+          .map((name) => name.trim()) ?? [],
+    ),
+  );
   const uses = (name: string) => new RegExp(`\\b${name}\\b`).test(body);
   const byModule = new Map<string, string[]>();
   for (const [name, from] of Object.entries(IMPORTS)) {
     if (imported.has(name) || !uses(name)) continue;
     byModule.set(from, [...(byModule.get(from) ?? []), name]);
   }
-  const declared = Object.entries(DECLARED).filter(([name]) => uses(name) && !new RegExp(`(class|const|let) ${name}\\b`).test(body));
+  const declared = Object.entries(DECLARED).filter(
+    ([name]) => uses(name) && !new RegExp(`(class|const|let) ${name}\\b`).test(body),
+  );
   return [
     ...imports,
     ...[...byModule].map(([from, names]) => `import { ${names.join(', ')} } from '${from}';`),
@@ -99,7 +130,12 @@ describe('README TypeScript snippets', () => {
   // are checked against both majors.
   const nest11 = process.env.NEST_MAJOR === '11';
   const nestPaths = nest11
-    ? Object.fromEntries(['common', 'core', 'microservices', 'testing'].map((name) => [`@nestjs/${name}`, [`./.nest11/node_modules/@nestjs/${name}`]]))
+    ? Object.fromEntries(
+        ['common', 'core', 'microservices', 'testing'].map((name) => [
+          `@nestjs/${name}`,
+          [`./.nest11/node_modules/@nestjs/${name}`],
+        ]),
+      )
     : {};
 
   it(`compile as written (Nest ${nest11 ? 11 : 12}, strict)`, () => {
@@ -126,22 +162,34 @@ describe('README TypeScript snippets', () => {
       .getPreEmitDiagnostics(program)
       .filter((diagnostic) => diagnostic.file?.fileName.startsWith(dir))
       .map((diagnostic) => {
-        const where = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start) : undefined;
+        const where =
+          diagnostic.file && diagnostic.start !== undefined
+            ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
+            : undefined;
         return `${diagnostic.file?.fileName.slice(dir.length + 1)}:${(where?.line ?? 0) + 1} ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
       });
     expect(problems).toEqual([]);
   }, 120_000);
 
-  it('holds the complete first app: the starter apps\' own files, word for word', () => {
+  it("holds the complete first app: the starter apps' own files, word for word", () => {
     const paths = files.map((file) => file.path);
-    expect(paths).toEqual(expect.arrayContaining(['src/main.ts', 'src/app.module.ts', 'src/tasks/tasks.module.ts', 'src/tasks/avatars.controller.ts']));
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'src/main.ts',
+        'src/app.module.ts',
+        'src/tasks/tasks.module.ts',
+        'src/tasks/avatars.controller.ts',
+      ]),
+    );
     expect(new Set(paths).size).toBe(paths.length);
     for (const file of files) {
       const starter = join(root, 'test/apps/nest11-cjs', file.path);
       if (!existsSync(starter)) continue;
       expect({ path: file.path, text: file.text }).toEqual({ path: file.path, text: readFileSync(starter, 'utf8') });
       // The ESM starter: relative imports end in .js, and its main.ts awaits bootstrap() at the top level.
-      const esm = readFileSync(join(root, 'test/apps/nest12-esm', file.path), 'utf8').replace(/(from '\.{1,2}\/[^']*)\.js'/g, "$1'").replace(/^await bootstrap\(\);$/m, 'bootstrap();');
+      const esm = readFileSync(join(root, 'test/apps/nest12-esm', file.path), 'utf8')
+        .replace(/(from '\.{1,2}\/[^']*)\.js'/g, "$1'")
+        .replace(/^await bootstrap\(\);$/m, 'bootstrap();');
       expect({ path: file.path, esm }).toEqual({ path: file.path, esm: file.text });
     }
   });
@@ -149,12 +197,17 @@ describe('README TypeScript snippets', () => {
   it('compiles its complete files as written, in a copy of the Nest 11 starter (strict, nothing declared for them)', () => {
     const app = join(dir, 'app');
     rmSync(app, { recursive: true, force: true });
-    cpSync(join(root, 'test/apps/nest11-cjs/src'), join(app, 'src'), { recursive: true, filter: (path) => !path.endsWith('.spec.ts') });
+    cpSync(join(root, 'test/apps/nest11-cjs/src'), join(app, 'src'), {
+      recursive: true,
+      filter: (path) => !path.endsWith('.spec.ts'),
+    });
     for (const file of files) {
       mkdirSync(dirname(join(app, file.path)), { recursive: true });
       writeFileSync(join(app, file.path), file.text);
     }
-    const sources = readdirSync(join(app, 'src'), { recursive: true, encoding: 'utf8' }).filter((path) => path.endsWith('.ts')).map((path) => join(app, 'src', path));
+    const sources = readdirSync(join(app, 'src'), { recursive: true, encoding: 'utf8' })
+      .filter((path) => path.endsWith('.ts'))
+      .map((path) => join(app, 'src', path));
     const program = ts.createProgram(sources, {
       target: ts.ScriptTarget.ES2022,
       module: ts.ModuleKind.CommonJS,
@@ -174,7 +227,10 @@ describe('README TypeScript snippets', () => {
     const problems = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics]
       .filter((diagnostic) => diagnostic.file?.fileName.startsWith(app))
       .map((diagnostic) => {
-        const where = diagnostic.file && diagnostic.start !== undefined ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start) : undefined;
+        const where =
+          diagnostic.file && diagnostic.start !== undefined
+            ? diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start)
+            : undefined;
         return `${diagnostic.file?.fileName.slice(app.length + 1)}:${(where?.line ?? 0) + 1} ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
       });
     expect(problems).toEqual([]);

@@ -87,7 +87,11 @@ describe('ReaperSchedule', () => {
       sweep: (queues) => (fail ? ((fail = false), Promise.reject(new Error('redis down'))) : sweeper.sweep(queues)),
       promote: (queues) => sweeper.promote(queues),
     };
-    const schedule = new ReaperSchedule(failing, 1_000, () => ['a'], { log: () => undefined, warn: () => undefined, error: (m: string) => errors.push(m) });
+    const schedule = new ReaperSchedule(failing, 1_000, () => ['a'], {
+      log: () => undefined,
+      warn: () => undefined,
+      error: (m: string) => errors.push(m),
+    });
     schedule.start();
     await settle();
     expect(errors).toEqual(['reaper sweep failed: redis down']);

@@ -37,7 +37,8 @@ describe('rules: every bound and name rule in one place', () => {
 
   it('groups: no key separator, braces or spaces, at most MAX_GROUP_LENGTH characters', () => {
     expect(groupProblem('billing')).toBeUndefined();
-    for (const bad of ['', 'a:b', 'a{b', 'a b', 'x'.repeat(MAX_GROUP_LENGTH + 1)]) expect(groupProblem(bad)).toEqual(expect.any(String));
+    for (const bad of ['', 'a:b', 'a{b', 'a b', 'x'.repeat(MAX_GROUP_LENGTH + 1)])
+      expect(groupProblem(bad)).toEqual(expect.any(String));
   });
 
   it('numbers: rates above 0, weights 1 to MAX_WEIGHT, per-client caps 0 to MAX_CLIENT_CONCURRENCY', () => {
@@ -51,11 +52,15 @@ describe('rules: every bound and name rule in one place', () => {
 
   it('validators throw InvalidOptionError naming the option and a short description of the value', () => {
     expect(() => validateGroup('group', 'a:b')).toThrow(InvalidOptionError);
-    expect(() => validateGroup('group', 'a:b')).toThrow('option "group" must not contain the key separator ":", braces, spaces or control characters, got "a:b"');
+    expect(() => validateGroup('group', 'a:b')).toThrow(
+      'option "group" must not contain the key separator ":", braces, spaces or control characters, got "a:b"',
+    );
     // An operator's client id follows the producer's rule, and is never the every-client entry "*".
     expect(() => validateClientId('clientId', 'has space')).toThrow('option "clientId"');
     expect(() => validateClientId('clientId', '*')).toThrow('must be a client id, not "*"');
-    expect(() => validateRetry('retry', { backoff: { type: 'fixed', delayMs: -1 } })).toThrow('option "retry.backoff.delayMs"');
+    expect(() => validateRetry('retry', { backoff: { type: 'fixed', delayMs: -1 } })).toThrow(
+      'option "retry.backoff.delayMs"',
+    );
   });
 });
 
@@ -84,14 +89,26 @@ describe('task rules: the record builder and the producer gate apply the same on
         value,
         accepts(() => prepareTask({ ...item, delayMs: value as number }, Date.now(), undefined, limits)),
       ]);
-      expect([value, accepts(() => new RedisTaskRecordBuilder(1).setDeduplicationKey('k', { ttlMs: value as number }))]).toEqual([
+      expect([
         value,
-        accepts(() => prepareTask({ ...item, deduplicationKey: 'k', deduplicationTtlMs: value as number }, Date.now(), undefined, limits)),
+        accepts(() => new RedisTaskRecordBuilder(1).setDeduplicationKey('k', { ttlMs: value as number })),
+      ]).toEqual([
+        value,
+        accepts(() =>
+          prepareTask(
+            { ...item, deduplicationKey: 'k', deduplicationTtlMs: value as number },
+            Date.now(),
+            undefined,
+            limits,
+          ),
+        ),
       ]);
     }
     for (const key of ['', 'k', 'x'.repeat(512), 'x'.repeat(513), 7]) {
       expect(accepts(() => new RedisTaskRecordBuilder(1).setDeduplicationKey(key as string))).toBe(
-        accepts(() => prepareTask({ payload: 1, clientId: 'c', deduplicationKey: key as string }, Date.now(), undefined, limits)),
+        accepts(() =>
+          prepareTask({ payload: 1, clientId: 'c', deduplicationKey: key as string }, Date.now(), undefined, limits),
+        ),
       );
     }
   });
@@ -104,6 +121,8 @@ describe('task ids', () => {
       const nonce = taskIdNonce(Uint8Array.from([first, 1, 2, 3, 4, 5, 6, 7, 8]));
       expect(nonce).toMatch(/^[A-Za-z0-9][A-Za-z0-9_-]{11}$/);
     }
-    expect(taskIdNonce(Uint8Array.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]))).toBe(Buffer.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]).toString('base64url'));
+    expect(taskIdNonce(Uint8Array.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]))).toBe(
+      Buffer.from([0x00, 1, 2, 3, 4, 5, 6, 7, 8]).toString('base64url'),
+    );
   });
 });

@@ -10,7 +10,14 @@ const scripts = readScriptDefinitions();
 describe('Lua script contract headers', () => {
   it('finds the scripts', () => {
     expect(scripts.map((script) => script.name)).toEqual(
-      expect.arrayContaining(['enqueueTasks', 'claimTasks', 'ackTasks', 'deadLetterTask', 'requeueTasks', 'heartbeatWorker']),
+      expect.arrayContaining([
+        'enqueueTasks',
+        'claimTasks',
+        'ackTasks',
+        'deadLetterTask',
+        'requeueTasks',
+        'heartbeatWorker',
+      ]),
     );
   });
 
@@ -50,9 +57,18 @@ describe('Lua script contract headers', () => {
 
     it('uses no helper before its `-- @helpers` line (where the helpers are defined), and includes them once', () => {
       const marker = script.lua.indexOf('\n-- @helpers\n');
-      const helpers = Object.values(LUA_INCLUDES).flatMap((lua) => [...lua.matchAll(/^local (?:function )?([A-Za-z_]+)/gm)].map((match) => match[1]));
+      const helpers = Object.values(LUA_INCLUDES).flatMap((lua) =>
+        [...lua.matchAll(/^local (?:function )?([A-Za-z_]+)/gm)].map((match) => match[1]),
+      );
       expect(helpers).toContain('healingCall');
-      const before = marker < 0 ? '' : script.lua.slice(0, marker).split('\n').filter((line) => !line.startsWith('--')).join('\n');
+      const before =
+        marker < 0
+          ? ''
+          : script.lua
+              .slice(0, marker)
+              .split('\n')
+              .filter((line) => !line.startsWith('--'))
+              .join('\n');
       expect(helpers.filter((name) => new RegExp(`\\b${name}\\b`).test(before))).toEqual([]);
       if (marker >= 0) expect(script.source.split('\nlocal function healingCall(').length).toBeLessThanOrEqual(2);
     });
@@ -76,47 +92,103 @@ describe('argument strides: each encoder against its script header', () => {
   const stated = (name: string): number[] => {
     const script = scripts.find((each) => each.name === name);
     if (!script) throw new Error(`no script ${name}`);
-    const header = script.lua.split('\n').filter((line) => line.startsWith('--')).map((line) => line.replace(/^--\s*/, '')).join(' ');
+    const header = script.lua
+      .split('\n')
+      .filter((line) => line.startsWith('--'))
+      .map((line) => line.replace(/^--\s*/, ''))
+      .join(' ');
     const found = /per (?:task|record), (?:either )?(\d+) fields[^;]*(?:; or (\d+) fields)?/.exec(header);
     if (!found) throw new Error(`${name}: no "per task, N fields" in its header`);
-    return found.slice(1).filter((value) => value !== undefined).map(Number);
+    return found
+      .slice(1)
+      .filter((value) => value !== undefined)
+      .map(Number);
   };
 
   /** The arguments a gateway method sends to its script (a connection that records and answers nothing). */
   async function sent(call: (gateway: ScriptGateway) => Promise<unknown>): Promise<unknown[]> {
     let args: unknown[] = [];
-    const redis = new Proxy({}, {
-      get: (_, name) => (...given: unknown[]) => {
-        args = given;
-        return Promise.resolve(name === 'heartbeatWorker' ? [0, [], []] : name === 'claimTasks' ? [[], [], 0, 0] : name === 'ackTasks' ? [] : 0);
+    const redis = new Proxy(
+      {},
+      {
+        get:
+          (_, name) =>
+          (...given: unknown[]) => {
+            args = given;
+            return Promise.resolve(
+              name === 'heartbeatWorker'
+                ? [0, [], []]
+                : name === 'claimTasks'
+                  ? [[], [], 0, 0]
+                  : name === 'ackTasks'
+                    ? []
+                    : 0,
+            );
+          },
       },
-    });
+    );
     await call(new ScriptGateway(redis as unknown as TaskRedis)).catch(() => undefined);
     return args;
   }
 
   const keys = new QueueKeys('strides', 'q');
-  const task = (id: string, options: Partial<PreparedTask> = {}): PreparedTask => ({ id, clientId: 'a', entry: `0|{"id":"${id}"}`, priority: 0, delayMs: 0, deduplicationTtlMs: 1_000, awaitsReply: false, ...options });
-  const growth = async (one: (gateway: ScriptGateway) => Promise<unknown>, two: (gateway: ScriptGateway) => Promise<unknown>) => (await sent(two)).length - (await sent(one)).length;
-  const enqueue = (tasks: PreparedTask[]) => (gateway: ScriptGateway) => gateway.enqueue(keys, { deadline: Date.now() + 1_000, timeoutMs: 1_000, batches: [{ tasks }] });
+  const task = (id: string, options: Partial<PreparedTask> = {}): PreparedTask => ({
+    id,
+    clientId: 'a',
+    entry: `0|{"id":"${id}"}`,
+    priority: 0,
+    delayMs: 0,
+    deduplicationTtlMs: 1_000,
+    awaitsReply: false,
+    ...options,
+  });
+  const growth = async (
+    one: (gateway: ScriptGateway) => Promise<unknown>,
+    two: (gateway: ScriptGateway) => Promise<unknown>,
+  ) => (await sent(two)).length - (await sent(one)).length;
+  const enqueue = (tasks: PreparedTask[]) => (gateway: ScriptGateway) =>
+    gateway.enqueue(keys, { deadline: Date.now() + 1_000, timeoutMs: 1_000, batches: [{ tasks }] });
 
   it('enqueueTasks: a plain task, and a task with options', async () => {
     const plain = await growth(enqueue([task('1')]), enqueue([task('1'), task('2')]));
-    const withOptions = await growth(enqueue([task('1', { priority: 3 })]), enqueue([task('1', { priority: 3 }), task('2', { deduplicationKey: 'k' })]));
+    const withOptions = await growth(
+      enqueue([task('1', { priority: 3 })]),
+      enqueue([task('1', { priority: 3 }), task('2', { deduplicationKey: 'k' })]),
+    );
     expect([plain, withOptions]).toEqual(stated('enqueueTasks'));
   });
 
   it('ackTasks', async () => {
     const ack = (token: string): AckItem => ({ token, taskId: token, resultTtlMs: 1_000 });
-    expect([await growth((g) => g.acknowledge(keys, 'w', [ack('1')]), (g) => g.acknowledge(keys, 'w', [ack('1'), ack('2')]))]).toEqual(stated('ackTasks'));
+    expect([
+      await growth(
+        (g) => g.acknowledge(keys, 'w', [ack('1')]),
+        (g) => g.acknowledge(keys, 'w', [ack('1'), ack('2')]),
+      ),
+    ]).toEqual(stated('ackTasks'));
   });
 
   it('requeueTasks, promoteTasks and requeueDeadLetters', async () => {
     const held = (token: string) => ({ token, clientId: 'a', priority: 0 });
-    expect([await growth((g) => g.requeue(keys, 'w', false, [held('1')]), (g) => g.requeue(keys, 'w', false, [held('1'), held('2')]))]).toEqual(stated('requeueTasks'));
+    expect([
+      await growth(
+        (g) => g.requeue(keys, 'w', false, [held('1')]),
+        (g) => g.requeue(keys, 'w', false, [held('1'), held('2')]),
+      ),
+    ]).toEqual(stated('requeueTasks'));
     const due = (entry: string) => ({ entry, clientId: 'a', priority: 0 });
-    expect([await growth((g) => g.promote(keys, [due('1')]), (g) => g.promote(keys, [due('1'), due('2')]))]).toEqual(stated('promoteTasks'));
+    expect([
+      await growth(
+        (g) => g.promote(keys, [due('1')]),
+        (g) => g.promote(keys, [due('1'), due('2')]),
+      ),
+    ]).toEqual(stated('promoteTasks'));
     const letter = (raw: string) => ({ raw, clientId: 'a', entry: raw, priority: 0 });
-    expect([await growth((g) => g.requeueDeadLetters(keys, [letter('1')]), (g) => g.requeueDeadLetters(keys, [letter('1'), letter('2')]))]).toEqual(stated('requeueDeadLetters'));
+    expect([
+      await growth(
+        (g) => g.requeueDeadLetters(keys, [letter('1')]),
+        (g) => g.requeueDeadLetters(keys, [letter('1'), letter('2')]),
+      ),
+    ]).toEqual(stated('requeueDeadLetters'));
   });
 });

@@ -6,13 +6,25 @@ import { defineScripts, type RedisConnection, type TaskRedis } from '../redis/sc
 /** A connection with this package's scripts on it, as the admin parts take it. */
 export type TaskAdminRedis = TaskRedis;
 import type { DeadLetterRecord } from '../model/dead-letter.js';
-import { DeadLetters, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
+import {
+  DeadLetters,
+  type DeadLetterFilter,
+  type DeadLetterPage,
+  type DeadLetterSelection,
+  type RequeueDeadLettersResult,
+} from './dead-letters.js';
 import { ConsumerGroups, type RemovedGroup } from './groups.js';
 import { deletePrefix, type DeletedPrefix } from './prefix-cleanup.js';
 import { QueueSettings } from './settings.js';
 import { QueueStatsReader, type QueueStats, type WorkerInfo } from './stats.js';
 
-export { selects, type DeadLetterFilter, type DeadLetterPage, type DeadLetterSelection, type RequeueDeadLettersResult } from './dead-letters.js';
+export {
+  selects,
+  type DeadLetterFilter,
+  type DeadLetterPage,
+  type DeadLetterSelection,
+  type RequeueDeadLettersResult,
+} from './dead-letters.js';
 export type { RemovedGroup } from './groups.js';
 export { MAX_WEIGHT } from './settings.js';
 export type { QueueCounters, QueueFault, QueueStats, WorkerInfo } from './stats.js';
@@ -139,7 +151,10 @@ export class TaskAdmin {
   }
 
   /** A page of the dead letters matching a filter, newest first (bounded: see `DeadLetters.findDeadLetters`). */
-  findDeadLetters(queue: string, options: { offset?: number; limit?: number; filter?: DeadLetterFilter } = {}): Promise<DeadLetterPage> {
+  findDeadLetters(
+    queue: string,
+    options: { offset?: number; limit?: number; filter?: DeadLetterFilter } = {},
+  ): Promise<DeadLetterPage> {
     return this.deadLettersPart.findDeadLetters(queue, options);
   }
 

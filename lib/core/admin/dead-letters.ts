@@ -87,7 +87,13 @@ export class DeadLetters extends AdminPart {
    */
   async findDeadLetters(
     queue: string,
-    { offset = 0, limit = 50, filter = {}, scanLimit = 5_000, scanBytes = SCAN_BYTES }: { offset?: number; limit?: number; filter?: DeadLetterFilter; scanLimit?: number; scanBytes?: number } = {},
+    {
+      offset = 0,
+      limit = 50,
+      filter = {},
+      scanLimit = 5_000,
+      scanBytes = SCAN_BYTES,
+    }: { offset?: number; limit?: number; filter?: DeadLetterFilter; scanLimit?: number; scanBytes?: number } = {},
   ): Promise<DeadLetterPage> {
     const records: DeadLetterRecord[] = [];
     const now = Date.now();
@@ -102,7 +108,7 @@ export class DeadLetters extends AdminPart {
     for (const keys of await this.shards(queue)) {
       const length = await this.redis.llen(keys.deadLetters);
       const start = Math.max(0, offset - position);
-      for (let at = start; at < length && nextOffset === null; ) {
+      for (let at = start; at < length && nextOffset === null;) {
         const want = filtered ? rows : Math.max(1, Math.min(rows, limit - records.length));
         const raw = await this.redis.lrange(keys.deadLetters, at, at + want - 1);
         if (raw.length === 0) break;
@@ -200,11 +206,14 @@ export class DeadLetters extends AdminPart {
   }
 
   /** The selected records of a shard, read a few at a time (see READ_BYTES), never the whole list in one command. */
-  private async select(keys: QueueKeys, selection: DeadLetterSelection): Promise<{ raw: string; record: DeadLetterRecord }[]> {
+  private async select(
+    keys: QueueKeys,
+    selection: DeadLetterSelection,
+  ): Promise<{ raw: string; record: DeadLetterRecord }[]> {
     const now = Date.now();
     const selected: { raw: string; record: DeadLetterRecord }[] = [];
     let rows = 10;
-    for (let at = 0; ; ) {
+    for (let at = 0; ;) {
       const raw = await this.redis.lrange(keys.deadLetters, at, at + rows - 1);
       if (raw.length === 0) break;
       for (const text of raw) {
@@ -223,6 +232,14 @@ export function parseRecord(raw: string): DeadLetterRecord {
   try {
     return JSON.parse(raw) as DeadLetterRecord;
   } catch {
-    return { pattern: '?', reason: 'malformed', detail: 'the dead-letter record is not valid JSON', attempts: 0, deadAt: 0, workerId: '?', raw };
+    return {
+      pattern: '?',
+      reason: 'malformed',
+      detail: 'the dead-letter record is not valid JSON',
+      attempts: 0,
+      deadAt: 0,
+      workerId: '?',
+      raw,
+    };
   }
 }

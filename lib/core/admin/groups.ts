@@ -40,7 +40,8 @@ export class ConsumerGroups extends AdminPart {
       ]);
       const doomed: string[] = [];
       for (const clientId of clients) {
-        removed.pending += (await this.redis.llen(keys.pending(clientId))) + (await this.redis.zcard(keys.priority(clientId)));
+        removed.pending +=
+          (await this.redis.llen(keys.pending(clientId))) + (await this.redis.zcard(keys.priority(clientId)));
         doomed.push(keys.pending(clientId), keys.priority(clientId));
       }
       for (const workerId of await this.redis.zrange(keys.workers, '0', '-1')) {
@@ -50,9 +51,26 @@ export class ConsumerGroups extends AdminPart {
       removed.delayed += await this.redis.zcard(keys.delayed);
       removed.deadLetters += await this.redis.llen(keys.deadLetters);
       doomed.push(
-        keys.ring, keys.parked, keys.throttled, keys.delayed, keys.deadLetters, keys.prioritized, keys.inflight, keys.counted,
-        keys.credit, keys.buckets, keys.weights, keys.rates, keys.paused, keys.counters, keys.workers, keys.heartbeats, keys.sequence,
-        keys.pendingCount, keys.history, keys.clientConcurrency,
+        keys.ring,
+        keys.parked,
+        keys.throttled,
+        keys.delayed,
+        keys.deadLetters,
+        keys.prioritized,
+        keys.inflight,
+        keys.counted,
+        keys.credit,
+        keys.buckets,
+        keys.weights,
+        keys.rates,
+        keys.paused,
+        keys.counters,
+        keys.workers,
+        keys.heartbeats,
+        keys.sequence,
+        keys.pendingCount,
+        keys.history,
+        keys.clientConcurrency,
       );
       for (let i = 0; i < doomed.length; i += CHUNK) {
         await this.redis.del(...doomed.slice(i, i + CHUNK));

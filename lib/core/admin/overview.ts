@@ -87,8 +87,22 @@ export interface RunningTask {
 }
 
 type GroupReply = [
-  group: string, pending: number, waiting: number, delayed: number, dead: number, paused: number, workers: number, alive: number,
-  inFlight: number, oldest: number, sampled: number, completed: number, failed: number, retried: number, deadLettered: number, history: string[],
+  group: string,
+  pending: number,
+  waiting: number,
+  delayed: number,
+  dead: number,
+  paused: number,
+  workers: number,
+  alive: number,
+  inFlight: number,
+  oldest: number,
+  sampled: number,
+  completed: number,
+  failed: number,
+  retried: number,
+  deadLettered: number,
+  history: string[],
 ];
 
 /**
@@ -120,7 +134,13 @@ export class OverviewReader {
     const patterns = (await this.redis.smembers(this.keys.queues)).sort();
     const layouts = await Promise.all(patterns.map((pattern) => this.layout(pattern)));
     const replies = await Promise.all(
-      layouts.map((layout) => Promise.all(layout.shards.map((shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>))),
+      layouts.map((layout) =>
+        Promise.all(
+          layout.shards.map(
+            (shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
+          ),
+        ),
+      ),
     );
     let at = 0;
     const rows: PatternOverview[] = [];
@@ -130,7 +150,9 @@ export class OverviewReader {
         at = Math.max(at, now);
         for (const group of groups) byGroup.set(group[0], [...(byGroup.get(group[0]) ?? []), group]);
       }
-      for (const [group, shards] of [...byGroup].sort(([a], [b]) => (a === DEFAULT_GROUP ? -1 : b === DEFAULT_GROUP ? 1 : a.localeCompare(b)))) {
+      for (const [group, shards] of [...byGroup].sort(([a], [b]) =>
+        a === DEFAULT_GROUP ? -1 : b === DEFAULT_GROUP ? 1 : a.localeCompare(b),
+      )) {
         rows.push(summarize(pattern, group, layouts[index].shards.length, shards, at));
       }
     }
@@ -140,7 +162,11 @@ export class OverviewReader {
   /** The overview row of one pattern and consumer group (a read of its shards only), if it has any data. */
   async summary(pattern: string, group: string): Promise<PatternOverview | undefined> {
     const layout = await this.layout(pattern);
-    const replies = await Promise.all(layout.shards.map((shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>));
+    const replies = await Promise.all(
+      layout.shards.map(
+        (shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
+      ),
+    );
     let at = 0;
     const shards: GroupReply[] = [];
     for (const [now, ...groups] of replies) {
@@ -151,11 +177,19 @@ export class OverviewReader {
   }
 
   /** A page of the clients with pending tasks (in turn first, then throttled, then parked), all shards in order. */
-  async clients(pattern: string, group: string, { offset = 0, limit = 50 }: { offset?: number; limit?: number } = {}): Promise<ClientPage> {
+  async clients(
+    pattern: string,
+    group: string,
+    { offset = 0, limit = 50 }: { offset?: number; limit?: number } = {},
+  ): Promise<ClientPage> {
     const shards = (await this.layout(pattern)).shards.map((shard) => shard.forGroup(group));
     const sizes = await Promise.all(
       shards.map(async (keys) => {
-        const [ring, throttled, parked] = await Promise.all([this.redis.llen(keys.ring).catch(() => 0), this.redis.zcard(keys.throttled).catch(() => 0), this.redis.scard(keys.parked).catch(() => 0)]);
+        const [ring, throttled, parked] = await Promise.all([
+          this.redis.llen(keys.ring).catch(() => 0),
+          this.redis.zcard(keys.throttled).catch(() => 0),
+          this.redis.scard(keys.parked).catch(() => 0),
+        ]);
         return { ring, throttled, parked };
       }),
     );
@@ -189,7 +223,14 @@ export class OverviewReader {
           this.redis.hget(keys.rates, '*').catch(() => null),
         ]);
         const rate = Number(own ?? all ?? 0);
-        return { clientId, state, pending: listed + prioritized, inFlight: Number(inFlight) || 0, weight: Number(weight) || 1, rateLimit: rate > 0 ? rate : null };
+        return {
+          clientId,
+          state,
+          pending: listed + prioritized,
+          inFlight: Number(inFlight) || 0,
+          weight: Number(weight) || 1,
+          rateLimit: rate > 0 ? rate : null,
+        };
       }),
     );
     return { clients, clientConcurrency: cap > 0 ? cap : null, total: position, offset };
@@ -204,7 +245,12 @@ export class OverviewReader {
         const decoded = decodeEntry(raw);
         if (decoded.ok) {
           const { envelope, attempts } = decoded.entry;
-          tasks.push({ id: envelope.id, clientId: envelope.clientId, attempt: attempts + 1, enqueuedAt: envelope.enqueuedAt ?? null });
+          tasks.push({
+            id: envelope.id,
+            clientId: envelope.clientId,
+            attempt: attempts + 1,
+            enqueuedAt: envelope.enqueuedAt ?? null,
+          });
         } else {
           tasks.push({ id: '(undecodable)', clientId: '?', attempt: 0, enqueuedAt: null });
         }
@@ -223,7 +269,13 @@ export class OverviewReader {
 }
 
 /** One pattern and group, its shards' replies added up; the per-minute rates from the recorded counters. */
-function summarize(pattern: string, group: string, shards: number, replies: readonly GroupReply[], now: number): PatternOverview {
+function summarize(
+  pattern: string,
+  group: string,
+  shards: number,
+  replies: readonly GroupReply[],
+  now: number,
+): PatternOverview {
   const sum = (field: number) => replies.reduce((total, reply) => total + (reply[field] as number), 0);
   const oldest = replies.map((reply) => reply[9]).filter((at) => at >= 0);
   const exact = replies.every((reply) => reply[10] >= reply[2]);
@@ -232,7 +284,11 @@ function summarize(pattern: string, group: string, shards: number, replies: read
   for (const reply of replies) {
     for (const rate of ratesOf(reply[15], { at: now, completed: reply[11], failed: reply[12] })) {
       const known = perMinute.get(rate.at) ?? { completed: 0, failed: 0 };
-      perMinute.set(rate.at, { completed: known.completed + rate.completed, failed: known.failed + rate.failed, ...(rate.partial ? { partial: true } : {}) });
+      perMinute.set(rate.at, {
+        completed: known.completed + rate.completed,
+        failed: known.failed + rate.failed,
+        ...(rate.partial ? { partial: true } : {}),
+      });
     }
   }
   return {
@@ -261,7 +317,10 @@ function summarize(pattern: string, group: string, shards: number, replies: read
  * first sweep of each minute), and for the minute under way, what was counted since its record (marked
  * `partial`).
  */
-export function ratesOf(history: readonly string[], current: { at: number; completed: number; failed: number }): MinuteRate[] {
+export function ratesOf(
+  history: readonly string[],
+  current: { at: number; completed: number; failed: number },
+): MinuteRate[] {
   const points: { at: number; completed: number; failed: number }[] = [];
   for (let i = 0; i + 1 < history.length; i += 2) {
     const [at, completed, failed] = history[i + 1].split(' ').map(Number);

@@ -26,7 +26,9 @@ function literal(text: string): string {
  */
 export async function deletePrefix(redis: RedisConnection, prefix: string): Promise<DeletedPrefix> {
   const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
-  const workerRegistry = new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\{[^}]*\\}(:g:[^:]+)?:workers$`);
+  const workerRegistry = new RegExp(
+    `^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\{[^}]*\\}(:g:[^:]+)?:workers$`,
+  );
   const found: string[][] = [];
   const live: string[] = [];
   const [seconds, micros] = await redis.time();

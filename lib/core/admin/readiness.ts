@@ -7,7 +7,13 @@ import type { RedisConnection } from '../redis/scripts.js';
  * (nothing was sent). What the admin API and the dashboard wait on, so that they answer in time while
  * Redis is unreachable instead of waiting on ioredis's retries.
  */
-export async function answeringBy(redis: RedisConnection, connection: RedisTaskConnection, deadline: number, timeoutMs: number, what: string): Promise<void> {
+export async function answeringBy(
+  redis: RedisConnection,
+  connection: RedisTaskConnection,
+  deadline: number,
+  timeoutMs: number,
+  what: string,
+): Promise<void> {
   if (redis.status === 'ready') return;
   try {
     await watchOf(redis).whenReady(Math.max(0, deadline - Date.now()));

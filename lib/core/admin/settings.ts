@@ -32,7 +32,9 @@ export class QueueSettings extends AdminPart {
   async clientWeights(queue: string): Promise<Record<string, number>> {
     const weights: Record<string, number> = {};
     for (const keys of await this.shards(queue)) {
-      for (const [clientId, weight] of Object.entries((await this.redis.hgetall(keys.weights)) as Record<string, string>)) {
+      for (const [clientId, weight] of Object.entries(
+        (await this.redis.hgetall(keys.weights)) as Record<string, string>,
+      )) {
         weights[clientId] = Number(weight);
       }
     }

@@ -114,18 +114,19 @@ export class QueueStatsReader extends AdminPart {
     const alive = new Set<string>();
     const now = await this.redisNow();
     for (const keys of shards) {
-      const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] = await Promise.all([
-        read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
-        read(keys.parked, 'set', this.redis.smembers(keys.parked), []),
-        read(keys.throttled, 'sorted set', this.redis.zrange(keys.throttled, '0', '-1'), []),
-        // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
-        read(keys.workers, 'sorted set', (this.redis as Redis).zrange(keys.workers, '0', '-1', 'WITHSCORES'), []),
-        read(keys.delayed, 'sorted set', this.redis.zcard(keys.delayed), 0),
-        read(keys.deadLetters, 'list', this.redis.llen(keys.deadLetters), 0),
-        this.redis.exists(keys.paused),
-        read(keys.counters, 'hash', this.redis.hgetall(keys.counters) as Promise<Record<string, string>>, {}),
-        read(keys.faults, 'hash', this.redis.hgetall(keys.faults) as Promise<Record<string, string>>, {}),
-      ]);
+      const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] =
+        await Promise.all([
+          read(keys.ring, 'list', this.redis.lrange(keys.ring, 0, -1), []),
+          read(keys.parked, 'set', this.redis.smembers(keys.parked), []),
+          read(keys.throttled, 'sorted set', this.redis.zrange(keys.throttled, '0', '-1'), []),
+          // The typed method, not call(): only it maps RESP3's nested [member, score] pairs to a flat array.
+          read(keys.workers, 'sorted set', (this.redis as Redis).zrange(keys.workers, '0', '-1', 'WITHSCORES'), []),
+          read(keys.delayed, 'sorted set', this.redis.zcard(keys.delayed), 0),
+          read(keys.deadLetters, 'list', this.redis.llen(keys.deadLetters), 0),
+          this.redis.exists(keys.paused),
+          read(keys.counters, 'hash', this.redis.hgetall(keys.counters) as Promise<Record<string, string>>, {}),
+          read(keys.faults, 'hash', this.redis.hgetall(keys.faults) as Promise<Record<string, string>>, {}),
+        ]);
       faults.push(...recordedFaults(recorded));
       delayed += delayedCount;
       deadLetters += deadCount;
@@ -135,14 +136,7 @@ export class QueueStatsReader extends AdminPart {
       }
       // Clients with waiting tasks: on the ring, parked at their concurrency cap, or throttled by their rate limit.
       oldest = await this.pendingByClient(keys, new Set([...ring, ...parked, ...throttled]), read, byClient, oldest);
-      // Workers with their lease expiry (scored pairs): registered, alive, and what each holds.
-      for (let i = 0; i < workers.length; i += 2) {
-        const workerId = workers[i];
-        registered.add(workerId);
-        if (Number(workers[i + 1]) > now) alive.add(workerId);
-        const held = await read(keys.processing(workerId), 'hash', this.redis.hlen(keys.processing(workerId)), 0);
-        if (held > 0) byWorker.set(workerId, (byWorker.get(workerId) ?? 0) + held);
-      }
+      await this.countWorkers(keys, workers, now, read, { registered, alive, byWorker });
     }
     const sorted = [...byClient].sort((a, b) => b[1] - a[1]);
     return {
@@ -152,13 +146,33 @@ export class QueueStatsReader extends AdminPart {
       state: patternState({ paused, workersAlive: alive.size }),
       workers: { registered: registered.size, alive: alive.size },
       pending: { total: sorted.reduce((sum, [, n]) => sum + n, 0), byClient: Object.fromEntries(sorted) },
-      inFlight: { total: [...byWorker.values()].reduce((sum, n) => sum + n, 0), byWorker: Object.fromEntries(byWorker) },
+      inFlight: {
+        total: [...byWorker.values()].reduce((sum, n) => sum + n, 0),
+        byWorker: Object.fromEntries(byWorker),
+      },
       delayed,
       deadLetters,
       oldestPendingAgeMs: oldest === undefined ? null : Math.max(0, Date.now() - oldest),
       counters,
       faults,
     };
+  }
+
+  /** Workers with their lease expiry (scored pairs): registered, alive, and what each holds. */
+  private async countWorkers(
+    keys: QueueKeys,
+    workers: readonly string[],
+    now: number,
+    read: ReturnType<typeof tolerantRead>,
+    into: { registered: Set<string>; alive: Set<string>; byWorker: Map<string, number> },
+  ): Promise<void> {
+    for (let i = 0; i < workers.length; i += 2) {
+      const workerId = workers[i];
+      into.registered.add(workerId);
+      if (Number(workers[i + 1]) > now) into.alive.add(workerId);
+      const held = await read(keys.processing(workerId), 'hash', this.redis.hlen(keys.processing(workerId)), 0);
+      if (held > 0) into.byWorker.set(workerId, (into.byWorker.get(workerId) ?? 0) + held);
+    }
   }
 
   /** Adds up a shard's pending tasks per client, and reads the oldest enqueue time among their heads. */
@@ -193,7 +207,9 @@ export class QueueStatsReader extends AdminPart {
   async clearFaults(queue: string): Promise<number> {
     let cleared = 0;
     for (const keys of await this.shards(queue)) {
-      const subjects = Object.keys((await this.redis.hgetall(keys.faults)) as Record<string, string>).filter((subject) => !subject.startsWith('#'));
+      const subjects = Object.keys((await this.redis.hgetall(keys.faults)) as Record<string, string>).filter(
+        (subject) => !subject.startsWith('#'),
+      );
       if (subjects.length > 0) cleared += await this.redis.hdel(keys.faults, ...subjects);
     }
     return cleared;
@@ -213,7 +229,8 @@ export class QueueStatsReader extends AdminPart {
           const workerId = scored[i];
           const known = byWorker.get(workerId) ?? { leaseExpiresAt: 0, lastHeartbeatAt: null, inFlight: 0 };
           known.leaseExpiresAt = Math.max(known.leaseExpiresAt, Number(scored[i + 1]));
-          if (beats[workerId] !== undefined) known.lastHeartbeatAt = Math.max(known.lastHeartbeatAt ?? 0, Number(beats[workerId]));
+          if (beats[workerId] !== undefined)
+            known.lastHeartbeatAt = Math.max(known.lastHeartbeatAt ?? 0, Number(beats[workerId]));
           known.inFlight += await this.redis.hlen(keys.processing(workerId));
           byWorker.set(workerId, known);
         }
@@ -230,7 +247,17 @@ export class QueueStatsReader extends AdminPart {
     if ((await this.redis.sismember(this.keys.queues, queue)) === 1) return true;
     if ((await this.redis.exists(this.keys.shardCount(queue))) === 1) return true;
     for (const keys of await this.shards(queue)) {
-      if ((await this.redis.exists(keys.ring, keys.delayed, keys.deadLetters, keys.workers, keys.parked, keys.throttled)) > 0) return true;
+      if (
+        (await this.redis.exists(
+          keys.ring,
+          keys.delayed,
+          keys.deadLetters,
+          keys.workers,
+          keys.parked,
+          keys.throttled,
+        )) > 0
+      )
+        return true;
     }
     return false;
   }

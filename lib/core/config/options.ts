@@ -11,7 +11,16 @@ export type { RedisTaskConnection };
 export type { RedisConnection } from '../redis/scripts.js';
 /** The consumer group of a worker that names none (the pattern's own keys). */
 export { DEFAULT_GROUP } from '../redis/keys.js';
-import { validateBackoff, validateClientConcurrency, validateGroup, validateHandlerTimeout, validateMaxAttempts, validateName, validateRate, validateWeight } from './rules.js';
+import {
+  validateBackoff,
+  validateClientConcurrency,
+  validateGroup,
+  validateHandlerTimeout,
+  validateMaxAttempts,
+  validateName,
+  validateRate,
+  validateWeight,
+} from './rules.js';
 import { DEFAULT_RETRY_POLICY, defaultJitter, type BackoffOptions } from '../model/retry-policy.js';
 
 export interface RedisTaskCommonOptions {
@@ -187,7 +196,13 @@ export type ResolvedTransportOptions = Required<Omit<RedisTaskTransportOptions, 
 
 export const DEFAULT_CONNECTION = 'redis://127.0.0.1:6379';
 
-const COMMON_DEFAULTS = { connection: DEFAULT_CONNECTION, prefix: 'tasks', evictionPolicy: 'warn' as EvictionPolicyCheck, shards: 1, tracing: true };
+const COMMON_DEFAULTS = {
+  connection: DEFAULT_CONNECTION,
+  prefix: 'tasks',
+  evictionPolicy: 'warn' as EvictionPolicyCheck,
+  shards: 1,
+  tracing: true,
+};
 
 const CLIENT_DEFAULTS: ResolvedClientOptions = {
   ...COMMON_DEFAULTS,
@@ -229,10 +244,7 @@ const integer =
   (min: number, max = Number.MAX_SAFE_INTEGER): Check =>
   (name, value) => {
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-      throw new InvalidOptionError(
-        name,
-        `must be an integer from ${min} to ${max}, got ${describe(value)}`,
-      );
+      throw new InvalidOptionError(name, `must be an integer from ${min} to ${max}, got ${describe(value)}`);
     }
   };
 
@@ -252,7 +264,10 @@ const connection: Check = (option, value) => {
       url = undefined;
     }
     if (!url || (url.protocol !== 'redis:' && url.protocol !== 'rediss:')) {
-      throw new InvalidOptionError(option, `must be a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(value))}`);
+      throw new InvalidOptionError(
+        option,
+        `must be a redis:// or rediss:// URL, got ${JSON.stringify(redactUrl(value))}`,
+      );
     }
     return;
   }
@@ -287,7 +302,13 @@ const durability: Check = (option, value) => {
   integer(1, 3_600_000)(`${option}.timeoutMs`, given.timeoutMs);
 };
 
-const COMMON_CHECKS: Record<string, Check> = { connection, prefix: name, evictionPolicy, shards: integer(1, MAX_SHARDS), tracing: (option, value) => boolean(option, value) };
+const COMMON_CHECKS: Record<string, Check> = {
+  connection,
+  prefix: name,
+  evictionPolicy,
+  shards: integer(1, MAX_SHARDS),
+  tracing: (option, value) => boolean(option, value),
+};
 
 const CLIENT_CHECKS: Record<string, Check> = {
   ...COMMON_CHECKS,
@@ -379,7 +400,11 @@ export function defaultConnection(): string {
 
 export function resolveClientOptions(options: unknown): ResolvedClientOptions {
   const given = validate(options, CLIENT_CHECKS, 'RedisTaskClient');
-  return { ...CLIENT_DEFAULTS, connection: given.connection === undefined ? defaultConnection() : CLIENT_DEFAULTS.connection, ...given };
+  return {
+    ...CLIENT_DEFAULTS,
+    connection: given.connection === undefined ? defaultConnection() : CLIENT_DEFAULTS.connection,
+    ...given,
+  };
 }
 
 export function resolveTransportOptions(options: unknown): ResolvedTransportOptions {
@@ -394,7 +419,11 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
   resolved.prefetch ??= Math.min(Math.ceil(resolved.concurrency / 2), 1_000);
   if (given.backoff) {
     const backoff = given.backoff as BackoffOptions;
-    resolved.backoff = { ...DEFAULT_RETRY_POLICY.backoff, ...backoff, jitter: backoff.jitter ?? defaultJitter(backoff.type) };
+    resolved.backoff = {
+      ...DEFAULT_RETRY_POLICY.backoff,
+      ...backoff,
+      jitter: backoff.jitter ?? defaultJitter(backoff.type),
+    };
   }
   if (resolved.heartbeatIntervalMs * 2 > resolved.leaseMs) {
     throw new InvalidOptionError(
@@ -414,13 +443,20 @@ const REAPER_LOCK_MIN_MS = 1_000;
  */
 export function reaperSettings(
   // A standalone reaper knows no heartbeat interval: it takes the shortest lock.
-  from: Pick<ResolvedTransportOptions, 'heartbeatIntervalMs' | 'deadLetterCap' | 'resultTtlMs'> = { ...TRANSPORT_DEFAULTS, heartbeatIntervalMs: 0 },
+  from: Pick<ResolvedTransportOptions, 'heartbeatIntervalMs' | 'deadLetterCap' | 'resultTtlMs'> = {
+    ...TRANSPORT_DEFAULTS,
+    heartbeatIntervalMs: 0,
+  },
 ): {
   lockMs: number;
   deadLetterCap: number;
   resultTtlMs: number;
 } {
-  return { lockMs: Math.max(REAPER_LOCK_MIN_MS, from.heartbeatIntervalMs), deadLetterCap: from.deadLetterCap, resultTtlMs: from.resultTtlMs };
+  return {
+    lockMs: Math.max(REAPER_LOCK_MIN_MS, from.heartbeatIntervalMs),
+    deadLetterCap: from.deadLetterCap,
+    resultTtlMs: from.resultTtlMs,
+  };
 }
 
 export function defaultWorkerId(): string {

@@ -17,7 +17,10 @@ export interface PatternSettings {
  * Reads and checks the handler extras of every pattern (`@EventPattern('p', { maxAttempts: 5 })`)
  * before anything touches Redis: a bad value fails start-up naming the pattern and the extra.
  */
-export function patternSettings(extrasByPattern: ReadonlyMap<string, Readonly<Record<string, unknown>> | undefined>, options: ResolvedTransportOptions): PatternSettings {
+export function patternSettings(
+  extrasByPattern: ReadonlyMap<string, Readonly<Record<string, unknown>> | undefined>,
+  options: ResolvedTransportOptions,
+): PatternSettings {
   const base: RetryPolicy = { maxAttempts: options.maxAttempts, backoff: options.backoff };
   const policies = new Map<string, RetryPolicy>();
   const caps = new Map<string, number>();
@@ -26,7 +29,10 @@ export function patternSettings(extrasByPattern: ReadonlyMap<string, Readonly<Re
   for (const [pattern, extras = {}] of extrasByPattern) {
     const where = `extras of pattern "${pattern}"`;
     if (extras.maxAttempts !== undefined || extras.backoff !== undefined) {
-      policies.set(pattern, mergeRetry(base, validateRetry(where, { maxAttempts: extras.maxAttempts, backoff: extras.backoff })));
+      policies.set(
+        pattern,
+        mergeRetry(base, validateRetry(where, { maxAttempts: extras.maxAttempts, backoff: extras.backoff })),
+      );
     }
     if (extras.clientConcurrency !== undefined) {
       validateClientConcurrency(`${where}.clientConcurrency`, extras.clientConcurrency);

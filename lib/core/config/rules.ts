@@ -1,5 +1,12 @@
 import { InvalidOptionError, InvalidTaskError } from '../model/errors.js';
-import { backoffProblem, leaseExtensionProblem, maxAttemptsProblem, retryDelayProblem, type BackoffOptions, type RetryOptions } from '../model/retry-policy.js';
+import {
+  backoffProblem,
+  leaseExtensionProblem,
+  maxAttemptsProblem,
+  retryDelayProblem,
+  type BackoffOptions,
+  type RetryOptions,
+} from '../model/retry-policy.js';
 import { describe } from '../support/describe.js';
 
 /** Bounds of retry settings (the model's pure checks apply them). */
@@ -58,7 +65,9 @@ export function groupProblem(value: unknown): string | undefined {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_GROUP_LENGTH) {
     return `must be a non-empty string of at most ${MAX_GROUP_LENGTH} characters`;
   }
-  return /[:{}\s]/.test(value) || hasControlCharacter(value) ? 'must not contain the key separator ":", braces, spaces or control characters' : undefined;
+  return /[:{}\s]/.test(value) || hasControlCharacter(value)
+    ? 'must not contain the key separator ":", braces, spaces or control characters'
+    : undefined;
 }
 
 /** A rate limit: tasks per second, more than 0. */
@@ -70,7 +79,9 @@ export function rateProblem(value: unknown): string | undefined {
 
 /** A claim weight of a client (1, the default, removes it). */
 export function weightProblem(value: unknown): string | undefined {
-  return typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_WEIGHT ? `must be an integer from 1 to ${MAX_WEIGHT}` : undefined;
+  return typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_WEIGHT
+    ? `must be an integer from 1 to ${MAX_WEIGHT}`
+    : undefined;
 }
 
 /** A per-client cap on tasks in flight (0: none). */
@@ -102,16 +113,25 @@ export function patternProblem(value: unknown): string | undefined {
  */
 export const taskRules = {
   priority: (value: unknown): string | undefined =>
-    typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_PRIORITY ? undefined : `an integer from 0 to ${MAX_PRIORITY}`,
+    typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_PRIORITY
+      ? undefined
+      : `an integer from 0 to ${MAX_PRIORITY}`,
   delay: (value: unknown): string | undefined =>
-    typeof value === 'number' && value >= 0 && value <= MAX_DELAY_MS ? undefined : `a non-negative number of milliseconds, at most ${MAX_DELAY_MS} (366 days)`,
+    typeof value === 'number' && value >= 0 && value <= MAX_DELAY_MS
+      ? undefined
+      : `a non-negative number of milliseconds, at most ${MAX_DELAY_MS} (366 days)`,
   expiresIn: (value: unknown): string | undefined =>
     typeof value === 'number' && Number.isFinite(value) && value > 0 ? undefined : 'a positive number of milliseconds',
-  time: (value: unknown): string | undefined => (typeof value === 'number' && Number.isFinite(value) ? undefined : 'a time (ms since the epoch)'),
+  time: (value: unknown): string | undefined =>
+    typeof value === 'number' && Number.isFinite(value) ? undefined : 'a time (ms since the epoch)',
   deduplicationKey: (value: unknown): string | undefined =>
-    typeof value === 'string' && value.length > 0 && value.length <= MAX_DEDUP_KEY_LENGTH ? undefined : `a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters`,
+    typeof value === 'string' && value.length > 0 && value.length <= MAX_DEDUP_KEY_LENGTH
+      ? undefined
+      : `a string of 1 to ${MAX_DEDUP_KEY_LENGTH} characters`,
   deduplicationTtl: (value: unknown): string | undefined =>
-    typeof value === 'number' && Number.isSafeInteger(value) && value >= 1 ? undefined : 'a positive integer of milliseconds',
+    typeof value === 'number' && Number.isSafeInteger(value) && value >= 1
+      ? undefined
+      : 'a positive integer of milliseconds',
 } as const;
 
 /** Builds the error a broken rule throws, naming where (an option, a setter, a task field). */
@@ -165,7 +185,11 @@ export function validateLeaseExtension(where: string, value: unknown): number {
 
 export function validateDeadLetterReason(where: string, value: unknown): string {
   const problem =
-    typeof value !== 'string' || value.trim() === '' ? 'must be a non-empty string' : value.length > MAX_DEAD_LETTER_REASON_LENGTH ? `must be at most ${MAX_DEAD_LETTER_REASON_LENGTH} characters` : undefined;
+    typeof value !== 'string' || value.trim() === ''
+      ? 'must be a non-empty string'
+      : value.length > MAX_DEAD_LETTER_REASON_LENGTH
+        ? `must be at most ${MAX_DEAD_LETTER_REASON_LENGTH} characters`
+        : undefined;
   check(where, typeof value === 'string' ? `${value.length} characters` : value, problem, requestError);
   return value as string;
 }

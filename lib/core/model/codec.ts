@@ -64,7 +64,10 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
   const priority = meta.priority ? `,"priority":${meta.priority}` : '';
   const expires = meta.expiresAt === undefined ? '' : `,"expiresAt":${meta.expiresAt}`;
   const dedup = meta.dedupKey === undefined ? '' : `,"dedupKey":${JSON.stringify(meta.dedupKey)}`;
-  const trace = meta.traceparent === undefined ? '' : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
+  const trace =
+    meta.traceparent === undefined
+      ? ''
+      : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
   return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace},"payload":${payloadJson}}`;
 }
 
@@ -89,7 +92,11 @@ export function decodeEntry(raw: string): DecodeResult {
     if (typeof record.v !== 'number' || !Number.isSafeInteger(record.v) || record.v < 1) {
       return { ok: false, reason: `the entry's "v" (format version) is not a positive integer` };
     }
-    return { ok: false, reason: `the entry is in format version ${record.v}; this worker reads version ${FORMAT_VERSION}`, version: record.v };
+    return {
+      ok: false,
+      reason: `the entry is in format version ${record.v}; this worker reads version ${FORMAT_VERSION}`,
+      version: record.v,
+    };
   }
   for (const field of ['id', 'clientId'] as const) {
     if (typeof record[field] !== 'string' || record[field] === '') {

@@ -7,7 +7,15 @@
  * `expired` (its expiry time passed before a worker could start it), `rejected` (its handler sent it there:
  * `ctx.deadLetter(reason)` or `DeadLetterTaskError`; the handler's reason is the record's `detail`).
  */
-export const DEAD_LETTER_REASONS = ['failed', 'timeout', 'interrupted', 'expired', 'malformed', 'unsupported-version', 'rejected'] as const;
+export const DEAD_LETTER_REASONS = [
+  'failed',
+  'timeout',
+  'interrupted',
+  'expired',
+  'malformed',
+  'unsupported-version',
+  'rejected',
+] as const;
 export type DeadLetterReason = (typeof DEAD_LETTER_REASONS)[number];
 
 /** A plain-data description of an error, safe to store and to send back to a `send()` caller. */
@@ -69,10 +77,18 @@ export function toErrorRecord(error: unknown): ErrorRecord {
         name: cap(classNameOf(error), 200),
         message: cap(safeString(error.message, ''), MAX_ERROR_MESSAGE),
         // An RpcException({ code, message }) says its code in its payload.
-        ...(codeOf(error).code === undefined && typeof data === 'object' && data !== null ? codeOf(data) : codeOf(error)),
+        ...(codeOf(error).code === undefined && typeof data === 'object' && data !== null
+          ? codeOf(data)
+          : codeOf(error)),
         ...(data === undefined ? {} : { data }),
         ...(stack
-          ? { stack: stack.split('\n').slice(0, STACK_LINES).map((line) => cap(line, MAX_STACK_LINE)).join('\n') }
+          ? {
+              stack: stack
+                .split('\n')
+                .slice(0, STACK_LINES)
+                .map((line) => cap(line, MAX_STACK_LINE))
+                .join('\n'),
+            }
           : {}),
       };
     }
@@ -82,7 +98,10 @@ export function toErrorRecord(error: unknown): ErrorRecord {
       const data = asData(error);
       return {
         name: cap(safeString(record.name, 'Error'), 200),
-        message: cap(record.message === undefined ? describeThrown(error) : describeThrown(record.message), MAX_ERROR_MESSAGE),
+        message: cap(
+          record.message === undefined ? describeThrown(error) : describeThrown(record.message),
+          MAX_ERROR_MESSAGE,
+        ),
         ...codeOf(error),
         ...(data === undefined ? {} : { data }),
       };
@@ -105,10 +124,13 @@ export function inspectableThrown(value: unknown): unknown {
   try {
     Object.getPrototypeOf(value);
     const fields = value as Record<string, unknown>;
-    for (const field of ['name', 'message', 'code', 'stack', 'data', 'delayMs', 'cause', 'constructor']) void fields[field];
+    for (const field of ['name', 'message', 'code', 'stack', 'data', 'delayMs', 'cause', 'constructor'])
+      void fields[field];
     return value;
   } catch (error) {
-    return new Error(`the handler threw a value that cannot be inspected (${describeThrown(value)}; reading it threw ${describeThrown(safeMessage(error))})`);
+    return new Error(
+      `the handler threw a value that cannot be inspected (${describeThrown(value)}; reading it threw ${describeThrown(safeMessage(error))})`,
+    );
   }
 }
 
@@ -126,7 +148,9 @@ export function describeThrown(value: unknown): string {
     if (typeof value === 'string') return value;
     if (typeof value === 'bigint') return `${value.toString()}n`;
     if (typeof value === 'symbol' || typeof value === 'function') return String(value);
-    const json = JSON.stringify(value, (_key, inner: unknown) => (typeof inner === 'bigint' ? `${inner.toString()}n` : inner));
+    const json = JSON.stringify(value, (_key, inner: unknown) =>
+      typeof inner === 'bigint' ? `${inner.toString()}n` : inner,
+    );
     return json ?? String(value);
   } catch {
     try {
@@ -173,7 +197,8 @@ function asData(value: unknown): unknown {
     return `${describeThrown(value)}`;
   }
   if (json === undefined) return undefined;
-  if (json.length > MAX_ERROR_DATA) return `(${json.length} characters of error data, over ${MAX_ERROR_DATA}: not kept)`;
+  if (json.length > MAX_ERROR_DATA)
+    return `(${json.length} characters of error data, over ${MAX_ERROR_DATA}: not kept)`;
   return JSON.parse(json) as unknown;
 }
 
@@ -206,7 +231,9 @@ export const MAX_RAW_IN_DEAD_LETTER = 65_536;
 
 /** At most MAX_RAW_IN_DEAD_LETTER characters of an undecodable entry, saying how much was left out. */
 export function capRaw(raw: string): string {
-  return raw.length > MAX_RAW_IN_DEAD_LETTER ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)` : raw;
+  return raw.length > MAX_RAW_IN_DEAD_LETTER
+    ? `${raw.slice(0, MAX_RAW_IN_DEAD_LETTER)}… (${raw.length - MAX_RAW_IN_DEAD_LETTER} more characters not kept)`
+    : raw;
 }
 
 /** Why an entry that cannot be run is dead-lettered: another format version, or not a task at all. */
@@ -222,5 +249,14 @@ export function undecodableRecord(
   workerId: string,
   id: string | undefined,
 ): DeadLetterRecord {
-  return { id, pattern, reason: undecodableReason(failure), detail: failure.reason, attempts: 0, deadAt: Date.now(), workerId, raw: capRaw(raw) };
+  return {
+    id,
+    pattern,
+    reason: undecodableReason(failure),
+    detail: failure.reason,
+    attempts: 0,
+    deadAt: Date.now(),
+    workerId,
+    raw: capRaw(raw),
+  };
 }

@@ -30,7 +30,8 @@ export class RedisTaskError extends Error {
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
     if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
-    const classes = typeof value === 'object' && value !== null ? (value as { [ERROR_CLASSES]?: unknown })[ERROR_CLASSES] : undefined;
+    const classes =
+      typeof value === 'object' && value !== null ? (value as { [ERROR_CLASSES]?: unknown })[ERROR_CLASSES] : undefined;
     return Array.isArray(classes) && classes.includes(this.name);
   }
 }
@@ -105,7 +106,10 @@ export class DuplicateTaskError extends RedisTaskError {
     /** The live task that holds the key. */
     readonly holderId: string,
   ) {
-    super('DUPLICATE', `nestjs-redis-tasks: a live task of "${pattern}" (${holderId}) holds this task's deduplication key; it was not enqueued`);
+    super(
+      'DUPLICATE',
+      `nestjs-redis-tasks: a live task of "${pattern}" (${holderId}) holds this task's deduplication key; it was not enqueued`,
+    );
   }
 }
 
@@ -134,7 +138,10 @@ export class NonRetryableTaskError extends RedisTaskError {
 export class RetryTaskError extends RedisTaskError {
   readonly delayMs?: number;
 
-  constructor(message = 'the handler asked for a retry', options?: { readonly delayMs?: number; readonly cause?: unknown }) {
+  constructor(
+    message = 'the handler asked for a retry',
+    options?: { readonly delayMs?: number; readonly cause?: unknown },
+  ) {
     super('RETRY_TASK', message, options?.cause === undefined ? undefined : { cause: options.cause });
     if (options?.delayMs !== undefined) {
       const problem = retryDelayProblem(options.delayMs);
@@ -166,7 +173,10 @@ export class LeaseLostError extends RedisTaskError {
     readonly taskId: string,
     why: string,
   ) {
-    super('LEASE_LOST', `nestjs-redis-tasks: task ${taskId} of "${pattern}" is no longer held by this run (${why}); the request was refused`);
+    super(
+      'LEASE_LOST',
+      `nestjs-redis-tasks: task ${taskId} of "${pattern}" is no longer held by this run (${why}); the request was refused`,
+    );
   }
 }
 
@@ -175,8 +185,13 @@ export function requestOf(error: unknown): HandlerRequest | undefined {
   try {
     if (typeof error !== 'object' || error === null) return undefined;
     const { code, delayMs, message } = error as { code?: unknown; delayMs?: unknown; message?: unknown };
-    if (code === 'RETRY_TASK') return { kind: 'retry', delayMs: retryDelayProblem(delayMs) === undefined ? (delayMs as number) : undefined };
-    if (code === 'DEAD_LETTER_TASK') return { kind: 'dead-letter', detail: typeof message === 'string' ? message : 'the handler sent it to dead letters' };
+    if (code === 'RETRY_TASK')
+      return { kind: 'retry', delayMs: retryDelayProblem(delayMs) === undefined ? (delayMs as number) : undefined };
+    if (code === 'DEAD_LETTER_TASK')
+      return {
+        kind: 'dead-letter',
+        detail: typeof message === 'string' ? message : 'the handler sent it to dead letters',
+      };
     return undefined;
   } catch {
     return undefined; // a hostile Proxy: an ordinary failure
@@ -203,7 +218,10 @@ export class UnserializableResultError extends RedisTaskError {
     readonly pattern: string,
     reason: string,
   ) {
-    super('UNSERIALIZABLE_RESULT', `nestjs-redis-tasks: the result of the "${pattern}" handler cannot be serialized to JSON (${reason})`);
+    super(
+      'UNSERIALIZABLE_RESULT',
+      `nestjs-redis-tasks: the result of the "${pattern}" handler cannot be serialized to JSON (${reason})`,
+    );
   }
 }
 
@@ -216,7 +234,10 @@ export class HandlerTimeoutError extends RedisTaskError {
     readonly pattern: string,
     readonly timeoutMs: number,
   ) {
-    super('HANDLER_TIMEOUT', `nestjs-redis-tasks: the "${pattern}" handler did not finish within ${timeoutMs} ms (handlerTimeoutMs)`);
+    super(
+      'HANDLER_TIMEOUT',
+      `nestjs-redis-tasks: the "${pattern}" handler did not finish within ${timeoutMs} ms (handlerTimeoutMs)`,
+    );
   }
 }
 
@@ -326,7 +347,11 @@ export class PrefixInUseError extends RedisTaskError {
     /** The ids of the live workers found (each once). */
     readonly workers: readonly string[],
   ) {
-    const named = workers.slice(0, 5).map((id) => JSON.stringify(id)).join(', ') + (workers.length > 5 ? ` and ${workers.length - 5} more` : '');
+    const named =
+      workers
+        .slice(0, 5)
+        .map((id) => JSON.stringify(id))
+        .join(', ') + (workers.length > 5 ? ` and ${workers.length - 5} more` : '');
     super(
       'PREFIX_IN_USE',
       `nestjs-redis-tasks: prefix "${prefix}" is in use by ${workers.length} live worker(s) (${named}); nothing was deleted. ` +
@@ -384,7 +409,17 @@ export class TaskFailedError extends RedisTaskError {
   readonly data?: unknown;
   readonly remoteStack?: string;
 
-  constructor(record: { name: string; message: string; code?: string; data?: unknown; stack?: string; taskId: string; pattern: string; attempt: number; reason: string }) {
+  constructor(record: {
+    name: string;
+    message: string;
+    code?: string;
+    data?: unknown;
+    stack?: string;
+    taskId: string;
+    pattern: string;
+    attempt: number;
+    reason: string;
+  }) {
     super(record.code ?? 'TASK_FAILED', record.message);
     this.name = record.name;
     this.taskId = record.taskId;

@@ -28,7 +28,12 @@ export interface ReplyMessage {
 /** The caller's copy of an error record: no stack unless asked, with the task's id, pattern, attempt and reason. */
 export function replyErrorOf(
   record: ErrorRecord,
-  about: { readonly taskId: string; readonly pattern: string; readonly attempt: number; readonly reason: DeadLetterReason },
+  about: {
+    readonly taskId: string;
+    readonly pattern: string;
+    readonly attempt: number;
+    readonly reason: DeadLetterReason;
+  },
   withStack: boolean,
 ): ReplyError {
   const { stack, ...rest } = record;
@@ -39,5 +44,10 @@ export function replyErrorOf(
 export function isReplyError(value: unknown): value is ReplyError {
   if (typeof value !== 'object' || value === null) return false;
   const record = value as Record<string, unknown>;
-  return typeof record.name === 'string' && typeof record.message === 'string' && typeof record.taskId === 'string' && typeof record.attempt === 'number';
+  return (
+    typeof record.name === 'string' &&
+    typeof record.message === 'string' &&
+    typeof record.taskId === 'string' &&
+    typeof record.attempt === 'number'
+  );
 }

@@ -92,7 +92,10 @@ export function backoffProblem(value: unknown): RetryProblem | undefined {
   if (type !== 'fixed' && type !== 'exponential') {
     return { field: '.type', problem: "must be 'fixed' or 'exponential'", value: type };
   }
-  for (const [name, n] of [['delayMs', delayMs], ['maxDelayMs', maxDelayMs]] as const) {
+  for (const [name, n] of [
+    ['delayMs', delayMs],
+    ['maxDelayMs', maxDelayMs],
+  ] as const) {
     if (n === undefined && name === 'maxDelayMs') continue;
     if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_BACKOFF_MS) {
       return { field: `.${name}`, problem: 'must be an integer number of milliseconds from 0 to one year', value: n };
@@ -132,7 +135,12 @@ export type Admission =
  * Whether a claimed task may run: not when earlier runs used up its attempts without finishing (the
  * worker died, lost its lease, or shut down during a long run), nor when its expiry time has passed.
  */
-export function admit(facts: { readonly attempts: number; readonly maxAttempts: number; readonly expiresAt?: number; readonly now: number }): Admission {
+export function admit(facts: {
+  readonly attempts: number;
+  readonly maxAttempts: number;
+  readonly expiresAt?: number;
+  readonly now: number;
+}): Admission {
   const attempt = facts.attempts + 1;
   if (attempt > facts.maxAttempts) {
     return {
@@ -144,7 +152,11 @@ export function admit(facts: { readonly attempts: number; readonly maxAttempts: 
     };
   }
   if (facts.expiresAt !== undefined && facts.expiresAt <= facts.now) {
-    return { kind: 'dead-letter', reason: 'expired', detail: `expired at ${new Date(facts.expiresAt).toISOString()} before a worker could start it` };
+    return {
+      kind: 'dead-letter',
+      reason: 'expired',
+      detail: `expired at ${new Date(facts.expiresAt).toISOString()} before a worker could start it`,
+    };
   }
   return { kind: 'run', attempt };
 }
@@ -155,7 +167,8 @@ export type Decision =
   | { readonly kind: 'dead-letter'; readonly reason: 'failed' | 'timeout' | 'rejected'; readonly detail: string };
 
 /** What the handler asked for instead of the policy's choice (`ctx.retry()`, `ctx.deadLetter()`, or their errors). */
-export type HandlerRequest = { readonly kind: 'retry'; readonly delayMs?: number } | { readonly kind: 'dead-letter'; readonly detail: string };
+export type HandlerRequest =
+  { readonly kind: 'retry'; readonly delayMs?: number } | { readonly kind: 'dead-letter'; readonly detail: string };
 
 /**
  * After a failed run: dead letters when the handler asked for it (reason `rejected`), when the error says
@@ -164,7 +177,12 @@ export type HandlerRequest = { readonly kind: 'retry'; readonly delayMs?: number
  * handler asks for counts as an attempt like any other, so a task cannot be retried for ever.
  */
 export function decide(
-  failure: { readonly attempt: number; readonly nonRetryable: boolean; readonly timedOut: boolean; readonly requested?: HandlerRequest },
+  failure: {
+    readonly attempt: number;
+    readonly nonRetryable: boolean;
+    readonly timedOut: boolean;
+    readonly requested?: HandlerRequest;
+  },
   policy: RetryPolicy,
   random = Math.random,
 ): Decision {

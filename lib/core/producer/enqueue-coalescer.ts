@@ -125,7 +125,8 @@ export class EnqueueCoalescer {
       },
       (error: unknown) => {
         this.deadlines.delete(call);
-        for (const part of parts) part.fail(error instanceof Error || error instanceof ReplicationShortfall ? error : new Error(String(error)));
+        for (const part of parts)
+          part.fail(error instanceof Error || error instanceof ReplicationShortfall ? error : new Error(String(error)));
       },
     );
   }

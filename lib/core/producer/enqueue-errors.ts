@@ -20,7 +20,13 @@ export class EnqueueErrors {
     if (error === TIMED_OUT) return this.unavailable(queue, 'unknown');
     if (error instanceof ReplicationShortfall) {
       const { replicas, timeoutMs } = this.options.durability ?? { replicas: 0, timeoutMs: 0 };
-      return new ReplicationTimeoutError(queue, error.acknowledged, replicas, timeoutMs, part.tasks.map((task) => task.id));
+      return new ReplicationTimeoutError(
+        queue,
+        error.acknowledged,
+        replicas,
+        timeoutMs,
+        part.tasks.map((task) => task.id),
+      );
     }
     return this.mapped(error);
   }

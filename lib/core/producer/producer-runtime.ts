@@ -1,6 +1,13 @@
 import type { ResolvedClientOptions } from '../config/options.js';
 import { RedisUnavailableError } from '../model/errors.js';
-import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../redis/connection.js';
+import {
+  closeConnection,
+  describeServer,
+  NotReadyError,
+  openConnection,
+  watchOf,
+  type OwnedConnection,
+} from '../redis/connection.js';
 import { checkServer } from '../redis/guardrails.js';
 import { PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
@@ -30,7 +37,12 @@ export class ProducerRuntime {
    * half-made while the optional package loads). `watch` sees the connection before anything is sent
    * on it (the adapter's status events).
    */
-  static async create(options: ResolvedClientOptions, replyChannel: string, logger: TaskLogger, watch: (redis: RedisConnection) => void): Promise<ProducerRuntime> {
+  static async create(
+    options: ResolvedClientOptions,
+    replyChannel: string,
+    logger: TaskLogger,
+    watch: (redis: RedisConnection) => void,
+  ): Promise<ProducerRuntime> {
     const tracing = await loadTracing(options.tracing);
     return new ProducerRuntime(options, replyChannel, logger, watch, tracing);
   }
@@ -65,7 +77,9 @@ export class ProducerRuntime {
       tracing,
       awaitingReply: (keys, task) => this.inbox.handed(keys, task),
     });
-    this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger), (queue, why) => this.unavailable(queue, why));
+    this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger), (queue, why) =>
+      this.unavailable(queue, why),
+    );
   }
 
   get redis(): TaskRedis {

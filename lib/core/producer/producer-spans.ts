@@ -7,7 +7,13 @@ import type { EnqueueAnswer } from './producer-types.js';
  * call carries, so each run of a handler is a child of the call that enqueued it. A batch is one span
  * (`messaging.batch.message_count`), not one per task.
  */
-export function tracedOne(tracing: TaskTracing, queue: string, item: EnqueueItem, to: EnqueueAnswer, enqueue: (item: EnqueueItem, to: EnqueueAnswer) => void): void {
+export function tracedOne(
+  tracing: TaskTracing,
+  queue: string,
+  item: EnqueueItem,
+  to: EnqueueAnswer,
+  enqueue: (item: EnqueueItem, to: EnqueueAnswer) => void,
+): void {
   const span = tracing.produce(item.replyTo === undefined ? 'emit' : 'send', queue, item.clientId, 1);
   if (!span.live) return enqueue(item, to); // the API without an SDK: nothing more per emit
   enqueue(span.context ? Object.assign({}, item, { trace: span.context }) : item, {
@@ -31,7 +37,11 @@ export function tracedBatch<R extends { readonly id: string }>(
   const span = tracing.produce('emit', queue, items[0].clientId, items.length);
   if (!span.live) return enqueue(items);
   const context = span.context;
-  return ended(span, enqueue(context ? items.map((item) => Object.assign({}, item, { trace: context })) : items), (receipts) => receipts.map((receipt) => receipt.id));
+  return ended(
+    span,
+    enqueue(context ? items.map((item) => Object.assign({}, item, { trace: context })) : items),
+    (receipts) => receipts.map((receipt) => receipt.id),
+  );
 }
 
 /** Ends `span` with the call's outcome (the ids it enqueued, or its error). */

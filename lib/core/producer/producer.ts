@@ -18,7 +18,9 @@ export { newTaskId, type EnqueueItem } from './task-items.js';
 export type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
 
 function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueReceipt {
-  return holder === 0 || holder === undefined ? { id: task.id, duplicate: false } : { id: String(holder), duplicate: true };
+  return holder === 0 || holder === undefined
+    ? { id: task.id, duplicate: false }
+    : { id: String(holder), duplicate: true };
 }
 
 /**
@@ -52,7 +54,11 @@ export class TaskProducer {
   ) {
     this.coalescer = coalescerOf(redis);
     this.known = new KnownQueues(redis, layouts);
-    this.settings = { chunkSize: options.batchChunkSize, timeoutMs: options.enqueueTimeoutMs, durability: options.durability };
+    this.settings = {
+      chunkSize: options.batchChunkSize,
+      timeoutMs: options.enqueueTimeoutMs,
+      durability: options.durability,
+    };
     const durability = options.durability;
     this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
     this.limits = { maxPayloadBytes: options.maxPayloadBytes, deduplicationTtlMs: options.deduplicationTtlMs };
@@ -67,7 +73,11 @@ export class TaskProducer {
     this.coalescer.answerWaiting(); // written and answered: only the callers' turn had not come
     for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
     for (const part of this.parts.values()) {
-      part.fail(part.sent ? this.errors.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered') : new ClosedError('RedisTaskClient'));
+      part.fail(
+        part.sent
+          ? this.errors.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered')
+          : new ClosedError('RedisTaskClient'),
+      );
     }
   }
 
@@ -102,7 +112,12 @@ export class TaskProducer {
       to.failed(error);
       return;
     }
-    this.hand(layout.shardOf(task.clientId), [task], (results, at) => to.written(receipt(task, results[at])), (error) => to.failed(error));
+    this.hand(
+      layout.shardOf(task.clientId),
+      [task],
+      (results, at) => to.written(receipt(task, results[at])),
+      (error) => to.failed(error),
+    );
   }
 
   /**
@@ -112,27 +127,27 @@ export class TaskProducer {
    */
   enqueue(queue: string, items: readonly EnqueueItem[], deadline?: number): Promise<EnqueueReceipt[]> {
     const tracing = this.options.tracing;
-    return tracing && items.length > 0 ? tracedBatch(tracing, queue, items, (traced) => this.enqueueItems(queue, traced, deadline)) : this.enqueueItems(queue, items, deadline);
+    return tracing && items.length > 0
+      ? tracedBatch(tracing, queue, items, (traced) => this.enqueueItems(queue, traced, deadline))
+      : this.enqueueItems(queue, items, deadline);
   }
 
-  private async enqueueItems(queue: string, items: readonly EnqueueItem[], deadline?: number): Promise<EnqueueReceipt[]> {
+  private async enqueueItems(
+    queue: string,
+    items: readonly EnqueueItem[],
+    deadline?: number,
+  ): Promise<EnqueueReceipt[]> {
     if (this.known.get(queue) === undefined) {
       const problem = patternProblem(queue);
-      if (problem) {
-        throw new InvalidTaskError(`the pattern ${problem}, got ${describe(queue)}`);
-      }
+      if (problem) throw new InvalidTaskError(`the pattern ${problem}, got ${describe(queue)}`);
     }
-    if (items.length === 0) {
-      return [];
-    }
+    if (items.length === 0) return [];
     const now = Date.now();
     const batch = items.length > 1;
     // Checked before anything else: one invalid item rejects the call with nothing sent.
     const prepared = items.map((item, index) => prepareTask(item, now, batch ? index : undefined, this.limits));
     const layout = this.readyLayout(queue);
-    if (layout !== undefined) {
-      return this.submit(layout, prepared);
-    }
+    if (layout !== undefined) return this.submit(layout, prepared);
     return this.enqueueWhenReady(queue, prepared, deadline);
   }
 
@@ -142,7 +157,11 @@ export class TaskProducer {
   }
 
   /** The first call of a queue, or one while the connection is down or unchecked: by `deadline` (the call's one deadline) or within enqueueTimeoutMs. */
-  private async enqueueWhenReady(queue: string, prepared: PreparedTask[], deadline?: number): Promise<EnqueueReceipt[]> {
+  private async enqueueWhenReady(
+    queue: string,
+    prepared: PreparedTask[],
+    deadline?: number,
+  ): Promise<EnqueueReceipt[]> {
     let sent = false;
     let gaveUp = false;
     let fail!: (error: Error) => void;
@@ -154,7 +173,8 @@ export class TaskProducer {
     });
     const timeoutMs = deadline === undefined ? this.options.enqueueTimeoutMs : Math.max(0, deadline - Date.now());
     const timer = setTimeout(() => fail(this.errors.unavailable(queue, sent ? 'unknown' : false)), timeoutMs);
-    const onClose = (closed: Error) => fail(sent ? this.errors.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
+    const onClose = (closed: Error) =>
+      fail(sent ? this.errors.unavailable(queue, 'unknown', 'the client closed before Redis answered') : closed);
     this.calls.add(onClose);
     try {
       return await scrubbed(
@@ -186,21 +206,15 @@ export class TaskProducer {
 
   /** Hands the tasks over shard by shard; receipts in item order. */
   private async submit(layout: QueueLayout, prepared: PreparedTask[]): Promise<EnqueueReceipt[]> {
-    if (layout.shardCount === 1) {
-      return this.submitShard(layout.shards[0], prepared);
-    }
+    if (layout.shardCount === 1) return this.submitShard(layout.shards[0], prepared);
     // Each shard is its own slot (possibly its own node): one call per shard.
-    const byShard = new Map<QueueKeys, number[]>();
-    prepared.forEach((task, index) => {
-      const shard = layout.shardOf(task.clientId);
-      const indexes = byShard.get(shard);
-      if (indexes) indexes.push(index);
-      else byShard.set(shard, [index]);
-    });
     const receipts: EnqueueReceipt[] = new Array<EnqueueReceipt>(prepared.length);
     await Promise.all(
-      [...byShard].map(async ([shard, indexes]) => {
-        const shardReceipts = await this.submitShard(shard, indexes.map((index) => prepared[index]));
+      [...indexesByShard(layout, prepared)].map(async ([shard, indexes]) => {
+        const shardReceipts = await this.submitShard(
+          shard,
+          indexes.map((index) => prepared[index]),
+        );
         indexes.forEach((index, i) => (receipts[index] = shardReceipts[i]));
       }),
     );
@@ -210,9 +224,7 @@ export class TaskProducer {
   /** One shard's tasks, chunk by chunk (each chunk one call, all or nothing). */
   private async submitShard(keys: QueueKeys, prepared: PreparedTask[]): Promise<EnqueueReceipt[]> {
     const chunkSize = this.options.batchChunkSize;
-    if (prepared.length <= chunkSize) {
-      return this.submitChunk(keys, prepared);
-    }
+    if (prepared.length <= chunkSize) return this.submitChunk(keys, prepared);
     const receipts: EnqueueReceipt[] = [];
     for (let start = 0; start < prepared.length; start += chunkSize) {
       receipts.push(...(await this.submitChunk(keys, prepared.slice(start, start + chunkSize))));
@@ -262,4 +274,17 @@ export class TaskProducer {
   layout(queue: string): QueueLayout | Promise<QueueLayout> {
     return this.layouts.layout(queue);
   }
+}
+
+/** The indexes of `prepared` per shard of the layout, in item order. */
+function indexesByShard(layout: QueueLayout, prepared: readonly PreparedTask[]): Map<QueueKeys, number[]> {
+  // table-ok: lives for one call
+  const byShard = new Map<QueueKeys, number[]>();
+  prepared.forEach((task, index) => {
+    const shard = layout.shardOf(task.clientId);
+    const indexes = byShard.get(shard);
+    if (indexes) indexes.push(index);
+    else byShard.set(shard, [index]);
+  });
+  return byShard;
 }

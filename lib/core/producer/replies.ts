@@ -65,7 +65,12 @@ export class ReplyInbox {
    * (no reply before anyone listens), by `deadline`: past it the caller hears that nothing was written, not
    * a reply timeout much later. Returns how to stop waiting (the caller unsubscribed).
    */
-  send(queue: string, item: EnqueueItem & { readonly id: string }, deadline: number, answer: (answer: ReplyAnswer) => void): () => void {
+  send(
+    queue: string,
+    item: EnqueueItem & { readonly id: string },
+    deadline: number,
+    answer: (answer: ReplyAnswer) => void,
+  ): () => void {
     const id = item.id;
     const stop = this.expect(id, queue, item.clientId, answer);
     const enqueued: EnqueueAnswer = {
@@ -77,10 +82,11 @@ export class ReplyInbox {
     try {
       // Subscribed already (every send() but the first): enqueue now, with no promise to wait on first.
       if (this.listening) this.producer.enqueueOneTo(queue, item, enqueued);
-      else this.subscribedBy(deadline).then((subscribed) => {
-        if (subscribed) this.producer.enqueueOneTo(queue, item, enqueued, deadline);
-        else enqueued.failed(this.unavailable(queue, 'the reply channel could not be subscribed'));
-      }, enqueued.failed);
+      else
+        this.subscribedBy(deadline).then((subscribed) => {
+          if (subscribed) this.producer.enqueueOneTo(queue, item, enqueued, deadline);
+          else enqueued.failed(this.unavailable(queue, 'the reply channel could not be subscribed'));
+        }, enqueued.failed);
     } catch (error) {
       enqueued.failed(error);
     }
@@ -96,7 +102,10 @@ export class ReplyInbox {
     this.waiting.set(id, { id, queue, clientId, answer, deadline: timeoutMs > 0 ? Date.now() + timeoutMs : 0 });
     if (timeoutMs > 0 && !this.deadlines) {
       // Checked every 1/20 of the timeout (1 ms to 1 s): a caller hears within 5% after its timeout, never before.
-      this.deadlines = setInterval(() => this.checkDeadlines(), Math.min(1_000, Math.max(1, Math.floor(timeoutMs / 20))));
+      this.deadlines = setInterval(
+        () => this.checkDeadlines(),
+        Math.min(1_000, Math.max(1, Math.floor(timeoutMs / 20))),
+      );
     }
     return () => this.forget(id);
   }
@@ -220,7 +229,11 @@ export class ReplyInbox {
     if (!waiting) return; // timed out, unsubscribed, or already answered
     this.forget(reply.id);
     // A worker of this release sends an error record: the caller gets an Error with its type kept.
-    waiting.answer(reply.err !== undefined ? { err: isReplyError(reply.err) ? new TaskFailedError(reply.err) : reply.err } : { response: reply.response });
+    waiting.answer(
+      reply.err !== undefined
+        ? { err: isReplyError(reply.err) ? new TaskFailedError(reply.err) : reply.err }
+        : { response: reply.response },
+    );
   }
 
   private async fetchMissed(): Promise<void> {

@@ -74,9 +74,17 @@ export function newTaskId(): string {
  * problem, and its index when it is part of a batch. The same rules for every item, whatever built it
  * (a builder, a hand-made record, a plain payload).
  */
-export function prepareTask(item: EnqueueItem, now: number, index: number | undefined, limits: ItemLimits): PreparedTask {
+export function prepareTask(
+  item: EnqueueItem,
+  now: number,
+  index: number | undefined,
+  limits: ItemLimits,
+): PreparedTask {
   const fail = (message: string): never => {
-    throw new InvalidTaskError(index === undefined ? message : `item ${index}: ${message} (nothing of the batch was enqueued)`, index);
+    throw new InvalidTaskError(
+      index === undefined ? message : `item ${index}: ${message} (nothing of the batch was enqueued)`,
+      index,
+    );
   };
   const id = item.id ?? newTaskId();
   const clientProblem = nameProblem(item.clientId);
@@ -94,8 +102,19 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     item.expiresAt === undefined &&
     item.deduplicationKey === undefined
   ) {
-    const entry = encodeNewEntry({ id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace }, payload);
-    return { id, clientId: item.clientId, entry, priority: 0, delayMs: 0, deduplicationTtlMs: limits.deduplicationTtlMs, awaitsReply: item.replyTo !== undefined };
+    const entry = encodeNewEntry(
+      { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
+      payload,
+    );
+    return {
+      id,
+      clientId: item.clientId,
+      entry,
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: limits.deduplicationTtlMs,
+      awaitsReply: item.replyTo !== undefined,
+    };
   }
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
   const entry = encodeNewEntry(
@@ -113,14 +132,30 @@ export function prepareTask(item: EnqueueItem, now: number, index: number | unde
     },
     payload,
   );
-  return { id, clientId: item.clientId, entry, priority, delayMs, deduplicationKey: item.deduplicationKey, deduplicationTtlMs: dedupTtlMs, awaitsReply: item.replyTo !== undefined };
+  return {
+    id,
+    clientId: item.clientId,
+    entry,
+    priority,
+    delayMs,
+    deduplicationKey: item.deduplicationKey,
+    deduplicationTtlMs: dedupTtlMs,
+    awaitsReply: item.replyTo !== undefined,
+  };
 }
 
 /** The options of a task that has some, checked (each problem through `fail`), with the delay resolved. */
-function checkOptions(item: EnqueueItem, now: number, limits: ItemLimits, fail: (message: string) => never): { priority: number; delayMs: number; dedupTtlMs: number } {
+function checkOptions(
+  item: EnqueueItem,
+  now: number,
+  limits: ItemLimits,
+  fail: (message: string) => never,
+): { priority: number; delayMs: number; dedupTtlMs: number } {
   try {
-    if (item.maxAttempts !== undefined) validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
-    if (item.backoff !== undefined) validateBackoff('backoff', item.backoff, (field, message) => new Error(`${field} ${message}`));
+    if (item.maxAttempts !== undefined)
+      validateMaxAttempts('maxAttempts', item.maxAttempts, (field, message) => new Error(`${field} ${message}`));
+    if (item.backoff !== undefined)
+      validateBackoff('backoff', item.backoff, (field, message) => new Error(`${field} ${message}`));
   } catch (error) {
     fail((error as Error).message);
   }
@@ -138,12 +173,16 @@ function checkOptions(item: EnqueueItem, now: number, limits: ItemLimits, fail: 
   }
   delayMs = Math.ceil(delayMs);
   if (delayMs > MAX_DELAY_MS) {
-    fail(`the task would be due in ${Math.round(delayMs / 86_400_000)} days; the longest delay is ${MAX_DELAY_MS / 86_400_000} days`);
+    fail(
+      `the task would be due in ${Math.round(delayMs / 86_400_000)} days; the longest delay is ${MAX_DELAY_MS / 86_400_000} days`,
+    );
   }
   if (item.expiresAt !== undefined) {
     must('expiresAt', item.expiresAt, taskRules.time);
     if (item.expiresAt <= now) {
-      fail(`the task expired before it was enqueued (expiresAt ${new Date(item.expiresAt).toISOString()} is in the past)`);
+      fail(
+        `the task expired before it was enqueued (expiresAt ${new Date(item.expiresAt).toISOString()} is in the past)`,
+      );
     }
     if (item.expiresAt <= now + delayMs) {
       fail('the task would expire before its delay ends');

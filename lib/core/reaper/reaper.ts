@@ -128,7 +128,10 @@ export class TaskReaper {
     const dead = await this.redis.zrangebyscore(keys.workers, '-inf', now);
     // The lock only keeps reapers from recovering the same queue at the same moment; it is released
     // right after (and expires by itself if this process dies mid-way).
-    if (dead.length > 0 && (await this.redis.set(keys.reaperLock, this.owner, 'PX', this.options.lockMs, 'NX')) === 'OK') {
+    if (
+      dead.length > 0 &&
+      (await this.redis.set(keys.reaperLock, this.owner, 'PX', this.options.lockMs, 'NX')) === 'OK'
+    ) {
       try {
         await this.recover(keys, dead, now, result);
       } finally {
@@ -139,7 +142,9 @@ export class TaskReaper {
     await this.snapshot(keys, now);
     for (const { clientId, tasks } of await this.audit.step(keys)) {
       result.rejoined = (result.rejoined ?? 0) + 1;
-      this.logger?.warn(`client "${clientId}" of "${keys.queue}" had ${tasks} pending task(s) that no worker could reach (its client was off the ring); put it back (recorded in faults)`);
+      this.logger?.warn(
+        `client "${clientId}" of "${keys.queue}" had ${tasks} pending task(s) that no worker could reach (its client was off the ring); put it back (recorded in faults)`,
+      );
     }
     result.promoted = promotion.promoted;
     result.deadLettered += promotion.deadLettered;
@@ -159,23 +164,34 @@ export class TaskReaper {
     {
       for (const workerId of dead) {
         const settle = { workerId, deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs };
-        const { requeued, malformed, alive } = await requeueProcessing(this.redis, keys, settle, { countAttempt: true, logger: this.logger, expiredBy: now });
+        const { requeued, malformed, alive } = await requeueProcessing(this.redis, keys, settle, {
+          countAttempt: true,
+          logger: this.logger,
+          expiredBy: now,
+        });
         if (alive) {
           // It renewed its lease after this sweep found it expired (a long pause, not a death): its tasks stay its own.
-          this.logger?.log(`worker ${workerId} of "${keys.queue}" renewed its lease during recovery: it is alive, and keeps its tasks`);
+          this.logger?.log(
+            `worker ${workerId} of "${keys.queue}" renewed its lease during recovery: it is alive, and keeps its tasks`,
+          );
           continue;
         }
         result.recovered += requeued;
         result.deadLettered += malformed;
         if (await this.gateway.forgetWorker(keys, workerId, now)) result.workersRemoved++;
         if (requeued > 0) {
-          this.logger?.warn(`recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`);
+          this.logger?.warn(
+            `recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`,
+          );
         }
       }
     }
   }
 
-  private async promoteDue(keys: QueueKeys, now: number): Promise<Pick<SweepResult, 'promoted' | 'deadLettered' | 'nextDueAt'>> {
+  private async promoteDue(
+    keys: QueueKeys,
+    now: number,
+  ): Promise<Pick<SweepResult, 'promoted' | 'deadLettered' | 'nextDueAt'>> {
     let promoted = 0;
     let deadLettered = 0;
     // Rate-limited clients whose next token is due go back on the ring.
@@ -210,7 +226,9 @@ export class TaskReaper {
 
   private async deadLetterDelayed(keys: QueueKeys, entry: string, failure: DecodeFailure): Promise<number> {
     const record = undecodableRecord(keys.queue, entry, failure, 'reaper', guessTaskId(entry));
-    return (await this.gateway.deadLetterDelayed(keys, entry, JSON.stringify(record), this.options.deadLetterCap)) ? 1 : 0;
+    return (await this.gateway.deadLetterDelayed(keys, entry, JSON.stringify(record), this.options.deadLetterCap))
+      ? 1
+      : 0;
   }
 
   private async now(): Promise<number> {

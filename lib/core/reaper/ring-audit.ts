@@ -31,8 +31,17 @@ export class RingAudit {
     const nodes = this.redis instanceof Cluster ? this.redis.nodes('master') : [this.redis];
     const at = this.cursors.get(keys.base) ?? { node: 0, cursor: '0' };
     const node = nodes[at.node % nodes.length];
-    const [next, found] = await node.scan(at.cursor, 'MATCH', `${escapeGlob(keys.base)}:p*:*`, 'COUNT', this.keysPerStep);
-    this.cursors.set(keys.base, next === '0' ? { node: (at.node + 1) % nodes.length, cursor: '0' } : { node: at.node, cursor: next });
+    const [next, found] = await node.scan(
+      at.cursor,
+      'MATCH',
+      `${escapeGlob(keys.base)}:p*:*`,
+      'COUNT',
+      this.keysPerStep,
+    );
+    this.cursors.set(
+      keys.base,
+      next === '0' ? { node: (at.node + 1) % nodes.length, cursor: '0' } : { node: at.node, cursor: next },
+    );
     const clients = new Set<string>();
     for (const key of found) {
       for (const kind of [':pending:', ':priority:']) {

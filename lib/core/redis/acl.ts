@@ -6,24 +6,83 @@
  */
 export const ACL_COMMANDS: readonly string[] = [
   // connection: RESP3 handshake, names, liveness
-  'hello', 'auth', 'ping', 'quit', 'client|setname', 'client|getname', 'client|id', 'select',
+  'hello',
+  'auth',
+  'ping',
+  'quit',
+  'client|setname',
+  'client|getname',
+  'client|id',
+  'select',
   // scripts: loaded with EVAL once per connection, then run with EVALSHA
-  'eval', 'evalsha',
+  'eval',
+  'evalsha',
   // blocking claims, replies, durability
-  'blmove', 'subscribe', 'unsubscribe', 'publish', 'wait', 'multi', 'exec', 'time',
+  'blmove',
+  'subscribe',
+  'unsubscribe',
+  'publish',
+  'wait',
+  'multi',
+  'exec',
+  'time',
   // lists
-  'lmove', 'lindex', 'lrem', 'lpop', 'rpush', 'lpush', 'llen', 'lrange', 'ltrim', 'lpos',
+  'lmove',
+  'lindex',
+  'lrem',
+  'lpop',
+  'rpush',
+  'lpush',
+  'llen',
+  'lrange',
+  'ltrim',
+  'lpos',
   // sorted sets
-  'zpopmin', 'zadd', 'zcard', 'zrem', 'zscore', 'zrange', 'zrangebyscore',
+  'zpopmin',
+  'zadd',
+  'zcard',
+  'zrem',
+  'zscore',
+  'zrange',
+  'zrangebyscore',
   // hashes
-  'hget', 'hset', 'hdel', 'hmget', 'hincrby', 'hexists', 'hkeys', 'hlen', 'hgetall', 'hvals',
+  'hget',
+  'hset',
+  'hdel',
+  'hmget',
+  'hincrby',
+  'hexists',
+  'hkeys',
+  'hlen',
+  'hgetall',
+  'hvals',
   // strings, keys, sets
-  'get', 'set', 'del', 'incrby', 'decr', 'exists', 'type', 'rename', 'sadd', 'srem', 'smembers', 'scard', 'srandmember',
+  'get',
+  'set',
+  'del',
+  'incrby',
+  'decr',
+  'exists',
+  'type',
+  'rename',
+  'sadd',
+  'srem',
+  'smembers',
+  'scard',
+  'srandmember',
   // optional: the start-up checks (Redis version, maxmemory-policy); refused, they only warn
-  'info', 'config|get',
+  'info',
+  'config|get',
 ];
 
 /** The ACL rule (keys, channels, commands) for a user of one prefix, as `ACL SETUSER` takes it. */
 export function aclRule(prefix: string): string {
-  return [`resetkeys`, `~${prefix}:*`, `resetchannels`, `&${prefix}:*`, '-@all', ...ACL_COMMANDS.map((command) => `+${command}`)].join(' ');
+  return [
+    `resetkeys`,
+    `~${prefix}:*`,
+    `resetchannels`,
+    `&${prefix}:*`,
+    '-@all',
+    ...ACL_COMMANDS.map((command) => `+${command}`),
+  ].join(' ');
 }

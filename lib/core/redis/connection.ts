@@ -7,11 +7,7 @@ import { defineScripts, type RedisConnection, type TaskRedis } from './scripts.j
  * ioredis instance (which the library never closes; it duplicates it for blocking reads).
  */
 export type RedisTaskConnection =
-  | string
-  | RedisOptions
-  | { nodes: ClusterNode[]; clusterOptions?: ClusterOptions }
-  | Redis
-  | Cluster;
+  string | RedisOptions | { nodes: ClusterNode[]; clusterOptions?: ClusterOptions } | Redis | Cluster;
 
 /** A connection and whether this library opened it (and so must close it). */
 export interface OwnedConnection {
@@ -47,8 +43,10 @@ export function openConnection(option: RedisTaskConnection, connectionName: stri
 export function openBlockingConnection(base: RedisConnection, connectionName: string): RedisConnection {
   const connection =
     base instanceof Cluster
-      // spread-ok: once per connection
-      ? base.duplicate(undefined, { redisOptions: { ...base.options.redisOptions, connectionName, maxRetriesPerRequest: null } })
+      ? base.duplicate(undefined, {
+          // spread-ok: once per connection
+          redisOptions: { ...base.options.redisOptions, connectionName, maxRetriesPerRequest: null },
+        })
       : base.duplicate({ connectionName, maxRetriesPerRequest: null });
   // Its outages surface as failed commands, which their loop reports once; no unhandled 'error' events.
   connection.on('error', () => undefined);
@@ -114,7 +112,8 @@ export function describeServer(option: RedisTaskConnection): string {
       return `${url.hostname || '127.0.0.1'}:${url.port || '6379'}`;
     }
     if (isInstance(option)) {
-      if (option instanceof Cluster) return describeNodes((option as unknown as { startupNodes?: unknown[] }).startupNodes ?? []);
+      if (option instanceof Cluster)
+        return describeNodes((option as unknown as { startupNodes?: unknown[] }).startupNodes ?? []);
       const { host, port, path } = option.options;
       return path ?? `${host ?? '127.0.0.1'}:${port ?? 6379}`;
     }
@@ -126,9 +125,15 @@ export function describeServer(option: RedisTaskConnection): string {
 }
 
 function describeNodes(nodes: readonly unknown[]): string {
-  const named = nodes.slice(0, 3).map((node) =>
-    typeof node === 'string' ? describeServer(/^rediss?:/.test(node) ? node : `redis://${node}`) : typeof node === 'number' ? `127.0.0.1:${node}` : describeServer(node as RedisTaskConnection),
-  );
+  const named = nodes
+    .slice(0, 3)
+    .map((node) =>
+      typeof node === 'string'
+        ? describeServer(/^rediss?:/.test(node) ? node : `redis://${node}`)
+        : typeof node === 'number'
+          ? `127.0.0.1:${node}`
+          : describeServer(node as RedisTaskConnection),
+    );
   return `cluster ${named.join(', ')}${nodes.length > 3 ? ', …' : ''}`;
 }
 
@@ -280,7 +285,11 @@ const watches = new WeakMap<RedisConnection, ConnectionWatch>();
 export function retryingAfterLoss(connection: RedisConnection, now: number, freshMs: number): boolean {
   if (connection.status === 'reconnecting') return true;
   const watch = watchOf(connection);
-  return watch.downSince !== undefined && (connection.status === 'connecting' || connection.status === 'connect') && now - watch.statusSince <= freshMs;
+  return (
+    watch.downSince !== undefined &&
+    (connection.status === 'connecting' || connection.status === 'connect') &&
+    now - watch.statusSince <= freshMs
+  );
 }
 
 /** The watch of a connection (made on first use; shared by everything using that connection). */

@@ -26,29 +26,35 @@ export class ScriptGateway {
   }
 
   /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
-  async enqueueReplicated(keys: QueueKeys, call: EnqueueCall, { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number }): Promise<Replicated> {
-    const pipeline = this.redis.pipeline() as unknown as {
-      enqueueTasks(root: string, ...args: (string | number)[]): unknown;
-      wait(replicas: number, timeout: number): unknown;
-      exec(): Promise<[Error | null, unknown][] | null>;
-    };
-    pipeline.enqueueTasks(keys.root, ...enqueueArgs(call));
-    pipeline.wait(replicas, timeoutMs);
-    const replies = await pipeline.exec();
-    const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
-    if (enqueueError) throw enqueueError;
-    const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
-    if (waitError) throw waitError;
-    const written = enqueueAnswer(results as (0 | string)[] | -1);
-    return Number(acknowledged) < replicas ? { kind: 'short', results: written, acknowledged: Number(acknowledged) } : { kind: 'replicated', results: written };
+  async enqueueReplicated(
+    keys: QueueKeys,
+    call: EnqueueCall,
+    { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number },
+  ): Promise<Replicated> {
+    const [results, acknowledged] = await enqueueAndWait(this.redis, keys, enqueueArgs(call), replicas, timeoutMs);
+    const written = enqueueAnswer(results);
+    return acknowledged < replicas
+      ? { kind: 'short', results: written, acknowledged }
+      : { kind: 'replicated', results: written };
   }
 
   /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
     // One key, the base: the script names the others from it (the smallest request per wake-up).
-    const [lost, claimed, throttledUntil, drained] = await this.redis.claimTasks(keys.base, request.wanted, request.workerId, request.clientConcurrency, request.tokenPrefix, ...request.acks);
-    const outcome: ClaimOutcome = claimed === -1 ? { kind: 'unregistered' } : claimed === -2 ? { kind: 'paused' } : { kind: 'claimed', pairs: claimed };
-    return { lost, outcome, throttledUntil: throttledUntil > 0 ? throttledUntil : undefined, drained: drained === 1 };
+    const [lost, claimed, throttledUntil, drained] = await this.redis.claimTasks(
+      keys.base,
+      request.wanted,
+      request.workerId,
+      request.clientConcurrency,
+      request.tokenPrefix,
+      ...request.acks,
+    );
+    return {
+      lost,
+      outcome: claimOutcome(claimed),
+      throttledUntil: throttledUntil > 0 ? throttledUntil : undefined,
+      drained: drained === 1,
+    };
   }
 
   /** ackTasks: per acknowledgement, true when removed, false when the worker no longer held it. */
@@ -56,13 +62,33 @@ export class ScriptGateway {
     const k = keys;
     const fields: (string | number)[] = [];
     for (const ack of acks) pushAckFields(fields, ack);
-    const results = await this.redis.ackTasks(k.processing(workerId), k.counted, k.inflight, k.parked, k.ring, k.counters, k.root, ...fields);
+    const results = await this.redis.ackTasks(
+      k.processing(workerId),
+      k.counted,
+      k.inflight,
+      k.parked,
+      k.ring,
+      k.counters,
+      k.root,
+      ...fields,
+    );
     return results.map((held) => held === 1);
   }
 
   /** retryTask: the attempt counted, the task due after `delayMs` (Redis clock). */
-  async retry(keys: QueueKeys, workerId: string, token: string, delayMs: number): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
-    const due = await this.redis.retryTask(keys.processing(workerId), keys.delayed, ...settleKeys(keys), token, delayMs);
+  async retry(
+    keys: QueueKeys,
+    workerId: string,
+    token: string,
+    delayMs: number,
+  ): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
+    const due = await this.redis.retryTask(
+      keys.processing(workerId),
+      keys.delayed,
+      ...settleKeys(keys),
+      token,
+      delayMs,
+    );
     return due === 0 ? LOST : { kind: 'scheduled', dueAt: due };
   }
 
@@ -70,8 +96,15 @@ export class ScriptGateway {
   async deadLetter(keys: QueueKeys, workerId: string, token: string, letter: DeadLetterWrite): Promise<boolean> {
     const { deduplicationKey, taskId, reply } = letter;
     const settled = await this.redis.deadLetterTask(
-      keys.processing(workerId), keys.deadLetters, keys.result(taskId ?? 'unknown'), deduplicationKey === undefined ? keys.ring : keys.dedup(deduplicationKey),
-      ...settleKeys(keys), token, letter.record, letter.cap, deduplicationKey === undefined ? '' : (taskId ?? ''),
+      keys.processing(workerId),
+      keys.deadLetters,
+      keys.result(taskId ?? 'unknown'),
+      deduplicationKey === undefined ? keys.ring : keys.dedup(deduplicationKey),
+      ...settleKeys(keys),
+      token,
+      letter.record,
+      letter.cap,
+      deduplicationKey === undefined ? '' : (taskId ?? ''),
       ...(reply ? [reply.channel, reply.message, reply.ttlMs] : []),
     );
     return settled === 1;
@@ -82,45 +115,84 @@ export class ScriptGateway {
    * `expiredBy` (a reaper's recovery), nothing moves unless the worker's lease still ends by then:
    * -1 when the worker renewed it meanwhile (it is alive).
    */
-  requeue(keys: QueueKeys, workerId: string, countAttempt: boolean, tasks: readonly HeldTask[], expiredBy?: number): Promise<number> {
-    const scriptKeys = new ScriptKeys([
-      keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted, keys.inflight, keys.parked, keys.faults, keys.pendingCount, keys.workers,
-    ]);
-    const fields: (string | number)[] = [];
-    for (const task of tasks) fields.push(task.token, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
-    return this.redis.requeueTasks(...(scriptKeys.args as [number]), countAttempt ? 1 : 0, expiredBy === undefined ? '' : workerId, expiredBy ?? 0, ...fields);
+  requeue(
+    keys: QueueKeys,
+    workerId: string,
+    countAttempt: boolean,
+    tasks: readonly HeldTask[],
+    expiredBy?: number,
+  ): Promise<number> {
+    const fixed = [keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted];
+    fixed.push(keys.inflight, keys.parked, keys.faults, keys.pendingCount, keys.workers);
+    const call = clientArgs(
+      keys,
+      fixed,
+      tasks,
+      (task) => [task.token],
+      (task) => [task.priority],
+    );
+    const expiry = expiredBy === undefined ? ['', 0] : [workerId, expiredBy];
+    return this.redis.requeueTasks(...(call.keys as [number]), countAttempt ? 1 : 0, ...expiry, ...call.fields);
   }
 
   /** promoteTasks: due delayed entries to their clients' lists; how many were promoted. */
   promote(keys: QueueKeys, tasks: readonly { entry: string; clientId: string; priority: number }[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount]);
-    const fields: (string | number)[] = [];
-    for (const task of tasks) fields.push(task.entry, ...scriptKeys.client(keys, task.clientId), task.clientId, task.priority);
-    return this.redis.promoteTasks(...(scriptKeys.args as [number]), ...fields);
+    const fixed = [keys.delayed, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount];
+    const args = clientArgs(
+      keys,
+      fixed,
+      tasks,
+      (task) => [task.entry],
+      (task) => [task.priority],
+    );
+    return this.redis.promoteTasks(...(args.keys as [number]), ...args.fields);
   }
 
   /** deadLetterDelayed: an entry of the delayed set that cannot run, to dead letters (once); false when already gone. */
   async deadLetterDelayed(keys: QueueKeys, entry: string, record: string, cap: number): Promise<boolean> {
-    return (await this.redis.deadLetterDelayed(keys.delayed, keys.deadLetters, keys.counters, entry, record, cap)) === 1;
+    const moved = await this.redis.deadLetterDelayed(keys.delayed, keys.deadLetters, keys.counters, entry, record, cap);
+    return moved === 1;
   }
 
   /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
-  requeueDeadLetters(keys: QueueKeys, letters: readonly { raw: string; clientId: string; entry: string; priority: number }[]): Promise<number> {
-    const scriptKeys = new ScriptKeys([keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount]);
-    const fields: (string | number)[] = [];
-    for (const letter of letters) fields.push(letter.raw, ...scriptKeys.client(keys, letter.clientId), letter.clientId, letter.entry, letter.priority);
-    return this.redis.requeueDeadLetters(...(scriptKeys.args as [number]), ...fields);
+  requeueDeadLetters(
+    keys: QueueKeys,
+    letters: readonly { raw: string; clientId: string; entry: string; priority: number }[],
+  ): Promise<number> {
+    const fixed = [keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount];
+    const args = clientArgs(
+      keys,
+      fixed,
+      letters,
+      (letter) => [letter.raw],
+      (letter) => [letter.entry, letter.priority],
+    );
+    return this.redis.requeueDeadLetters(...(args.keys as [number]), ...args.fields);
   }
 
   /** heartbeatWorker: renews the lease; `running` tokens the hash lost, and held tokens nothing runs. */
-  async heartbeat(keys: QueueKeys, workerId: string, leaseMs: number, running: readonly string[] = []): Promise<Heartbeat> {
-    const [now, lost, orphaned] = await this.redis.heartbeatWorker(keys.workers, keys.processing(workerId), keys.heartbeats, keys.faults, workerId, leaseMs, ...running);
+  async heartbeat(
+    keys: QueueKeys,
+    workerId: string,
+    leaseMs: number,
+    running: readonly string[] = [],
+  ): Promise<Heartbeat> {
+    const [now, lost, orphaned] = await this.redis.heartbeatWorker(
+      keys.workers,
+      keys.processing(workerId),
+      keys.heartbeats,
+      keys.faults,
+      workerId,
+      leaseMs,
+      ...running,
+    );
     return { now, lost, orphaned };
   }
 
   /** forgetWorker: true when removed; false when it renewed its lease since, or still holds tasks. */
   async forgetWorker(keys: QueueKeys, workerId: string, expiredBy: number): Promise<boolean> {
-    return (await this.redis.forgetWorker(keys.workers, keys.processing(workerId), keys.heartbeats, workerId, expiredBy)) === 1;
+    const { workers, heartbeats } = keys;
+    return (await this.redis.forgetWorker(workers, keys.processing(workerId), heartbeats, workerId, expiredBy)) === 1;
   }
 
   /** releaseLock: the reaper's lock of the shard, if `owner` still holds it. */
@@ -147,23 +219,99 @@ export class ScriptGateway {
   /** recordShardCount: the queue's shard count on record (`count` recorded when there is none). */
   recordShardCount(prefix: PrefixKeys, queue: string, count: number): Promise<number> {
     const unsharded = prefix.queue(queue);
-    return this.redis.recordShardCount(prefix.shardCount(queue), unsharded.ring, unsharded.delayed, unsharded.workers, count);
+    return this.redis.recordShardCount(
+      prefix.shardCount(queue),
+      unsharded.ring,
+      unsharded.delayed,
+      unsharded.workers,
+      count,
+    );
   }
 
   /** rejoinClient: a client with pending tasks that nothing can reach back on the ring; how many tasks it has (0: it was in reach). */
   rejoinClient(keys: QueueKeys, clientId: string): Promise<number> {
-    return this.redis.rejoinClient(keys.ring, keys.parked, keys.throttled, keys.pending(clientId), keys.priority(clientId), keys.pendingCount, keys.faults, clientId);
+    return this.redis.rejoinClient(
+      keys.ring,
+      keys.parked,
+      keys.throttled,
+      keys.pending(clientId),
+      keys.priority(clientId),
+      keys.pendingCount,
+      keys.faults,
+      clientId,
+    );
   }
 
   /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
-  async cancel(keys: QueueKeys, task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string }): Promise<boolean> {
+  async cancel(
+    keys: QueueKeys,
+    task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string },
+  ): Promise<boolean> {
     const dedup = task.deduplicationKey === undefined ? keys.ring : keys.dedup(task.deduplicationKey);
     const removed = await this.redis.cancelTask(
-      keys.pending(task.clientId), keys.priority(task.clientId), keys.delayed, dedup, keys.prioritized, keys.pendingCount,
-      task.entry, task.priority, task.deduplicationKey === undefined ? '' : task.id,
+      keys.pending(task.clientId),
+      keys.priority(task.clientId),
+      keys.delayed,
+      dedup,
+      keys.prioritized,
+      keys.pendingCount,
+      task.entry,
+      task.priority,
+      task.deduplicationKey === undefined ? '' : task.id,
     );
     return removed === 1;
   }
+}
+
+/**
+ * A variable-key call whose items each land on a client's list: `numkeys` and the keys (the fixed ones,
+ * then every client's list and priority set once), and the fields: per item its `lead` fields, its client's two
+ * KEYS indexes, the client id and its `rest` fields (the `pushTask` helper's layout, as the headers state).
+ */
+function clientArgs<T extends { readonly clientId: string }>(
+  keys: QueueKeys,
+  fixed: readonly string[],
+  items: readonly T[],
+  lead: (item: T) => (string | number)[],
+  rest: (item: T) => (string | number)[],
+): { keys: (string | number)[]; fields: (string | number)[] } {
+  const scriptKeys = new ScriptKeys(fixed);
+  const fields: (string | number)[] = [];
+  for (const item of items)
+    fields.push(...lead(item), ...scriptKeys.client(keys, item.clientId), item.clientId, ...rest(item));
+  return { keys: scriptKeys.args, fields };
+}
+
+/** The enqueue and a WAIT as one pipeline: the script's answer, and how many replicas acknowledged. */
+async function enqueueAndWait(
+  redis: TaskRedis,
+  keys: QueueKeys,
+  args: (string | number)[],
+  replicas: number,
+  timeoutMs: number,
+): Promise<[(0 | string)[] | -1, number]> {
+  const pipeline = redis.pipeline() as unknown as {
+    enqueueTasks(root: string, ...args: (string | number)[]): unknown;
+    wait(replicas: number, timeout: number): unknown;
+    exec(): Promise<[Error | null, unknown][] | null>;
+  };
+  pipeline.enqueueTasks(keys.root, ...args);
+  pipeline.wait(replicas, timeoutMs);
+  const replies = await pipeline.exec();
+  const [enqueueError, results] = replies?.[0] ?? [new Error('the enqueue pipeline was discarded'), undefined];
+  if (enqueueError) throw enqueueError;
+  const [waitError, acknowledged] = replies?.[1] ?? [new Error('the WAIT reply is missing'), 0];
+  if (waitError) throw waitError;
+  return [results as (0 | string)[] | -1, Number(acknowledged)];
+}
+
+/** What claimTasks' second reply stands for: -1 the worker is not registered, -2 the queue is paused, else the claimed pairs. */
+function claimOutcome(claimed: -1 | -2 | string[]): ClaimOutcome {
+  return claimed === -1
+    ? { kind: 'unregistered' }
+    : claimed === -2
+      ? { kind: 'paused' }
+      : { kind: 'claimed', pairs: claimed };
 }
 
 /** One enqueue call: the caller's deadline (its call record carries it) and its tasks, batch by batch. */
@@ -193,7 +341,16 @@ export function pushEnqueueFields(args: (string | number)[], task: PreparedTask)
   if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined) {
     args.push(task.clientId, task.entry);
   } else {
-    args.push('', task.clientId, task.entry, task.priority, task.delayMs, task.deduplicationKey ?? '', task.deduplicationTtlMs, task.id);
+    args.push(
+      '',
+      task.clientId,
+      task.entry,
+      task.priority,
+      task.delayMs,
+      task.deduplicationKey ?? '',
+      task.deduplicationTtlMs,
+      task.id,
+    );
   }
 }
 
@@ -202,7 +359,14 @@ export function pushEnqueueFields(args: (string | number)[], task: PreparedTask)
  * channel ('' not a send() task), reply message ('' none), result TTL (ms).
  */
 export function pushAckFields(args: (string | number)[], ack: AckItem): void {
-  args.push(ack.token, ack.taskId, ack.deduplicationKey ?? '', ack.reply?.channel ?? '', ack.reply?.message ?? '', ack.resultTtlMs);
+  args.push(
+    ack.token,
+    ack.taskId,
+    ack.deduplicationKey ?? '',
+    ack.reply?.channel ?? '',
+    ack.reply?.message ?? '',
+    ack.resultTtlMs,
+  );
 }
 
 /** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
@@ -301,5 +465,7 @@ export function startEnqueueCall(args: (string | number)[], deadline: number, ti
 /** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */
 export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
   if (Array.isArray(results)) return results;
-  throw new Error('the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing');
+  throw new Error(
+    'the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing',
+  );
 }

@@ -36,7 +36,11 @@ export function versionAtLeast(version: string, minimum: string): boolean {
  * evicts keys (an evicting Redis can drop queued tasks). A server that hides CONFIG (a managed Redis,
  * an ACL) is trusted on the policy, and that is logged. On a Cluster every primary is checked.
  */
-export async function checkServer(connection: RedisConnection, evictionPolicy: EvictionPolicyCheck, logger: TaskLogger): Promise<void> {
+export async function checkServer(
+  connection: RedisConnection,
+  evictionPolicy: EvictionPolicyCheck,
+  logger: TaskLogger,
+): Promise<void> {
   const nodes = connection instanceof Cluster ? connection.nodes('master') : [connection];
   for (const node of nodes) {
     await checkNode(node, evictionPolicy, logger);
@@ -50,12 +54,17 @@ async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logg
   } catch (error) {
     if (!isPermissionError(error)) throw error;
     // A least-privilege ACL user may not run INFO: warn, and trust the server as the ACL's owner does.
-    logger.warn('could not read the Redis version (INFO is not allowed for this ACL user): make sure the server is Redis 6.2 or newer');
+    logger.warn(
+      'could not read the Redis version (INFO is not allowed for this ACL user): make sure the server is Redis 6.2 or newer',
+    );
     info = `redis_version:${MINIMUM_REDIS_VERSION}`;
   }
   const version = /redis_version:(\S+)/.exec(info)?.[1] ?? '0';
   if (!versionAtLeast(version, MINIMUM_REDIS_VERSION)) {
-    throw new UnsafeRedisError('REDIS_TOO_OLD', `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`);
+    throw new UnsafeRedisError(
+      'REDIS_TOO_OLD',
+      `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`,
+    );
   }
   if (evictionPolicy === 'off') {
     return;
@@ -84,13 +93,24 @@ async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logg
  * start unless all of a shard's keys share one slot (every script must touch one slot). Logs which
  * primaries a sharded queue's shards live on, and warns when they share fewer primaries than they could.
  */
-export async function checkClusterLayout(connection: RedisConnection, layout: QueueLayout, logger: TaskLogger): Promise<void> {
+export async function checkClusterLayout(
+  connection: RedisConnection,
+  layout: QueueLayout,
+  logger: TaskLogger,
+): Promise<void> {
   if (!(connection instanceof Cluster)) {
     return;
   }
   const owners = new Set<string>();
   for (const shard of layout.shards) {
-    const samples = [shard.ring, shard.pending('client'), shard.priority('client'), shard.processing('worker'), shard.dedup('key'), shard.result('id')];
+    const samples = [
+      shard.ring,
+      shard.pending('client'),
+      shard.priority('client'),
+      shard.processing('worker'),
+      shard.dedup('key'),
+      shard.result('id'),
+    ];
     for (const key of samples) {
       const slot = Number(await connection.call('CLUSTER', 'KEYSLOT', key));
       if (slot !== shard.slot) {

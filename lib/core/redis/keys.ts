@@ -192,7 +192,10 @@ export class QueueLayout {
     readonly shardCount: number,
     readonly group = DEFAULT_GROUP,
   ) {
-    this.shards = Array.from({ length: shardCount }, (_, shard) => new QueueKeys(prefix, queue, shard, shardCount, group));
+    this.shards = Array.from(
+      { length: shardCount },
+      (_, shard) => new QueueKeys(prefix, queue, shard, shardCount, group),
+    );
   }
 
   /** The shard of a client: all its tasks live there, so its FIFO order and cap hold as unsharded. */

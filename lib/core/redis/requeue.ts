@@ -42,7 +42,8 @@ export async function requeueProcessing(
     expiredBy?: number;
   },
 ): Promise<RequeueResult> {
-  const entries = options.entries ?? ((await redis.hgetall(keys.processing(settle.workerId))) as Record<string, string>);
+  const entries =
+    options.entries ?? ((await redis.hgetall(keys.processing(settle.workerId))) as Record<string, string>);
   const wanted = options.tokens ? new Set(options.tokens) : undefined;
   const tokens = Object.keys(entries)
     .filter((token) => !wanted || wanted.has(token))
@@ -55,12 +56,16 @@ export async function requeueProcessing(
   const undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][] = [];
   for (const token of tokens) {
     const decoded = decodeEntry(entries[token]);
-    if (decoded.ok) held.push({ token, clientId: decoded.entry.envelope.clientId, priority: decoded.entry.envelope.priority ?? 0 });
+    if (decoded.ok)
+      held.push({ token, clientId: decoded.entry.envelope.clientId, priority: decoded.entry.envelope.priority ?? 0 });
     else undecodable.push([token, decoded]);
   }
   // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is
   // reported by the await below, not as an unhandled rejection while the dead letters are written.
-  const requeued = held.length > 0 ? gateway.requeue(keys, settle.workerId, options.countAttempt, held, options.expiredBy) : Promise.resolve(0);
+  const requeued =
+    held.length > 0
+      ? gateway.requeue(keys, settle.workerId, options.countAttempt, held, options.expiredBy)
+      : Promise.resolve(0);
   requeued.catch(() => undefined);
   if (options.expiredBy !== undefined && held.length > 0 && (await requeued) === -1) {
     return { requeued: 0, malformed: 0, alive: true };
@@ -69,9 +74,17 @@ export async function requeueProcessing(
   for (const [token, decoded] of undecodable) {
     const id = guessTaskId(entries[token]);
     const record = undecodableRecord(keys.queue, entries[token], decoded, settle.workerId, id);
-    if (await gateway.deadLetter(keys, settle.workerId, token, { record: JSON.stringify(record), cap: settle.deadLetterCap, taskId: id })) {
+    if (
+      await gateway.deadLetter(keys, settle.workerId, token, {
+        record: JSON.stringify(record),
+        cap: settle.deadLetterCap,
+        taskId: id,
+      })
+    ) {
       malformed++;
-      options.logger?.warn(`moved ${record.reason} task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`);
+      options.logger?.warn(
+        `moved ${record.reason} task ${id ?? '(no id)'} of "${keys.queue}" to dead letters: ${decoded.reason}`,
+      );
     }
   }
   return { requeued: await requeued, malformed };

@@ -27,7 +27,11 @@ const OPTIONS = { replyEncoding: 'utf8' } as const;
  * instrumentation see it as they see any other. A pipeline copies the connection's functions and calls
  * them on itself: those calls take ioredis's own function (`generic`), which queues them.
  */
-export function scriptCommand(connection: RedisConnection, script: ScriptDefinition, generic: ScriptFunction): ScriptFunction {
+export function scriptCommand(
+  connection: RedisConnection,
+  script: ScriptDefinition,
+  generic: ScriptFunction,
+): ScriptFunction {
   const sha = script.sha;
   const source = script.source;
   // A `-F+n` script's caller passes numkeys first; the others have a fixed count.

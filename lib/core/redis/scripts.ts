@@ -14,7 +14,10 @@ const HELPERS_HERE = /^-- @helpers$/m;
  * file's `-- @helpers` line, else before the file. scripts/embed-lua.mjs composes docs/enqueue.lua alike.
  */
 function withIncludes(fileName: string, lua: string): string {
-  const names = INCLUDES.exec(lua)?.[1].split(',').map((name) => name.trim()) ?? [];
+  const names =
+    INCLUDES.exec(lua)?.[1]
+      .split(',')
+      .map((name) => name.trim()) ?? [];
   const helpers = names.map((name) => {
     if (!/^[a-zA-Z]+$/.test(name)) {
       throw new Error(`${fileName} includes "${name}", which is not a helper name`);
@@ -91,7 +94,14 @@ export interface TaskCommands {
     deadLetters: string,
     result: string,
     dedup: string,
-    ...keysAndArgs: [...SettleKeys, token: string, record: string, cap: number, dedupHolder: string, ...reply: (string | number)[]]
+    ...keysAndArgs: [
+      ...SettleKeys,
+      token: string,
+      record: string,
+      cap: number,
+      dedupHolder: string,
+      ...reply: (string | number)[],
+    ]
   ): Promise<0 | 1>;
   requeueTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   heartbeatWorker(
@@ -103,18 +113,54 @@ export interface TaskCommands {
     leaseMs: number,
     ...runningTokens: string[]
   ): Promise<[now: number, lost: string[], orphaned: string[]]>;
-  retryTask(processing: string, delayed: string, ...keysAndArgs: [...SettleKeys, token: string, delayMs: number]): Promise<number>;
+  retryTask(
+    processing: string,
+    delayed: string,
+    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number]
+  ): Promise<number>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
-  deadLetterDelayed(delayed: string, deadLetters: string, counters: string, entry: string, record: string, cap: number): Promise<0 | 1>;
-  forgetWorker(workers: string, processing: string, heartbeats: string, workerId: string, expiredBy: number): Promise<0 | 1>;
+  deadLetterDelayed(
+    delayed: string,
+    deadLetters: string,
+    counters: string,
+    entry: string,
+    record: string,
+    cap: number,
+  ): Promise<0 | 1>;
+  forgetWorker(
+    workers: string,
+    processing: string,
+    heartbeats: string,
+    workerId: string,
+    expiredBy: number,
+  ): Promise<0 | 1>;
   releaseLock(lock: string, owner: string): Promise<0 | 1>;
   requeueDeadLetters(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   readOverview(root: string, sample: number): Promise<unknown[]>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
-  rejoinClient(ring: string, parked: string, throttled: string, pending: string, priority: string, pendingCount: string, faults: string, clientId: string): Promise<number>;
-  cancelTask(pending: string, priority: string, delayed: string, dedup: string, prioritized: string, pendingCount: string, entry: string, taskPriority: number, dedupHolder: string): Promise<0 | 1>;
+  rejoinClient(
+    ring: string,
+    parked: string,
+    throttled: string,
+    pending: string,
+    priority: string,
+    pendingCount: string,
+    faults: string,
+    clientId: string,
+  ): Promise<number>;
+  cancelTask(
+    pending: string,
+    priority: string,
+    delayed: string,
+    dedup: string,
+    prioritized: string,
+    pendingCount: string,
+    entry: string,
+    taskPriority: number,
+    dedupHolder: string,
+  ): Promise<0 | 1>;
 }
 
 export type TaskRedis = RedisConnection & TaskCommands;

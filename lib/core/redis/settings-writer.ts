@@ -18,7 +18,9 @@ export class SettingsWriter {
 
   /** Tasks per second a client may start (`*`: every client of the pattern); null (or 0 for `*`) removes it. */
   rate(keys: QueueKeys, clientId: string | '*', rate: number | null): Promise<unknown> {
-    return rate === null || (clientId === '*' && rate <= 0) ? this.redis.hdel(keys.rates, clientId) : this.redis.hset(keys.rates, clientId, rate);
+    return rate === null || (clientId === '*' && rate <= 0)
+      ? this.redis.hdel(keys.rates, clientId)
+      : this.redis.hset(keys.rates, clientId, rate);
   }
 
   /** The per-client cap on tasks in flight; 0 removes it. */

@@ -181,7 +181,8 @@ const MIN_CAPACITY = 16;
  */
 function hashOf(id: string): number {
   let hash = 0x811c9dc5 ^ id.length;
-  for (let i = Math.max(0, id.length - HASHED); i < id.length; i++) hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
+  for (let i = Math.max(0, id.length - HASHED); i < id.length; i++)
+    hash = Math.imul(hash ^ id.charCodeAt(i), 0x01000193);
   return hash >>> 0;
 }
 

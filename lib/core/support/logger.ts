@@ -97,7 +97,13 @@ export async function settledBy(work: Promise<unknown>, deadline: number): Promi
     timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
   });
   try {
-    return await Promise.race([work.then(() => true, () => true), late]);
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

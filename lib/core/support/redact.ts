@@ -10,7 +10,11 @@ export function redactUrl(value: string): string {
   // up to the first one showed the rest of the password.
   const credentials = /^([a-z][a-z0-9+.-]*:\/\/)([^\s]*)@/i;
   if (credentials.test(value)) {
-    return value.replace(credentials, (_match, scheme: string, userInfo: string) => `${scheme}${userInfo.includes(':') ? `${userInfo.split(':')[0]}:***` : '***'}@`);
+    return value.replace(
+      credentials,
+      (_match, scheme: string, userInfo: string) =>
+        `${scheme}${userInfo.includes(':') ? `${userInfo.split(':')[0]}:***` : '***'}@`,
+    );
   }
   // Without an "@" there are no credentials to hide; with one in something that is no URL, the password
   // may stand anywhere: show its shape only.
@@ -27,7 +31,12 @@ export function scrubRedisError<T>(error: T): T {
     try {
       const command = (error as { command?: { name?: unknown } }).command;
       if (command && typeof command === 'object') {
-        Object.defineProperty(error, 'command', { value: { name: command.name }, enumerable: false, configurable: true, writable: true });
+        Object.defineProperty(error, 'command', {
+          value: { name: command.name },
+          enumerable: false,
+          configurable: true,
+          writable: true,
+        });
       }
       const previous = (error as { previousErrors?: unknown[] }).previousErrors;
       if (Array.isArray(previous)) previous.forEach((inner) => scrubRedisError(inner));

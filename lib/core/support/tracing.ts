@@ -174,7 +174,9 @@ function fromTraceContext(api: typeof OtelApi, traceparent: unknown, tracestate:
     isRemote: true,
     ...(typeof tracestate === 'string' && tracestate !== '' ? { traceState: api.createTraceState(tracestate) } : {}),
   };
-  return api.isSpanContextValid(spanContext) ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext) : api.ROOT_CONTEXT;
+  return api.isSpanContextValid(spanContext)
+    ? api.trace.setSpanContext(api.ROOT_CONTEXT, spanContext)
+    : api.ROOT_CONTEXT;
 }
 
 function failSpan(api: typeof OtelApi, span: OtelApi.Span, error: unknown): void {

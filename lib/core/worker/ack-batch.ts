@@ -33,7 +33,8 @@ export class AckBatch {
     return new Promise((resolve, reject) => {
       // One batch per worker and shard (its processing hash): found by those two, no key built per ack.
       let batch: Batch | undefined;
-      for (const waiting of this.waiting) if (waiting.workerId === workerId && waiting.keys.base === keys.base) batch = waiting;
+      for (const waiting of this.waiting)
+        if (waiting.workerId === workerId && waiting.keys.base === keys.base) batch = waiting;
       if (batch) batch.acks.push({ ack, resolve, reject });
       else this.waiting.push({ keys, workerId, acks: [{ ack, resolve, reject }] });
       if (!this.scheduled) {
@@ -48,10 +49,16 @@ export class AckBatch {
     const batches = this.waiting;
     this.waiting = [];
     for (const { keys, workerId, acks } of batches) {
-      this.gateway.acknowledge(keys, workerId, acks.map((pending) => pending.ack)).then(
-        (held) => acks.forEach((ack, i) => ack.resolve(held[i])),
-        (error: unknown) => acks.forEach((ack) => ack.reject(error)),
-      );
+      this.gateway
+        .acknowledge(
+          keys,
+          workerId,
+          acks.map((pending) => pending.ack),
+        )
+        .then(
+          (held) => acks.forEach((ack, i) => ack.resolve(held[i])),
+          (error: unknown) => acks.forEach((ack) => ack.reject(error)),
+        );
     }
   };
 }

@@ -1,10 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { watchOf } from '../redis/connection.js';
-import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
+import { type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
-import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
-import { claimedCount, IdleWait, keepFirst, type WaitEnd } from './idle-wait.js';
+import { claimedCount, keepFirst, type IdleWait, type WaitEnd } from './idle-wait.js';
 import { PauseWait } from './pause-wait.js';
 import { AckFlush, nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
@@ -33,6 +31,17 @@ export interface ClaimLoopHooks {
    * queue without counting an attempt, ahead of any later claim of this loop.
    */
   giveBack(pairs: readonly string[]): void;
+}
+
+/**
+ * What a claim loop reaches Redis with (the worker makes them; a unit test scripts them): the claim
+ * script, the loop's idle wait on its own blocking connection, and since when the connection is down.
+ */
+export interface ClaimLoopRedis {
+  readonly gateway: Pick<ScriptGateway, 'claim'>;
+  readonly idle: Pick<IdleWait, 'wait' | 'cut'>;
+  /** When the loop's connection went down (undefined while it is up). */
+  readonly downSince: () => number | undefined;
 }
 
 const RETRY_DELAY_MS = 500;
@@ -67,12 +76,11 @@ export class ClaimLoop {
   private failure: { error: unknown } | undefined;
   private readonly pause: PauseWait;
 
-  private readonly gateway: ScriptGateway;
-  private readonly idle: IdleWait;
+  private readonly gateway: ClaimLoopRedis['gateway'];
+  private readonly idle: ClaimLoopRedis['idle'];
 
   constructor(
-    redis: TaskRedis,
-    blocking: RedisConnection,
+    redis: ClaimLoopRedis,
     private readonly keys: QueueKeys,
     /** Acknowledgements of succeeded tasks waiting for the next call (the completer queues them). */
     private readonly acks: ClaimAcks,
@@ -81,13 +89,16 @@ export class ClaimLoop {
     private readonly hooks: ClaimLoopHooks,
     logger: TaskLogger,
   ) {
-    this.gateway = gatewayOf(redis);
-    this.idle = new IdleWait(blocking, keys, options.blockTimeoutMs);
+    this.gateway = redis.gateway;
+    this.idle = redis.idle;
     this.pause = new PauseWait(options.blockTimeoutMs, this.stop.signal);
-    const watch = watchOf(redis);
-    this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, () => watch.downSince);
+    this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, redis.downSince);
     acks.ridden(() => this.ackQueued());
-    this.flush = new AckFlush(acks, async (taken) => (await this.call(0, taken)) !== FAILED, () => this.stopped);
+    this.flush = new AckFlush(
+      acks,
+      async (taken) => (await this.call(0, taken)) !== FAILED,
+      () => this.stopped,
+    );
   }
 
   start(): void {
@@ -129,11 +140,8 @@ export class ClaimLoop {
    * while the loop is blocked or stopped, a call of its own.
    */
   private ackQueued(): void {
-    if (this.flush.holding || this.stopped) {
-      void this.flushAcks();
-    } else {
-      this.wakeLoop?.();
-    }
+    if (this.flush.holding || this.stopped) void this.flushAcks();
+    else this.wakeLoop?.();
   }
 
   /** Stops claiming and sends the queued acknowledgements; resolves when the loop has left Redis. */
@@ -169,9 +177,7 @@ export class ClaimLoop {
         continue;
       }
       await this.work();
-      if (this.stopped) {
-        break;
-      }
+      if (this.stopped) break;
       // Let handlers that finish in this same turn join the call. Right after a wake-up none ran meanwhile, so
       // the claim goes at once if a slot is free; with none (concurrency 1: the woken task runs) it waits the
       // turn too, so that run's acknowledgement and slot go in one call (not an acknowledgement alone, then a claim).
@@ -179,9 +185,7 @@ export class ClaimLoop {
       woken = false;
       const wanted = this.slots.take(this.options.prefetch);
       const acks = this.acks.take();
-      if (wanted === 0 && acks.length === 0) {
-        continue;
-      }
+      if (wanted === 0 && acks.length === 0) continue;
       // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
       const call: Promise<number> = this.call(wanted, acks).then(({ count, drained }) => {
         calls.delete(slot, call);
@@ -236,7 +240,9 @@ export class ClaimLoop {
     }
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
-    const end = await this.underWay.track('blocking', this.options.blockTimeoutMs, waiting).catch((error: unknown): WaitEnd => ({ error }));
+    const end = await this.underWay
+      .track('blocking', this.options.blockTimeoutMs, waiting)
+      .catch((error: unknown): WaitEnd => ({ error }));
     this.flush.release();
     if (end === undefined || this.stopped) return false;
     if (end.error === undefined) this.outage.succeeded();
@@ -255,7 +261,9 @@ export class ClaimLoop {
 
   /** One claimTasks call: how many tasks it claimed (-1: Redis failed), and whether it drained the queue. */
   private async call(wanted: number, acks: TakenAck[]): Promise<Claimed> {
-    const [replied] = await Promise.allSettled([this.underWay.track('command', 0, this.gateway.claim(this.keys, claimRequest(this.options, wanted, acks)))]);
+    const [replied] = await Promise.allSettled([
+      this.underWay.track('command', 0, this.gateway.claim(this.keys, claimRequest(this.options, wanted, acks))),
+    ]);
     return this.settle(wanted, acks, replied);
   }
 
@@ -308,5 +316,11 @@ export class ClaimLoop {
 
 /** A claimTasks call's arguments, its fencing-token prefix new. */
 function claimRequest(options: ClaimLoopOptions, wanted: number, acks: readonly TakenAck[]): ClaimRequest {
-  return { workerId: options.workerId, wanted, clientConcurrency: options.clientConcurrency, tokenPrefix: nextTokenPrefix(), acks: acks.map(([token]) => token) };
+  return {
+    workerId: options.workerId,
+    wanted,
+    clientConcurrency: options.clientConcurrency,
+    tokenPrefix: nextTokenPrefix(),
+    acks: acks.map(([token]) => token),
+  };
 }

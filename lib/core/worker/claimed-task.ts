@@ -1,5 +1,12 @@
 import type { TaskEnvelope } from '../model/codec.js';
-import { capRaw, capText, toErrorRecord, type DeadLetterReason, type DeadLetterRecord, type ErrorRecord } from '../model/dead-letter.js';
+import {
+  capRaw,
+  capText,
+  toErrorRecord,
+  type DeadLetterReason,
+  type DeadLetterRecord,
+  type ErrorRecord,
+} from '../model/dead-letter.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
@@ -39,19 +46,17 @@ export class ClaimedTask {
   }
 
   /** Moves the task to dead letters; a `send()` caller gets `replyError`. */
-  async deadLetter(
-    details: {
-      reason: DeadLetterReason;
-      attempts: number;
-      envelope?: TaskEnvelope;
-      /** The id found in an entry that could not be decoded (best effort). */
-      guessedId?: string;
-      detail?: string;
-      error?: ErrorRecord;
-      /** What the `send()` caller gets (built by the runner); without one, `error` without its stack. */
-      replyError?: ReplyError;
-    },
-  ): Promise<boolean> {
+  async deadLetter(details: {
+    reason: DeadLetterReason;
+    attempts: number;
+    envelope?: TaskEnvelope;
+    /** The id found in an entry that could not be decoded (best effort). */
+    guessedId?: string;
+    detail?: string;
+    error?: ErrorRecord;
+    /** What the `send()` caller gets (built by the runner); without one, `error` without its stack. */
+    replyError?: ReplyError;
+  }): Promise<boolean> {
     const { envelope } = details;
     const record: DeadLetterRecord = {
       id: envelope?.id ?? details.guessedId,
@@ -75,7 +80,10 @@ export class ClaimedTask {
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,
       deduplicationKey: envelope?.dedupKey,
-      reply: envelope?.replyTo !== undefined ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error }) : undefined,
+      reply:
+        envelope?.replyTo !== undefined
+          ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error })
+          : undefined,
     });
   }
 

@@ -56,7 +56,10 @@ export class Completer {
       token: task.token,
       taskId: envelope.id,
       deduplicationKey: envelope.dedupKey,
-      reply: envelope.replyTo !== undefined && reply !== undefined ? { channel: envelope.replyTo, message: reply } : undefined,
+      reply:
+        envelope.replyTo !== undefined && reply !== undefined
+          ? { channel: envelope.replyTo, message: reply }
+          : undefined,
       resultTtlMs: this.options.resultTtlMs,
     });
   }

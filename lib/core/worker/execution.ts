@@ -1,3 +1,4 @@
+import type { TaskEnvelope } from '../model/codec.js';
 import type { LazyAbort } from '../support/lazy-abort.js';
 import type { RunControl, TaskExecution } from './worker-types.js';
 
@@ -9,23 +10,42 @@ import type { RunControl, TaskExecution } from './worker-types.js';
  * longer, the latency tail). A getter on the prototype is shared, and the run dies young.
  */
 export class RunExecution implements TaskExecution {
+  readonly id: string;
+  readonly clientId: string;
+  readonly enqueuedAt: number;
+  readonly payload: unknown;
+  readonly expectsReply: boolean;
+  readonly workerId: string;
+  readonly group: string;
+
   constructor(
     readonly queue: string,
-    readonly id: string,
-    readonly clientId: string,
+    envelope: TaskEnvelope,
     readonly attempt: number,
     readonly maxAttempts: number,
-    readonly enqueuedAt: number,
-    readonly payload: unknown,
-    readonly workerId: string,
-    readonly group: string,
-    readonly expectsReply: boolean,
+    /** The worker running it (one object per worker). */
+    worker: RunningWorker,
     readonly control: RunControl,
     private readonly abort: LazyAbort,
-  ) {}
+  ) {
+    // Copied into fields of its own (not getters over the envelope): handlers read them as plain data.
+    this.id = envelope.id;
+    this.clientId = envelope.clientId;
+    this.enqueuedAt = envelope.enqueuedAt;
+    this.payload = envelope.payload;
+    this.expectsReply = envelope.replyTo !== undefined;
+    this.workerId = worker.workerId;
+    this.group = worker.group;
+  }
 
   /** Made on first use: most handlers never look at it. */
   get signal(): AbortSignal {
     return this.abort.signal;
   }
+}
+
+/** Who runs a task: the worker's id and consumer group. */
+export interface RunningWorker {
+  readonly workerId: string;
+  readonly group: string;
 }

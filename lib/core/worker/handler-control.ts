@@ -22,7 +22,8 @@ export class HandlerControl implements RunControl {
 
   retry(options?: { readonly delayMs?: number }): boolean {
     if (this.refused('retry')) return false;
-    const delayMs = options?.delayMs === undefined ? undefined : validateRetryDelay('ctx.retry() delayMs', options.delayMs);
+    const delayMs =
+      options?.delayMs === undefined ? undefined : validateRetryDelay('ctx.retry() delayMs', options.delayMs);
     this.run.requested = { kind: 'retry', delayMs };
     return true;
   }
@@ -38,7 +39,9 @@ export class HandlerControl implements RunControl {
     validateLeaseExtension('ctx.extendLease() ms', ms);
     // Fenced in Redis: the run's token must still be in this worker's processing hash. A Redis failure
     // answers false too (the lease could not be confirmed), never a rejection.
-    const held = await this.task.stillHeld(this.options.leaseMs + this.options.heartbeatIntervalMs).catch(() => undefined);
+    const held = await this.task
+      .stillHeld(this.options.leaseMs + this.options.heartbeatIntervalMs)
+      .catch(() => undefined);
     if (held === false) loseLease(this.run);
     if (held !== true || this.refused('extendLease')) return false;
     if (this.run.deadline !== undefined) this.run.deadline = Math.max(this.run.deadline, Date.now() + ms);
@@ -57,7 +60,9 @@ export class HandlerControl implements RunControl {
     if (why === undefined) return false;
     if (!this.warned.has(what)) {
       this.warned.add(what);
-      this.logger.warn(`refused ctx.${what}() of task ${this.taskId} of "${this.task.keys.queue}": ${why}; nothing was applied`);
+      this.logger.warn(
+        `refused ctx.${what}() of task ${this.taskId} of "${this.task.keys.queue}": ${why}; nothing was applied`,
+      );
     }
     return true;
   }

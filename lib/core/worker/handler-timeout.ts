@@ -11,7 +11,13 @@ import type { TaskOutcome } from './worker-types.js';
  */
 export async function withHandlerTimeout(
   running: Promise<TaskOutcome>,
-  { taskId, queue, timeoutMs, run, logger }: { taskId: string; queue: string; timeoutMs: number; run: Run; logger: TaskLogger },
+  {
+    taskId,
+    queue,
+    timeoutMs,
+    run,
+    logger,
+  }: { taskId: string; queue: string; timeoutMs: number; run: Run; logger: TaskLogger },
 ): Promise<TaskOutcome> {
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<TaskOutcome>((resolve) => {

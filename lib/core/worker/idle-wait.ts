@@ -33,7 +33,8 @@ export class IdleWait {
   async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
     const { ring } = this.keys;
     // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
-    const stream = this.connection instanceof Redis && this.connection.status === 'ready' ? this.connection.stream : undefined;
+    const stream =
+      this.connection instanceof Redis && this.connection.status === 'ready' ? this.connection.stream : undefined;
     stream?.cork();
     let blocked: Promise<unknown>;
     let claimed: Promise<ClaimReply>;
@@ -65,17 +66,28 @@ export class IdleWait {
  * Splits a claim's reply at `kept` tasks (the slots free when it came): the tasks past that point (token,
  * entry, token, entry, ...) are returned to their queue, the rest run.
  */
-export function keepFirst(reply: PromiseSettledResult<ClaimReply>, kept: number): { kept: PromiseSettledResult<ClaimReply>; extra: readonly string[] } {
+export function keepFirst(
+  reply: PromiseSettledResult<ClaimReply>,
+  kept: number,
+): { kept: PromiseSettledResult<ClaimReply>; extra: readonly string[] } {
   if (reply.status === 'rejected' || reply.value.outcome.kind !== 'claimed') return { kept: reply, extra: [] };
   const { pairs } = reply.value.outcome;
   const extra = pairs.slice(2 * kept);
   if (extra.length === 0) return { kept: reply, extra };
   // The extra tasks go back to their lists (and their clients onto the ring): not drained any more.
-  // spread-ok: only when a claim brought more tasks than slots were free
-  return { kept: { status: 'fulfilled', value: { ...reply.value, outcome: { kind: 'claimed', pairs: pairs.slice(0, 2 * kept) }, drained: false } }, extra };
+  return {
+    kept: {
+      status: 'fulfilled',
+      // spread-ok: only when a claim brought more tasks than slots were free
+      value: { ...reply.value, outcome: { kind: 'claimed', pairs: pairs.slice(0, 2 * kept) }, drained: false },
+    },
+    extra,
+  };
 }
 
 /** How many tasks a claim's reply holds. */
 export function claimedCount(reply: PromiseSettledResult<ClaimReply>): number {
-  return reply.status === 'fulfilled' && reply.value.outcome.kind === 'claimed' ? reply.value.outcome.pairs.length / 2 : 0;
+  return reply.status === 'fulfilled' && reply.value.outcome.kind === 'claimed'
+    ? reply.value.outcome.pairs.length / 2
+    : 0;
 }

@@ -75,7 +75,9 @@ export class Lease {
         for (const token of lost) {
           const run = this.running.find(keys, token);
           if (run && loseLease(run)) {
-            this.logger.warn(`lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`);
+            this.logger.warn(
+              `lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`,
+            );
           }
         }
         await this.requeueOrphans(keys, orphaned);

@@ -13,7 +13,11 @@ export interface Overdue {
 /** The Redis operations of a claim loop under way, so the watchdog can tell a connection that stopped answering. */
 export class OperationsUnderWay {
   /** When each started, and how long it may take (a blocking read: its timeout). */
-  private readonly outstanding = new SlotSet<{ readonly since: number; readonly allowanceMs: number; readonly connection: LoopConnection }>();
+  private readonly outstanding = new SlotSet<{
+    readonly since: number;
+    readonly allowanceMs: number;
+    readonly connection: LoopConnection;
+  }>();
 
   /** Resolves as `operation` does, tracked meanwhile. */
   async track<T>(connection: LoopConnection, allowanceMs: number, operation: Promise<T>): Promise<T> {
@@ -31,7 +35,10 @@ export class OperationsUnderWay {
    * again after it started (`readySince`) was sent again then, so it gets its whole allowance from
    * that moment: a wait cut by a reconnection is not cut again before the resent one could end.
    */
-  overdue(now = Date.now(), readySince: (connection: LoopConnection) => number | undefined = () => undefined): Overdue | undefined {
+  overdue(
+    now = Date.now(),
+    readySince: (connection: LoopConnection) => number | undefined = () => undefined,
+  ): Overdue | undefined {
     let worst: Overdue | undefined;
     for (const { since, allowanceMs, connection } of this.outstanding.values()) {
       const overdueMs = now - Math.max(since, readySince(connection) ?? 0) - allowanceMs;

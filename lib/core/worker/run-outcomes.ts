@@ -44,7 +44,13 @@ export class RunOutcomes {
     );
   }
 
-  private async settleAfterFailure(task: ClaimedTask, write: () => Promise<boolean>, error: unknown, envelope?: TaskEnvelope, ran?: Ran): Promise<boolean> {
+  private async settleAfterFailure(
+    task: ClaimedTask,
+    write: () => Promise<boolean>,
+    error: unknown,
+    envelope?: TaskEnvelope,
+    ran?: Ran,
+  ): Promise<boolean> {
     for (let attempt = 0; ; attempt++) {
       if (this.completer.released) {
         this.logger.error(`could not settle a task of "${task.keys.queue}" before shutdown: ${errorMessage(error)}`);
@@ -65,8 +71,13 @@ export class RunOutcomes {
   }
 
   leaseLost(task: ClaimedTask, envelope?: TaskEnvelope, ran?: Ran): void {
-    this.report('lease-lost', ran ?? { queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0 });
-    this.logger.warn(`task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`);
+    this.report(
+      'lease-lost',
+      ran ?? { queue: task.keys.queue, id: envelope?.id, clientId: envelope?.clientId, attempt: 0, durationMs: 0 },
+    );
+    this.logger.warn(
+      `task ${envelope?.id ?? task.token} of "${task.keys.queue}" is no longer held by this worker (lease lost); its outcome was discarded`,
+    );
   }
 
   /** Whether an outcome listener is there to tell (checked before an event is built on the hot path). */

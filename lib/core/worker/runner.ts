@@ -1,20 +1,18 @@
-import { decodeEntry, guessTaskId, type DecodeFailure, type TaskEnvelope } from '../model/codec.js';
-import { inspectableThrown, notRunError, toErrorRecord, undecodableReason, type DeadLetterReason, type ErrorRecord } from '../model/dead-letter.js';
-import { DeadLetterTaskError, HandlerTimeoutError, isNonRetryable, requestOf, RetryTaskError, UnserializableResultError } from '../model/errors.js';
-import { replyErrorOf, type ReplyError } from '../model/reply.js';
-import { admit, decide, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
+import { decodeEntry, type TaskEnvelope } from '../model/codec.js';
+import { inspectableThrown } from '../model/dead-letter.js';
+import { DeadLetterTaskError, RetryTaskError, UnserializableResultError } from '../model/errors.js';
+import { admit, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Completer } from './completer.js';
 import type { Run } from './running.js';
 import { HandlerControl } from './handler-control.js';
-import { RunExecution } from './execution.js';
+import { RunExecution, type RunningWorker } from './execution.js';
 import { withHandlerTimeout } from './handler-timeout.js';
 import { RunOutcomes, type Ran } from './run-outcomes.js';
+import { RunFailures } from './run-failures.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
-import type { ConsumerTrace } from '../support/tracing.js';
-
 
 /**
  * Runs one claimed task, top-down: decode -> guard (may it run?) -> execute -> decide -> settle ->
@@ -25,6 +23,10 @@ export class TaskRunner {
   private readonly isReleased = (): boolean => this.completer.released;
   /** Settles through Redis outages, and tells the outcome listener. */
   private readonly outcomes: RunOutcomes;
+  /** Where a run that did not succeed ends (dead letters, or a retry). */
+  private readonly failures: RunFailures;
+  /** The worker's id and group, as every run's execution names them. */
+  private readonly worker: RunningWorker;
 
   constructor(
     private readonly options: WorkerOptions,
@@ -34,6 +36,8 @@ export class TaskRunner {
     private readonly logger: TaskLogger,
   ) {
     this.outcomes = new RunOutcomes(options, completer, logger);
+    this.failures = new RunFailures(options, this.outcomes, logger);
+    this.worker = { workerId: options.workerId, group: options.group ?? DEFAULT_GROUP };
   }
 
   /**
@@ -53,12 +57,18 @@ export class TaskRunner {
     const queue = task.keys.queue;
     // Decode: an entry we cannot read is set aside with the reason (retrying cannot fix it).
     const decoded = decodeEntry(task.raw);
-    if (!decoded.ok) return this.setAsideUndecodable(task, decoded);
+    if (!decoded.ok) return this.failures.setAsideUndecodable(task, decoded);
     const { envelope, attempts } = decoded.entry;
     const policy = mergeRetry(this.options.patterns.retryPolicy(queue), envelope);
     // Guard: attempts used up by interrupted runs, or expired, it does not start.
-    const admission = admit({ attempts, maxAttempts: policy.maxAttempts, expiresAt: envelope.expiresAt, now: Date.now() });
-    if (admission.kind === 'dead-letter') return this.refuse(task, envelope, attempts, admission.reason, admission.detail);
+    const admission = admit({
+      attempts,
+      maxAttempts: policy.maxAttempts,
+      expiresAt: envelope.expiresAt,
+      now: Date.now(),
+    });
+    if (admission.kind === 'dead-letter')
+      return this.failures.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
     const trace = this.options.tracing?.consume({
       pattern: queue,
@@ -75,30 +85,14 @@ export class TaskRunner {
     return this.execute(task, run, envelope, attempt, policy).finally(() => trace.end());
   }
 
-  /** An entry that cannot be read goes to dead letters with the reason (retrying cannot fix it). */
-  private async setAsideUndecodable(task: ClaimedTask, decoded: DecodeFailure): Promise<void> {
-    const queue = task.keys.queue;
-    const id = guessTaskId(task.raw);
-    const reason = undecodableReason(decoded);
-    if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }))) {
-      this.outcomes.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
-    }
-    this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
-  }
-
-  /** A task that may not start (attempts used up by interrupted runs, or expired) goes to dead letters. */
-  private async refuse(task: ClaimedTask, envelope: TaskEnvelope, attempts: number, reason: 'interrupted' | 'expired', detail: string): Promise<void> {
-    const queue = task.keys.queue;
-    const error = notRunError(reason, detail);
-    const replyError = this.replyError(envelope, queue, error, 0, reason);
-    if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope)) {
-      this.outcomes.report('dead-lettered', { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 }, { reason });
-    }
-    this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
-  }
-
   /** Execute, decide, settle, report. */
-  private async execute(task: ClaimedTask, run: Run, envelope: TaskEnvelope, attempt: number, policy: RetryPolicy): Promise<void> {
+  private async execute(
+    task: ClaimedTask,
+    run: Run,
+    envelope: TaskEnvelope,
+    attempt: number,
+    policy: RetryPolicy,
+  ): Promise<void> {
     const queue = task.keys.queue;
     const startedAt = performance.now();
     run.startedAt = Date.now();
@@ -111,7 +105,13 @@ export class TaskRunner {
     const requested = run.requested;
     if (requested) outcome = { status: 'failed', error: requestedError(requested, outcome) };
     // Fields named one by one: a spread followed by more fields takes V8's slow path (~1 µs a task).
-    const ran: Ran = { queue, id: envelope.id, clientId: envelope.clientId, attempt, durationMs: performance.now() - startedAt };
+    const ran: Ran = {
+      queue,
+      id: envelope.id,
+      clientId: envelope.clientId,
+      attempt,
+      durationMs: performance.now() - startedAt,
+    };
     if (run.leaseLost) {
       this.outcomes.report('lease-lost', ran);
       run.trace?.event('lease lost');
@@ -119,110 +119,62 @@ export class TaskRunner {
     if (this.completer.released || run.leaseLost) {
       // Returned to its queue (shutdown) or recovered elsewhere (lease lost): not ours to settle any more,
       // and the fenced scripts would refuse it anyway.
-      this.logger.warn(`task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`);
+      this.logger.warn(
+        `task ${envelope.id} of "${queue}" finished after this worker gave it up; its outcome was discarded`,
+      );
       return;
     }
     if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
       // Serialized before settling: a result that cannot be sent fails the task now (with an error the
       // caller receives), instead of a settle that could never be written.
       const reply = serializeReply(envelope.id, outcome.response);
-      outcome = typeof reply === 'string'
-        ? { status: 'succeeded', response: outcome.response, reply }
-        : { status: 'failed', error: new UnserializableResultError(queue, reply.reason) };
+      outcome =
+        typeof reply === 'string'
+          ? { status: 'succeeded', response: outcome.response, reply }
+          : { status: 'failed', error: new UnserializableResultError(queue, reply.reason) };
     }
     // Decide, settle, report.
     if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
-    return this.fail(task, envelope, outcome, policy, ran, run.trace);
+    return this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
   }
 
   /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */
-  private succeed(task: ClaimedTask, envelope: TaskEnvelope, reply: string | undefined, ran: Ran): Promise<void> | undefined {
+  private succeed(
+    task: ClaimedTask,
+    envelope: TaskEnvelope,
+    reply: string | undefined,
+    ran: Ran,
+  ): Promise<void> | undefined {
     // The common case rides on the claim loop's next call (acknowledged in batches).
     const rode = this.completer.ride(task, envelope, (held) => {
       if (!held) this.outcomes.leaseLost(task, envelope, ran);
       else if (this.outcomes.reporting) this.outcomes.report('completed', ran);
     });
     if (rode) return;
-    return this.outcomes.settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran).then((settled) => {
-      if (settled) this.outcomes.report('completed', ran);
-    });
-  }
-
-  private async fail(
-    task: ClaimedTask,
-    envelope: TaskEnvelope,
-    outcome: Extract<TaskOutcome, { status: 'failed' }>,
-    policy: RetryPolicy,
-    ran: Ran,
-    trace: ConsumerTrace | undefined,
-  ): Promise<void> {
-    const queue = task.keys.queue;
-    const error = toErrorRecord(outcome.error);
-    const requested = requestOf(outcome.error);
-    const decision = decide({ attempt: ran.attempt, nonRetryable: isNonRetryable(outcome.error), timedOut: outcome.error instanceof HandlerTimeoutError, requested }, policy);
-    // A retry the handler asked for is not an error of the run.
-    if (requested?.kind !== 'retry') trace?.failed(outcome.error);
-    if (decision.kind === 'dead-letter') {
-      const { reason, detail } = decision;
-      const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
-      const attempts = ran.attempt;
-      if (await this.outcomes.settle(task, () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }), envelope, ran)) {
-        this.outcomes.report('dead-lettered', ran, { reason, error });
-        trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
-        this.logger.warn(
-          requested?.kind === 'dead-letter'
-            ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
-            : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
-        );
-      }
-      return;
-    }
-    const delay = decision.delayMs;
-    let dueAt: number | undefined;
-    await this.outcomes.settle(task, async () => {
-      dueAt = await task.retry(delay);
-      return dueAt !== undefined;
-    }, envelope, ran);
-    if (dueAt !== undefined) {
-      this.outcomes.report('retried', ran, { error, retryInMs: delay });
-      trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
-      if (requested?.kind === 'retry') {
-        this.logger.log(`task ${envelope.id} of "${queue}" runs again in ${delay} ms at its handler's request (${error.message}); attempt ${ran.attempt}/${policy.maxAttempts} counted`);
-      } else {
-        this.logger.warn(`task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`);
-      }
-      this.options.onDelayed?.(queue, dueAt);
-    }
-  }
-
-  /** The `send()` caller's copy of a failure (no stack unless `sendErrorStack`); none for an `emit`. */
-  private replyError(envelope: TaskEnvelope, pattern: string, error: ErrorRecord, attempt: number, reason: DeadLetterReason): ReplyError | undefined {
-    if (envelope.replyTo === undefined) return undefined;
-    return replyErrorOf(error, { taskId: envelope.id, pattern, attempt, reason }, this.options.sendErrorStack === true);
+    return this.outcomes
+      .settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran)
+      .then((settled) => {
+        if (settled) this.outcomes.report('completed', ran);
+      });
   }
 
   /** Calls the handler (inside its run's span, when traced); with a handler timeout, abandons it (as failed) once that passes. */
-  private callHandler(task: ClaimedTask, envelope: TaskEnvelope, queue: string, attempt: number, maxAttempts: number, run: Run): Promise<TaskOutcome> {
+  private callHandler(
+    task: ClaimedTask,
+    envelope: TaskEnvelope,
+    queue: string,
+    attempt: number,
+    maxAttempts: number,
+    run: Run,
+  ): Promise<TaskOutcome> {
     const timeoutMs = this.options.patterns.handlerTimeout(queue);
     const abort = run.abort;
     if (timeoutMs > 0) run.deadline = Date.now() + timeoutMs;
     let running: Promise<TaskOutcome>;
     const trace = run.trace;
     try {
-      const execution = new RunExecution(
-        queue,
-        envelope.id,
-        envelope.clientId,
-        attempt,
-        maxAttempts,
-        envelope.enqueuedAt,
-        envelope.payload,
-        this.options.workerId,
-        this.options.group ?? DEFAULT_GROUP,
-        envelope.replyTo !== undefined,
-        new HandlerControl(task, run, envelope.id, this.options, this.isReleased, this.logger),
-        abort,
-      );
+      const control = new HandlerControl(task, run, envelope.id, this.options, this.isReleased, this.logger);
+      const execution = new RunExecution(queue, envelope, attempt, maxAttempts, this.worker, control, abort);
       running = trace ? trace.within(() => this.executor(execution)) : this.executor(execution);
     } catch (error) {
       return Promise.resolve({ status: 'failed', error });
@@ -230,16 +182,19 @@ export class TaskRunner {
     // The handler's own rejection is its failure. Not an async function: without a timeout (the common
     // case) this is the one promise made here per task.
     running = running.catch((error: unknown): TaskOutcome => ({ status: 'failed', error }));
-    return timeoutMs > 0 ? withHandlerTimeout(running, { taskId: envelope.id, queue, timeoutMs, run, logger: this.logger }) : running;
+    return timeoutMs > 0
+      ? withHandlerTimeout(running, { taskId: envelope.id, queue, timeoutMs, run, logger: this.logger })
+      : running;
   }
 }
 
 /** The error a handler's request stands for (what its dead letter and events record), its cause the run's own error. */
 function requestedError(requested: HandlerRequest, outcome: TaskOutcome): Error {
   const cause = outcome.status === 'failed' ? { cause: outcome.error } : undefined;
-  const error = requested.kind === 'retry'
-    ? new RetryTaskError('ctx.retry()', { delayMs: requested.delayMs, ...cause })
-    : new DeadLetterTaskError(requested.detail, cause);
+  const error =
+    requested.kind === 'retry'
+      ? new RetryTaskError('ctx.retry()', { delayMs: requested.delayMs, ...cause })
+      : new DeadLetterTaskError(requested.detail, cause);
   // Made here, not by the handler: its stack would show the library's frames, which tell nothing.
   error.stack = undefined;
   return error;

@@ -40,7 +40,13 @@ export interface Run {
 export function loseLease(run: Run): boolean {
   if (run.leaseLost) return false;
   run.leaseLost = true;
-  run.abort.abort(new LeaseLostError(run.keys.queue, run.about?.id ?? run.token, 'its lease was lost: another process recovered the task'));
+  run.abort.abort(
+    new LeaseLostError(
+      run.keys.queue,
+      run.about?.id ?? run.token,
+      'its lease was lost: another process recovered the task',
+    ),
+  );
   return true;
 }
 
@@ -97,7 +103,10 @@ export class RunningTasks {
     const timeout = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
     });
-    await Promise.race([Promise.allSettled([...this.runs.values()].flatMap((run) => (run.done ? [run.done] : []))), timeout]);
+    await Promise.race([
+      Promise.allSettled([...this.runs.values()].flatMap((run) => (run.done ? [run.done] : []))),
+      timeout,
+    ]);
     clearTimeout(timer);
   }
 

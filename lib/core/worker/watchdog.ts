@@ -13,6 +13,33 @@ export interface WatchedLoop {
   readonly blocking: RedisConnection;
 }
 
+/** What the watchdog reads of a claim loop (a unit test scripts it). */
+export interface LoopHealth {
+  readonly loop: Pick<ClaimLoop, 'died' | 'restart' | 'overdue'>;
+  readonly blocking: RedisConnection;
+}
+
+/**
+ * How the watchdog sees and acts on connections: the worker's command connection, when a connection
+ * became ready last, whether ioredis is already reconnecting it, and a forced reconnection.
+ */
+export interface WatchedConnections {
+  readonly command: RedisConnection;
+  readySince(connection: RedisConnection): number | undefined;
+  retryingAfterLoss(connection: RedisConnection, now: number, withinMs: number): boolean;
+  reconnect(connection: RedisConnection): void;
+}
+
+/** The connections as ioredis runs them. */
+export function liveConnections(command: TaskRedis): WatchedConnections {
+  return {
+    command,
+    readySince: (connection) => watchOf(connection).readySince,
+    retryingAfterLoss,
+    reconnect: forceReconnect,
+  };
+}
+
 /**
  * The worker's watchdog: restarts a claim loop that ended unexpectedly, and when Redis has not answered
  * a loop's (or the heartbeat's) command for `watchdogTimeoutMs` past what it may take, cuts that
@@ -28,15 +55,18 @@ export class Watchdog {
   // table-ok: one entry per connection
   private readonly reconnectedAt = new Map<RedisConnection, number>();
 
+  private readonly redis: RedisConnection;
+
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly loops: ReadonlyMap<QueueKeys, WatchedLoop>,
-    private readonly lease: Lease,
-    private readonly running: RunningTasks,
+    private readonly connections: WatchedConnections,
+    private readonly loops: ReadonlyMap<QueueKeys, LoopHealth>,
+    private readonly lease: Pick<Lease, 'beatingFor'>,
+    private readonly running: Pick<RunningTasks, 'warnSlow'>,
     private readonly options: WorkerOptions,
     private readonly logger: TaskLogger,
     downSince: () => number | undefined,
   ) {
+    this.redis = connections.command;
     this.stall = new OutageReporter(logger, `Redis, as the watchdog of worker ${options.workerId} sees it,`, downSince);
   }
 
@@ -49,25 +79,35 @@ export class Watchdog {
     clearInterval(this.timer);
   }
 
-  private inspect(): void {
-    const now = Date.now();
+  /** One look at the loops and the heartbeat (the timer's every tick). */
+  inspect(now = Date.now()): void {
     this.running.warnSlow(now, this.options.slowRunMs, this.logger);
     let stalled = false;
     for (const [keys, { loop, blocking }] of this.loops) {
       const died = loop.died;
       if (died) {
-        this.logger.error(`watchdog: the claim loop of "${keys.queue}" stopped unexpectedly (${errorMessage(died.error)}); restarting it`);
+        this.logger.error(
+          `watchdog: the claim loop of "${keys.queue}" stopped unexpectedly (${errorMessage(died.error)}); restarting it`,
+        );
         loop.restart();
       }
-      const overdue = loop.overdue(now, (which) => watchOf(which === 'blocking' ? blocking : this.redis).readySince);
+      const overdue = loop.overdue(now, (which) =>
+        this.connections.readySince(which === 'blocking' ? blocking : this.redis),
+      );
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
         const connection = overdue.connection === 'blocking' ? blocking : this.redis;
-        if (retryingAfterLoss(connection, now, this.options.watchdogTimeoutMs)) {
+        if (this.connections.retryingAfterLoss(connection, now, this.options.watchdogTimeoutMs)) {
           // Not a half-open socket: ioredis knows Redis is gone and is already trying again.
-          this.stall.failed(new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is reconnecting`));
+          this.stall.failed(
+            new Error(`Redis is unreachable: claiming from "${keys.queue}" waits on a connection that is reconnecting`),
+          );
         } else {
-          this.stall.failed(new Error(describeStall(`claiming from "${keys.queue}"`, overdue.overdueMs, overdue.connection, connection.status)));
+          this.stall.failed(
+            new Error(
+              describeStall(`claiming from "${keys.queue}"`, overdue.overdueMs, overdue.connection, connection.status),
+            ),
+          );
           this.reconnect(connection, now);
         }
       }
@@ -75,7 +115,7 @@ export class Watchdog {
     const beating = this.lease.beatingFor(now);
     if (beating !== undefined && beating > this.options.heartbeatIntervalMs + this.options.watchdogTimeoutMs) {
       stalled = true;
-      if (retryingAfterLoss(this.redis, now, this.options.watchdogTimeoutMs)) {
+      if (this.connections.retryingAfterLoss(this.redis, now, this.options.watchdogTimeoutMs)) {
         this.stall.failed(new Error('Redis is unreachable: the heartbeat waits on a connection that is reconnecting'));
       } else {
         this.stall.failed(new Error(describeStall('the heartbeat', beating, 'command', this.redis.status)));
@@ -94,7 +134,7 @@ export class Watchdog {
       return; // give the last reconnection time to work
     }
     this.reconnectedAt.set(connection, now);
-    forceReconnect(connection);
+    this.connections.reconnect(connection);
   }
 }
 

@@ -1,6 +1,13 @@
 import type { ResolvedTransportOptions } from '../config/options.js';
 import { ClosedError, RedisConfigurationError, RedisPermissionError, RedisUnavailableError } from '../model/errors.js';
-import { closeConnection, describeServer, NotReadyError, openConnection, watchOf, type OwnedConnection } from '../redis/connection.js';
+import {
+  closeConnection,
+  describeServer,
+  NotReadyError,
+  openConnection,
+  watchOf,
+  type OwnedConnection,
+} from '../redis/connection.js';
 import { checkServer, isPermissionError } from '../redis/guardrails.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import type { TaskLogger } from '../support/logger.js';
@@ -54,10 +61,18 @@ export class WorkerConnection {
         if (!told) {
           told = true;
           waiting();
-          logger.warn(`waiting for Redis at ${watch.server} (${watch.lastError ?? 'not reachable yet'}); the worker starts once it answers`);
+          logger.warn(
+            `waiting for Redis at ${watch.server} (${watch.lastError ?? 'not reachable yet'}); the worker starts once it answers`,
+          );
         }
         if (limit > 0 && Date.now() - started >= limit) {
-          throw new RedisUnavailableError('', watch.server, limit, false, `the worker gave up starting (startupTimeoutMs); last: ${watch.lastError ?? 'no answer'}`);
+          throw new RedisUnavailableError(
+            '',
+            watch.server,
+            limit,
+            false,
+            `the worker gave up starting (startupTimeoutMs); last: ${watch.lastError ?? 'no answer'}`,
+          );
         }
       }
     }
@@ -66,7 +81,9 @@ export class WorkerConnection {
 
   /** What a start that failed reports: an ACL refusal named as such, any other Redis error without its command arguments. */
   startupError(error: unknown): unknown {
-    return isPermissionError(error) ? new RedisPermissionError(this.options.prefix, (error as Error).message) : scrubRedisError(error);
+    return isPermissionError(error)
+      ? new RedisPermissionError(this.options.prefix, (error as Error).message)
+      : scrubRedisError(error);
   }
 
   async close(): Promise<void> {

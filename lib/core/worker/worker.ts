@@ -10,13 +10,15 @@ import { SettingsWriter } from '../redis/settings-writer.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { errorMessage, settledBy, type TaskLogger } from '../support/logger.js';
 import { ClaimLoop } from './claim-loop.js';
+import { IdleWait } from './idle-wait.js';
 import { ClaimedTask } from './claimed-task.js';
+import { GiveBack } from './give-back.js';
 import { Lease } from './lease.js';
 import { previousRuns } from './previous-runs.js';
 import { TaskRunner } from './runner.js';
 import { RunningTasks } from './running.js';
 import { Slots } from './slots.js';
-import { Watchdog, type WatchedLoop } from './watchdog.js';
+import { liveConnections, Watchdog, type WatchedLoop } from './watchdog.js';
 import type { TaskExecutor, WorkerOptions } from './worker-types.js';
 
 export type { TaskExecution, TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
@@ -42,6 +44,10 @@ export class TaskWorker {
   private readonly completer: Completer;
   private readonly lease: Lease;
   private readonly watchdog: Watchdog;
+  /** What returns tasks this worker will not finish to their queue. */
+  private readonly givingBack: GiveBack;
+  /** When the worker's connection went down (undefined while it is up). */
+  private readonly downSince: () => number | undefined;
   private shards: QueueKeys[] = [];
   private closing: Promise<void> | undefined;
 
@@ -64,9 +70,27 @@ export class TaskWorker {
     this.completer = new Completer(ackBatchOf(redis), options);
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
+    this.downSince = downSince;
     this.runner = new TaskRunner(options, executor, this.completer, logger);
-    this.lease = new Lease(redis, this.gateway, this.running, (keys) => this.completer.unacknowledged(keys), options, logger, downSince);
-    this.watchdog = new Watchdog(redis, this.loops, this.lease, this.running, options, logger, downSince);
+    this.lease = new Lease(
+      redis,
+      this.gateway,
+      this.running,
+      (keys) => this.completer.unacknowledged(keys),
+      options,
+      logger,
+      downSince,
+    );
+    this.givingBack = new GiveBack(redis, options, this.running, logger);
+    this.watchdog = new Watchdog(
+      liveConnections(redis),
+      this.loops,
+      this.lease,
+      this.running,
+      options,
+      logger,
+      downSince,
+    );
   }
 
   get workerId(): string {
@@ -85,7 +109,13 @@ export class TaskWorker {
     const shards = layouts.flatMap((layout) => layout.shards);
     // Before anything is written or resumed: another process may be alive under this id. Refused, this
     // worker holds no shard, so its close returns (and deregisters) nothing of that live worker.
-    const previous = await previousRuns(this.redis, shards, this.workerId, this.options.heartbeatIntervalMs, this.logger);
+    const previous = await previousRuns(
+      this.redis,
+      shards,
+      this.workerId,
+      this.options.heartbeatIntervalMs,
+      this.logger,
+    );
     this.shards = shards;
     const writes: Promise<unknown>[] = [];
     const settings = new SettingsWriter(this.redis);
@@ -109,23 +139,27 @@ export class TaskWorker {
     await Promise.all(writes);
     for (const [index, keys] of this.shards.entries()) {
       if (!previous[index]) continue;
-      const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, { countAttempt: true, logger: this.logger });
+      const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, {
+        countAttempt: true,
+        logger: this.logger,
+      });
       if (requeued + malformed > 0) {
-        this.logger.log(`worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`);
+        this.logger.log(
+          `worker ${this.workerId} resumed ${requeued} task(s) of "${keys.queue}" left by its previous run`,
+        );
       }
     }
     await Promise.all(this.shards.map((keys) => this.lease.take(keys)));
   }
-
 
   /** Starts the lease, a claim loop per registered shard, and the watchdog. */
   startClaiming(): void {
     this.lease.start(() => this.shards);
     for (const keys of this.shards) {
       const blocking = openBlockingConnection(this.redis, `tasks:worker:${this.workerId}`);
+      const idle = new IdleWait(blocking, keys, this.options.blockTimeoutMs);
       const loop = new ClaimLoop(
-        this.redis,
-        blocking,
+        { gateway: this.gateway, idle, downSince: this.downSince },
         keys,
         this.completer.shard(keys),
         this.slots,
@@ -135,7 +169,7 @@ export class TaskWorker {
           onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
-          giveBack: (pairs) => void this.giveBack(keys, pairs),
+          giveBack: (pairs) => void this.givingBack.unstarted(keys, pairs),
         },
         this.logger,
       );
@@ -169,10 +203,15 @@ export class TaskWorker {
     const started = Date.now();
     const running = this.running.count;
     const waitMs = this.options.shutdownTimeoutMs;
-    this.logger.log(`worker ${this.workerId} stopping: no new claims; ${running === 0 ? 'no handler is running' : `waiting up to ${waitMs} ms for ${running} running handler(s)`}`);
+    this.logger.log(
+      `worker ${this.workerId} stopping: no new claims; ${running === 0 ? 'no handler is running' : `waiting up to ${waitMs} ms for ${running} running handler(s)`}`,
+    );
     await this.running.settled(waitMs);
     const unfinished = this.running.count;
-    if (unfinished > 0) this.logger.warn(`worker ${this.workerId}: ${unfinished} handler(s) still running after ${waitMs} ms (shutdownTimeoutMs) are told to stop; their tasks go back to their queue`);
+    if (unfinished > 0)
+      this.logger.warn(
+        `worker ${this.workerId}: ${unfinished} handler(s) still running after ${waitMs} ms (shutdownTimeoutMs) are told to stop; their tasks go back to their queue`,
+      );
     // What is left needs Redis. Past REDIS_SHUTDOWN_MS of an outage, close does not wait for it to end:
     // the tasks stay in this worker's processing hash, where the reaper finds them once the lease
     // expires (or a restart with the same id resumes them). Nothing is lost; they are only late.
@@ -185,7 +224,11 @@ export class TaskWorker {
     this.running.abortAll(new Error('worker shut down before the handler finished'));
     const now = Date.now();
     for (const keys of this.shards) {
-      if (!released || this.redis.status !== 'ready' || !(await settledBy(this.release(keys, now), deadline))) {
+      if (
+        !released ||
+        this.redis.status !== 'ready' ||
+        !(await settledBy(this.givingBack.onShutdown(keys, now), deadline))
+      ) {
         released = false;
         break;
       }
@@ -200,53 +243,6 @@ export class TaskWorker {
     this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
   }
 
-  /** Returns a shard's unfinished tasks to their queue and deregisters from it. */
-  private async release(keys: QueueKeys, now: number): Promise<void> {
-    try {
-      // A run that went on past slowRunMs counts as an attempt: a task that hangs every run must end in
-      // dead letters, not come back after every restart. Shorter runs (a deploy) count nothing.
-      const long = this.running.longRunning(keys, now, this.options.slowRunMs);
-      const counted = long.length === 0 ? { requeued: 0 } : await requeueProcessing(this.redis, keys, this.options, {
-        countAttempt: true,
-        tokens: long,
-        logger: this.logger,
-      });
-      const first = await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, logger: this.logger });
-      await this.redis.zrem(keys.workers, this.workerId);
-      // A claim queued behind BLMOVE may have run just as close() cut its connection, its reply lost.
-      // The claim script refuses an unregistered worker, so after the ZREM nothing more can land: one
-      // more sweep returns whatever such a claim took.
-      const late = await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, logger: this.logger });
-      const requeued = first.requeued + late.requeued;
-      if (requeued + counted.requeued > 0) {
-        this.logger.warn(
-          `returned ${requeued + counted.requeued} unfinished task(s) of "${keys.queue}" to their queue on shutdown` +
-            (counted.requeued > 0 ? ` (${counted.requeued} had run past slowRunMs: attempt counted)` : ''),
-        );
-      }
-      await this.redis.hdel(keys.heartbeats, this.workerId);
-    } catch (error) {
-      // The tasks stay in this worker's processing hash: a restart with the same id, or recovery of
-      // a dead worker, returns them. Nothing is lost, so shutdown goes on.
-      this.logger.error(`could not return unfinished tasks of "${keys.queue}" on shutdown: ${errorMessage(error)}`);
-    }
-  }
-
-  /**
-   * Returns tasks claimed with no free slot to run them (token, entry, ...) to the heads of their lists,
-   * uncounted, from the entries the claim returned: the requeue is sent at once, so the loop's next claim
-   * finds them back in order. If Redis fails, the orphan check returns them.
-   */
-  private async giveBack(keys: QueueKeys, pairs: readonly string[]): Promise<void> {
-    const entries: Record<string, string> = {};
-    for (let i = 0; i < pairs.length; i += 2) entries[pairs[i]] = pairs[i + 1];
-    try {
-      await requeueProcessing(this.redis, keys, this.options, { countAttempt: false, entries, logger: this.logger });
-    } catch (error) {
-      this.logger.warn(`could not return ${pairs.length / 2} task(s) of "${keys.queue}" claimed with no free slot: ${errorMessage(error)}; the orphan check returns them`);
-    }
-  }
-
   private dispatch(task: ClaimedTask): void {
     const run = this.running.begin(task.keys, task.token);
     const finished = () => {
@@ -258,12 +254,12 @@ export class TaskWorker {
       // goes back to its queue with this run counted as an attempt, so the worst case is a dead letter
       // (`interrupted`, once its attempts are used up), never a task that runs for ever. Fenced on the
       // token: a task this run settled already is left alone.
-      this.logger.error(`internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it goes back to its queue, the attempt counted`);
+      this.logger.error(
+        `internal error while running a task of "${task.keys.queue}": ${errorMessage(error)}; it goes back to its queue, the attempt counted`,
+      );
       finished();
       if (this.completer.released) return;
-      requeueProcessing(this.redis, task.keys, this.options, { countAttempt: true, tokens: [task.token], logger: this.logger }).catch((failure: unknown) => {
-        this.logger.warn(`could not return a task of "${task.keys.queue}" after an internal error (${errorMessage(failure)}); the orphan check returns it`);
-      });
+      this.givingBack.afterInternalError(task);
     });
   }
 }

@@ -49,21 +49,27 @@ export class CsrfTokens {
 
   /** Why a request of this kind is refused, or undefined when it may proceed. */
   refusal(headers: Headers, kind: DashboardRequest = 'action', now = Date.now()): string | undefined {
-    const host = (this.policy.trustProxy ? (first(headers['x-forwarded-host'])?.split(',')[0].trim() ?? first(headers.host)) : first(headers.host))?.toLowerCase();
+    const host = (
+      this.policy.trustProxy
+        ? (first(headers['x-forwarded-host'])?.split(',')[0].trim() ?? first(headers.host))
+        : first(headers.host)
+    )?.toLowerCase();
     if (!host) return 'the request names no host';
     const allowed = this.policy.allowedHosts;
-    if (allowed && !allowed.some((name) => name.toLowerCase() === host)) return `the host "${host}" is not one of the dashboard's allowedHosts`;
+    if (allowed && !allowed.some((name) => name.toLowerCase() === host))
+      return `the host "${host}" is not one of the dashboard's allowedHosts`;
     const site = first(headers['sec-fetch-site']);
     const navigation = kind === 'page' && first(headers['sec-fetch-mode']) === 'navigate';
     if (site !== undefined && site !== 'same-origin' && !(navigation || (kind === 'page' && site === 'none'))) {
-      return 'the request does not come from the dashboard\'s own origin';
+      return "the request does not come from the dashboard's own origin";
     }
     const origin = first(headers.origin);
-    if (origin !== undefined && origin !== 'null' && hostOf(origin) !== host) return 'the request does not come from the dashboard\'s own origin';
-    if (origin === 'null' && kind !== 'page') return 'the request does not come from the dashboard\'s own origin';
+    if (origin !== undefined && origin !== 'null' && hostOf(origin) !== host)
+      return "the request does not come from the dashboard's own origin";
+    if (origin === 'null' && kind !== 'page') return "the request does not come from the dashboard's own origin";
     if (kind !== 'action') return undefined;
     const from = origin ?? first(headers.referer);
-    if (!from || hostOf(from) !== host) return 'the request does not come from the dashboard\'s own origin';
+    if (!from || hostOf(from) !== host) return "the request does not come from the dashboard's own origin";
     const token = first(headers['x-csrf-token']);
     if (!token || !this.valid(token, now)) return 'the request has no valid anti-CSRF token (reload the page)';
     return undefined;

@@ -9,7 +9,19 @@ function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 }
 
-export function pageHtml({ base, title, actions, refreshMs, token }: { base: string; title: string; actions: boolean; refreshMs: number; token: string }): string {
+export function pageHtml({
+  base,
+  title,
+  actions,
+  refreshMs,
+  token,
+}: {
+  base: string;
+  title: string;
+  actions: boolean;
+  refreshMs: number;
+  token: string;
+}): string {
   const config = escapeHtml(JSON.stringify({ base, actions, refreshMs }));
   return `<!doctype html>
 <html lang="en">

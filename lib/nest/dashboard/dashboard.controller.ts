@@ -1,4 +1,18 @@
-import { Body, Controller, Get, Header, Headers, HttpCode, Inject, Post, Query, Req, UseGuards, type CanActivate, type Type } from '@nestjs/common';
+import {
+  Body,
+  Controller,
+  Get,
+  Header,
+  Headers,
+  HttpCode,
+  Inject,
+  Post,
+  Query,
+  Req,
+  UseGuards,
+  type CanActivate,
+  type Type,
+} from '@nestjs/common';
 import { APP_CSS, APP_JS, pageHtml } from './dashboard.assets.js';
 import { DashboardService } from './dashboard.service.js';
 
@@ -44,7 +58,13 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
     page(@Req() request: { url?: string; originalUrl?: string }, @Headers() headers: RequestHeaders): string {
       this.dashboard.admit(headers, 'page');
       const { title, actions, refreshMs } = this.dashboard.settings;
-      return pageHtml({ base: pathOf(request).replace(/\/+$/, ''), title, actions, refreshMs, token: this.dashboard.csrf.issue() });
+      return pageHtml({
+        base: pathOf(request).replace(/\/+$/, ''),
+        title,
+        actions,
+        refreshMs,
+        token: this.dashboard.csrf.issue(),
+      });
     }
 
     @Get('app.js')

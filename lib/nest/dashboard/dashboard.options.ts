@@ -76,21 +76,49 @@ export interface ResolvedDashboardSettings {
 
 /** The mount point, normalized (no leading or trailing slash); refused when it is not a plain path. */
 export function resolvePath(path: unknown = 'queues'): string {
-  if (typeof path !== 'string' || !/^\/?[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*\/?$/.test(path) || path.split('/').some((part) => part === '.' || part === '..')) {
-    throw new InvalidOptionError('path', 'must be a URL path of segments of letters, digits and . _ ~ - (not "." or ".."), e.g. "admin/queues"');
+  if (
+    typeof path !== 'string' ||
+    !/^\/?[A-Za-z0-9._~-]+(\/[A-Za-z0-9._~-]+)*\/?$/.test(path) ||
+    path.split('/').some((part) => part === '.' || part === '..')
+  ) {
+    throw new InvalidOptionError(
+      'path',
+      'must be a URL path of segments of letters, digits and . _ ~ - (not "." or ".."), e.g. "admin/queues"',
+    );
   }
   return path.replace(/^\/|\/$/g, '');
 }
 
 /** Checks the settings (each bad one named) and refuses actions without a guard unless opted out. */
-export function resolveSettings(settings: RedisTaskDashboardSettings, mount: RedisTaskDashboardMount): ResolvedDashboardSettings {
-  const { actions = false, refreshMs = 2_000, showPayloads = false, csrfSecret, title = 'Queues', allowedHosts, trustProxy = false } = settings;
+export function resolveSettings(
+  settings: RedisTaskDashboardSettings,
+  mount: RedisTaskDashboardMount,
+): ResolvedDashboardSettings {
+  const {
+    actions = false,
+    refreshMs = 2_000,
+    showPayloads = false,
+    csrfSecret,
+    title = 'Queues',
+    allowedHosts,
+    trustProxy = false,
+  } = settings;
   if (typeof trustProxy !== 'boolean') throw new InvalidOptionError('trustProxy', 'must be true or false');
-  if (allowedHosts !== undefined && (!Array.isArray(allowedHosts) || allowedHosts.length === 0 || !allowedHosts.every((host) => typeof host === 'string' && /^[A-Za-z0-9.[\]:-]+$/.test(host)))) {
-    throw new InvalidOptionError('allowedHosts', 'must be a non-empty list of host names (with ":port" when not 80/443), e.g. ["ops.example.com", "localhost:3000"]');
+  if (
+    allowedHosts !== undefined &&
+    (!Array.isArray(allowedHosts) ||
+      allowedHosts.length === 0 ||
+      !allowedHosts.every((host) => typeof host === 'string' && /^[A-Za-z0-9.[\]:-]+$/.test(host)))
+  ) {
+    throw new InvalidOptionError(
+      'allowedHosts',
+      'must be a non-empty list of host names (with ":port" when not 80/443), e.g. ["ops.example.com", "localhost:3000"]',
+    );
   }
   if (showPayloads === true && !mount.guard && mount.allowPayloadsWithoutGuard !== true) {
-    throw new InvalidOptionError('showPayloads', 'needs option "guard" (the app\'s own CanActivate): anyone who can reach the dashboard could otherwise read ' +
+    throw new InvalidOptionError(
+      'showPayloads',
+      'needs option "guard" (the app\'s own CanActivate): anyone who can reach the dashboard could otherwise read ' +
         'dead letters\' payloads. Pass "allowPayloadsWithoutGuard: true" to opt out.',
     );
   }
@@ -106,9 +134,21 @@ export function resolveSettings(settings: RedisTaskDashboardSettings, mount: Red
     throw new InvalidOptionError('title', 'must be a string of 1 to 100 characters');
   }
   if (actions && !mount.guard && mount.allowActionsWithoutGuard !== true) {
-    throw new InvalidOptionError('actions', 'needs option "guard" (the app\'s own CanActivate, e.g. its auth guard): anyone who can reach the page could otherwise ' +
+    throw new InvalidOptionError(
+      'actions',
+      'needs option "guard" (the app\'s own CanActivate, e.g. its auth guard): anyone who can reach the page could otherwise ' +
         'pause queues and purge dead letters. Pass "allowActionsWithoutGuard: true" to opt out.',
     );
   }
-  return { connection: settings.connection, prefix: settings.prefix, actions, refreshMs, showPayloads, csrfSecret, title, allowedHosts, trustProxy };
+  return {
+    connection: settings.connection,
+    prefix: settings.prefix,
+    actions,
+    refreshMs,
+    showPayloads,
+    csrfSecret,
+    title,
+    allowedHosts,
+    trustProxy,
+  };
 }

@@ -1,6 +1,20 @@
-import { BadRequestException, ForbiddenException, Inject, Injectable, NotFoundException, ServiceUnavailableException, type OnModuleDestroy } from '@nestjs/common';
+import {
+  BadRequestException,
+  ForbiddenException,
+  Inject,
+  Injectable,
+  NotFoundException,
+  ServiceUnavailableException,
+  type OnModuleDestroy,
+} from '@nestjs/common';
 import { TaskAdmin, type DeadLetterFilter, type DeadLetterSelection } from '../../core/admin/admin.js';
-import { OverviewReader, type ClientPage, type Overview, type PatternOverview, type RunningTask } from '../../core/admin/overview.js';
+import {
+  OverviewReader,
+  type ClientPage,
+  type Overview,
+  type PatternOverview,
+  type RunningTask,
+} from '../../core/admin/overview.js';
 import type { WorkerInfo } from '../../core/admin/stats.js';
 import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
@@ -26,7 +40,10 @@ export interface PatternPage {
   /** The pattern's headline counts (as on the overview), or null when the group holds nothing yet. */
   readonly summary: PatternOverview | null;
   readonly clients: ClientPage;
-  readonly workers: readonly (WorkerInfo & { readonly heartbeatAgeMs: number | null; readonly running: readonly RunningTask[] })[];
+  readonly workers: readonly (WorkerInfo & {
+    readonly heartbeatAgeMs: number | null;
+    readonly running: readonly RunningTask[];
+  })[];
 }
 
 /**
@@ -41,7 +58,10 @@ export class DashboardService implements OnModuleDestroy {
   private parts?: Promise<{ admin: TaskAdmin; reader: OverviewReader }>;
 
   constructor(@Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings) {
-    this.csrf = new CsrfTokens(settings.csrfSecret, { allowedHosts: settings.allowedHosts, trustProxy: settings.trustProxy });
+    this.csrf = new CsrfTokens(settings.csrfSecret, {
+      allowedHosts: settings.allowedHosts,
+      trustProxy: settings.trustProxy,
+    });
     // spread-ok: once per dashboard
     this.client = new RedisTaskClient({
       ...(settings.connection !== undefined ? { connection: settings.connection } : {}),
@@ -67,7 +87,10 @@ export class DashboardService implements OnModuleDestroy {
     const [groups, summary, clients, workers] = await Promise.all([
       admin.groups(pattern),
       reader.summary(pattern, group),
-      reader.clients(pattern, group, { offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER), limit: this.count('limit', query.limit, 50, MAX_PAGE) }),
+      reader.clients(pattern, group, {
+        offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
+        limit: this.count('limit', query.limit, 50, MAX_PAGE),
+      }),
       scoped.workers(pattern),
     ]);
     const now = Date.now();
@@ -82,7 +105,9 @@ export class DashboardService implements OnModuleDestroy {
     return { pattern, group, groups, summary: summary ?? null, clients, workers: withRunning };
   }
 
-  async deadLetters(query: Record<string, unknown>): Promise<{ records: readonly DeadLetterRecord[]; total: number; nextOffset: number | null }> {
+  async deadLetters(
+    query: Record<string, unknown>,
+  ): Promise<{ records: readonly DeadLetterRecord[]; total: number; nextOffset: number | null }> {
     const pattern = await this.knownPattern(query.name);
     const admin = await this.admin(query.group);
     const page = await admin.findDeadLetters(pattern, {
@@ -92,8 +117,14 @@ export class DashboardService implements OnModuleDestroy {
     });
     // Payloads only when shown (an opt-in that needs a guard), and then a preview of a large one: a page
     // of 1 MB payloads is not sent to the browser every refresh.
-    // spread-ok: per dashboard request
-    return { ...page, records: page.records.map(({ payload, ...record }) => (this.settings.showPayloads ? { ...record, payload: preview(payload) } : record)) };
+    return {
+      // spread-ok: per dashboard request
+      ...page,
+      records: page.records.map(({ payload, ...record }) =>
+        // spread-ok: per record of a dashboard page
+        this.settings.showPayloads ? { ...record, payload: preview(payload) } : record,
+      ),
+    };
   }
 
   /** Refuses a request from another origin or host (reads included: see CsrfTokens). */
@@ -104,7 +135,8 @@ export class DashboardService implements OnModuleDestroy {
 
   /** Checks that actions are on and the request passes the CSRF checks. */
   authorize(headers: Readonly<Record<string, string | string[] | undefined>>): void {
-    if (!this.settings.actions) throw new ForbiddenException('actions are disabled on this dashboard (option "actions")');
+    if (!this.settings.actions)
+      throw new ForbiddenException('actions are disabled on this dashboard (option "actions")');
     this.admit(headers, 'action');
   }
 
@@ -131,16 +163,23 @@ export class DashboardService implements OnModuleDestroy {
    */
   private async core(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
     const parts = await this.connected();
-    await readyBy(this.client, Date.now() + this.client.options.enqueueTimeoutMs, 'the dashboard').catch((error: unknown) => {
-      throw new ServiceUnavailableException(`${errorMessage(error).replace(/^nestjs-redis-tasks: /, '')}; the page tries again at its next refresh`);
-    });
+    await readyBy(this.client, Date.now() + this.client.options.enqueueTimeoutMs, 'the dashboard').catch(
+      (error: unknown) => {
+        throw new ServiceUnavailableException(
+          `${errorMessage(error).replace(/^nestjs-redis-tasks: /, '')}; the page tries again at its next refresh`,
+        );
+      },
+    );
     return parts;
   }
 
   private connected(): Promise<{ admin: TaskAdmin; reader: OverviewReader }> {
     this.parts ??= connectedRedis(this.client).then((redis) => {
       // Errors reach the app's logger without the Redis command arguments ioredis attaches to them.
-      return { admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)), reader: scrubbing(OverviewReader.forPrefix(redis, this.client.options.prefix)) };
+      return {
+        admin: scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix)),
+        reader: scrubbing(OverviewReader.forPrefix(redis, this.client.options.prefix)),
+      };
     });
     this.parts.catch(() => (this.parts = undefined));
     return this.parts;
@@ -154,7 +193,8 @@ export class DashboardService implements OnModuleDestroy {
 
   /** A pattern in use under the prefix (anything else is refused before it reaches Redis keys). */
   private async knownPattern(name: unknown): Promise<string> {
-    if (typeof name !== 'string' || name.length === 0 || name.length > 1_024) throw new BadRequestException('"name" must be a pattern name');
+    if (typeof name !== 'string' || name.length === 0 || name.length > 1_024)
+      throw new BadRequestException('"name" must be a pattern name');
     const { admin } = await this.core();
     if (!(await admin.queues()).includes(name)) throw new NotFoundException('no such pattern under this prefix');
     return name;
@@ -168,7 +208,8 @@ export class DashboardService implements OnModuleDestroy {
   private count(name: string, value: unknown, fallback: number, max: number): number {
     if (value === undefined || value === '') return fallback;
     const number = Number(value);
-    if (!Number.isInteger(number) || number < 0 || number > max) throw new BadRequestException(`"${name}" must be an integer from 0 to ${max}`);
+    if (!Number.isInteger(number) || number < 0 || number > max)
+      throw new BadRequestException(`"${name}" must be an integer from 0 to ${max}`);
     return number;
   }
 
@@ -187,7 +228,11 @@ export class DashboardService implements OnModuleDestroy {
   /** `{ ids: [...] }`, `{ all: true }` (every dead letter) or `{ matching: { reason?, clientId? } }`. */
   private selection(body: Record<string, unknown>): DeadLetterSelection {
     if (Array.isArray(body.ids)) {
-      if (body.ids.length === 0 || body.ids.length > MAX_IDS || !body.ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 200)) {
+      if (
+        body.ids.length === 0 ||
+        body.ids.length > MAX_IDS ||
+        !body.ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 200)
+      ) {
         throw new BadRequestException(`"ids" must list 1 to ${MAX_IDS} task ids`);
       }
       return { ids: body.ids as string[] };
@@ -215,5 +260,7 @@ const PAYLOAD_PREVIEW = 4_096;
 
 function preview(payload: unknown): unknown {
   const json = JSON.stringify(payload) ?? '';
-  return json.length <= PAYLOAD_PREVIEW ? payload : `${json.slice(0, PAYLOAD_PREVIEW)}… (${json.length - PAYLOAD_PREVIEW} more characters; see the CLI: dead show)`;
+  return json.length <= PAYLOAD_PREVIEW
+    ? payload
+    : `${json.slice(0, PAYLOAD_PREVIEW)}… (${json.length - PAYLOAD_PREVIEW} more characters; see the CLI: dead show)`;
 }

@@ -1,5 +1,17 @@
 import { describe, expect, it } from '@jest/globals';
-import { redis, gateway, prefix, keys, worker, enqueueWith, enqueue, claim, ack, pairsOf, useLuaHarness } from '../harness.js';
+import {
+  redis,
+  gateway,
+  prefix,
+  keys,
+  worker,
+  enqueueWith,
+  enqueue,
+  claim,
+  ack,
+  pairsOf,
+  useLuaHarness,
+} from '../harness.js';
 
 useLuaHarness();
 
@@ -23,7 +35,11 @@ describe('ackTasks', () => {
   });
 
   it('settles several tasks in one call, each fenced on its own token', async () => {
-    await enqueueWith([['a', '1'], ['a', '2', { dedupKey: 'k' }], ['a', '3']]);
+    await enqueueWith([
+      ['a', '1'],
+      ['a', '2', { dedupKey: 'k' }],
+      ['a', '3'],
+    ]);
     const tokens = ((await claim('a', 3)) as string[]).filter((_, i) => i % 2 === 0);
     const reply = JSON.stringify({ id: '3', response: 7 });
     const results = await gateway.acknowledge(keys, worker, [
@@ -43,7 +59,10 @@ describe('ackTasks', () => {
   it('acknowledges a token given twice in one call once', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    const results = await gateway.acknowledge(keys, worker, [{ token, taskId: '1', resultTtlMs: 5_000 }, { token, taskId: '1', resultTtlMs: 5_000 }]);
+    const results = await gateway.acknowledge(keys, worker, [
+      { token, taskId: '1', resultTtlMs: 5_000 },
+      { token, taskId: '1', resultTtlMs: 5_000 },
+    ]);
     expect(results).toEqual([true, false]);
     expect(await redis.hget(keys.counters, 'completed')).toBe('1');
   });
@@ -55,7 +74,11 @@ describe('ackTasks', () => {
     const tokens: string[] = [];
     while (tokens.length < count) tokens.push(...pairsOf(await claim('a', 1_000)).filter((_, i) => i % 2 === 0)); // prefetch is at most 1,000
     expect(tokens).toHaveLength(count);
-    const results = await gateway.acknowledge(keys, worker, tokens.map((token, i) => ({ token, taskId: String(i), resultTtlMs: 5_000 })));
+    const results = await gateway.acknowledge(
+      keys,
+      worker,
+      tokens.map((token, i) => ({ token, taskId: String(i), resultTtlMs: 5_000 })),
+    );
     expect(results.filter((held) => held)).toHaveLength(count);
     expect(await redis.exists(keys.processing(worker))).toBe(0);
     expect(await redis.hget(keys.counters, 'completed')).toBe(String(count));
@@ -66,7 +89,17 @@ describe('ackTasks', () => {
     const [token] = (await claim('a', 1)) as string[];
     await redis.del(keys.processing(worker));
     await redis.set(keys.processing(worker), 'x');
-    await expect(gateway.acknowledge(keys, worker, [{ token, taskId: '1', deduplicationKey: 'k', reply: { channel: `${prefix}:replies:x`, message: '{}' }, resultTtlMs: 5_000 }])).rejects.toThrow(/WRONGTYPE/);
+    await expect(
+      gateway.acknowledge(keys, worker, [
+        {
+          token,
+          taskId: '1',
+          deduplicationKey: 'k',
+          reply: { channel: `${prefix}:replies:x`, message: '{}' },
+          resultTtlMs: 5_000,
+        },
+      ]),
+    ).rejects.toThrow(/WRONGTYPE/);
     expect(await redis.exists(keys.result('1'), keys.counters)).toBe(0);
     expect(await redis.get(keys.dedup('k'))).toBe('1');
   });

@@ -1,7 +1,19 @@
 import { describe, expect, it } from '@jest/globals';
 import { pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
 import { claimAs, keysUnder } from '../../support/redis.js';
-import { redis, gateway, prefix, keys, worker, entry, enqueue, claim, pairsOf, ids, useLuaHarness } from '../harness.js';
+import {
+  redis,
+  gateway,
+  prefix,
+  keys,
+  worker,
+  entry,
+  enqueue,
+  claim,
+  pairsOf,
+  ids,
+  useLuaHarness,
+} from '../harness.js';
 
 useLuaHarness();
 
@@ -13,7 +25,15 @@ describe('claimTasks', () => {
     await gateway.heartbeat(group, worker, 30_000);
     const args: (string | number)[] = [];
     const task = (id: string, clientId: string, priority = 0) =>
-      pushEnqueueFields(args, { id, clientId, entry: entry(id, clientId), priority, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+      pushEnqueueFields(args, {
+        id,
+        clientId,
+        entry: entry(id, clientId),
+        priority,
+        delayMs: 0,
+        deduplicationTtlMs: 60_000,
+        awaitsReply: false,
+      });
     ['1', '2', '3'].forEach((id) => task(id, 'a'));
     task('4', 'b');
     task('5', 'b', 5);
@@ -22,14 +42,42 @@ describe('claimTasks', () => {
     await redis.hset(group.rates, 'b', '1'); // one token: b's second task waits, throttled
     await redis.set(group.pending('d'), 'not a list'); // a client key broken by a stray command
     await redis.rpush(group.ring, 'd');
-    const first = await gateway.claim(group, { workerId: worker, wanted: 10, clientConcurrency: 0, tokenPrefix: 'x.', acks: [] });
+    const first = await gateway.claim(group, {
+      workerId: worker,
+      wanted: 10,
+      clientConcurrency: 0,
+      tokenPrefix: 'x.',
+      acks: [],
+    });
     expect(ids(first.outcome)).toEqual(['1', '2', '5', '3']);
     // Under a cap of 1, with the first token acknowledged: c is parked after one task.
     const more: (string | number)[] = [];
-    pushEnqueueFields(more, { id: '6', clientId: 'c', entry: entry('6', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    pushEnqueueFields(more, { id: '7', clientId: 'c', entry: entry('7', 'c'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueFields(more, {
+      id: '6',
+      clientId: 'c',
+      entry: entry('6', 'c'),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    pushEnqueueFields(more, {
+      id: '7',
+      clientId: 'c',
+      entry: entry('7', 'c'),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
     await redis.enqueueTasks(keys.root, ...more);
-    const second = await gateway.claim(group, { workerId: worker, wanted: 10, clientConcurrency: 1, tokenPrefix: 'y.', acks: [pairsOf(first.outcome)[0]] });
+    const second = await gateway.claim(group, {
+      workerId: worker,
+      wanted: 10,
+      clientConcurrency: 1,
+      tokenPrefix: 'y.',
+      acks: [pairsOf(first.outcome)[0]],
+    });
     expect(ids(second.outcome)).toEqual(['6']);
     // Each key written under the name keys.ts gives it...
     expect(await redis.hlen(group.processing(worker))).toBe(4);
@@ -45,9 +93,27 @@ describe('claimTasks', () => {
     // ...and nothing outside those names (the ring is empty: a drained, b throttled, c parked, d quarantined;
     // the root's workers and heartbeats are this file's default registration).
     const expected = [
-      keys.workers, keys.heartbeats, keys.groups, group.processing(worker), group.workers, group.heartbeats, group.weights, group.rates, group.buckets,
-      group.throttled, group.counted, group.inflight, group.parked, group.counters, group.sequence, group.prioritized, group.pendingCount,
-      group.pending('b'), group.pending('c'), group.faults, `${group.pending('d')}:quarantined:1`,
+      keys.workers,
+      keys.heartbeats,
+      keys.groups,
+      group.processing(worker),
+      group.workers,
+      group.heartbeats,
+      group.weights,
+      group.rates,
+      group.buckets,
+      group.throttled,
+      group.counted,
+      group.inflight,
+      group.parked,
+      group.counters,
+      group.sequence,
+      group.prioritized,
+      group.pendingCount,
+      group.pending('b'),
+      group.pending('c'),
+      group.faults,
+      `${group.pending('d')}:quarantined:1`,
     ];
     expect((await keysUnder(redis, prefix)).sort()).toEqual(expected.sort());
   });
@@ -88,13 +154,18 @@ describe('claimTasks', () => {
     expect([ids(none.outcome), none.drained]).toEqual([[], true]);
     // Only acknowledging, or refused, it tells nothing about the queue.
     await enqueue(['c', ['4']]);
-    const acked = await gateway.claim(keys, { ...request, wanted: 0, tokenPrefix: 'p4.', acks: pairsOf(last.outcome).slice(0, 1) });
+    const acked = await gateway.claim(keys, {
+      ...request,
+      wanted: 0,
+      tokenPrefix: 'p4.',
+      acks: pairsOf(last.outcome).slice(0, 1),
+    });
     expect(acked.drained).toBe(false);
     await redis.set(keys.paused, '1');
     expect((await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p5.' })).drained).toBe(false);
   });
 
-  it('takes a lone client\'s tasks in one pop, as a visit per task would: in order, tokens rising, the ring and the pending count kept right', async () => {
+  it("takes a lone client's tasks in one pop, as a visit per task would: in order, tokens rising, the ring and the pending count kept right", async () => {
     await enqueue(['a', ['1', '2', '3', '4', '5']]);
     const request = { workerId: worker, clientConcurrency: 0, acks: [] };
     const some = await gateway.claim(keys, { ...request, wanted: 3, tokenPrefix: 'p0.' });
@@ -111,14 +182,26 @@ describe('claimTasks', () => {
     expect(await redis.get(keys.pendingCount)).toBe('0');
   });
 
-  it('drops a lone client left on the ring with nothing pending, and heals a lone client\'s list of the wrong type', async () => {
+  it("drops a lone client left on the ring with nothing pending, and heals a lone client's list of the wrong type", async () => {
     await redis.rpush(keys.ring, 'a');
-    const stale = await gateway.claim(keys, { workerId: worker, clientConcurrency: 0, acks: [], wanted: 4, tokenPrefix: 'p0.' });
+    const stale = await gateway.claim(keys, {
+      workerId: worker,
+      clientConcurrency: 0,
+      acks: [],
+      wanted: 4,
+      tokenPrefix: 'p0.',
+    });
     expect([ids(stale.outcome), stale.drained]).toEqual([[], true]);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
     await redis.set(keys.pending('b'), 'x');
     await redis.rpush(keys.ring, 'b');
-    const broken = await gateway.claim(keys, { workerId: worker, clientConcurrency: 0, acks: [], wanted: 4, tokenPrefix: 'p1.' });
+    const broken = await gateway.claim(keys, {
+      workerId: worker,
+      clientConcurrency: 0,
+      acks: [],
+      wanted: 4,
+      tokenPrefix: 'p1.',
+    });
     expect(ids(broken.outcome)).toEqual([]);
     expect(await redis.hget(keys.faults, keys.pending('b'))).toMatch(/held a string, not a list/);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
@@ -130,7 +213,13 @@ describe('claimTasks', () => {
     await enqueue(['a', ['1', '2', '3']]);
     const [t1, , t2] = (await claim('a', 2)) as string[];
     await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
-    const { lost, outcome } = await gateway.claim(keys, { workerId: worker, wanted: 1, clientConcurrency: 0, tokenPrefix: 'again.', acks: [t1, t2] });
+    const { lost, outcome } = await gateway.claim(keys, {
+      workerId: worker,
+      wanted: 1,
+      clientConcurrency: 0,
+      tokenPrefix: 'again.',
+      acks: [t1, t2],
+    });
     expect(lost).toEqual([t2]);
     expect(ids(outcome)).toEqual(['3']);
     expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([pairsOf(outcome)[0]]);
@@ -140,7 +229,13 @@ describe('claimTasks', () => {
     await enqueue(['a', ['1', '2']]);
     const [t1] = (await claim('a', 1)) as string[];
     await redis.set(keys.paused, '1');
-    const { lost, outcome } = await gateway.claim(keys, { workerId: worker, wanted: 5, clientConcurrency: 0, tokenPrefix: 'again.', acks: [t1] });
+    const { lost, outcome } = await gateway.claim(keys, {
+      workerId: worker,
+      wanted: 5,
+      clientConcurrency: 0,
+      tokenPrefix: 'again.',
+      acks: [t1],
+    });
     expect([lost, outcome]).toEqual([[], { kind: 'paused' }]);
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
     expect(await redis.hget(keys.counters, 'completed')).toBe('1');
@@ -204,7 +299,13 @@ describe('rotation over the ring', () => {
   it('takes a rate-limited client off the ring once its burst is used, until releaseThrottled puts it back', async () => {
     await enqueue(['slow', ['s1', 's2', 's3', 's4']], ['fast', ['f1', 'f2', 'f3', 'f4']]);
     await redis.hset(keys.rates, 'slow', 10); // 10/s: a burst of 1, then one task per 100 ms
-    const { outcome, throttledUntil = 0 } = await gateway.claim(keys, { workerId: worker, wanted: 8, clientConcurrency: 0, tokenPrefix: 'rated.', acks: [] });
+    const { outcome, throttledUntil = 0 } = await gateway.claim(keys, {
+      workerId: worker,
+      wanted: 8,
+      clientConcurrency: 0,
+      tokenPrefix: 'rated.',
+      acks: [],
+    });
     // slow gets its one token, then is throttled; fast drains meanwhile.
     expect(ids(outcome)).toEqual(['s1', 'f1', 'f2', 'f3', 'f4']);
     const [seconds, micros] = await redis.time();
@@ -214,7 +315,10 @@ describe('rotation over the ring', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
     expect(Number(await redis.zscore(keys.throttled, 'slow'))).toBe(throttledUntil);
     // Before its token is due nothing is released; at the due time it is back on the ring.
-    expect(await gateway.releaseThrottled(keys, throttledUntil - 1)).toEqual({ released: 0, nextDueAt: throttledUntil });
+    expect(await gateway.releaseThrottled(keys, throttledUntil - 1)).toEqual({
+      released: 0,
+      nextDueAt: throttledUntil,
+    });
     expect(await gateway.releaseThrottled(keys, throttledUntil)).toEqual({ released: 1 });
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['slow']);
   });
@@ -231,7 +335,16 @@ describe('rotation over the ring', () => {
 describe('claimTasks sent twice (ioredis resends a call whose reply a reconnection lost)', () => {
   it('claims other tasks under other tokens the second time, overwriting nothing', async () => {
     await enqueue(['a', ['1', '2', '3', '4']]);
-    const call = async () => (await gateway.claim(keys, { workerId: worker, wanted: 2, clientConcurrency: 0, tokenPrefix: 'same-prefix.', acks: [] })).outcome;
+    const call = async () =>
+      (
+        await gateway.claim(keys, {
+          workerId: worker,
+          wanted: 2,
+          clientConcurrency: 0,
+          tokenPrefix: 'same-prefix.',
+          acks: [],
+        })
+      ).outcome;
     const first = await call();
     const second = await call();
     expect([...ids(first), ...ids(second)]).toEqual(['1', '2', '3', '4']);

@@ -26,7 +26,12 @@ describe('deadLetterTask', () => {
     // A reason the script does not know of (a newer one) is not a handler failure either.
     await enqueue(['a', ['2']]);
     const [second] = (await claim('a', 1)) as string[];
-    expect(await gateway.deadLetter(keys, worker, second, { record: JSON.stringify({ id: '2', reason: 'unsupported-version' }), cap: 5 })).toBe(true);
+    expect(
+      await gateway.deadLetter(keys, worker, second, {
+        record: JSON.stringify({ id: '2', reason: 'unsupported-version' }),
+        cap: 5,
+      }),
+    ).toBe(true);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '2' });
   });
 });

@@ -2,7 +2,20 @@ import { describe, expect, it } from '@jest/globals';
 import { decodeEntry } from '../../../lib/core/model/codec.js';
 import { enqueueAnswer, pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
 import { claimAs, keysUnder, snapshotKeys, waitFor } from '../../support/redis.js';
-import { redis, gateway, prefix, keys, worker, entry, enqueueWith, enqueue, claim, ack, ids, useLuaHarness } from '../harness.js';
+import {
+  redis,
+  gateway,
+  prefix,
+  keys,
+  worker,
+  entry,
+  enqueueWith,
+  enqueue,
+  claim,
+  ack,
+  ids,
+  useLuaHarness,
+} from '../harness.js';
 
 useLuaHarness();
 
@@ -10,8 +23,25 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   /** One call: its record head (call id, mode), then a plain task, and a task holding a deduplication key another task took first. */
   function callArgs(mode: '1' | '2' | '3'): (string | number)[] {
     const args: (string | number)[] = [`{${mode}60.call-1`];
-    pushEnqueueFields(args, { id: 'r1', clientId: 'a', entry: entry('r1'), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
-    pushEnqueueFields(args, { id: 'r2', clientId: 'a', entry: entry('r2'), priority: 0, delayMs: 0, deduplicationKey: 'held', deduplicationTtlMs: 60_000, awaitsReply: false });
+    pushEnqueueFields(args, {
+      id: 'r1',
+      clientId: 'a',
+      entry: entry('r1'),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    pushEnqueueFields(args, {
+      id: 'r2',
+      clientId: 'a',
+      entry: entry('r2'),
+      priority: 0,
+      delayMs: 0,
+      deduplicationKey: 'held',
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
     return args;
   }
 
@@ -27,7 +57,16 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
 
   it('records an all-written call as its task count, and answers a resend of it with zeros', async () => {
     const args: (string | number)[] = ['{160.call-2'];
-    for (const id of ['p1', 'p2', 'p3']) pushEnqueueFields(args, { id, clientId: 'a', entry: entry(id), priority: 0, delayMs: 0, deduplicationTtlMs: 60_000, awaitsReply: false });
+    for (const id of ['p1', 'p2', 'p3'])
+      pushEnqueueFields(args, {
+        id,
+        clientId: 'a',
+        entry: entry(id),
+        priority: 0,
+        delayMs: 0,
+        deduplicationTtlMs: 60_000,
+        awaitsReply: false,
+      });
     expect(await redis.enqueueTasks(keys.root, ...args)).toEqual([0, 0, 0]);
     expect(await redis.get(keys.call('call-2'))).toBe('3');
     args[0] = '{260.call-2';
@@ -50,7 +89,16 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   it('answers a task whose deduplication key its own id holds as written, and writes it no second time (a resend with no record)', async () => {
     const args = (): (string | number)[] => {
       const list: (string | number)[] = [];
-      pushEnqueueFields(list, { id: 'd1', clientId: 'a', entry: entry('d1'), priority: 0, delayMs: 0, deduplicationKey: 'k', deduplicationTtlMs: 60_000, awaitsReply: false });
+      pushEnqueueFields(list, {
+        id: 'd1',
+        clientId: 'a',
+        entry: entry('d1'),
+        priority: 0,
+        delayMs: 0,
+        deduplicationKey: 'k',
+        deduplicationTtlMs: 60_000,
+        awaitsReply: false,
+      });
       return list;
     };
     expect(await redis.enqueueTasks(keys.root, ...args())).toEqual([0]);
@@ -79,7 +127,13 @@ describe('enqueueTasks', () => {
     await subscriber.subscribe(keys.dueChannel);
     subscriber.on('message', (_channel: string, message: string) => due.push(message));
     try {
-      const results = await enqueueWith([['a', '1'], ['b', '2', { priority: 3 }], ['c', '3', { delayMs: 60_000 }], ['d', '4', { dedupKey: 'k' }], ['d', '5', { dedupKey: 'k' }]]);
+      const results = await enqueueWith([
+        ['a', '1'],
+        ['b', '2', { priority: 3 }],
+        ['c', '3', { delayMs: 60_000 }],
+        ['d', '4', { dedupKey: 'k' }],
+        ['d', '5', { dedupKey: 'k' }],
+      ]);
       expect(results).toEqual([0, 0, 0, 0, '4']);
       expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'd']);
       expect(await redis.llen(keys.pending('a'))).toBe(1);
@@ -91,7 +145,17 @@ describe('enqueueTasks', () => {
       expect(await redis.llen(keys.pending('d'))).toBe(1);
       await waitFor(() => due.length === 1, 'the new earliest due time published on the due channel');
       // Nothing was written outside the names above.
-      const expected = [keys.ring, keys.pending('a'), keys.pending('d'), keys.priority('b'), keys.prioritized, keys.pendingCount, keys.sequence, keys.delayed, keys.dedup('k')];
+      const expected = [
+        keys.ring,
+        keys.pending('a'),
+        keys.pending('d'),
+        keys.priority('b'),
+        keys.prioritized,
+        keys.pendingCount,
+        keys.sequence,
+        keys.delayed,
+        keys.dedup('k'),
+      ];
       const written = (await keysUnder(redis, prefix)).filter((key) => key !== keys.workers && key !== keys.heartbeats);
       expect(written.sort()).toEqual(expected.sort());
     } finally {
@@ -114,7 +178,14 @@ describe('enqueueTasks', () => {
   });
 
   it('goes on after plain tasks with a task with options, in one call: ring order and pending count as if one path', async () => {
-    await enqueueWith([['a', '1'], ['b', '2'], ['c', '3', { priority: 2 }], ['d', '4'], ['e', '5', { delayMs: 60_000 }], ['f', '6']]);
+    await enqueueWith([
+      ['a', '1'],
+      ['b', '2'],
+      ['c', '3', { priority: 2 }],
+      ['d', '4'],
+      ['e', '5', { delayMs: 60_000 }],
+      ['f', '6'],
+    ]);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a', 'b', 'c', 'd', 'f']);
     expect(await redis.get(keys.pendingCount)).toBe('5');
     expect(ids(await claim('a', 10))).toEqual(['1', '2', '3', '4', '6']);
@@ -124,7 +195,13 @@ describe('enqueueTasks', () => {
 describe('consumer groups (enqueueTasks fan-out)', () => {
   it('copies each task into every registered group, named as keys.ts names them, in one call', async () => {
     await redis.sadd(keys.groups, 'billing', 'email');
-    expect(await enqueueWith([['a', '1'], ['a', '2', { priority: 5 }], ['b', '3', { delayMs: 60_000 }]])).toEqual([0, 0, 0]);
+    expect(
+      await enqueueWith([
+        ['a', '1'],
+        ['a', '2', { priority: 5 }],
+        ['b', '3', { delayMs: 60_000 }],
+      ]),
+    ).toEqual([0, 0, 0]);
     for (const group of ['billing', 'email']) {
       const scoped = keys.forGroup(group);
       expect(await redis.lrange(scoped.ring, 0, -1)).toEqual(['a']);
@@ -165,12 +242,22 @@ describe('priorities', () => {
   });
 
   it('puts a client with only prioritized tasks on the ring once, and a requeued one at the head of its priority', async () => {
-    await enqueueWith([['a', 'p-1', { priority: 5 }], ['a', 'p-2', { priority: 5 }]]);
+    await enqueueWith([
+      ['a', 'p-1', { priority: 5 }],
+      ['a', 'p-2', { priority: 5 }],
+    ]);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
     const reply = (await claim('a', 2)) as string[];
     expect(await redis.llen(keys.ring)).toBe(0);
     await enqueueWith([['a', 'p-3', { priority: 5 }]]);
-    expect(await gateway.requeue(keys, worker, false, [reply[2], reply[0]].map((token) => ({ token, clientId: 'a', priority: 5 })))).toBe(2);
+    expect(
+      await gateway.requeue(
+        keys,
+        worker,
+        false,
+        [reply[2], reply[0]].map((token) => ({ token, clientId: 'a', priority: 5 })),
+      ),
+    ).toBe(2);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
     expect(ids(await claim('a', 3))).toEqual(['p-1', 'p-2', 'p-3']);
   });
@@ -190,7 +277,12 @@ describe('delays', () => {
 
 describe('deduplication', () => {
   it('refuses a second task with a live key (naming the holder), and frees the key when the holder is acknowledged', async () => {
-    expect(await enqueueWith([['a', 'first', { dedupKey: 'k' }], ['a', 'second', { dedupKey: 'k' }]])).toEqual([0, 'first']);
+    expect(
+      await enqueueWith([
+        ['a', 'first', { dedupKey: 'k' }],
+        ['a', 'second', { dedupKey: 'k' }],
+      ]),
+    ).toEqual([0, 'first']);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
     expect(await redis.pttl(keys.dedup('k'))).toBeGreaterThan(0);
     const [token] = (await claim('a', 1)) as string[];
@@ -203,7 +295,9 @@ describe('deduplication', () => {
     await enqueueWith([['a', 'first', { dedupKey: 'k' }]]);
     const [token] = (await claim('a', 1)) as string[];
     await redis.set(keys.dedup('k'), 'someone-else');
-    expect(await gateway.deadLetter(keys, worker, token, { record: '{}', cap: 5, taskId: 'first', deduplicationKey: 'k' })).toBe(true);
+    expect(
+      await gateway.deadLetter(keys, worker, token, { record: '{}', cap: 5, taskId: 'first', deduplicationKey: 'k' }),
+    ).toBe(true);
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });

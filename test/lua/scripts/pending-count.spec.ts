@@ -1,7 +1,19 @@
 import { describe, expect, it } from '@jest/globals';
 import { decodeEntry } from '../../../lib/core/model/codec.js';
 import { claimAs } from '../../support/redis.js';
-import { redis, gateway, keys, worker, entry, enqueueWith, enqueue, claim, pairsOf, ids, useLuaHarness } from '../harness.js';
+import {
+  redis,
+  gateway,
+  keys,
+  worker,
+  entry,
+  enqueueWith,
+  enqueue,
+  claim,
+  pairsOf,
+  ids,
+  useLuaHarness,
+} from '../harness.js';
 
 useLuaHarness();
 
@@ -9,14 +21,21 @@ describe('the pending count (what stats and the dashboard read in O(1))', () => 
   /** What the clients' lists and priority sets really hold. */
   async function actual(clients: readonly string[]): Promise<number> {
     let total = 0;
-    for (const clientId of clients) total += (await redis.llen(keys.pending(clientId))) + (await redis.zcard(keys.priority(clientId)));
+    for (const clientId of clients)
+      total += (await redis.llen(keys.pending(clientId))) + (await redis.zcard(keys.priority(clientId)));
     return total;
   }
   const counted = async () => Number(await redis.get(keys.pendingCount));
 
   it('follows every script that adds or takes pending tasks, priorities and delays included', async () => {
     const clients = ['a', 'b', 'c'];
-    await enqueueWith([['a', '1'], ['a', '2'], ['b', '3', { priority: 5 }], ['c', '4', { delayMs: 60_000 }], ['c', '5']]);
+    await enqueueWith([
+      ['a', '1'],
+      ['a', '2'],
+      ['b', '3', { priority: 5 }],
+      ['c', '4', { delayMs: 60_000 }],
+      ['c', '5'],
+    ]);
     expect(await counted()).toBe(4);
     expect(await actual(clients)).toBe(4);
 
@@ -27,7 +46,10 @@ describe('the pending count (what stats and the dashboard read in O(1))', () => 
     // Back to the head of their lists (a shutdown, a recovery).
     const held = [];
     for (let i = 0; i < claimed.length; i += 2) {
-      const { entry: decoded } = decodeEntry(claimed[i + 1]) as { ok: true; entry: { envelope: { clientId: string; priority?: number } } };
+      const { entry: decoded } = decodeEntry(claimed[i + 1]) as {
+        ok: true;
+        entry: { envelope: { clientId: string; priority?: number } };
+      };
       held.push({ token: claimed[i], clientId: decoded.envelope.clientId, priority: decoded.envelope.priority ?? 0 });
     }
     expect(await gateway.requeue(keys, worker, false, held.reverse())).toBe(3);
@@ -42,7 +64,9 @@ describe('the pending count (what stats and the dashboard read in O(1))', () => 
     expect(await counted()).toBe(4);
     const record = JSON.stringify({ id: '9', clientId: 'b', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);
-    expect(await gateway.requeueDeadLetters(keys, [{ raw: record, clientId: 'b', entry: entry('9', 'b'), priority: 0 }])).toBe(1);
+    expect(
+      await gateway.requeueDeadLetters(keys, [{ raw: record, clientId: 'b', entry: entry('9', 'b'), priority: 0 }]),
+    ).toBe(1);
     expect(await counted()).toBe(5);
     expect(await actual(clients)).toBe(5);
 

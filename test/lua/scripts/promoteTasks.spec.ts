@@ -20,10 +20,13 @@ describe('deadLetterDelayed', () => {
   it('moves an entry still delayed to dead letters once, counted, even when two reapers race', async () => {
     const garbage = 'not a task';
     await redis.zadd(keys.delayed, 1, garbage);
-    const move = () => gateway.deadLetterDelayed(keys, garbage, JSON.stringify({ reason: 'malformed', raw: garbage }), 5);
+    const move = () =>
+      gateway.deadLetterDelayed(keys, garbage, JSON.stringify({ reason: 'malformed', raw: garbage }), 5);
     const moved = await Promise.all([move(), move()]);
     expect(moved.filter(Boolean)).toHaveLength(1);
-    expect(await redis.lrange(keys.deadLetters, 0, -1)).toEqual([JSON.stringify({ reason: 'malformed', raw: garbage })]);
+    expect(await redis.lrange(keys.deadLetters, 0, -1)).toEqual([
+      JSON.stringify({ reason: 'malformed', raw: garbage }),
+    ]);
     expect(await redis.zcard(keys.delayed)).toBe(0);
     expect(await redis.hgetall(keys.counters)).toEqual({ deadLettered: '1' });
   });

@@ -6,7 +6,12 @@ useLuaHarness();
 
 describe('requeueTasks', () => {
   async function requeue(countAttempt: 0 | 1, tokens: string[], clientId = 'a', priority = 0): Promise<number> {
-    return gateway.requeue(keys, worker, countAttempt === 1, tokens.map((token) => ({ token, clientId, priority })));
+    return gateway.requeue(
+      keys,
+      worker,
+      countAttempt === 1,
+      tokens.map((token) => ({ token, clientId, priority })),
+    );
   }
 
   it('returns tasks to the head of their lists in claim order and puts the client back on the ring', async () => {
@@ -33,10 +38,7 @@ describe('requeueTasks', () => {
   it('skips tokens no longer held, so two recoveries never requeue a task twice', async () => {
     await enqueue(['a', ['1']]);
     const [token] = (await claim('a', 1)) as string[];
-    const [first, second] = await Promise.all([
-      requeue(1, [token]),
-      requeue(1, [token]),
-    ]);
+    const [first, second] = await Promise.all([requeue(1, [token]), requeue(1, [token])]);
     expect(first + second).toBe(1);
     expect(await redis.llen(keys.pending('a'))).toBe(1);
   });
@@ -57,7 +59,11 @@ describe('requeueTasks', () => {
 
 describe('rejoinClient', () => {
   it('puts a client whose tasks nothing can reach back on the ring, counts them, records it, and leaves a client in reach alone', async () => {
-    await enqueueWith([['a', '1'], ['a', '2', { priority: 2 }], ['b', '3']]);
+    await enqueueWith([
+      ['a', '1'],
+      ['a', '2', { priority: 2 }],
+      ['b', '3'],
+    ]);
     await redis.lrem(keys.ring, 0, 'a'); // a hand edit: a's tasks are stranded
     await redis.set(keys.pendingCount, 1);
     expect(await gateway.rejoinClient(keys, 'b')).toBe(0);
@@ -65,7 +71,9 @@ describe('rejoinClient', () => {
     expect(await gateway.rejoinClient(keys, 'a')).toBe(0);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['b', 'a']);
     expect(await redis.get(keys.pendingCount)).toBe('3');
-    expect(await redis.hget(keys.faults, keys.pending('a'))).toMatch(/had 2 pending task\(s\) but its client was off the ring; put back/);
+    expect(await redis.hget(keys.faults, keys.pending('a'))).toMatch(
+      /had 2 pending task\(s\) but its client was off the ring; put back/,
+    );
     await redis.sadd(keys.parked, 'c');
     await enqueueWith([['c', '4']]);
     await redis.lrem(keys.ring, 0, 'c');

@@ -1,6 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import type { PreparedTask } from '../../../lib/core/model/prepared-task.js';
-import { EnqueueCoalescer, ReplicationShortfall, TIMED_OUT, type CallSettings, type EnqueuePart } from '../../../lib/core/producer/enqueue-coalescer.js';
+import {
+  EnqueueCoalescer,
+  ReplicationShortfall,
+  TIMED_OUT,
+  type CallSettings,
+  type EnqueuePart,
+} from '../../../lib/core/producer/enqueue-coalescer.js';
 import type { EnqueueCall, Replicated, ScriptGateway } from '../../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../../lib/core/redis/keys.js';
 
@@ -9,7 +15,13 @@ import { QueueKeys } from '../../../lib/core/redis/keys.js';
  * each caller hears its own outcome. No Redis.
  */
 class AnsweringGateway {
-  readonly calls: { root: string; call: EnqueueCall; durable: boolean; answer: (results: (0 | string)[] | -1) => void; fail: (error: Error) => void }[] = [];
+  readonly calls: {
+    root: string;
+    call: EnqueueCall;
+    durable: boolean;
+    answer: (results: (0 | string)[] | -1) => void;
+    fail: (error: Error) => void;
+  }[] = [];
   /** What a durable call answers, when the test says. */
   replicated?: Replicated;
 
@@ -19,7 +31,13 @@ class AnsweringGateway {
 
   enqueueReplicated(keys: QueueKeys, call: EnqueueCall): Promise<Replicated> {
     return new Promise((answer, fail) =>
-      this.calls.push({ root: keys.root, call, durable: true, answer: (results) => answer(this.replicated ?? { kind: 'replicated', results: results as (0 | string)[] }), fail }),
+      this.calls.push({
+        root: keys.root,
+        call,
+        durable: true,
+        answer: (results) => answer(this.replicated ?? { kind: 'replicated', results: results as (0 | string)[] }),
+        fail,
+      }),
     );
   }
 }
@@ -30,7 +48,15 @@ const shardA = new QueueKeys('unit', 'a');
 const shardB = new QueueKeys('unit', 'b');
 
 function task(id: string): PreparedTask {
-  return { id, clientId: 'c', entry: `0|{"id":"${id}"}`, priority: 0, delayMs: 0, deduplicationTtlMs: 1_000, awaitsReply: false };
+  return {
+    id,
+    clientId: 'c',
+    entry: `0|{"id":"${id}"}`,
+    priority: 0,
+    delayMs: 0,
+    deduplicationTtlMs: 1_000,
+    awaitsReply: false,
+  };
 }
 
 /** A caller's part, recording what it heard. */
@@ -46,7 +72,13 @@ function part(keys: QueueKeys, ids: string[]): EnqueuePart & { heard: unknown[] 
       heard.push(results.slice(at, at + ids.length));
     },
     fail(error) {
-      heard.push(error === TIMED_OUT ? 'timed out' : error instanceof ReplicationShortfall ? `short: ${error.acknowledged}` : (error as Error).message);
+      heard.push(
+        error === TIMED_OUT
+          ? 'timed out'
+          : error instanceof ReplicationShortfall
+            ? `short: ${error.acknowledged}`
+            : (error as Error).message,
+      );
     },
   };
   return made;

@@ -4,7 +4,7 @@ import { claimed, envelope, FakeGateway, keys, parts } from './fakes.js';
 
 /** The completer alone: which successes ride on a claim call, which go in this turn's ackTasks call. */
 describe('Completer: the one place a success is completed', () => {
-  it('rides a plain success on its shard\'s claim loop (told of each), and answers its caller from the call\'s reply', () => {
+  it("rides a plain success on its shard's claim loop (told of each), and answers its caller from the call's reply", () => {
     const { completer } = parts();
     const gateway = new FakeGateway();
     const told: string[] = [];
@@ -32,7 +32,12 @@ describe('Completer: the one place a success is completed', () => {
     const taken = completer.shard(keys).take();
     completer.shard(keys).failed(taken);
     expect(completer.unacknowledged(keys)).toEqual([task.token]);
-    expect(completer.shard(keys).take().map(([token]) => token)).toEqual([task.token]);
+    expect(
+      completer
+        .shard(keys)
+        .take()
+        .map(([token]) => token),
+    ).toEqual([task.token]);
   });
 
   it('does not ride a send() task, a task with a deduplication key, a shard with no claim loop, or anything after release', () => {
@@ -49,15 +54,27 @@ describe('Completer: the one place a success is completed', () => {
     expect(completer.ride(claimed(gateway), envelope(), answer)).toBe(false);
   });
 
-  it('acknowledges the others in this turn\'s ackTasks call: token, id, deduplication key, reply channel and message, result TTL', async () => {
+  it("acknowledges the others in this turn's ackTasks call: token, id, deduplication key, reply channel and message, result TTL", async () => {
     const { completer, batch } = parts();
     const gateway = new FakeGateway();
     const task = claimed(gateway);
     batch.answers = [false];
-    await expect(completer.acknowledge(task, envelope({ id: 'q-1', replyTo: 'unit:replies:1', dedupKey: 'k' }), '{"id":"q-1","response":1}')).resolves.toBe(false);
+    await expect(
+      completer.acknowledge(
+        task,
+        envelope({ id: 'q-1', replyTo: 'unit:replies:1', dedupKey: 'k' }),
+        '{"id":"q-1","response":1}',
+      ),
+    ).resolves.toBe(false);
     await expect(completer.acknowledge(task, envelope({ id: 'q-2' }))).resolves.toBe(true);
     expect(batch.acks).toEqual([
-      { token: task.token, taskId: 'q-1', deduplicationKey: 'k', reply: { channel: 'unit:replies:1', message: '{"id":"q-1","response":1}' }, resultTtlMs: 60_000 },
+      {
+        token: task.token,
+        taskId: 'q-1',
+        deduplicationKey: 'k',
+        reply: { channel: 'unit:replies:1', message: '{"id":"q-1","response":1}' },
+        resultTtlMs: 60_000,
+      },
       { token: task.token, taskId: 'q-2', deduplicationKey: undefined, reply: undefined, resultTtlMs: 60_000 },
     ]);
   });

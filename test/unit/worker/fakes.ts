@@ -27,7 +27,12 @@ export class FakeGateway {
     return answer;
   }
 
-  retry(_keys: QueueKeys, _workerId: string, token: string, delayMs: number): Promise<{ kind: 'scheduled'; dueAt: number } | { kind: 'lost' }> {
+  retry(
+    _keys: QueueKeys,
+    _workerId: string,
+    token: string,
+    delayMs: number,
+  ): Promise<{ kind: 'scheduled'; dueAt: number } | { kind: 'lost' }> {
     this.calls.push({ script: 'retryTask', token, detail: delayMs });
     try {
       return Promise.resolve(this.next() ? { kind: 'scheduled', dueAt: 1_000 + delayMs } : { kind: 'lost' });
@@ -45,7 +50,12 @@ export class FakeGateway {
     }
   }
 
-  heartbeat(_keys: QueueKeys, _workerId: string, _leaseMs: number, running: readonly string[] = []): Promise<{ lost: string[]; orphaned: string[] }> {
+  heartbeat(
+    _keys: QueueKeys,
+    _workerId: string,
+    _leaseMs: number,
+    running: readonly string[] = [],
+  ): Promise<{ lost: string[]; orphaned: string[] }> {
     this.calls.push({ script: 'heartbeatWorker', token: running.join(',') });
     return Promise.resolve({ lost: this.next() ? [] : [...running], orphaned: [] });
   }
@@ -86,7 +96,11 @@ export class CapturingLogger implements TaskLogger {
 
 /** Worker options as a transport resolves them, `changes` on top. */
 export function workerOptions(changes: Partial<WorkerOptions> = {}): WorkerOptions {
-  const resolved = resolveTransportOptions({ workerId: 'unit-worker', maxAttempts: 3, backoff: { type: 'fixed', delayMs: 100 } });
+  const resolved = resolveTransportOptions({
+    workerId: 'unit-worker',
+    maxAttempts: 3,
+    backoff: { type: 'fixed', delayMs: 100 },
+  });
   // spread-ok: a test fixture
   return { ...resolved, tracing: undefined, patterns: patternSettings(new Map(), resolved), ...changes };
 }
@@ -100,7 +114,11 @@ let tokens = 0;
 /** A claimed task of `keys` holding `raw` (an encoded entry by default), under a fresh token. */
 export function claimed(gateway: FakeGateway, raw: string | TaskEnvelope = envelope(), attempts = 0): ClaimedTask {
   const entry = typeof raw === 'string' ? raw : encodeEntry(raw, attempts);
-  return new ClaimedTask(gateway.asGateway, keys, `tok-${++tokens}`, entry, { workerId: 'unit-worker', deadLetterCap: 100, resultTtlMs: 60_000 });
+  return new ClaimedTask(gateway.asGateway, keys, `tok-${++tokens}`, entry, {
+    workerId: 'unit-worker',
+    deadLetterCap: 100,
+    resultTtlMs: 60_000,
+  });
 }
 
 /** A worker's parts around one runner: a completer over a fake batch, and the runs under way. */

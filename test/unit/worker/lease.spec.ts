@@ -11,9 +11,18 @@ class HeartbeatGateway {
   readonly beats: { running: readonly string[]; leaseMs: number }[] = [];
   lost: string[] = [];
 
-  heartbeat(_keys: unknown, _workerId: string, leaseMs: number, running: readonly string[] = []): Promise<{ now: number; lost: string[]; orphaned: string[] }> {
+  heartbeat(
+    _keys: unknown,
+    _workerId: string,
+    leaseMs: number,
+    running: readonly string[] = [],
+  ): Promise<{ now: number; lost: string[]; orphaned: string[] }> {
     this.beats.push({ running: [...running], leaseMs });
-    return Promise.resolve({ now: Date.now(), lost: this.lost.filter((token) => running.includes(token)), orphaned: [] });
+    return Promise.resolve({
+      now: Date.now(),
+      lost: this.lost.filter((token) => running.includes(token)),
+      orphaned: [],
+    });
   }
 }
 
@@ -31,7 +40,15 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     const running = new RunningTasks();
     const run = running.begin(keys, 'tok-running');
     const options = workerOptions({ heartbeatIntervalMs: 10, leaseMs: 100 });
-    const lease = new Lease({} as TaskRedis, gateway as unknown as ScriptGateway, running, () => ['tok-acked'], options, new CapturingLogger(), () => undefined);
+    const lease = new Lease(
+      {} as TaskRedis,
+      gateway as unknown as ScriptGateway,
+      running,
+      () => ['tok-acked'],
+      options,
+      new CapturingLogger(),
+      () => undefined,
+    );
     await lease.take(keys);
     lease.start(() => [keys]);
     await until('a beat', () => gateway.beats.length >= 2);
@@ -48,7 +65,15 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     const lost = running.begin(keys, 'tok-lost');
     const kept = running.begin(keys, 'tok-kept');
     const logger = new CapturingLogger();
-    const lease = new Lease({} as TaskRedis, gateway as unknown as ScriptGateway, running, () => [], workerOptions({ heartbeatIntervalMs: 10 }), logger, () => undefined);
+    const lease = new Lease(
+      {} as TaskRedis,
+      gateway as unknown as ScriptGateway,
+      running,
+      () => [],
+      workerOptions({ heartbeatIntervalMs: 10 }),
+      logger,
+      () => undefined,
+    );
     lease.start(() => [keys]);
     await until('three beats', () => gateway.beats.length >= 3);
     await lease.stop();

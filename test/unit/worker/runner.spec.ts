@@ -10,11 +10,19 @@ import { claimed, envelope, executor, keys, parts, workerOptions } from './fakes
  * The runner, alone: decode, guard, execute, decide, settle, report, through every outcome, with a fake
  * gateway, a completer over a fake acknowledgement batch, and a scripted handler. No Redis, no Nest.
  */
-function setup(answer: (execution: TaskExecution) => TaskOutcome | Promise<TaskOutcome>, options: Partial<WorkerOptions> = {}) {
+function setup(
+  answer: (execution: TaskExecution) => TaskOutcome | Promise<TaskOutcome>,
+  options: Partial<WorkerOptions> = {},
+) {
   const world = parts();
   const events: TaskOutcomeEvent[] = [];
   const handler = executor(answer);
-  const runner = new TaskRunner(workerOptions({ onOutcome: (event) => events.push(event), ...options }), handler.run, world.completer, world.logger);
+  const runner = new TaskRunner(
+    workerOptions({ onOutcome: (event) => events.push(event), ...options }),
+    handler.run,
+    world.completer,
+    world.logger,
+  );
   const runOne = async (task = claimed(world.gateway)) => {
     const run = world.running.begin(task.keys, task.token);
     await runner.run(task, run);
@@ -30,7 +38,15 @@ describe('TaskRunner, one outcome at a time', () => {
     const acks = world.completer.shard(keys);
     acks.ridden(() => undefined);
     const { task } = await world.runOne(claimed(world.gateway, envelope({ id: 'plain-1' }), 1));
-    expect(world.handler.seen[0]).toMatchObject({ queue: 'mail.send', id: 'plain-1', clientId: 'acme', attempt: 2, maxAttempts: 3, payload: { to: 'ann@example.com' }, expectsReply: false });
+    expect(world.handler.seen[0]).toMatchObject({
+      queue: 'mail.send',
+      id: 'plain-1',
+      clientId: 'acme',
+      attempt: 2,
+      maxAttempts: 3,
+      payload: { to: 'ann@example.com' },
+      expectsReply: false,
+    });
     expect(world.batch.acks).toEqual([]); // nothing sent on its own: it rides
     expect(acks.unacknowledged).toEqual([task.token]);
     expect(world.events).toEqual([]); // reported once the claim call says the token was held
@@ -39,11 +55,21 @@ describe('TaskRunner, one outcome at a time', () => {
     expect(world.events.map((event) => event.outcome)).toEqual(['completed']);
   });
 
-  it('acknowledges a send() task in this turn\'s ackTasks call, with its reply and deduplication key', async () => {
+  it("acknowledges a send() task in this turn's ackTasks call, with its reply and deduplication key", async () => {
     const world = setup(() => ({ status: 'succeeded', response: { total: 42 } }));
     world.completer.shard(keys).ridden(() => undefined);
-    const { task } = await world.runOne(claimed(world.gateway, envelope({ id: 'quote-1', replyTo: 'unit:replies:c1', dedupKey: 'k' })));
-    expect(world.batch.acks).toEqual([{ token: task.token, taskId: 'quote-1', deduplicationKey: 'k', reply: { channel: 'unit:replies:c1', message: JSON.stringify({ id: 'quote-1', response: { total: 42 } }) }, resultTtlMs: 60_000 }]);
+    const { task } = await world.runOne(
+      claimed(world.gateway, envelope({ id: 'quote-1', replyTo: 'unit:replies:c1', dedupKey: 'k' })),
+    );
+    expect(world.batch.acks).toEqual([
+      {
+        token: task.token,
+        taskId: 'quote-1',
+        deduplicationKey: 'k',
+        reply: { channel: 'unit:replies:c1', message: JSON.stringify({ id: 'quote-1', response: { total: 42 } }) },
+        resultTtlMs: 60_000,
+      },
+    ]);
     expect(world.events.map((event) => event.outcome)).toEqual(['completed']);
   });
 
@@ -53,27 +79,40 @@ describe('TaskRunner, one outcome at a time', () => {
     expect(world.batch.acks).toHaveLength(1);
   });
 
-  it('retries a failure after the policy\'s backoff, attempt counted, and dead-letters it on the last attempt (reason failed)', async () => {
+  it("retries a failure after the policy's backoff, attempt counted, and dead-letters it on the last attempt (reason failed)", async () => {
     const world = setup(() => ({ status: 'failed', error: new Error('smtp down') }));
     await world.runOne(claimed(world.gateway, envelope(), 0));
     await world.runOne(claimed(world.gateway, envelope(), 2));
     expect(world.gateway.calls.map((call) => call.script)).toEqual(['retryTask', 'deadLetterTask']);
     expect(world.gateway.calls[0].detail).toBe(100);
-    expect(world.gateway.calls[1].detail).toMatchObject({ reason: 'failed', attempts: 3, error: { message: 'smtp down' } });
-    expect(world.events.map((event) => [event.outcome, event.attempt])).toEqual([['retried', 1], ['dead-lettered', 3]]);
+    expect(world.gateway.calls[1].detail).toMatchObject({
+      reason: 'failed',
+      attempts: 3,
+      error: { message: 'smtp down' },
+    });
+    expect(world.events.map((event) => [event.outcome, event.attempt])).toEqual([
+      ['retried', 1],
+      ['dead-lettered', 3],
+    ]);
   });
 
   it('dead-letters a NonRetryableTaskError at once', async () => {
     const world = setup(() => ({ status: 'failed', error: new NonRetryableTaskError('bad address') }));
     await world.runOne();
-    expect(world.gateway.calls).toMatchObject([{ script: 'deadLetterTask', detail: { reason: 'failed', attempts: 1 } }]);
+    expect(world.gateway.calls).toMatchObject([
+      { script: 'deadLetterTask', detail: { reason: 'failed', attempts: 1 } },
+    ]);
   });
 
-  it('follows what the handler decides: a RetryTaskError\'s delay, ctx.retry(), ctx.deadLetter(reason), a DeadLetterTaskError', async () => {
+  it("follows what the handler decides: a RetryTaskError's delay, ctx.retry(), ctx.deadLetter(reason), a DeadLetterTaskError", async () => {
     const thrown = setup(() => ({ status: 'failed', error: new RetryTaskError('greylisted', { delayMs: 7_000 }) }));
     await thrown.runOne();
     expect(thrown.gateway.calls).toMatchObject([{ script: 'retryTask', detail: 7_000 }]);
-    expect(thrown.logger.lines).toEqual([expect.stringMatching(/^log: task task-1 of "mail.send" runs again in 7000 ms at its handler's request \(greylisted\)/)]);
+    expect(thrown.logger.lines).toEqual([
+      expect.stringMatching(
+        /^log: task task-1 of "mail.send" runs again in 7000 ms at its handler's request \(greylisted\)/,
+      ),
+    ]);
 
     const asked = setup((execution) => {
       execution.control.retry({ delayMs: 5 });
@@ -90,7 +129,9 @@ describe('TaskRunner, one outcome at a time', () => {
     const record = rejected.gateway.calls[0].detail as { reason: string; detail: string; error: { stack?: string } };
     expect(record).toMatchObject({ reason: 'rejected', detail: 'no such user' });
     expect(record.error.stack).toBeUndefined(); // made by the library: no stack of its frames
-    expect(rejected.logger.lines).toEqual([expect.stringMatching(/^warn: .*at its handler's request \(reason rejected\): no such user$/)]);
+    expect(rejected.logger.lines).toEqual([
+      expect.stringMatching(/^warn: .*at its handler's request \(reason rejected\): no such user$/),
+    ]);
 
     const thrownDead = setup(() => ({ status: 'failed', error: new DeadLetterTaskError('closed for good') }));
     await thrownDead.runOne();
@@ -100,9 +141,14 @@ describe('TaskRunner, one outcome at a time', () => {
   it('sets aside an entry it cannot read (malformed) and one of another format version, without running a handler', async () => {
     const world = setup(() => ({ status: 'succeeded' }));
     await world.runOne(claimed(world.gateway, '0|{not json'));
-    await world.runOne(claimed(world.gateway, '0|{"v":99,"id":"future-1","clientId":"a","enqueuedAt":1,"payload":null}'));
+    await world.runOne(
+      claimed(world.gateway, '0|{"v":99,"id":"future-1","clientId":"a","enqueuedAt":1,"payload":null}'),
+    );
     expect(world.handler.seen).toEqual([]);
-    expect(world.gateway.calls.map((call) => (call.detail as { reason: string }).reason)).toEqual(['malformed', 'unsupported-version']);
+    expect(world.gateway.calls.map((call) => (call.detail as { reason: string }).reason)).toEqual([
+      'malformed',
+      'unsupported-version',
+    ]);
   });
 
   it('does not start an expired task, nor one whose attempts interrupted runs used up', async () => {
@@ -110,7 +156,10 @@ describe('TaskRunner, one outcome at a time', () => {
     await world.runOne(claimed(world.gateway, envelope({ expiresAt: Date.now() - 1 })));
     await world.runOne(claimed(world.gateway, envelope(), 3));
     expect(world.handler.seen).toEqual([]);
-    expect(world.gateway.calls.map((call) => (call.detail as { reason: string }).reason)).toEqual(['expired', 'interrupted']);
+    expect(world.gateway.calls.map((call) => (call.detail as { reason: string }).reason)).toEqual([
+      'expired',
+      'interrupted',
+    ]);
   });
 
   it('fails a send() task whose result is not JSON with UnserializableResultError (the caller hears it)', async () => {
@@ -119,7 +168,12 @@ describe('TaskRunner, one outcome at a time', () => {
     const world = setup(() => ({ status: 'succeeded', response: circular }));
     await world.runOne(claimed(world.gateway, envelope({ replyTo: 'unit:replies:c1' })));
     // No retry could make it JSON: dead letters at once, the caller told why.
-    expect(world.gateway.calls).toMatchObject([{ script: 'deadLetterTask', detail: { reason: 'failed', attempts: 1, error: { name: 'UnserializableResultError' } } }]);
+    expect(world.gateway.calls).toMatchObject([
+      {
+        script: 'deadLetterTask',
+        detail: { reason: 'failed', attempts: 1, error: { name: 'UnserializableResultError' } },
+      },
+    ]);
     expect(world.batch.acks).toEqual([]);
   });
 
@@ -154,12 +208,18 @@ describe('TaskRunner, one outcome at a time', () => {
     await flaky.runOne();
     expect(flaky.gateway.calls.map((call) => call.script)).toEqual(['retryTask', 'retryTask']);
     expect(flaky.events.map((event) => event.outcome)).toEqual(['retried']);
-    expect(flaky.logger.lines[0]).toMatch(/^error: could not settle a task of "mail.send" \(connection lost\); retrying$/);
+    expect(flaky.logger.lines[0]).toMatch(
+      /^error: could not settle a task of "mail.send" \(connection lost\); retrying$/,
+    );
   });
 
   it('abandons a handler past its timeout as failed (HandlerTimeoutError), and keeps a listener that throws from touching the task', async () => {
     const world = setup(() => new Promise<TaskOutcome>(() => undefined), {
-      patterns: { ...workerOptions().patterns, handlerTimeout: () => 20, retryPolicy: () => ({ maxAttempts: 1, backoff: workerOptions().patterns.retryPolicy('mail.send').backoff }) },
+      patterns: {
+        ...workerOptions().patterns,
+        handlerTimeout: () => 20,
+        retryPolicy: () => ({ maxAttempts: 1, backoff: workerOptions().patterns.retryPolicy('mail.send').backoff }),
+      },
       onOutcome: () => {
         throw new Error('listener bug');
       },

@@ -1,0 +1,155 @@
+import { guessTaskId, type DecodeFailure, type TaskEnvelope } from '../model/codec.js';
+import {
+  notRunError,
+  toErrorRecord,
+  undecodableReason,
+  type DeadLetterReason,
+  type ErrorRecord,
+} from '../model/dead-letter.js';
+import { HandlerTimeoutError, isNonRetryable, requestOf } from '../model/errors.js';
+import { replyErrorOf, type ReplyError } from '../model/reply.js';
+import { decide, type RetryPolicy } from '../model/retry-policy.js';
+import type { TaskLogger } from '../support/logger.js';
+import type { ConsumerTrace } from '../support/tracing.js';
+import type { ClaimedTask } from './claimed-task.js';
+import type { RunOutcomes, Ran } from './run-outcomes.js';
+import type { TaskOutcome, WorkerOptions } from './worker-types.js';
+
+/**
+ * The runner's ways to end a run that did not succeed, each a fenced settle followed by its report: an
+ * entry that cannot be read or a task that may not start goes to dead letters; a failed run is retried
+ * with backoff or, when the policy says so, dead-lettered (with the `send()` caller's copy of the error).
+ */
+export class RunFailures {
+  constructor(
+    private readonly options: WorkerOptions,
+    private readonly outcomes: RunOutcomes,
+    private readonly logger: TaskLogger,
+  ) {}
+
+  /** An entry that cannot be read goes to dead letters with the reason (retrying cannot fix it). */
+  async setAsideUndecodable(task: ClaimedTask, decoded: DecodeFailure): Promise<void> {
+    const queue = task.keys.queue;
+    const id = guessTaskId(task.raw);
+    const reason = undecodableReason(decoded);
+    if (
+      await this.outcomes.settle(task, () =>
+        task.deadLetter({ reason, attempts: 0, guessedId: id, detail: decoded.reason }),
+      )
+    ) {
+      this.outcomes.report('dead-lettered', { queue, id, attempt: 0, durationMs: 0 }, { reason });
+    }
+    this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
+  }
+
+  /** A task that may not start (attempts used up by interrupted runs, or expired) goes to dead letters. */
+  async refuse(
+    task: ClaimedTask,
+    envelope: TaskEnvelope,
+    attempts: number,
+    reason: 'interrupted' | 'expired',
+    detail: string,
+  ): Promise<void> {
+    const queue = task.keys.queue;
+    const error = notRunError(reason, detail);
+    const replyError = this.replyError(envelope, queue, error, 0, reason);
+    if (
+      await this.outcomes.settle(
+        task,
+        () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }),
+        envelope,
+      )
+    ) {
+      this.outcomes.report(
+        'dead-lettered',
+        { queue, id: envelope.id, clientId: envelope.clientId, attempt: 0, durationMs: 0 },
+        { reason },
+      );
+    }
+    this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
+  }
+
+  /** A run that failed: retried with backoff, or (attempts used up, non-retryable, asked for) dead-lettered. */
+  async fail(
+    task: ClaimedTask,
+    envelope: TaskEnvelope,
+    outcome: Extract<TaskOutcome, { status: 'failed' }>,
+    policy: RetryPolicy,
+    ran: Ran,
+    trace: ConsumerTrace | undefined,
+  ): Promise<void> {
+    const queue = task.keys.queue;
+    const error = toErrorRecord(outcome.error);
+    const requested = requestOf(outcome.error);
+    const decision = decide(
+      {
+        attempt: ran.attempt,
+        nonRetryable: isNonRetryable(outcome.error),
+        timedOut: outcome.error instanceof HandlerTimeoutError,
+        requested,
+      },
+      policy,
+    );
+    // A retry the handler asked for is not an error of the run.
+    if (requested?.kind !== 'retry') trace?.failed(outcome.error);
+    if (decision.kind === 'dead-letter') {
+      const { reason, detail } = decision;
+      const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
+      const attempts = ran.attempt;
+      if (
+        await this.outcomes.settle(
+          task,
+          () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }),
+          envelope,
+          ran,
+        )
+      ) {
+        this.outcomes.report('dead-lettered', ran, { reason, error });
+        trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
+        this.logger.warn(
+          requested?.kind === 'dead-letter'
+            ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
+            : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
+        );
+      }
+      return;
+    }
+    const delay = decision.delayMs;
+    let dueAt: number | undefined;
+    await this.outcomes.settle(
+      task,
+      async () => {
+        dueAt = await task.retry(delay);
+        return dueAt !== undefined;
+      },
+      envelope,
+      ran,
+    );
+    if (dueAt !== undefined) {
+      this.outcomes.report('retried', ran, { error, retryInMs: delay });
+      trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
+      if (requested?.kind === 'retry') {
+        this.logger.log(
+          `task ${envelope.id} of "${queue}" runs again in ${delay} ms at its handler's request (${error.message}); attempt ${ran.attempt}/${policy.maxAttempts} counted`,
+        );
+      } else {
+        this.logger.warn(
+          `task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`,
+        );
+      }
+      this.options.onDelayed?.(queue, dueAt);
+    }
+  }
+
+  /** The `send()` caller's copy of a failure (no stack unless `sendErrorStack`); none for an `emit`. */
+  private replyError(
+    envelope: TaskEnvelope,
+    pattern: string,
+    error: ErrorRecord,
+    attempt: number,
+    reason: DeadLetterReason,
+  ): ReplyError | undefined {
+    if (envelope.replyTo === undefined) return undefined;
+    return replyErrorOf(error, { taskId: envelope.id, pattern, attempt, reason }, this.options.sendErrorStack === true);
+  }
+}

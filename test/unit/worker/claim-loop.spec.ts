@@ -1,0 +1,203 @@
+import { describe, expect, it } from '@jest/globals';
+import type { ClaimReply, ClaimRequest } from '../../../lib/core/redis/gateway.js';
+import { ClaimAcks } from '../../../lib/core/worker/claim-acks.js';
+import { ClaimLoop, type ClaimLoopHooks } from '../../../lib/core/worker/claim-loop.js';
+import type { WaitEnd } from '../../../lib/core/worker/idle-wait.js';
+import { Slots } from '../../../lib/core/worker/slots.js';
+import { CapturingLogger, keys } from './fakes.js';
+
+/** The claim script, scripted: each call answers the next reply the test queued (or "nothing left"). */
+class ScriptedClaims {
+  readonly requests: ClaimRequest[] = [];
+  readonly replies: (ClaimReply | Error)[] = [];
+
+  claim(_keys: unknown, request: ClaimRequest): Promise<ClaimReply> {
+    this.requests.push(request);
+    const reply = this.replies.shift() ?? claimed([], true);
+    return reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply);
+  }
+}
+
+/** The idle wait, scripted: it blocks until the test wakes it (with the reply of the claim behind it) or it is cut. */
+class ScriptedIdle {
+  readonly requests: ClaimRequest[] = [];
+  private pending: ((end: WaitEnd | undefined) => void) | undefined;
+
+  get waiting(): boolean {
+    return this.pending !== undefined;
+  }
+
+  wait(request: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
+    this.requests.push(request);
+    return new Promise((resolve) => {
+      this.pending = resolve;
+      signal.addEventListener('abort', () => resolve(undefined), { once: true });
+    });
+  }
+
+  wake(reply: ClaimReply): void {
+    const pending = this.pending;
+    this.pending = undefined;
+    pending?.({ claim: { status: 'fulfilled', value: reply } });
+  }
+
+  cut(): void {
+    this.pending?.(undefined);
+    this.pending = undefined;
+  }
+}
+
+function claimed(tokens: string[], drained = false, lost: string[] = []): ClaimReply {
+  const pairs = tokens.flatMap((token) => [token, `entry-of-${token}`]);
+  return { lost, outcome: { kind: 'claimed', pairs }, drained };
+}
+
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 3_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
+  const gateway = new ScriptedClaims();
+  const idle = new ScriptedIdle();
+  const acks = new ClaimAcks();
+  const slots = new Slots(options.concurrency ?? 4);
+  const dispatched: string[] = [];
+  const events: string[] = [];
+  const hooks: ClaimLoopHooks = {
+    onClaimed: (token) => dispatched.push(token),
+    register: () => {
+      events.push('register');
+      return Promise.resolve();
+    },
+    onThrottled: (dueAt) => events.push(`throttled until ${dueAt}`),
+    giveBack: (pairs) => events.push(`gave back ${pairs.filter((_, i) => i % 2 === 0).join(',')}`),
+  };
+  const loop = new ClaimLoop(
+    { gateway, idle, downSince: () => undefined },
+    keys,
+    acks,
+    slots,
+    { workerId: 'unit-worker', prefetch: options.prefetch ?? 10, blockTimeoutMs: 5_000, clientConcurrency: 0 },
+    hooks,
+    new CapturingLogger(),
+  );
+  return { loop, gateway, idle, acks, slots, dispatched, events };
+}
+
+describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () => {
+  it('claims as many tasks as slots are free, dispatches each, and releases the slots a claim did not fill', async () => {
+    const { loop, gateway, idle, slots, dispatched } = loopWith({ concurrency: 4 });
+    gateway.replies.push(claimed(['t1', 't2']));
+    loop.start();
+    await until('the idle wait', () => idle.waiting);
+    expect(gateway.requests[0]).toMatchObject({ workerId: 'unit-worker', wanted: 4, acks: [] });
+    expect(dispatched).toEqual(['t1', 't2']);
+    expect(slots.inUse).toBe(2); // the two running tasks hold theirs; the rest went back
+    // The call after them found nothing (the script's default): the loop blocks, asking for what is free.
+    expect(idle.requests[0]).toMatchObject({ wanted: 2 });
+    await loop.close();
+  });
+
+  it('wakes from the idle wait straight into the tasks the claim behind it took, giving back what found no slot', async () => {
+    const { loop, idle, slots, dispatched, events } = loopWith({ concurrency: 2 });
+    loop.start();
+    await until('the idle wait', () => idle.waiting);
+    expect(idle.requests[0]).toMatchObject({ wanted: 2 });
+    slots.take(1); // another queue's loop took a slot meanwhile
+    idle.wake(claimed(['w1', 'w2']));
+    await until('the woken task', () => dispatched.length === 1);
+    expect(dispatched).toEqual(['w1']);
+    expect(events).toContain('gave back w2');
+    await loop.close();
+  });
+
+  it('sends the acknowledgements queued meanwhile on the next claim call, and tells each waiter whether its token was held', async () => {
+    const { loop, gateway, idle, acks, slots, dispatched } = loopWith({ concurrency: 1 });
+    gateway.replies.push(claimed(['t1']));
+    loop.start();
+    await until('the first task', () => dispatched.length === 1);
+    const heard: string[] = [];
+    gateway.replies.push(claimed(['t2'], false, ['t0-lost']));
+    // The run of t1 ends: its slot frees and its acknowledgement rides on the next call, with one that lost its lease.
+    acks.add('t1', (held) => heard.push(`t1 ${held}`));
+    acks.add('t0-lost', (held) => heard.push(`t0-lost ${held}`));
+    slots.release();
+    await until('the second task', () => dispatched.length === 2);
+    const call = gateway.requests.find((request) => request.acks.length > 0);
+    expect(call).toMatchObject({ wanted: 1, acks: ['t1', 't0-lost'] });
+    expect(heard).toEqual(['t1 true', 't0-lost false']);
+    slots.release();
+    await until('the idle wait', () => idle.waiting);
+    await loop.close();
+  });
+
+  it('keeps acknowledgements through a failed call and sends them again on the next one', async () => {
+    const { loop, gateway, idle, acks } = loopWith({ concurrency: 1 });
+    const heard: boolean[] = [];
+    acks.add('t1', (held) => heard.push(held));
+    gateway.replies.push(new Error('connection reset'));
+    loop.start();
+    await until('the retry after the failure', () => gateway.requests.length >= 2);
+    expect(gateway.requests[0].acks).toEqual(['t1']);
+    expect(gateway.requests[1].acks).toEqual(['t1']); // put back, then sent again
+    await until('the answer', () => heard.length === 1);
+    expect(heard).toEqual([true]);
+    await until('the idle wait', () => idle.waiting);
+    await loop.close();
+  });
+
+  it('registers again when the script says the worker is not registered, and claims after', async () => {
+    const { loop, gateway, idle, events, dispatched } = loopWith();
+    gateway.replies.push({ lost: [], outcome: { kind: 'unregistered' }, drained: false }, claimed(['t1']));
+    loop.start();
+    await until('the task', () => dispatched.length === 1);
+    expect(events).toEqual(['register']);
+    await until('the idle wait', () => idle.waiting);
+    await loop.close();
+  });
+
+  it('claims nothing while the queue is paused (both calls under way share one wait), and claims again at once on a resume', async () => {
+    const { loop, gateway, idle, dispatched, slots } = loopWith({ concurrency: 2 });
+    const paused: ClaimReply = { lost: [], outcome: { kind: 'paused' }, drained: false };
+    gateway.replies.push(paused, paused);
+    loop.start();
+    await until('both calls to find the queue paused', () => gateway.requests.length === 2);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(gateway.requests).toHaveLength(2); // waiting out the pause (5 s here), not polling
+    expect(slots.inUse).toBe(0); // a paused loop holds no slot
+    loop.resume();
+    // Both paused calls claimed nothing: the loop claims again through its wait, which returns at once
+    // when the ring holds a client (BLMOVE), the claim queued behind it taking the task.
+    await until('the claim after the resume', () => idle.requests.length === 1);
+    idle.wake(claimed(['t1']));
+    await until('the task after the resume', () => dispatched.length === 1);
+    await loop.close();
+  });
+
+  it('reports a rate-limited client to be put back when its token is due', async () => {
+    const { loop, gateway, idle, events } = loopWith();
+    gateway.replies.push({ lost: [], outcome: { kind: 'claimed', pairs: [] }, throttledUntil: 12_345, drained: true });
+    loop.start();
+    await until('the idle wait', () => idle.waiting);
+    expect(events).toContain('throttled until 12345');
+    await loop.close();
+  });
+
+  it('on close, stops claiming and sends what is still queued in a call that claims nothing', async () => {
+    const { loop, gateway, idle, acks } = loopWith();
+    loop.start();
+    await until('the idle wait', () => idle.waiting);
+    const heard: boolean[] = [];
+    const closed = loop.close();
+    acks.add('t9', (held) => heard.push(held));
+    await closed;
+    await until('the flush', () => heard.length === 1);
+    const last = gateway.requests[gateway.requests.length - 1];
+    expect(last).toMatchObject({ wanted: 0, acks: ['t9'] });
+    expect(heard).toEqual([true]);
+  });
+});
