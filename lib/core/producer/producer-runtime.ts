@@ -15,7 +15,7 @@ import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { printableLogger, type TaskLogger } from '../support/logger.js';
 import { loadTracing } from '../support/tracing.js';
 import { newTaskId, TaskProducer } from './producer.js';
-import { ReplyInbox } from './replies.js';
+import { redisReplyRoute, ReplyInbox } from './replies.js';
 
 /**
  * The composition root of a producer, as `WorkerRuntime` is a worker's: it opens the connection, builds
@@ -77,8 +77,13 @@ export class ProducerRuntime {
       tracing,
       awaitingReply: (keys, task) => this.inbox.handed(keys, task),
     });
-    this.inbox = new ReplyInbox(redis, this.producer, replyChannel, options, printableLogger(logger), (queue, why) =>
-      this.unavailable(queue, why),
+    this.inbox = new ReplyInbox(
+      redisReplyRoute(redis, this.producer),
+      this.producer,
+      replyChannel,
+      options,
+      printableLogger(logger),
+      (queue, why) => this.unavailable(queue, why),
     );
   }
 

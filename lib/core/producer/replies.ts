@@ -1,7 +1,7 @@
 import { ClosedError, DuplicateTaskError, ReplyTimeoutError, TaskFailedError } from '../model/errors.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
-import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
+import type { TaskRedis } from '../redis/scripts.js';
 import { IdTable } from '../support/churn-tables.js';
 import { scrubbed } from '../support/redact.js';
 import { gatewayOf } from '../redis/gateway.js';
@@ -43,14 +43,19 @@ export class ReplyInbox {
   private readonly written = new IdTable<{ readonly keys: QueueKeys; readonly task: PreparedTask }>();
   /** One check of the deadlines for all waiting callers, instead of a timer made and cleared per call. */
   private deadlines: NodeJS.Timeout | undefined;
-  private subscriber: RedisConnection | undefined;
+  private subscription: ReplySubscription | undefined;
+  /** Counts close() calls: a subscription that lands after one is closed, not kept. */
+  private generation = 0;
+  /** Aborted by close(): a subscription under way gives up (its connection closed at once). */
+  private closed = new AbortController();
   private subscribing: Promise<void> | undefined;
   /** Set once subscribed (until close): a send() then enqueues without waiting on `subscribed()`. */
   private listening = false;
 
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly producer: TaskProducer,
+    /** Where replies arrive and tasks are cancelled (`redisReplyRoute` in use; a unit test scripts it). */
+    private readonly route: ReplyRoute,
+    private readonly producer: Pick<TaskProducer, 'enqueueOneTo'>,
     readonly channel: string,
     private readonly options: ReplyInboxOptions,
     private readonly logger: TaskLogger,
@@ -120,18 +125,19 @@ export class ReplyInbox {
   /** Subscribed to the reply channel (once; a failed attempt is retried by the next call). */
   subscribed(): Promise<void> {
     this.subscribing ??= (async () => {
-      const subscriber = openBlockingConnection(this.redis, 'tasks:client:replies');
-      this.subscriber = subscriber;
-      subscriber.on('error', () => undefined); // reported once by the command connection's watcher
-      subscriber.on('message', (_channel: string, message: string) => this.onReply(message));
-      let subscribedOnce = false;
-      subscriber.on('ready', () => {
-        // Replies published while the subscriber was away are still stored under the result key.
-        if (subscribedOnce) void this.fetchMissed();
-      });
-      await subscriber.subscribe(this.channel);
-      subscribedOnce = true;
-      this.listening = this.subscriber === subscriber;
+      const generation = this.generation;
+      const subscription = await this.route.subscribe(
+        this.channel,
+        (message) => this.onReply(message),
+        () => void this.fetchMissed(),
+        this.closed.signal,
+      );
+      if (generation !== this.generation) {
+        await subscription.close(); // closed while subscribing
+        return;
+      }
+      this.subscription = subscription;
+      this.listening = true;
     })().catch((error: unknown) => {
       this.subscribing = undefined;
       throw error;
@@ -162,10 +168,13 @@ export class ReplyInbox {
       this.forget(waiting.id);
       waiting.answer({ err: new ClosedError('RedisTaskClient') });
     }
-    const subscriber = this.subscriber;
-    this.subscriber = undefined;
+    this.generation++; // a subscription under way closes itself when it lands
+    this.closed.abort();
+    this.closed = new AbortController();
     this.subscribing = undefined;
-    if (subscriber) await quit(subscriber);
+    const subscription = this.subscription;
+    this.subscription = undefined;
+    if (subscription) await subscription.close();
   }
 
   /** A send() task handed over to be written, and where (the producer tells, for `cancel`). */
@@ -186,7 +195,7 @@ export class ReplyInbox {
     const written = this.written.get(id);
     this.written.delete(id);
     if (!written) return false;
-    return scrubbed(gatewayOf(this.redis).cancel(written.keys, written.task));
+    return scrubbed(this.route.cancel(written.keys, written.task));
   }
 
   /** Callers past their deadline time out; the check stops while nobody waits. */
@@ -239,10 +248,64 @@ export class ReplyInbox {
   private async fetchMissed(): Promise<void> {
     for (const waiting of this.waiting.values()) {
       const id = waiting.id;
-      const stored = await Promise.resolve(this.producer.layout(waiting.queue))
-        .then((layout) => this.redis.get(layout.shardOf(waiting.clientId).result(id)))
-        .catch(() => null);
+      const stored = await this.route.storedReply(waiting.queue, waiting.clientId, id).catch(() => null);
       if (stored !== null) this.onReply(stored);
     }
   }
+}
+
+/** An open subscription to a reply channel. */
+export interface ReplySubscription {
+  close(): Promise<void>;
+}
+
+/**
+ * Where a reply inbox's replies arrive, and how it cancels a task whose caller gave up: a subscriber of
+ * its own on the channel (each reply to `onReply`; `onResubscribed` after a reconnection, when replies
+ * published meanwhile are read back with `storedReply`), and the cancel script.
+ */
+export interface ReplyRoute {
+  subscribe(
+    channel: string,
+    onReply: (message: string) => void,
+    onResubscribed: () => void,
+    /** Aborted when the inbox closes: a subscription under way closes its connection at once. */
+    signal: AbortSignal,
+  ): Promise<ReplySubscription>;
+  /** The reply stored under the task's result key (it outlives a subscriber that was away), or null. */
+  storedReply(queue: string, clientId: string, id: string): Promise<string | null>;
+  /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
+  cancel(keys: QueueKeys, task: PreparedTask): Promise<boolean>;
+}
+
+/** The reply route over Redis: a blocking connection subscribed to the channel, the result keys, cancelTask. */
+export function redisReplyRoute(redis: TaskRedis, producer: Pick<TaskProducer, 'layout'>): ReplyRoute {
+  return {
+    async subscribe(channel, onReply, onResubscribed, signal) {
+      const subscriber = openBlockingConnection(redis, 'tasks:client:replies');
+      const cut = () => void quit(subscriber);
+      signal.addEventListener('abort', cut, { once: true });
+      subscriber.on('error', () => undefined); // reported once by the command connection's watcher
+      subscriber.on('message', (_channel: string, message: string) => onReply(message));
+      let subscribedOnce = false;
+      subscriber.on('ready', () => {
+        // Replies published while the subscriber was away are still stored under the result key.
+        if (subscribedOnce) onResubscribed();
+      });
+      try {
+        await subscriber.subscribe(channel);
+      } catch (error) {
+        await quit(subscriber);
+        throw error;
+      }
+      subscribedOnce = true;
+      signal.removeEventListener('abort', cut);
+      return { close: () => quit(subscriber) };
+    },
+    async storedReply(queue, clientId, id) {
+      const layout = await producer.layout(queue);
+      return redis.get(layout.shardOf(clientId).result(id));
+    },
+    cancel: (keys, task) => gatewayOf(redis).cancel(keys, task),
+  };
 }
