@@ -27,8 +27,14 @@ export type {
   QueueStats,
   RemovedGroup,
   RequeueDeadLettersResult,
+  ScheduleInfo,
+  TriggerResult,
+  UpsertResult,
   WorkerInfo,
 } from './core/admin/admin.js';
+export type { MissedPolicy, ScheduleSpec, ScheduleState, StoredSpec } from './core/model/schedule.js';
+export type { ScheduleTickEvent } from './core/schedules/tick-firer.js';
+export { TaskSchedule, type TaskScheduleSpec } from './nest/task-schedule.decorator.js';
 export type { DeletedPrefix } from './core/admin/prefix-cleanup.js';
 export type { PatternState } from './core/admin/state.js';
 export type { SweepResult } from './core/reaper/reaper.js';
@@ -68,6 +74,8 @@ export {
   UnserializableResultError,
   WorkerIdInUseError,
   PrefixInUseError,
+  InvalidScheduleError,
+  ScheduleNotFoundError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
 export {

@@ -6,8 +6,12 @@ import {
   type QueueStats,
   type RemovedGroup,
   type RequeueDeadLettersResult,
+  type ScheduleInfo,
+  type TriggerResult,
+  type UpsertResult,
   type WorkerInfo,
 } from '../core/admin/admin.js';
+import type { ScheduleSpec } from '../core/model/schedule.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/config/options.js';
@@ -103,6 +107,41 @@ export class RedisTaskAdmin {
 
   async purgeDeadLetters(pattern: string, selection: DeadLetterSelection): Promise<number> {
     return this.call((admin) => admin.purgeDeadLetters(pattern, selection));
+  }
+
+  /**
+   * Stores a recurring schedule: each tick one task of `spec.pattern`, fired by whichever worker or reaper
+   * process checks first, never twice. Replicas storing the same spec at once leave one schedule
+   * (`'unchanged'` for all but the first); a changed spec takes effect from its next tick (`'updated'`).
+   * An invalid spec fails with `InvalidScheduleError` naming the field, and nothing is written.
+   */
+  async upsertSchedule(id: string, spec: ScheduleSpec): Promise<UpsertResult> {
+    return this.call((admin) => admin.upsertSchedule(id, spec));
+  }
+
+  /** Removes a schedule: no more ticks (a task it already produced still runs). False when there was none. */
+  async removeSchedule(id: string): Promise<boolean> {
+    return this.call((admin) => admin.removeSchedule(id));
+  }
+
+  /** Every schedule: its spec, paused or orphaned, the next 3 ticks, the last tick and the task it produced. */
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    return this.call((admin) => admin.listSchedules());
+  }
+
+  /** No ticks until `resumeSchedule` (`ScheduleNotFoundError` when there is no such schedule). */
+  async pauseSchedule(id: string): Promise<void> {
+    return this.call((admin) => admin.pauseSchedule(id));
+  }
+
+  /** Ticks again from the next one after now (the ticks of the pause are not made up). */
+  async resumeSchedule(id: string): Promise<void> {
+    return this.call((admin) => admin.resumeSchedule(id));
+  }
+
+  /** One task now, outside the rhythm; with `overlap: 'skip'`, none while the previous task still lives. */
+  async triggerSchedule(id: string): Promise<TriggerResult> {
+    return this.call((admin) => admin.triggerSchedule(id));
   }
 
   /**

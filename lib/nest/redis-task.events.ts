@@ -1,4 +1,5 @@
 import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
+import type { ScheduleTickEvent } from '../core/schedules/tick-firer.js';
 
 /** Connection states reported on `RedisTaskTransport.status` and `RedisTaskClient.status`. */
 export enum RedisTaskStatus {
@@ -15,4 +16,9 @@ export type RedisTaskEvents = {
   status: (status: RedisTaskStatus) => void;
   /** Transport only: how each run of a task ended (completed, retried, dead-lettered, lease-lost). No payload. */
   task: (event: TaskOutcomeEvent) => void;
+  /**
+   * Transport only: what each tick of a recurring schedule this process fired came to (`fired` with its
+   * task id, `skipped` while the previous task lives, `missed`), told by the one process that handled it.
+   */
+  schedule: (event: ScheduleTickEvent) => void;
 };

@@ -5,6 +5,11 @@ import type { RedisTaskClientOptions } from '../core/config/options.js';
 export interface RedisTaskModuleOptions extends RedisTaskClientOptions {
   /** Interval of the module's `RedisTaskReaper` in ms, or false to only sweep on demand. Default 1,000. */
   reaperIntervalMs?: number | false;
+  /**
+   * Longest wait between two checks for due recurring schedules in the module's `RedisTaskReaper` (ms),
+   * or false to fire none here. Default 1,000 (false when `reaperIntervalMs` is false).
+   */
+  scheduleCheckMs?: number | false;
 }
 
 export const { ConfigurableModuleClass: RedisTaskConfigurableModule, MODULE_OPTIONS_TOKEN: REDIS_TASK_MODULE_OPTIONS } =

@@ -23,7 +23,15 @@ import { RedisTaskReaper } from './redis-task.reaper.js';
     {
       provide: RedisTaskClient,
       useFactory: (options: RedisTaskModuleOptions) => {
-        const { reaperIntervalMs, ...clientOptions } = options ?? {};
+        const { reaperIntervalMs, scheduleCheckMs, ...clientOptions } = options ?? {};
+        if (scheduleCheckMs !== undefined && scheduleCheckMs !== false) {
+          if (typeof scheduleCheckMs !== 'number' || !Number.isInteger(scheduleCheckMs) || scheduleCheckMs < 50) {
+            throw new InvalidOptionError(
+              'scheduleCheckMs',
+              `must be false or an integer of at least 50, got ${String(scheduleCheckMs)}`,
+            );
+          }
+        }
         if (reaperIntervalMs !== undefined && reaperIntervalMs !== false) {
           if (typeof reaperIntervalMs !== 'number' || !Number.isInteger(reaperIntervalMs) || reaperIntervalMs < 10) {
             throw new InvalidOptionError(

@@ -1,6 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
+import { ScheduleTicker } from '../core/schedules/ticker.js';
+import { printableLogger } from '../core/support/logger.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
 import { connectedRedis } from './ready-by.js';
@@ -15,6 +17,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
   private readonly logger = new Logger(RedisTaskReaper.name);
   private schedule: ReaperSchedule | undefined;
   private reaper: TaskReaper | undefined;
+  private ticker: ScheduleTicker | undefined;
 
   constructor(
     private readonly client: RedisTaskClient,
@@ -28,6 +31,20 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
 
   async onApplicationBootstrap(): Promise<void> {
     const interval = this.options.reaperIntervalMs ?? 1_000;
+    // Recurring schedules fire here too (each tick still one task), unless turned off; a module whose
+    // reaper only sweeps on demand fires none unless scheduleCheckMs says so.
+    const checkMs = this.options.scheduleCheckMs ?? (interval === false ? false : 1_000);
+    if (checkMs !== false) {
+      const redis = await connectedRedis(this.client);
+      const { maxPayloadBytes, deduplicationTtlMs } = this.client.options;
+      this.ticker = ScheduleTicker.forPrefix(
+        redis,
+        this.client.options.prefix,
+        { checkMs, limits: { maxPayloadBytes, deduplicationTtlMs } },
+        printableLogger(this.logger),
+      );
+      this.ticker.start();
+    }
     if (interval === false) {
       return;
     }
@@ -36,6 +53,8 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
   }
 
   async onModuleDestroy(): Promise<void> {
+    await this.ticker?.close();
+    this.ticker = undefined;
     await this.schedule?.stop();
     this.schedule = undefined;
   }

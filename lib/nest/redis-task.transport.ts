@@ -22,6 +22,7 @@ import { REDIS_TASK_TRANSPORT } from './constants.js';
 import { capturedError, installErrorCapture } from './error-capture.js';
 import { RedisTaskContext, type RedisTaskInfo } from './redis-task.context.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
+import { declaredSchedules } from './task-schedule.decorator.js';
 
 /**
  * A Nest microservice transport that consumes tasks from Redis: each `@EventPattern` /
@@ -57,6 +58,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
         this.options,
       );
       const queues = [...this.messageHandlers.keys()];
+      const schedules = declaredSchedules(this.messageHandlers);
       const connection = new WorkerConnection(this.options, (redis) =>
         watchConnection(redis, this.events, (status) => this.publishStatus(status), this.log),
       );
@@ -74,6 +76,8 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
           onOutcome: (event) => this.events.emit('task', event),
           wantsOutcomes: () => this.events.listenerCount('task') > 0,
+          schedules,
+          onScheduleTick: (event) => this.events.emit('schedule', event),
         },
         printableLogger(this.log),
       );

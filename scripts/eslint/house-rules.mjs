@@ -7,7 +7,19 @@ import { dirname, relative, resolve, sep } from 'node:path';
  * The layers of the core, lowest first: a file may import its own folder and the folders of lower layers,
  * never a higher one nor a sibling of the same layer (the roles on top stay independent).
  */
-export const LAYERS = { model: 0, support: 1, redis: 2, config: 3, producer: 4, worker: 4, reaper: 4, admin: 4 };
+export const LAYERS = {
+  model: 0,
+  support: 1,
+  redis: 2,
+  config: 3,
+  producer: 4,
+  // Recurring schedules write their ticks' tasks as the producer prepares them; the worker, the reaper
+  // and the admin API run or change them.
+  schedules: 5,
+  worker: 6,
+  reaper: 6,
+  admin: 6,
+};
 /** The one sideways edge: a worker process's composition root runs a reaper schedule for its own patterns. */
 export const ALLOWED_SIDEWAYS = { 'worker/runtime.ts': 'reaper' };
 

@@ -1,6 +1,7 @@
 import { encodeEntry } from '../../lib/core/model/codec.js';
 import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
+import { scheduleGatewayOf } from '../../lib/core/redis/schedule-gateway.js';
 import { claimAs, type TestRedis } from '../support/redis.js';
 
 /** A script's call on a sound queue: the state it expects, and the call as its caller makes it. */
@@ -47,6 +48,15 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     const claimed = await claimAs(redis, keys, worker, 10, [], cap);
     if (!Array.isArray(claimed)) throw new Error(`nothing claimed: ${claimed}`);
     return claimed;
+  }
+
+  const schedules = scheduleGatewayOf(redis);
+  const upsertArgs = () => [JSON.stringify({ pattern: 'q', everyMs: 60_000 }), 'api', Date.now(), Date.now() + 60_000];
+  /** A stored schedule `id`, due at `dueAt` when given. */
+  async function storeSchedule(keys: QueueKeys, id: string, dueAt?: number): Promise<void> {
+    const scheduleKeys = new PrefixKeys(keys.prefix).schedules;
+    await schedules.change(scheduleKeys, 'upsert', id, ...upsertArgs());
+    if (dueAt !== undefined) await redis.zadd(scheduleKeys.due, dueAt, id);
   }
 
   const sound = (keys: QueueKeys) =>
@@ -194,6 +204,20 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     readOverview: {
       setup: sound,
       run: (keys) => gateway.readOverview(keys, 10),
+    },
+    // The schedule scripts work on the prefix's schedule keys (`{%S}`), next to the queue's.
+    changeSchedule: {
+      setup: (keys) => storeSchedule(keys, 'existing'),
+      run: (keys) => schedules.change(new PrefixKeys(keys.prefix).schedules, 'upsert', 'nightly', ...upsertArgs()),
+    },
+    dueSchedules: {
+      setup: (keys) => storeSchedule(keys, 'nightly', 1),
+      run: (keys) => schedules.due(new PrefixKeys(keys.prefix).schedules, 10),
+    },
+    advanceSchedule: {
+      setup: (keys) => storeSchedule(keys, 'nightly', 1),
+      run: (keys) =>
+        schedules.advance(new PrefixKeys(keys.prefix).schedules, 'nightly', '1', 1, Date.now() + 60_000, '{"fired":1}'),
     },
   };
 }

@@ -17,6 +17,10 @@ import { ConsumerGroups, type RemovedGroup } from './groups.js';
 import { deletePrefix, type DeletedPrefix } from './prefix-cleanup.js';
 import { QueueSettings } from './settings.js';
 import { QueueStatsReader, type QueueStats, type WorkerInfo } from './stats.js';
+import type { ScheduleSpec } from '../model/schedule.js';
+import { ScheduleBook, type ScheduleInfo, type TriggerResult, type UpsertResult } from '../schedules/schedule-book.js';
+import { SCHEDULE_LIMITS } from '../schedules/tick-firer.js';
+import { silentLogger } from '../support/logger.js';
 
 export {
   selects,
@@ -28,6 +32,7 @@ export {
 export type { RemovedGroup } from './groups.js';
 export { MAX_WEIGHT } from './settings.js';
 export type { QueueCounters, QueueFault, QueueStats, WorkerInfo } from './stats.js';
+export type { ScheduleInfo, TriggerResult, UpsertResult } from '../schedules/schedule-book.js';
 
 /**
  * The admin API of a prefix (Nest-agnostic; `RedisTaskAdmin` exposes it in Nest, the CLI runs it): a
@@ -39,6 +44,7 @@ export class TaskAdmin {
   private readonly settingsPart: QueueSettings;
   private readonly groupsPart: ConsumerGroups;
   private readonly deadLettersPart: DeadLetters;
+  private readonly schedulesPart: ScheduleBook;
 
   constructor(
     private readonly store: TaskStore,
@@ -49,6 +55,40 @@ export class TaskAdmin {
     this.settingsPart = new QueueSettings(store, group);
     this.groupsPart = new ConsumerGroups(store, group);
     this.deadLettersPart = new DeadLetters(store, group);
+    this.schedulesPart = new ScheduleBook(store, SCHEDULE_LIMITS, silentLogger);
+  }
+
+  /**
+   * Stores a recurring schedule (`spec` checked first: nothing is written when it is invalid). Replicas
+   * storing the same spec at once leave one schedule; a changed spec takes effect from its next tick.
+   */
+  upsertSchedule(id: string, spec: ScheduleSpec): Promise<UpsertResult> {
+    return this.schedulesPart.upsert(id, spec);
+  }
+
+  /** Removes a schedule: no more ticks (a task it already produced still runs). False when there was none. */
+  removeSchedule(id: string): Promise<boolean> {
+    return this.schedulesPart.remove(id);
+  }
+
+  /** Every schedule: spec, paused or orphaned, next 3 ticks, last tick and the task it produced, counts. */
+  listSchedules(): Promise<ScheduleInfo[]> {
+    return this.schedulesPart.list();
+  }
+
+  /** No ticks until `resumeSchedule` (ScheduleNotFoundError when there is no such schedule). */
+  pauseSchedule(id: string): Promise<void> {
+    return this.schedulesPart.pause(id);
+  }
+
+  /** Ticks again from the next one after now (the ticks of the pause are not made up). */
+  resumeSchedule(id: string): Promise<void> {
+    return this.schedulesPart.resume(id);
+  }
+
+  /** One task now, outside the rhythm; with `overlap: 'skip'`, none while the previous task still lives. */
+  triggerSchedule(id: string): Promise<TriggerResult> {
+    return this.schedulesPart.trigger(id);
   }
 
   /**

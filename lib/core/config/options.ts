@@ -183,6 +183,12 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    * about the worker's code and paths.
    */
   sendErrorStack?: boolean;
+  /**
+   * Longest wait between two checks for due recurring schedules (ms), or false for a worker that fires
+   * none (another process does). Every process may fire ticks; each tick still makes one task. An idle
+   * worker makes one Redis call per check. Default 1,000.
+   */
+  scheduleCheckMs?: number | false;
 }
 
 export type ResolvedClientOptions = Required<Omit<RedisTaskClientOptions, 'connection' | 'durability'>> & {
@@ -236,6 +242,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   slowRunMs: 60_000,
   startupTimeoutMs: 0,
   sendErrorStack: false,
+  scheduleCheckMs: 1_000,
 };
 
 type Check = (name: string, value: unknown) => void;
@@ -346,6 +353,9 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   slowRunMs: integer(100, 86_400_000),
   startupTimeoutMs: integer(0, 86_400_000),
   sendErrorStack: (option, value) => boolean(option, value),
+  scheduleCheckMs: (option, value) => {
+    if (value !== false) integer(50, 60_000)(option, value);
+  },
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);

@@ -57,6 +57,27 @@ export class InvalidTaskError extends RedisTaskError {
   }
 }
 
+/** A schedule's id or spec cannot be stored as given (the message names the field). Nothing was written. */
+export class InvalidScheduleError extends RedisTaskError {
+  constructor(
+    /** The schedule's id, when it is a valid one. */
+    readonly scheduleId: string | undefined,
+    message: string,
+  ) {
+    super(
+      'INVALID_SCHEDULE',
+      `nestjs-redis-tasks: schedule ${scheduleId === undefined ? '' : `"${scheduleId}" `}${message}`,
+    );
+  }
+}
+
+/** No schedule is stored under this id. */
+export class ScheduleNotFoundError extends RedisTaskError {
+  constructor(readonly scheduleId: string) {
+    super('SCHEDULE_NOT_FOUND', `nestjs-redis-tasks: no schedule "${scheduleId}"`);
+  }
+}
+
 /** The serialized payload is larger than `maxPayloadBytes`. Nothing was written to Redis. */
 export class PayloadTooLargeError extends RedisTaskError {
   constructor(

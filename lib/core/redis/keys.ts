@@ -204,6 +204,16 @@ export class QueueLayout {
   }
 }
 
+/** The keys of a prefix's recurring schedules (see changeSchedule-3.lua). */
+export interface ScheduleKeys {
+  /** Hash: schedule id -> the stored schedule (`<version>|<flags>|<anchor>|<source>|<spec JSON>`). */
+  readonly records: string;
+  /** Sorted set: schedule id -> its next tick (Redis time, ms). */
+  readonly due: string;
+  /** Hash: schedule id -> what its last ticks did (JSON). */
+  readonly state: string;
+}
+
 /** Keys that do not belong to one queue. */
 export class PrefixKeys {
   /** Names of the queues that have had a worker (set), so reapers and admin tools can find them. */
@@ -211,8 +221,14 @@ export class PrefixKeys {
   // table-ok: one entry per queue
   private readonly layouts = new Map<string, QueueLayout>();
 
+  /** The recurring schedules of the prefix (one hash tag: every schedule script runs on one slot). */
+  readonly schedules: ScheduleKeys;
+
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
+    // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
+    const root = `${prefix}:{%S}`;
+    this.schedules = { records: `${root}:schedules`, due: `${root}:due`, state: `${root}:state` };
   }
 
   /**

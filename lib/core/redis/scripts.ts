@@ -139,6 +139,25 @@ export interface TaskCommands {
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   readOverview(root: string, sample: number): Promise<unknown[]>;
+  changeSchedule(
+    records: string,
+    due: string,
+    state: string,
+    op: 'upsert' | 'pause' | 'resume' | 'orphan' | 'remove',
+    id: string,
+    ...args: (string | number)[]
+  ): Promise<string | number>;
+  dueSchedules(records: string, due: string, state: string, limit: number): Promise<(string | number | null)[]>;
+  advanceSchedule(
+    records: string,
+    due: string,
+    stateKey: string,
+    id: string,
+    version: string,
+    tick: number,
+    next: number,
+    newState: string,
+  ): Promise<0 | 1>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
   rejoinClient(
     ring: string,

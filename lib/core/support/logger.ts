@@ -108,3 +108,6 @@ export async function settledBy(work: Promise<unknown>, deadline: number): Promi
     clearTimeout(timer);
   }
 }
+
+/** A logger that says nothing (a part whose caller reports what matters itself). */
+export const silentLogger: TaskLogger = { log: () => undefined, warn: () => undefined, error: () => undefined };

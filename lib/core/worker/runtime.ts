@@ -10,6 +10,10 @@ import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
 import { settledBy, type TaskLogger } from '../support/logger.js';
 import type { TaskTracing } from '../support/tracing.js';
+import type { ScheduleSpec } from '../model/schedule.js';
+import { ScheduleBook } from '../schedules/schedule-book.js';
+import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../schedules/tick-firer.js';
+import { ScheduleTicker } from '../schedules/ticker.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor } from './worker-types.js';
 
@@ -28,6 +32,16 @@ export interface RuntimeHooks {
   readonly wantsOutcomes?: () => boolean;
   /** OpenTelemetry, when on and installed (`loadTracing`). */
   readonly tracing?: TaskTracing;
+  /** The schedules this worker's code declares (`@TaskSchedule`), stored when it starts. */
+  readonly schedules?: readonly DeclaredSchedule[];
+  /** Each schedule tick this process fired (told once per tick, by one process). */
+  readonly onScheduleTick?: (event: ScheduleTickEvent) => void;
+}
+
+/** A schedule declared in code, on the handler of its pattern. */
+export interface DeclaredSchedule {
+  readonly id: string;
+  readonly spec: ScheduleSpec;
 }
 
 /**
@@ -41,7 +55,11 @@ export class WorkerRuntime {
   private readonly schedule: ReaperSchedule;
   private readonly worker: TaskWorker;
   private readonly layouts: QueueLayouts;
+  private readonly declared: readonly DeclaredSchedule[];
+  private readonly logger: TaskLogger;
   private subscriber: RedisConnection | undefined;
+  private readonly book: ScheduleBook;
+  private readonly ticker: ScheduleTicker | undefined;
 
   constructor(
     private readonly redis: TaskRedis,
@@ -58,6 +76,16 @@ export class WorkerRuntime {
     // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
     // worker still promotes delayed tasks of its own queues at their due time.
     this.schedule = new ReaperSchedule(this.reaper, options.reaperIntervalMs, () => queues, logger);
+    // Schedules fire into any pattern of the prefix: their layouts are the ones on record.
+    const tools = TaskStore.recorded(redis, options.prefix);
+    this.book = new ScheduleBook(tools, SCHEDULE_LIMITS, logger);
+    const checkMs = options.scheduleCheckMs;
+    this.ticker =
+      checkMs === false
+        ? undefined
+        : new ScheduleTicker(tools, { checkMs, limits: SCHEDULE_LIMITS, onTick: hooks.onScheduleTick }, logger);
+    this.declared = hooks.schedules ?? [];
+    this.logger = logger;
     this.worker = new TaskWorker(
       store,
       {
@@ -83,8 +111,30 @@ export class WorkerRuntime {
     const [subscribed, registered] = await Promise.allSettled([this.subscribe(), this.worker.register(this.queues)]);
     if (subscribed.status === 'rejected') throw subscribed.reason;
     if (registered.status === 'rejected') throw registered.reason;
+    await this.storeSchedules();
     this.worker.startClaiming();
     this.schedule.start();
+    this.ticker?.start();
+  }
+
+  /**
+   * Stores the schedules this worker's code declares (replicas starting at once leave one of each), and
+   * marks orphaned those a decorator stored for one of its patterns that its code no longer declares:
+   * they stop firing, and listSchedules() says why (removeSchedule deletes one; the decorator back in
+   * the code revives it).
+   */
+  private async storeSchedules(): Promise<void> {
+    for (const { id, spec } of this.declared) await this.book.upsert(id, spec, 'code');
+    const declared = new Set(this.declared.map(({ id }) => id));
+    const patterns = new Set(this.queues);
+    for (const schedule of await this.book.list()) {
+      const gone = schedule.source === 'code' && patterns.has(schedule.spec.pattern) && !declared.has(schedule.id);
+      if (gone && !schedule.orphaned && (await this.book.orphan(schedule.id))) {
+        this.logger.warn(
+          `schedule "${schedule.id}" of "${schedule.spec.pattern}" is no longer declared by a @TaskSchedule of this worker: it fires no more; removeSchedule("${schedule.id}") deletes it`,
+        );
+      }
+    }
   }
 
   /** One reaper sweep over this worker's patterns now. */
@@ -93,6 +143,7 @@ export class WorkerRuntime {
   }
 
   async close(): Promise<void> {
+    await settledBy(this.ticker?.close() ?? Promise.resolve(), Date.now() + SCHEDULE_STOP_MS);
     // A sweep under way waits for Redis: during an outage, close does not wait for it to end.
     await settledBy(this.schedule.stop(), Date.now() + SCHEDULE_STOP_MS);
     const subscriber = this.subscriber;
