@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { redisUrl } from '../support/redis.js';
 
 const WORKER = fileURLToPath(new URL('../../.chaos-build/test/chaos/fixtures/worker.js', import.meta.url));
+/** A process running only RedisTaskModule's reaper (sweeps, recurring schedules). */
+export const REAPER = fileURLToPath(new URL('../../.chaos-build/test/chaos/fixtures/reaper.js', import.meta.url));
 
 /** A worker child process and everything it printed. */
 export interface WorkerProcess {
@@ -15,8 +17,12 @@ export interface WorkerProcess {
   waitFor(text: string, timeoutMs?: number): Promise<void>;
 }
 
-export async function startWorkerProcess(id: string, env: Record<string, string | number>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [WORKER], {
+export async function startWorkerProcess(
+  id: string,
+  env: Record<string, string | number>,
+  script = WORKER,
+): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [script], {
     env: {
       ...process.env,
       REDIS_URL: redisUrl(),
