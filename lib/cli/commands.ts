@@ -2,6 +2,7 @@ import { DEAD_LETTER_REASONS } from '../core/model/dead-letter.js';
 import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmin } from '../core/admin/admin.js';
 import type { DeadLetterReason, DeadLetterRecord } from '../core/model/dead-letter.js';
 import { duration, table } from './format.js';
+import { schedules } from './schedule-commands.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
 
@@ -30,6 +31,10 @@ Commands:
   groups remove <pattern> <group>     unregister a group and delete its copies (stop its workers first)
   pause <pattern>                     workers stop claiming (producers still enqueue)
   resume <pattern>                    workers claim again
+  schedules [list]                    recurring schedules: rhythm, state, next 3 ticks, last tick and its task
+  schedules pause|resume <id>         stop a schedule's ticks, or tick again from the next one
+  schedules trigger <id>              one task now, outside the rhythm
+  schedules remove <id>               delete a schedule
 
 Options:
   --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -38,7 +43,8 @@ Options:
   --json                machine-readable output
   -h, --help            this text
 
-Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter.`;
+Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter
+or schedule.`;
 
 export interface CliOptions {
   readonly json: boolean;
@@ -119,6 +125,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   groups,
   pause: (admin, args, options) => pauseOrResume('pause', admin, args, options),
   resume: (admin, args, options) => pauseOrResume('resume', admin, args, options),
+  schedules: (admin, args, options) =>
+    schedules(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
 };
 
 /** Runs one command; resolves with what to print. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
 import { Counter, Gauge, Histogram, register as defaultRegistry, type Registry } from 'prom-client';
-import type { QueueStats } from '../core/admin/admin.js';
+import type { QueueStats, ScheduleInfo } from '../core/admin/admin.js';
 import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import type { RedisTaskTransport } from './redis-task.transport.js';
@@ -41,6 +41,7 @@ export class RedisTaskMetrics {
   private stats: { at: number; value: Promise<QueueStats[]> } | undefined;
   /** The last stats read, served while Redis cannot be read (a scrape must answer in time, not fail whole). */
   private lastGood: QueueStats[] = [];
+  private lastSchedules: ScheduleInfo[] = [];
   /** Whether the last read of the stats succeeded (the `redis_up` gauge). */
   private up = true;
 
@@ -112,6 +113,25 @@ export class RedisTaskMetrics {
           registers: [this.registry],
         }),
     );
+    this.metric(
+      name('schedule_ticks_total'),
+      () =>
+        new Counter({
+          name: name('schedule_ticks_total'),
+          help: 'Ticks of each recurring schedule by outcome (fired: a task written; skipped: its previous task still lived, overlap skip; missed: passed while nothing ran), as recorded in Redis by whichever process handled them',
+          labelNames: ['schedule', 'outcome'],
+          registers: [this.registry],
+          collect: async function collect(this: Counter<'schedule' | 'outcome'>) {
+            const schedules = await metrics.currentSchedules();
+            this.reset();
+            for (const { id, state } of schedules) {
+              for (const outcome of ['fired', 'skipped', 'missed'] as const) {
+                if (state[outcome] > 0) this.inc({ schedule: id, outcome }, state[outcome]);
+              }
+            }
+          },
+        }),
+    );
   }
 
   /** Counts the outcomes and handler durations of a transport's tasks. */
@@ -142,6 +162,22 @@ export class RedisTaskMetrics {
       this.up = read !== undefined;
       if (read) this.lastGood = read;
       return this.lastGood;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The schedules for a scrape, read within `scrapeTimeoutMs`: on a failure or past it, the last ones read. */
+  private async currentSchedules(): Promise<ScheduleInfo[]> {
+    const timeoutMs = this.options.scrapeTimeoutMs ?? 2_000;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), timeoutMs);
+    });
+    try {
+      const read = await Promise.race([this.admin.listSchedules().catch(() => undefined), late]);
+      if (read) this.lastSchedules = read;
+      return this.lastSchedules;
     } finally {
       clearTimeout(timer);
     }

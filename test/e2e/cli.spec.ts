@@ -7,6 +7,7 @@ import { firstValueFrom } from 'rxjs';
 import {
   DEAD_LETTER_REASONS,
   NonRetryableTaskError,
+  RedisTaskAdmin,
   RedisTaskRecordBuilder,
   type QueueStats,
 } from '../../lib/index.js';
@@ -194,6 +195,39 @@ describe('npx nestjs-redis-tasks', () => {
     });
     expect((await cli(['resume', 'cli.work', '--prefix', prefix])).code).toBe(0);
     await waitFor(() => handled.includes('while-paused'), 'the task after resume');
+  });
+
+  it('lists, pauses, resumes, triggers and removes recurring schedules, as tables and as JSON', async () => {
+    const client = await setup();
+    await client.connect();
+    const admin = new RedisTaskAdmin(client);
+    await admin.upsertSchedule('nightly', {
+      pattern: 'cli.work',
+      cron: '0 3 * * *',
+      tz: 'Europe/Berlin',
+      payload: { key: 'nightly' },
+    });
+    const listed = await cli(['schedules', '--prefix', prefix]);
+    expect(listed.stdout).toMatch(/nightly\s+cli\.work\s+cron 0 3 \* \* \* \(Europe\/Berlin\)\s+active/);
+    expect((await cli(['schedules', 'pause', 'nightly', '--prefix', prefix])).stdout).toBe(
+      'schedule nightly: paused\n',
+    );
+    expect(output(await cli(['schedules', 'list', '--prefix', prefix, '--json']))).toMatchObject([
+      { id: 'nightly', paused: true, nextTicks: [] },
+    ]);
+    expect((await cli(['schedules', 'resume', 'nightly', '--prefix', prefix])).code).toBe(0);
+    const triggered = output(await cli(['schedules', 'trigger', 'nightly', '--prefix', prefix, '--json'])) as {
+      fired: boolean;
+      taskId: string;
+    };
+    expect(triggered.fired).toBe(true);
+    await waitFor(() => handled.includes('nightly'), 'the triggered task');
+    expect((await cli(['schedules', 'remove', 'nightly', '--prefix', prefix])).stdout).toBe(
+      'schedule nightly: removed\n',
+    );
+    const missing = await cli(['schedules', 'trigger', 'nightly', '--prefix', prefix]);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toBe('nestjs-redis-tasks: no schedule "nightly" (schedules list shows them)\n');
   });
 
   it.each([

@@ -7,7 +7,13 @@ import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { Registry } from 'prom-client';
 import { firstValueFrom } from 'rxjs';
-import { NonRetryableTaskError, RedisTaskClient, RedisTaskModule, RedisTaskRecordBuilder } from '../../lib/index.js';
+import {
+  NonRetryableTaskError,
+  RedisTaskAdmin,
+  RedisTaskClient,
+  RedisTaskModule,
+  RedisTaskRecordBuilder,
+} from '../../lib/index.js';
 import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
 import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
 import { startWorker } from '../support/nest.js';
@@ -93,6 +99,27 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     expect(
       sample(text, 'redis_tasks_handler_duration_seconds_bucket', 'le="0.001",queue="obs.work",outcome="completed"'),
     ).toBe(0);
+  });
+
+  it('counts the ticks of every recurring schedule by outcome, as recorded in Redis (whichever process fired them)', async () => {
+    const module = await app();
+    const metrics = module.get(RedisTaskMetrics);
+    const admin = module.get(RedisTaskAdmin);
+    await admin.upsertSchedule('obs-pulse', { pattern: 'obs.work', everyMs: 100 });
+    // No worker runs the tasks: the first tick fires, the next ones are skipped (overlap: 'skip').
+    const { transport } = await startWorker(prefix, [], { workerId: 'ticker-only' });
+    started.push(transport);
+    await waitFor(
+      async () =>
+        (sample(
+          await metrics.registry.metrics(),
+          'redis_tasks_schedule_ticks_total',
+          'schedule="obs-pulse",outcome="skipped"',
+        ) ?? 0) >= 2,
+      'skipped ticks counted',
+    );
+    const text = await metrics.registry.metrics();
+    expect(sample(text, 'redis_tasks_schedule_ticks_total', 'schedule="obs-pulse",outcome="fired"')).toBe(1);
   });
 
   it('leaves the main entry point loadable without prom-client or @nestjs/terminus installed', async () => {
