@@ -215,6 +215,38 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect(await redis.exists(paused)).toBe(0);
     });
 
+    it('lists recurring schedules and pauses, resumes, triggers and removes one from the page (behind the guard)', async () => {
+      const admin = new RedisTaskAdmin(client);
+      await admin.upsertSchedule('dash-nightly', {
+        pattern: 'dash.work',
+        cron: '0 3 * * *',
+        tz: 'Europe/Berlin',
+        payload: { nightly: true },
+      });
+      await page.goto(`${base}#/schedules`);
+      const row = page.locator('tr[data-schedule="dash-nightly"]');
+      await row.waitFor();
+      expect(await row.textContent()).toContain('cron 0 3 * * * (Europe/Berlin)');
+      expect(await row.locator('[data-field="state"]').textContent()).toBe('active');
+      await row.locator('button[data-action="pause"]').click();
+      await waitFor(
+        async () => (await admin.listSchedules())[0]?.paused === true,
+        'the schedule to be paused in Redis',
+      );
+      await page.getByTestId('message').filter({ hasText: 'Paused dash-nightly' }).waitFor();
+      await row.locator('button[data-action="resume"]').click();
+      await waitFor(async () => (await admin.listSchedules())[0]?.paused === false, 'the schedule to be resumed');
+      const before = runs.length;
+      await row.locator('button[data-action="trigger"]').click();
+      await waitFor(
+        () => runs.slice(before).some((run) => (run.payload as { nightly?: boolean }).nightly === true),
+        'the triggered task to run in the worker',
+      );
+      page.once('dialog', (dialog) => void dialog.accept());
+      await row.locator('button[data-action="remove"]').click();
+      await waitFor(async () => (await admin.listSchedules()).length === 0, 'the schedule to be removed');
+    });
+
     it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
       await page.goto(base);
       const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
@@ -235,8 +267,9 @@ for (const adapter of ['express', 'fastify'] as const) {
         await post('pause', { ...admin, origin: 'http://evil.example', 'x-csrf-token': token as string }, pause),
         await post('pause', { ...admin, 'x-csrf-token': token as string }, pause), // neither Origin nor Referer
         await post('dead-letters/purge', { ...admin, origin }, { name: 'dash.fail', all: true }),
+        await post('schedules/action', { ...admin, origin }, { id: 'any', action: 'remove' }), // no token
       ];
-      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403]);
+      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403]);
       expect(await redis.exists(keys.queue('dash.work').paused)).toBe(0);
       // The same request with all it needs goes through (so the refusals were about what they lacked).
       const allowed = await post('pause', { ...admin, origin, 'x-csrf-token': token as string }, pause);

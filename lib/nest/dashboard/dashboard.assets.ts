@@ -34,7 +34,7 @@ export function pageHtml({
 <link rel="stylesheet" href="${escapeHtml(base)}/app.css">
 </head>
 <body>
-<header><a id="home" href="#/">${escapeHtml(title)}</a><span id="status" role="status"></span></header>
+<header><a id="home" href="#/">${escapeHtml(title)}</a><a id="schedules-link" href="#/schedules">Schedules</a><span id="status" role="status"></span></header>
 <main id="view" aria-live="polite"></main>
 <script src="${escapeHtml(base)}/app.js"></script>
 </body>
@@ -48,6 +48,7 @@ export const APP_CSS = String.raw`
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #18202a; background: #f6f7f9; }
 header { display: flex; align-items: center; gap: 16px; padding: 10px 20px; background: #18202a; }
 header a { color: #fff; font-weight: 600; font-size: 16px; text-decoration: none; }
+header a#schedules-link { font-weight: 400; font-size: 14px; color: #d6dde5; }
 #status { color: #b8c2cc; font-size: 12px; margin-left: auto; }
 main { padding: 16px 20px 40px; }
 h1 { font-size: 18px; margin: 4px 0 12px; word-break: break-all; }
@@ -352,10 +353,50 @@ export const APP_JS = String.raw`
     ];
   }
 
+  function when(ms) { return ms === undefined || ms === null ? '–' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19); }
+  function renderSchedules(data) {
+    function action(row, label, name, danger) {
+      return el('button', { class: danger ? 'danger' : null, 'data-action': name, onclick: function () {
+        if (name === 'remove' && !window.confirm('Remove schedule ' + row.id + '?')) return;
+        act(post('schedules/action', { id: row.id, action: name }), function (r) {
+          if (name === 'trigger') return r.fired ? 'Triggered ' + row.id + ': task ' + r.taskId : 'Nothing triggered: the previous task of ' + row.id + ' still runs';
+          return label + ' ' + row.id;
+        });
+      } }, label);
+    }
+    var rows = data.schedules.map(function (row) {
+      var spec = row.spec;
+      var state = row.state;
+      return el('tr', { 'data-schedule': row.id },
+        el('td', null, row.id, row.source === 'code' ? el('span', { class: 'badge' }, '@TaskSchedule') : null),
+        el('td', null, link('/pattern', { name: spec.pattern, group: 'default' }, spec.pattern)),
+        el('td', null, spec.cron !== undefined ? 'cron ' + spec.cron + (spec.tz ? ' (' + spec.tz + ')' : '') : 'every ' + num(spec.everyMs) + ' ms'),
+        el('td', { 'data-field': 'state' }, row.orphaned ? el('span', { class: 'bad' }, 'orphaned: decorator gone') : row.paused ? 'paused' : 'active'),
+        el('td', null, row.nextTicks.length === 0 ? '–' : row.nextTicks.map(function (t) { return el('div', null, when(t)); })),
+        el('td', null, when(state.lastTick), state.lastOutcome ? el('span', { class: 'muted' }, ' ' + state.lastOutcome) : null,
+          state.lastTaskId ? el('div', { class: 'muted' }, state.lastTaskId) : null),
+        el('td', { class: 'num', 'data-field': 'fired' }, num(state.fired)),
+        el('td', { class: 'num', 'data-field': 'skipped' }, num(state.skipped)),
+        el('td', { class: 'num', 'data-field': 'missed' }, num(state.missed)),
+        config.actions ? el('td', null, row.paused || row.orphaned ? action(row, 'Resumed', 'resume') : action(row, 'Paused', 'pause'), ' ',
+          action(row, 'Triggered', 'trigger'), ' ', action(row, 'Removed', 'remove', true)) : null);
+    });
+    return [
+      el('h1', null, 'Schedules'),
+      rows.length === 0 ? el('p', { class: 'muted' }, 'No recurring schedule under this prefix.') :
+        el('table', { 'data-testid': 'schedules' },
+          el('thead', null, el('tr', null, el('th', null, 'Schedule'), el('th', null, 'Pattern'), el('th', null, 'Rhythm'), el('th', null, 'State'),
+            el('th', null, 'Next ticks (UTC)'), el('th', null, 'Last tick'), el('th', { class: 'num' }, 'Fired'), el('th', { class: 'num' }, 'Skipped'),
+            el('th', { class: 'num' }, 'Missed'), config.actions ? el('th', null, '') : null)),
+          el('tbody', null, rows)),
+    ];
+  }
+
   var loaders = {
     '/': function () { return get('overview').then(renderOverview); },
     '/pattern': function (params) { return get('pattern', params).then(function (d) { return renderPattern(d, params); }); },
     '/dead': function (params) { return get('dead-letters', params).then(function (d) { return renderDead(d, params); }); },
+    '/schedules': function () { return get('schedules').then(renderSchedules); },
   };
 
   var generation = 0;

@@ -104,6 +104,21 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
       return this.dashboard.deadLetters(query);
     }
 
+    @Get('api/schedules')
+    @secured()
+    schedules(@Headers() headers: RequestHeaders): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
+      return this.dashboard.schedules();
+    }
+
+    @Post('api/schedules/action')
+    @HttpCode(200)
+    @secured()
+    scheduleAction(@Headers() headers: RequestHeaders, @Body() body: Body): Promise<unknown> {
+      this.dashboard.authorize(headers);
+      return this.dashboard.scheduleAction(body ?? {});
+    }
+
     @Post('api/pause')
     @HttpCode(200)
     @secured()

@@ -19,6 +19,7 @@ import type { WorkerInfo } from '../../core/admin/stats.js';
 import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
 import { DEFAULT_GROUP } from '../../core/config/options.js';
+import { ScheduleNotFoundError } from '../../core/model/errors.js';
 import { errorMessage } from '../../core/support/logger.js';
 import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
@@ -145,6 +146,45 @@ export class DashboardService implements OnModuleDestroy {
     const admin = await this.admin(body.group);
     await (paused ? admin.pause(pattern) : admin.resume(pattern));
     return { paused };
+  }
+
+  /** Every recurring schedule (spec, state, next ticks), payloads only when shown. */
+  async schedules(): Promise<{ schedules: unknown[] }> {
+    const listed = await (await this.core()).admin.listSchedules();
+    return {
+      schedules: listed.map(({ spec, ...schedule }) => {
+        const { payload, ...shown } = spec;
+        // spread-ok: per schedule of a dashboard request
+        return { ...schedule, spec: this.settings.showPayloads ? { ...shown, payload: preview(payload) } : shown };
+      }),
+    };
+  }
+
+  /** pause, resume, trigger or remove one schedule (behind the dashboard's guard and its CSRF check). */
+  async scheduleAction(body: Record<string, unknown>): Promise<unknown> {
+    const { id, action } = body;
+    if (typeof id !== 'string' || id.length === 0) throw new BadRequestException('"id" must name a schedule');
+    const admin = (await this.core()).admin;
+    try {
+      switch (action) {
+        case 'pause':
+          await admin.pauseSchedule(id);
+          return { id, paused: true };
+        case 'resume':
+          await admin.resumeSchedule(id);
+          return { id, paused: false };
+        case 'trigger':
+          return await admin.triggerSchedule(id);
+        case 'remove':
+          if (!(await admin.removeSchedule(id))) throw new ScheduleNotFoundError(id);
+          return { id, removed: true };
+        default:
+          throw new BadRequestException('"action" must be pause, resume, trigger or remove');
+      }
+    } catch (error) {
+      if (error instanceof ScheduleNotFoundError) throw new NotFoundException(`no schedule "${id}"`);
+      throw error;
+    }
   }
 
   async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
