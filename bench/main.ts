@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
+import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { LibraryProcess, serveLibrary, type LibraryKind, type LibraryOps } from './isolation.js';
@@ -857,6 +858,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'schedules') {
+    log(scheduleLine(await scheduleCost(url)));
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'durability') {
     log(`\n${await durability()}`);
     await redis.quit();
@@ -943,6 +949,7 @@ async function main(): Promise<void> {
   await ours.close();
   const durabilityTable = await durability();
   const dashboard = dashboardLine(await dashboardScale(url));
+  const schedules = scheduleLine(await scheduleCost(url));
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -994,8 +1001,12 @@ async function main(): Promise<void> {
     '## What the dashboard costs',
     '',
     `- ${dashboard} (one \`readOverview\` script call per pattern, pipelined; median of 7 refreshes).`,
+    '',
+    '## What recurring schedules cost',
+    '',
+    `- ${schedules}. Counted on the server (INFO commandstats, Lua's own commands included).`,
   ].join('\n');
-  log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}`);
+  log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {
     writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n\n${durabilitySection}\n`);
     log('\nwritten to bench/RESULTS.md');

@@ -16,10 +16,10 @@ export interface DueSchedule {
   readonly state: string | null;
 }
 
-/** What a check of the due set found: Redis time, the earliest tick waiting (0: none), the due ones. */
+/** What a check of the due set found: Redis time, the earliest tick after it (0: none), the due ones. */
 export interface DueCheck {
   readonly now: number;
-  readonly earliest: number;
+  readonly later: number;
   readonly due: readonly DueSchedule[];
 }
 
@@ -54,7 +54,7 @@ export class ScheduleGateway {
         state: typeof reply[i + 3] === 'string' ? (reply[i + 3] as string) : null,
       });
     }
-    return { now: Number(reply[0]), earliest: Number(reply[1]), due };
+    return { now: Number(reply[0]), later: Number(reply[1]), due };
   }
 
   /** advanceSchedule: true when this call moved the schedule on from `tick` (the first of all firers). */

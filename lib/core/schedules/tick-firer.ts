@@ -57,8 +57,11 @@ export class TickFirer {
     this.gateway = scheduleGatewayOf(store.redis);
   }
 
-  /** Fires what `due` owes at Redis time `now`; the events to report (none when another process moved it on first). */
-  async fire(due: DueSchedule, now: number): Promise<ScheduleTickEvent[]> {
+  /**
+   * Fires what `due` owes at Redis time `now`: the events to report (none when another process moved it
+   * on first), and the schedule's next tick (undefined: it ended, or is gone).
+   */
+  async fire(due: DueSchedule, now: number): Promise<{ events: ScheduleTickEvent[]; next?: number }> {
     const keys = this.store.keys.schedules;
     const record = due.stored === null ? undefined : parseScheduleRecord(due.stored);
     if (!record) {
@@ -67,7 +70,7 @@ export class TickFirer {
       this.logger.warn(
         `removed schedule "${due.id}": ${due.stored === null ? 'its due entry had no schedule' : 'its stored value is not a schedule'}`,
       );
-      return [];
+      return { events: [] };
     }
     const { spec } = record;
     const plan = ticksToFire(spec, due.tick, now, record.anchor);
@@ -86,7 +89,7 @@ export class TickFirer {
       plan.next,
       JSON.stringify(state),
     );
-    return advanced ? events : [];
+    return { events: advanced ? events : [], next: plan.next };
   }
 
   /** One tick's task (or, with `overlap: 'skip'` while the previous one lives, none). */

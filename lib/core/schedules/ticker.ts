@@ -8,6 +8,8 @@ import { TickFirer, type ScheduleTickEvent } from './tick-firer.js';
 
 /** Most due schedules one check fires (more are fired by the check right after). */
 const DUE_LIMIT = 100;
+/** Longest random delay added to a wait, so processes waking for one tick do not all fire it. */
+const MAX_JITTER_MS = 20;
 
 export interface TickerOptions {
   /** Longest wait between two checks of the due set (ms): an idle process asks Redis this often. */
@@ -58,12 +60,16 @@ export class ScheduleTicker {
 
   /** One check: fires what is due now; how long to wait before the next (ms). */
   async check(): Promise<number> {
-    const { now, earliest, due } = await this.gateway.due(this.store.keys.schedules, DUE_LIMIT);
+    const { now, later, due } = await this.gateway.due(this.store.keys.schedules, DUE_LIMIT);
     let failed = false;
+    // The earliest tick waiting after this check: the ones not due yet, and the next of each fired now.
+    let next = later > 0 ? later : Number.POSITIVE_INFINITY;
     for (const schedule of due) {
       if (this.stop.signal.aborted) break;
       try {
-        for (const event of await this.firer.fire(schedule, now)) this.options.onTick?.(event);
+        const fired = await this.firer.fire(schedule, now);
+        for (const event of fired.events) this.options.onTick?.(event);
+        if (fired.next !== undefined) next = Math.min(next, fired.next);
       } catch (error) {
         failed = true;
         this.logger.error(
@@ -71,9 +77,13 @@ export class ScheduleTicker {
         );
       }
     }
-    // Fired: look again at once (the next ticks are now in the due set, perhaps already due).
-    if (due.length > 0 && !failed) return 0;
-    return earliest > now ? Math.min(this.options.checkMs, earliest - now) : this.options.checkMs;
+    if (failed) return this.options.checkMs;
+    // More were due than one check takes: look again at once.
+    if (due.length === DUE_LIMIT) return 0;
+    // Every process wakes for the same tick: a few ms of jitter let the first one fire it while the others
+    // find it moved on (one read each) instead of all firing it (the second and third find the record).
+    const jitter = Math.random() * Math.min(MAX_JITTER_MS, this.options.checkMs / 10);
+    return Math.max(0, Math.min(this.options.checkMs, next - now) + jitter);
   }
 
   private async run(): Promise<void> {

@@ -6,16 +6,13 @@
 -- KEYS[2]: due (sorted set: schedule id -> its next tick, Redis time in ms)
 -- KEYS[3]: state (hash: schedule id -> what its last ticks did, JSON)
 -- ARGV[1]: at most this many schedules
--- Returns: array { now, earliest, id, tick, stored schedule (or false), state (or false), id, ... }: Redis
---   time in ms, the earliest tick in the due set (0: none), then per due schedule four fields.
+-- Returns: array { now, later, id, tick, stored schedule (or false), state (or false), id, ... }: Redis
+--   time in ms, the earliest tick after now (0: none), then per due schedule four fields.
 -- Side effects: none.
 local now = redis.call('TIME')
 local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local first = checkedCall('zset', 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-local reply = { nowMs, first[2] and tonumber(first[2]) or 0 }
-if not first[2] or tonumber(first[2]) > nowMs then
-  return reply
-end
+local later = checkedCall('zset', 'ZRANGEBYSCORE', KEYS[2], '(' .. nowMs, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local reply = { nowMs, later[2] and tonumber(later[2]) or 0 }
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nowMs, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 for i = 1, #due, 2 do
   reply[#reply + 1] = due[i]
