@@ -104,6 +104,23 @@ describe('recurring schedules (core, real Redis)', () => {
     expect(listed.state.lastTaskId).toBe(ids.at(-1));
   });
 
+  it('takes a changed spec from its next tick: the new rhythm from then on, no tick twice', async () => {
+    const { admin, keys } = fresh('change');
+    await admin.upsertSchedule('beat', { pattern: 'beat', everyMs: 200, overlap: 'allow' });
+    ticker();
+    await waitFor(async () => (await queued(keys, 'beat')).length >= 3, 'three ticks at 200 ms');
+    expect(await admin.upsertSchedule('beat', { pattern: 'beat', everyMs: 500, overlap: 'allow' })).toBe('updated');
+    const changedAt = Date.now();
+    const before = (await queued(keys, 'beat')).length;
+    await waitFor(async () => (await queued(keys, 'beat')).length >= before + 3, 'three ticks after the change');
+    const ticks = (await queued(keys, 'beat')).map((id) => Date.parse(id.slice('beat@'.length)));
+    expect(new Set(ticks).size).toBe(ticks.length);
+    const after = ticks.filter((tick) => tick > changedAt + 50);
+    const gaps = after.slice(1).map((tick, i) => tick - after[i]);
+    expect(gaps.every((gap) => gap === 500)).toBe(true);
+    expect((await admin.listSchedules())[0].version).toBe(2);
+  });
+
   it("with overlap 'skip', a tick whose previous task still waits produces nothing, and says so", async () => {
     const { admin, keys } = fresh('overlap');
     const events: ScheduleTickEvent[] = [];
