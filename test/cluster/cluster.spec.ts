@@ -57,6 +57,11 @@ class Handlers {
     return payload.a + payload.b;
   }
 
+  @EventPattern<string>('cluster.tick')
+  tick(@Ctx() ctx: RedisTaskContext): void {
+    handled.set(ctx.getTaskId(), (handled.get(ctx.getTaskId()) ?? 0) + 1);
+  }
+
   @EventPattern<string>('cluster.fail', { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 50 } })
   fail(): void {
     failures++;
@@ -335,6 +340,33 @@ describe('Redis Cluster (3 primaries)', () => {
     for (const group of groups) expect([...byGroup.get(group)!].sort()).toEqual(receipts.map((r) => r.id).sort());
     // Each key was handled twice in all: once per group.
     expect([...handled.values()].every((count) => count === 2)).toBe(true);
+  });
+
+  it('fires a recurring schedule into a sharded queue once per tick with two workers (schedules and queue on different slots)', async () => {
+    const prefix = testPrefix('cluster-sched');
+    await worker(prefix, { shards: 3, workerId: 'sched-1' });
+    await worker(prefix, { shards: 3, workerId: 'sched-2' });
+    const client = await producer(prefix, { shards: 3 });
+    const admin = new RedisTaskAdmin(client);
+    await admin.upsertSchedule('cluster-pulse', {
+      pattern: 'cluster.tick',
+      everyMs: 200,
+      clientId: 'tenant-7',
+      overlap: 'allow',
+    });
+    const keys = new PrefixKeys(prefix);
+    const shard = keys.layout('cluster.tick', 3).shardOf('tenant-7');
+    expect(shard.slot).not.toBe(Number(await redis.call('CLUSTER', 'KEYSLOT', keys.schedules.due)));
+    await waitFor(() => handled.size >= 12, 'twelve ticks run', { timeoutMs: 15_000 });
+    await admin.pauseSchedule('cluster-pulse');
+    const all = [...handled.keys()].map((id) => Date.parse(id.slice('cluster-pulse@'.length))).sort((a, b) => a - b);
+    // The last second's tasks may still be on their way to a worker: the ticks before it are all in.
+    const ticks = all.filter((tick) => tick < (all.at(-1) ?? 0) - 1_000);
+    expect([...handled.values()].every((runs) => runs === 1)).toBe(true);
+    const gaps = ticks.slice(1).map((tick, i) => tick - ticks[i]);
+    expect(gaps.every((gap) => gap === 200)).toBe(true);
+    expect(ticks.length).toBeGreaterThanOrEqual(6);
+    expect((await admin.listSchedules())[0].state.fired).toBeGreaterThanOrEqual(ticks.length);
   });
 
   it('refuses to start when a shard key would map to another slot than its shard (CROSSSLOT guard)', async () => {

@@ -3,6 +3,7 @@ import { scheduleGatewayOf, type ScheduleGateway } from '../redis/schedule-gatew
 import { TaskStore } from '../redis/store.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { watchOf } from '../redis/connection.js';
+import { unlessAborted } from '../support/abortable.js';
 import { errorMessage, OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import { TickFirer, type ScheduleTickEvent } from './tick-firer.js';
 
@@ -53,6 +54,7 @@ export class ScheduleTicker {
     this.done ??= this.run();
   }
 
+  /** Stops checking; resolves at once, without waiting for a Redis command under way. */
   async close(): Promise<void> {
     this.stop.abort();
     await this.done;
@@ -90,7 +92,11 @@ export class ScheduleTicker {
     while (!this.stop.signal.aborted) {
       let waitMs = this.options.checkMs;
       try {
-        waitMs = await this.check();
+        // close() does not wait for Redis: a check cut short in an outage is finished, or not, by the
+        // next firer (a tick's write and its advance are idempotent).
+        const checked = await unlessAborted(this.check(), this.stop.signal);
+        if (checked === undefined) break;
+        waitMs = checked;
         this.outage.succeeded();
       } catch (error) {
         this.outage.failed(error);
