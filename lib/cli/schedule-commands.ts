@@ -66,7 +66,13 @@ function listing(listed: readonly ScheduleInfo[]): string {
       schedule.spec.cron !== undefined
         ? `cron ${schedule.spec.cron}${schedule.spec.tz ? ` (${schedule.spec.tz})` : ''}`
         : `every ${schedule.spec.everyMs} ms`,
-      schedule.orphaned ? 'ORPHANED (decorator gone)' : schedule.paused ? 'paused' : 'active',
+      schedule.orphaned
+        ? 'ORPHANED (decorator gone)'
+        : schedule.paused
+          ? 'paused'
+          : schedule.ended
+            ? 'ended'
+            : 'active',
       schedule.nextTicks.map((tick) => when(tick)).join(', ') || '-',
       `${when(schedule.state.lastTick)}${schedule.state.lastOutcome ? ` ${schedule.state.lastOutcome}` : ''}`,
       schedule.state.lastTaskId ?? '-',

@@ -134,6 +134,42 @@ describe('recurring schedules (core, real Redis)', () => {
     expect((await admin.listSchedules())[0].state.skipped).toBeGreaterThanOrEqual(2);
   });
 
+  it("triggers nothing while the previous task still lives (overlap 'skip'), and says which task holds it", async () => {
+    const { admin, keys } = fresh('trigger-overlap');
+    await admin.upsertSchedule('report', { pattern: 'report', cron: '0 3 * * *' });
+    const first = await admin.triggerSchedule('report');
+    expect(first.fired).toBe(true);
+    const second = await admin.triggerSchedule('report');
+    expect(second).toEqual({ fired: false, heldBy: (first as { taskId: string }).taskId });
+    expect(await queued(keys, 'report')).toEqual([(first as { taskId: string }).taskId]);
+  });
+
+  it('stops after endAt, and lists the schedule as ended', async () => {
+    const { admin, keys } = fresh('ended');
+    const startAt = Date.now() + 100;
+    await admin.upsertSchedule('short', {
+      pattern: 'short',
+      everyMs: 100,
+      startAt,
+      endAt: startAt + 300,
+      overlap: 'allow',
+    });
+    ticker();
+    await waitFor(async () => (await admin.listSchedules())[0].ended, 'the schedule to end');
+    const ticks = (await queued(keys, 'short')).map((id) => Date.parse(id.slice('short@'.length)) - startAt);
+    expect(ticks).toEqual([0, 100, 200, 300]);
+    expect((await admin.listSchedules())[0]).toMatchObject({ ended: true, paused: false, nextTicks: [] });
+  });
+
+  it('keeps a paused schedule paused when the same spec is stored again (a worker restarting with its decorator)', async () => {
+    const { admin } = fresh('paused-upsert');
+    const spec = { pattern: 'p', everyMs: 60_000 };
+    await admin.upsertSchedule('kept', spec);
+    await admin.pauseSchedule('kept');
+    expect(await admin.upsertSchedule('kept', spec)).toBe('unchanged');
+    expect((await admin.listSchedules())[0]).toMatchObject({ paused: true, nextTicks: [] });
+  });
+
   it('pauses, resumes from the next tick, triggers one run now, and removes', async () => {
     const { admin, keys } = fresh('ops');
     await admin.upsertSchedule('hourly', { pattern: 'job', cron: '0 * * * *', overlap: 'allow' });

@@ -30,6 +30,8 @@ export interface ScheduleInfo {
   readonly version: number;
   /** The next ticks (up to 3, Redis time in ms); none while paused, orphaned or ended. */
   readonly nextTicks: readonly number[];
+  /** No tick is left (past `endAt`): neither paused nor orphaned, it will not fire again. */
+  readonly ended: boolean;
   /** What its ticks did: the last one, its task, and counts of fired, skipped and missed ticks. */
   readonly state: ScheduleState;
 }
@@ -163,6 +165,7 @@ function infoOf(id: string, record: ScheduleRecord, nextTicks: number[], state: 
     source: record.source,
     version: Number(record.version),
     nextTicks,
+    ended: !record.paused && !record.orphaned && nextTicks.length === 0,
     state,
   };
 }

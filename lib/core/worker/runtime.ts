@@ -124,10 +124,18 @@ export class WorkerRuntime {
    * the code revives it).
    */
   private async storeSchedules(): Promise<void> {
-    for (const { id, spec } of this.declared) await this.book.upsert(id, spec, 'code');
+    const stored = await this.book.list();
+    for (const { id, spec } of this.declared) {
+      if (stored.some((schedule) => schedule.id === id && schedule.source === 'api')) {
+        this.logger.warn(
+          `schedule "${id}", stored by upsertSchedule, is now the one its @TaskSchedule declares; give one of them another id`,
+        );
+      }
+      await this.book.upsert(id, spec, 'code');
+    }
     const declared = new Set(this.declared.map(({ id }) => id));
     const patterns = new Set(this.queues);
-    for (const schedule of await this.book.list()) {
+    for (const schedule of stored) {
       const gone = schedule.source === 'code' && patterns.has(schedule.spec.pattern) && !declared.has(schedule.id);
       if (gone && !schedule.orphaned && (await this.book.orphan(schedule.id))) {
         this.logger.warn(

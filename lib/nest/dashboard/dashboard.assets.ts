@@ -371,7 +371,7 @@ export const APP_JS = String.raw`
         el('td', null, row.id, row.source === 'code' ? el('span', { class: 'badge' }, '@TaskSchedule') : null),
         el('td', null, link('/pattern', { name: spec.pattern, group: 'default' }, spec.pattern)),
         el('td', null, spec.cron !== undefined ? 'cron ' + spec.cron + (spec.tz ? ' (' + spec.tz + ')' : '') : 'every ' + num(spec.everyMs) + ' ms'),
-        el('td', { 'data-field': 'state' }, row.orphaned ? el('span', { class: 'bad' }, 'orphaned: decorator gone') : row.paused ? 'paused' : 'active'),
+        el('td', { 'data-field': 'state' }, row.orphaned ? el('span', { class: 'bad' }, 'orphaned: decorator gone') : row.paused ? 'paused' : row.ended ? 'ended' : 'active'),
         el('td', null, row.nextTicks.length === 0 ? '–' : row.nextTicks.map(function (t) { return el('div', null, when(t)); })),
         el('td', null, when(state.lastTick), state.lastOutcome ? el('span', { class: 'muted' }, ' ' + state.lastOutcome) : null,
           state.lastTaskId ? el('div', { class: 'muted' }, state.lastTaskId) : null),
