@@ -152,32 +152,28 @@ export class RedisTaskMetrics {
    * timeout, the last values read (and `redis_up` 0). Never rejects, so a scrape answers while Redis is down.
    */
   private async currentStats(): Promise<QueueStats[]> {
-    const timeoutMs = this.options.scrapeTimeoutMs ?? 2_000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), timeoutMs);
-    });
-    try {
-      const read = await Promise.race([this.queueStats().catch(() => undefined), late]);
-      this.up = read !== undefined;
-      if (read) this.lastGood = read;
-      return this.lastGood;
-    } finally {
-      clearTimeout(timer);
-    }
+    const read = await this.inTime(this.queueStats());
+    this.up = read !== undefined;
+    if (read) this.lastGood = read;
+    return this.lastGood;
   }
 
   /** The schedules for a scrape, read within `scrapeTimeoutMs`: on a failure or past it, the last ones read. */
   private async currentSchedules(): Promise<ScheduleInfo[]> {
+    const read = await this.inTime(this.admin.listSchedules());
+    if (read) this.lastSchedules = read;
+    return this.lastSchedules;
+  }
+
+  /** What `read` resolves to within `scrapeTimeoutMs` (default 2,000), or undefined on a failure or past it. */
+  private async inTime<T>(read: Promise<T>): Promise<T | undefined> {
     const timeoutMs = this.options.scrapeTimeoutMs ?? 2_000;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => {
       timer = setTimeout(() => resolve(undefined), timeoutMs);
     });
     try {
-      const read = await Promise.race([this.admin.listSchedules().catch(() => undefined), late]);
-      if (read) this.lastSchedules = read;
-      return this.lastSchedules;
+      return await Promise.race([read.catch(() => undefined), late]);
     } finally {
       clearTimeout(timer);
     }

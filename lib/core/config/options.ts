@@ -221,6 +221,12 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   cancelOnReplyTimeout: false,
 };
 
+/** What a task is checked against where no client's options apply (the admin API's and a worker's schedules). */
+export const DEFAULT_TASK_LIMITS = {
+  maxPayloadBytes: CLIENT_DEFAULTS.maxPayloadBytes,
+  deduplicationTtlMs: CLIENT_DEFAULTS.deduplicationTtlMs,
+} as const;
+
 const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'> = {
   ...COMMON_DEFAULTS,
   concurrency: 10,

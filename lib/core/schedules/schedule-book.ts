@@ -134,11 +134,6 @@ export class ScheduleBook {
     return infos;
   }
 
-  /** One schedule, as `list` shows it. */
-  async get(id: string): Promise<ScheduleInfo | undefined> {
-    return (await this.list()).find((info) => info.id === id);
-  }
-
   private get keys() {
     return this.store.keys.schedules;
   }

@@ -7,6 +7,7 @@ import {
   type ScheduleRecord,
   type ScheduleState,
 } from '../model/schedule.js';
+import { DEFAULT_TASK_LIMITS } from '../config/options.js';
 import { prepareTask, type ItemLimits } from '../producer/task-items.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { scheduleGatewayOf, type DueSchedule, type ScheduleGateway } from '../redis/schedule-gateway.js';
@@ -30,7 +31,7 @@ export interface ScheduleTickEvent {
 }
 
 /** The limits a schedule's tasks are checked against where no producer's options apply (the admin API). */
-export const SCHEDULE_LIMITS: ItemLimits = { maxPayloadBytes: 1024 * 1024, deduplicationTtlMs: 86_400_000 };
+export const SCHEDULE_LIMITS: ItemLimits = DEFAULT_TASK_LIMITS;
 
 /** How long the previous task of a schedule holds back the next ticks at most (`overlap: 'skip'`). */
 export const OVERLAP_HOLD_MS = 24 * 3_600_000;

@@ -61,7 +61,7 @@ export class ScheduleTicker {
   }
 
   /** One check: fires what is due now; how long to wait before the next (ms). */
-  async check(): Promise<number> {
+  private async check(): Promise<number> {
     const { now, later, due } = await this.gateway.due(this.store.keys.schedules, DUE_LIMIT);
     let failed = false;
     // The earliest tick waiting after this check: the ones not due yet, and the next of each fired now.
