@@ -39,7 +39,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   answer, or -1 with nothing written.
   -- ARGV[1..] (or ARGV[2..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
   --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
-  --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id
+  --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id;
+  --   or 11 fields (a tracked task): ' ' (client ids have no spaces), the same 7, then how long its index is
+  --   kept once it ended (ms), while it waits or runs (ms), and a send() caller's reply channel ('' = none)
   -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
   --   held by the task's own id), or the id of the live task that holds its deduplication key (the task
   --   was refused as a duplicate); -1 (mode '3' only) when no answer is on record
@@ -47,6 +49,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
   --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
   --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
+  --   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
+  --   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL.
   local root = KEYS[1]
   local count = #ARGV
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
@@ -109,8 +113,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     local pending = root .. ':pending:'
     while a <= count do
       local client = ARGV[a]
-      if client == '' then
-        break -- a task with options
+      if client == '' or client == ' ' then
+        break -- a task with options, or tracked
       end
       local size = redis.pcall('RPUSH', pending .. client, ARGV[a + 1])
       if type(size) ~= 'number' then
@@ -351,9 +355,15 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   local earliestByBase = {}
   while a <= count do
     local client, entry, priority, delay, dedup, ttl, id
-    if ARGV[a] == '' then
+    local track = nil
+    if ARGV[a] == '' or ARGV[a] == ' ' then
       client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
-      a = a + 8
+      if ARGV[a] == ' ' then
+        track = { keep = ARGV[a + 8], live = ARGV[a + 9], reply = ARGV[a + 10] }
+        a = a + 11
+      else
+        a = a + 8
+      end
     else
       client, entry, priority, delay, dedup = ARGV[a], ARGV[a + 1], 0, 0, ''
       a = a + 2
@@ -410,6 +420,29 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
             pushTask(list, k.base .. ':priority:' .. client, k.ring, k.base .. ':sequence', k.base .. ':prioritized', client, entry,
               priority, false, k.faults, k.pendingCount)
           end
+        end
+      end
+      if track then
+        if not now then
+          local time = redis.call('TIME')
+          now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        end
+        for _, k in ipairs(keysOf) do
+          local index = k.base .. ':task:' .. id
+          usableKey(k.faults, index, 'hash')
+          redis.call('DEL', index)
+          redis.call('HSET', index, 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
+            'priority', priority, 'entry', entry, 'keep', track.keep, 'live', track.live)
+          if delay > 0 then
+            redis.call('HSET', index, 'due', now + delay, 'why', 'delay')
+          end
+          if track.reply ~= '' then
+            redis.call('HSET', index, 'reply', track.reply)
+          end
+          if dedup ~= '' then
+            redis.call('HSET', index, 'dedup', dedup)
+          end
+          redis.call('PEXPIRE', index, tonumber(track.live) or 86400000)
         end
       end
     end

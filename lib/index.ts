@@ -39,6 +39,8 @@ export type { DeletedPrefix } from './core/admin/prefix-cleanup.js';
 export type { PatternState } from './core/admin/state.js';
 export type { SweepResult } from './core/reaper/reaper.js';
 export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js';
+export type { TaskProgressEvent } from './core/worker/worker-types.js';
+export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
@@ -76,6 +78,7 @@ export {
   PrefixInUseError,
   InvalidScheduleError,
   ScheduleNotFoundError,
+  TaskCancelledError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
 export {

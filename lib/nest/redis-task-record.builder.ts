@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto';
 import { InvalidTaskError } from '../core/model/errors.js';
 import { nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
 import type { BackoffOptions } from '../core/model/retry-policy.js';
-import type { TaskOptions } from '../core/producer/task-items.js';
+import type { EnqueueItem, TaskOptions } from '../core/producer/task-items.js';
+import { trackProblem } from '../core/config/rules.js';
+import type { TrackOptions } from '../core/model/task-status.js';
 
 /** Per-task settings that override the client's defaults. */
 export interface RedisTaskRecordOptions extends TaskOptions {
@@ -10,6 +12,8 @@ export interface RedisTaskRecordOptions extends TaskOptions {
   readonly clientId?: string;
   /** Relative expiry, turned into `expiresAt` at enqueue. */
   readonly expiresInMs?: number;
+  /** `send()` only: called with each progress value the handler reports (`ctx.progress()`), in order, before the result. */
+  readonly onProgress?: (value: unknown) => void;
 }
 
 /** A payload with per-task settings; pass it to `emit`, `send` or `emitBatch` in place of the payload. */
@@ -109,6 +113,29 @@ export class RedisTaskRecordBuilder<TData = unknown> {
     return this.set({ deduplicationKey: key, deduplicationTtlMs: ttlMs });
   }
 
+  /**
+   * Tracks this task (or, with false, not, whatever the client's `track` says): `getTask` tells where it
+   * is, `cancel` stops it wherever it is, its progress is kept. Its index is kept `keepMs` after the task
+   * ended (default 1 h) and at most `liveMs` while it waits or runs (default 7 days).
+   */
+  setTracked(track: boolean | TrackOptions = true): this {
+    const problem = trackProblem(track);
+    if (problem) throw new InvalidTaskError(`setTracked() got a value that ${problem}`);
+    return this.set({ track: typeof track === 'boolean' ? track : { ...track } });
+  }
+
+  /**
+   * For `send()`: `listener` hears each progress value the handler reports with `ctx.progress(value)`, in
+   * order, before the Observable emits the result (so `lastValueFrom(client.send(...))` still resolves with
+   * the result). A listener that throws is logged and ignored.
+   */
+  onProgress<TProgress = unknown>(listener: (value: TProgress) => void): this {
+    if (typeof listener !== 'function') {
+      throw new InvalidTaskError(`onProgress() needs a function, got ${describe(listener)}`);
+    }
+    return this.set({ onProgress: listener as (value: unknown) => void });
+  }
+
   build(): RedisTaskRecord<TData> {
     const options = { ...this.options };
     if (this.dedupFromPayload) {
@@ -164,4 +191,30 @@ function taskError(where: string, message: string): Error {
 function needs(setter: string, value: unknown, rule: (value: unknown) => string | undefined): void {
   const expected = rule(value);
   if (expected) throw new InvalidTaskError(`${setter} needs ${expected}, got ${describe(value)}`);
+}
+
+/** The item a record stands for: its options, the client's id where it names none, a send() task's id and channel. */
+export function recordItem(
+  record: RedisTaskRecord,
+  clientId: string,
+  now: number,
+  send?: { readonly id: string; readonly replyTo: string },
+): EnqueueItem {
+  const options = record.options;
+  return {
+    payload: record.data,
+    clientId: options.clientId ?? clientId,
+    maxAttempts: options.maxAttempts,
+    backoff: options.backoff,
+    priority: options.priority,
+    delayMs: options.delayMs,
+    runAt: options.runAt,
+    expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
+    deduplicationKey: options.deduplicationKey,
+    deduplicationTtlMs: options.deduplicationTtlMs,
+    track: options.track,
+    wantsProgress: options.onProgress ? true : undefined,
+    id: send?.id,
+    replyTo: send?.replyTo,
+  };
 }

@@ -12,6 +12,7 @@ import {
   type WorkerInfo,
 } from '../core/admin/admin.js';
 import type { ScheduleSpec } from '../core/model/schedule.js';
+import type { CancelResult, TaskStatus } from '../core/model/task-status.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/config/options.js';
@@ -48,6 +49,26 @@ export class RedisTaskAdmin {
   /** Unregisters a group from a pattern and deletes its copies; reports how many of each were deleted. */
   async removeGroup(pattern: string, group: string): Promise<RemovedGroup> {
     return this.call((admin) => admin.removeGroup(pattern, group));
+  }
+
+  /**
+   * Where a tracked task is, or how it ended: `{ state, ... }` with `pending`, `delayed` (due time, why),
+   * `running` (worker, attempt, start, lease expiry, last progress), `completed` (a `send()` result),
+   * `cancelled`, `dead` (reason), or `unknown` (not tracked, or its index expired). One read per shard.
+   */
+  async getTask(pattern: string, id: string): Promise<TaskStatus> {
+    return this.call((admin) => admin.getTask(pattern, id));
+  }
+
+  /**
+   * Cancels a tracked task wherever it is, in every consumer group: a waiting one is removed; a running
+   * one has its fencing token revoked (its handler's `ctx.signal` aborts with `TaskCancelledError` within
+   * a heartbeat, its late outcome is refused, no recovery returns it). A `send()` caller gets
+   * `TaskCancelledError`. Answers `{ cancelled: true, was }`, or `{ cancelled: false, state }` for a task
+   * that already ended (or `unknown`).
+   */
+  async cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
+    return this.call((admin) => admin.cancelTask(pattern, id, reason));
   }
 
   async queues(): Promise<string[]> {

@@ -13,7 +13,12 @@ import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
-import { RedisTaskRecord } from './redis-task-record.builder.js';
+import { recordItem, RedisTaskRecord } from './redis-task-record.builder.js';
+import { TaskAdmin } from '../core/admin/admin.js';
+import { scrubbing } from '../core/support/redact.js';
+import { answeringBy } from '../core/admin/readiness.js';
+import type { TaskAdminRedis } from '../core/admin/admin.js';
+import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 
 const ignore = (): void => undefined;
@@ -142,6 +147,21 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer)));
   }
 
+  /**
+   * Cancels a tracked task (see `RedisTaskAdmin.cancel`): removed if it waits, stopped through its fencing
+   * token if it runs; its `send()` caller gets `TaskCancelledError`. Within `enqueueTimeoutMs`.
+   */
+  async cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
+    const redis = (await this.connect()) as TaskAdminRedis;
+    const { connection, enqueueTimeoutMs } = this.options;
+    await answeringBy(redis, connection, Date.now() + enqueueTimeoutMs, enqueueTimeoutMs, 'cancel()');
+    return scrubbing(TaskAdmin.forPrefix(redis, this.options.prefix)).cancelTask(
+      this.normalizePattern(pattern),
+      id,
+      reason,
+    );
+  }
+
   /** Nest 12's `setOnDispatchHook` (instrumentation) sees every packet: then Nest's own path is kept. */
   private get dispatchHooked(): boolean {
     return (this as unknown as { onDispatchHook?: unknown }).onDispatchHook !== undefined;
@@ -196,11 +216,17 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & {
       readonly id: string;
     };
-    // The send() bookkeeping (subscribe, enqueue, duplicates, the reply or its timeout) is the inbox's.
-    return inbox.send(queue, item, deadline, (answer) =>
-      callback(
-        'err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true },
-      ),
+    const onProgress = packet.data instanceof RedisTaskRecord ? packet.data.options.onProgress : undefined;
+    // The send() bookkeeping (subscribe, enqueue, duplicates, progress, the reply or its timeout) is the inbox's.
+    return inbox.send(
+      queue,
+      item,
+      deadline,
+      (answer) =>
+        callback(
+          'err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true },
+        ),
+      onProgress,
     );
   }
 
@@ -237,23 +263,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     now = Date.now(),
     send?: { readonly id: string; readonly replyTo: string },
   ): EnqueueItem {
-    if (data instanceof RedisTaskRecord) {
-      const options = data.options;
-      return {
-        payload: data.data,
-        clientId: options.clientId ?? this.options.clientId,
-        maxAttempts: options.maxAttempts,
-        backoff: options.backoff,
-        priority: options.priority,
-        delayMs: options.delayMs,
-        runAt: options.runAt,
-        expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
-        deduplicationKey: options.deduplicationKey,
-        deduplicationTtlMs: options.deduplicationTtlMs,
-        id: send?.id,
-        replyTo: send?.replyTo,
-      };
-    }
+    if (data instanceof RedisTaskRecord) return recordItem(data, this.options.clientId, now, send);
     const clientId = this.options.clientId;
     return send ? { payload: data, clientId, id: send.id, replyTo: send.replyTo } : { payload: data, clientId };
   }

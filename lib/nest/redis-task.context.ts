@@ -16,7 +16,7 @@ export interface RedisTaskInfo {
   readonly workerId: string;
   /** The consumer group running this copy of the task (`default` unless the transport names one). */
   readonly group: string;
-  /** Fires when the worker gives up on this run (shutdown timeout, lost lease). */
+  /** Fires when the worker gives up on this run (shutdown timeout, lost lease, cancelled: `TaskCancelledError`). */
   readonly signal: AbortSignal;
 }
 
@@ -100,6 +100,17 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?
    */
   extendLease(ms: number): Promise<boolean> {
     return this.control('extendLease').extendLease(ms);
+  }
+
+  /**
+   * Reports progress: any JSON value (at most 64 KiB), e.g. `{ done: 40, of: 100 }`. A tracked task keeps the
+   * last one (`getTask`), a `send()` caller whose record has `onProgress` hears each in order before the
+   * result, and the transport emits `progress`. Fenced like the other calls: resolves `false` (nothing
+   * reported) once this run no longer holds the task. Throws `InvalidTaskError` for a value that is not
+   * JSON or too large.
+   */
+  progress(value: unknown): Promise<boolean> {
+    return this.control('progress').progress(value);
   }
 
   private control(what: string): RunControl {

@@ -1,5 +1,6 @@
 import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
 import type { ScheduleTickEvent } from '../core/schedules/tick-firer.js';
+import type { TaskProgressEvent } from '../core/worker/worker-types.js';
 
 /** Connection states reported on `RedisTaskTransport.status` and `RedisTaskClient.status`. */
 export enum RedisTaskStatus {
@@ -21,4 +22,6 @@ export type RedisTaskEvents = {
    * task id, `skipped` while the previous task lives, `missed`), told by the one process that handled it.
    */
   schedule: (event: ScheduleTickEvent) => void;
+  /** Transport only: each progress value a handler reported (`ctx.progress()`), once Redis took it. */
+  progress: (event: TaskProgressEvent) => void;
 };

@@ -75,6 +75,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
           executor: (execution) => this.execute(execution),
           onStall: (stalled) => this.publishStatus(stalled ? RedisTaskStatus.STALLED : RedisTaskStatus.CONNECTED),
           onOutcome: (event) => this.events.emit('task', event),
+          onProgress: (event) => this.events.emit('progress', event),
           wantsOutcomes: () => this.events.listenerCount('task') > 0,
           schedules,
           onScheduleTick: (event) => this.events.emit('schedule', event),

@@ -21,7 +21,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
 
   async function enqueue(
     keys: QueueKeys,
-    tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string }[],
+    tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string; track?: boolean }[],
     recorded = false,
   ): Promise<unknown> {
     const args: (string | number)[] = [];
@@ -36,7 +36,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         delayMs: task.delayMs ?? 0,
         deduplicationKey: task.dedup,
         deduplicationTtlMs: 60_000,
-        awaitsReply: false,
+        awaitsReply: task.track === true,
+        ...(task.track ? { track: { keepMs: 60_000, liveMs: 60_000 }, replyTo: 'chan' } : {}),
       });
     }
     return redis.enqueueTasks(keys.root, ...args);
@@ -60,7 +61,19 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
   }
 
   const sound = (keys: QueueKeys) =>
-    enqueue(keys, [{ id: 'p1' }, { id: 'p2', priority: 3 }, { id: 'p3', client: 'b', dedup: 'd1' }]);
+    enqueue(keys, [
+      { id: 'p1', track: true },
+      { id: 'p2', priority: 3, track: true },
+      { id: 'p3', client: 'b', dedup: 'd1', track: true },
+    ]);
+
+  /** A tracked task t1 (priority 2, deduplication key d1) claimed by `worker` and recorded running: its token. */
+  async function runningTracked(keys: QueueKeys): Promise<string> {
+    await enqueue(keys, [{ id: 't1', priority: 2, dedup: 'd1', track: true }]);
+    const [token] = await claimAll(keys, 2);
+    await gateway.track.start(keys, worker, [{ token, id: 't1', attempt: 1 }]);
+    return token;
+  }
 
   return {
     enqueueTasks: {
@@ -68,7 +81,13 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       run: (keys) =>
         enqueue(
           keys,
-          [{ id: 'n1' }, { id: 'n2', priority: 2 }, { id: 'n3', delayMs: 5_000 }, { id: 'n4', dedup: 'd1' }],
+          [
+            { id: 'n1' },
+            { id: 'n2', priority: 2 },
+            { id: 'n3', delayMs: 5_000 },
+            { id: 'n4', dedup: 'd1' },
+            { id: 't1', dedup: 'd2', track: true },
+          ],
           true,
         ),
     },
@@ -94,9 +113,9 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.acknowledge(keys, worker, [
-          { token: t1, taskId: 'p1', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
-          { token: t2, taskId: 'p2', resultTtlMs: 5_000 },
-          { token: t3, taskId: 'p3', deduplicationKey: 'd1', resultTtlMs: 5_000 },
+          { token: t1, taskId: 'p2', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
+          { token: t2, taskId: 'p3', resultTtlMs: 5_000, index: keys.task('p3') },
+          { token: t3, taskId: 'p1', deduplicationKey: 'd1', resultTtlMs: 5_000, index: keys.task('p1') },
         ]);
       },
     },
@@ -105,7 +124,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         await sound(keys);
         return claimAll(keys, 2);
       },
-      run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000),
+      run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000, keys.task('p2')),
     },
     deadLetterTask: {
       setup: async (keys) => {
@@ -119,6 +138,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           taskId: 'p3',
           deduplicationKey: 'd1',
           reply: { channel: 'chan', message: '{}', ttlMs: 5_000 },
+          index: keys.task('p1'),
         }),
     },
     requeueTasks: {
@@ -129,9 +149,9 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.requeue(keys, worker, true, [
-          { token: t3, clientId: 'b', priority: 0 },
-          { token: t2, clientId: 'a', priority: 0 },
-          { token: t1, clientId: 'a', priority: 3 },
+          { token: t3, clientId: 'b', priority: 0, index: keys.task('p3') },
+          { token: t2, clientId: 'a', priority: 0, index: keys.task('p1') },
+          { token: t1, clientId: 'a', priority: 3, index: keys.task('p2') },
         ]);
       },
     },
@@ -158,12 +178,45 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     cancelTask: {
       setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1' }, { id: 'c2' }]),
       run: (keys) =>
-        gateway.cancel(keys, {
+        gateway.track.cancel(keys, {
           clientId: 'a',
           entry: entry('c1', 'a', 0, 2),
           priority: 2,
           deduplicationKey: 'd1',
           id: 'c1',
+        }),
+    },
+    startTasks: {
+      setup: async (keys) => {
+        await enqueue(keys, [
+          { id: 't1', priority: 2, dedup: 'd1', track: true },
+          { id: 't2', client: 'b', track: true },
+        ]);
+        // t1 was asked to be cancelled while it was between places: its start cancels it.
+        await redis.hset(keys.task('t1'), 'cancel', 'asked');
+        return claimAll(keys, 2);
+      },
+      run: (keys, claimed) => {
+        const [first, , second] = claimed as string[];
+        return gateway.track.start(keys, worker, [
+          { token: first, id: 't1', attempt: 1 },
+          { token: second, id: 't2', attempt: 1 },
+        ]);
+      },
+    },
+    revokeTask: {
+      setup: (keys) => runningTracked(keys),
+      run: (keys) => gateway.track.revoke(keys, 't1', 'stop', 'call-1'),
+    },
+    reportProgress: {
+      setup: (keys) => runningTracked(keys),
+      run: (keys, token) =>
+        gateway.track.progress(keys, worker, {
+          token: token as string,
+          id: 't1',
+          seq: 1,
+          value: '{"done":1}',
+          publish: { channel: 'chan', message: '{"id":"t1","seq":1,"progress":{"done":1}}' },
         }),
     },
     heartbeatWorker: {

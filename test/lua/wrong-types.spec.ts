@@ -107,6 +107,9 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.groups, 'set'],
     [keys.deadLetters, 'list'],
     [keys.history, 'hash'],
+    [keys.task('t1'), 'hash'],
+    [keys.task('p1'), 'hash'],
+    [keys.task('p2'), 'hash'],
   ];
 }
 
@@ -139,8 +142,11 @@ async function keysOf(name: string, lua: string, scenario: Scenario): Promise<[s
       const kind = kindOf(description, key);
       if (kind) found.push([key, kind]);
     });
-    // A script sent one root builds the others from it: each of those too.
-    if (lua.includes('\n-- Builds keys: ') && sent.length === 1) found.push(...builtKeys(keys, 'a'));
+    // A script that builds keys from a root (or is handed an index key) builds those too: each of them.
+    if (lua.includes('\n-- Builds keys: ') || lua.includes('index key')) {
+      const given = new Set(found.map(([key]) => key));
+      found.push(...builtKeys(keys, 'a').filter(([key]) => !given.has(key)));
+    }
     return found.map(([key, kind]) => [key.slice(prefix.length), kind]);
   } finally {
     await deleteKeys(redis, prefix);

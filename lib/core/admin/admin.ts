@@ -21,6 +21,8 @@ import type { ScheduleSpec } from '../model/schedule.js';
 import { ScheduleBook, type ScheduleInfo, type TriggerResult, type UpsertResult } from '../schedules/schedule-book.js';
 import { SCHEDULE_LIMITS } from '../schedules/tick-firer.js';
 import { silentLogger } from '../support/logger.js';
+import { TaskLookup } from './tasks.js';
+import type { CancelResult, TaskStatus } from '../model/task-status.js';
 
 export {
   selects,
@@ -45,6 +47,7 @@ export class TaskAdmin {
   private readonly groupsPart: ConsumerGroups;
   private readonly deadLettersPart: DeadLetters;
   private readonly schedulesPart: ScheduleBook;
+  private readonly tasksPart: TaskLookup;
 
   constructor(
     private readonly store: TaskStore,
@@ -56,6 +59,17 @@ export class TaskAdmin {
     this.groupsPart = new ConsumerGroups(store, group);
     this.deadLettersPart = new DeadLetters(store, group);
     this.schedulesPart = new ScheduleBook(store, SCHEDULE_LIMITS, silentLogger);
+    this.tasksPart = new TaskLookup(store, group);
+  }
+
+  /** A tracked task's status by id (`unknown`: not tracked, or its index expired). Reads, never scans. */
+  getTask(queue: string, id: string): Promise<TaskStatus> {
+    return this.tasksPart.get(queue, id);
+  }
+
+  /** Cancels a tracked task wherever it is, in every consumer group (see `TaskLookup.cancel`). */
+  cancelTask(queue: string, id: string, reason?: string): Promise<CancelResult> {
+    return this.tasksPart.cancel(queue, id, reason);
   }
 
   /**

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { InvalidOptionError } from '../model/errors.js';
+import { trackProblem } from './rules.js';
+import type { TrackOptions } from '../model/task-status.js';
 import { MAX_SHARDS } from '../redis/keys.js';
 import { describeServer, type RedisTaskConnection } from '../redis/connection.js';
 import type { EvictionPolicyCheck } from '../redis/guardrails.js';
@@ -86,6 +88,13 @@ export interface RedisTaskClientOptions extends RedisTaskCommonOptions {
    * `cancelled: true`), instead of leaving it to run later with nobody waiting. Default false.
    */
   cancelOnReplyTimeout?: boolean;
+  /**
+   * Track every task this client enqueues: an index per task, with a TTL, that lets `getTask` tell where it
+   * is, `cancel` stop it wherever it is (running ones too) and keeps its progress. `true` for the defaults
+   * (kept 1 h after the task ended, at most 7 days while it waits or runs), or `{ keepMs, liveMs }`. A
+   * record's `setTracked()` decides for one task. Default false: nothing is kept per task.
+   */
+  track?: boolean | TrackOptions;
 }
 
 export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
@@ -219,6 +228,7 @@ const CLIENT_DEFAULTS: ResolvedClientOptions = {
   deduplicationTtlMs: 86_400_000,
   enqueueTimeoutMs: 5_000,
   cancelOnReplyTimeout: false,
+  track: false,
 };
 
 /** What a task is checked against where no client's options apply (the admin API's and a worker's schedules). */
@@ -333,6 +343,10 @@ const CLIENT_CHECKS: Record<string, Check> = {
   durability,
   enqueueTimeoutMs: integer(10, 3_600_000),
   cancelOnReplyTimeout: (option, value) => boolean(option, value),
+  track: (option, value) => {
+    const problem = trackProblem(value);
+    if (problem) throw new InvalidOptionError(option, problem);
+  },
 };
 
 const TRANSPORT_CHECKS: Record<string, Check> = {

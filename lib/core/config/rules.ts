@@ -8,6 +8,7 @@ import {
   type RetryOptions,
 } from '../model/retry-policy.js';
 import { describe } from '../support/describe.js';
+import { MAX_TRACK_MS, TRACK_DEFAULTS, type TrackOptions, type TrackTimes } from '../model/task-status.js';
 
 /** Bounds of retry settings (the model's pure checks apply them). */
 export { MAX_ATTEMPTS, MAX_BACKOFF_MS } from '../model/retry-policy.js';
@@ -221,4 +222,27 @@ export function validateClientConcurrency(option: string, value: unknown): void 
 
 export function validateHandlerTimeout(option: string, value: unknown): void {
   check(option, value, handlerTimeoutProblem(value));
+}
+
+/** Why a `track` value is not one (undefined when it is): true, false, or `{ keepMs?, liveMs? }`. */
+export function trackProblem(value: unknown): string | undefined {
+  if (typeof value === 'boolean') return undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return `must be true, false or { keepMs?, liveMs? }, got ${describe(value)}`;
+  }
+  for (const [key, ms] of Object.entries(value)) {
+    if (key !== 'keepMs' && key !== 'liveMs') return `has an unknown field "${key}" (known: keepMs, liveMs)`;
+    if (ms === undefined) continue;
+    if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1 || ms > MAX_TRACK_MS) {
+      return `.${key} must be an integer from 1 to ${MAX_TRACK_MS}, got ${describe(ms)}`;
+    }
+  }
+  return undefined;
+}
+
+/** The index TTLs a checked `track` value stands for; undefined for false (not tracked). */
+export function trackTimes(value: boolean | TrackOptions | undefined): TrackTimes | undefined {
+  if (value === undefined || value === false) return undefined;
+  if (value === true) return TRACK_DEFAULTS;
+  return { keepMs: value.keepMs ?? TRACK_DEFAULTS.keepMs, liveMs: value.liveMs ?? TRACK_DEFAULTS.liveMs };
 }

@@ -39,6 +39,10 @@ export interface TaskEnvelope {
   /** W3C trace context of the producer's span (OpenTelemetry), when there was one; never checked: a bad one starts a new trace. */
   readonly traceparent?: string;
   readonly tracestate?: string;
+  /** 1: the task has an index (`QueueKeys.task`) that workers keep up to date (status, cancel, progress). */
+  readonly track?: 1;
+  /** 1: the `send()` caller listens for progress values (published on `replyTo`). */
+  readonly progress?: 1;
 }
 
 export interface DecodedEntry {
@@ -68,7 +72,9 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
     meta.traceparent === undefined
       ? ''
       : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
-  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace},"payload":${payloadJson}}`;
+  const track = meta.track === 1 ? ',"track":1' : '';
+  const progress = meta.progress === 1 ? ',"progress":1' : '';
+  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */

@@ -201,6 +201,24 @@ export class LeaseLostError extends RedisTaskError {
   }
 }
 
+/**
+ * The task was cancelled (`cancel()` of the client or the admin API): a `send()` caller's rejection, and
+ * the reason a running handler's `ctx.signal` aborts with.
+ */
+export class TaskCancelledError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    /** The reason the canceller gave ('' none). */
+    readonly reason = '',
+  ) {
+    super(
+      'TASK_CANCELLED',
+      `nestjs-redis-tasks: task ${taskId} of "${pattern}" was cancelled${reason === '' ? '' : `: ${reason}`}`,
+    );
+  }
+}
+
 /** What a thrown `RetryTaskError` / `DeadLetterTaskError` asks for (by code: works across package copies). */
 export function requestOf(error: unknown): HandlerRequest | undefined {
   try {

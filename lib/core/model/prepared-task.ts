@@ -16,6 +16,16 @@ export interface PreparedTask {
   readonly deduplicationTtlMs: number;
   /** A send() task: kept until its reply comes, so its caller can cancel it. */
   readonly awaitsReply: boolean;
+  /** Tracked: its index is kept `keepMs` after it ended, `liveMs` while it waits or runs. */
+  readonly track?: TrackTimes;
+  /** A send() caller's reply channel (stored on a tracked task's index, so a cancel can answer it). */
+  readonly replyTo?: string;
+}
+
+/** How long a tracked task's index is kept (ms): once the task ended, and while it waits or runs. */
+export interface TrackTimes {
+  readonly keepMs: number;
+  readonly liveMs: number;
 }
 
 /**
@@ -29,4 +39,6 @@ export interface AckItem {
   /** A `send()` task's reply: the caller's channel and the message (JSON), stored for `resultTtlMs`. */
   readonly reply?: { readonly channel: string; readonly message: string };
   readonly resultTtlMs: number;
+  /** A tracked task's index key (`QueueKeys.task`): it becomes `completed`. */
+  readonly index?: string;
 }

@@ -69,6 +69,7 @@ export class ProducerRuntime {
       maxPayloadBytes: options.maxPayloadBytes,
       batchChunkSize: options.batchChunkSize,
       deduplicationTtlMs: options.deduplicationTtlMs,
+      track: options.track,
       durability: options.durability,
       enqueueTimeoutMs: options.enqueueTimeoutMs,
       server: watch.server,

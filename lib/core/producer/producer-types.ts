@@ -3,6 +3,7 @@ import type { ConnectionWatch } from '../redis/connection.js';
 import type { TaskTracing } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { PreparedTask } from '../model/prepared-task.js';
+import type { TrackOptions } from '../model/task-status.js';
 
 /** How one enqueued task is answered: its receipt once Redis wrote it, or why it was not (maybe) written. */
 export interface EnqueueAnswer {
@@ -24,6 +25,8 @@ export interface ProducerOptions {
   readonly batchChunkSize: number;
   /** Default TTL of deduplication keys (ms). */
   readonly deduplicationTtlMs: number;
+  /** Whether tasks are tracked unless a record says otherwise (the client's `track`). */
+  readonly track?: boolean | TrackOptions;
   /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
   readonly durability?: DurabilityOptions;
   /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */

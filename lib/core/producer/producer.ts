@@ -61,7 +61,11 @@ export class TaskProducer {
     };
     const durability = options.durability;
     this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
-    this.limits = { maxPayloadBytes: options.maxPayloadBytes, deduplicationTtlMs: options.deduplicationTtlMs };
+    this.limits = {
+      maxPayloadBytes: options.maxPayloadBytes,
+      deduplicationTtlMs: options.deduplicationTtlMs,
+      track: options.track,
+    };
     this.errors = new EnqueueErrors(layouts.prefix, options);
   }
 

@@ -1,4 +1,11 @@
-import { ClosedError, DuplicateTaskError, ReplyTimeoutError, TaskFailedError } from '../model/errors.js';
+import {
+  ClosedError,
+  DuplicateTaskError,
+  ReplyTimeoutError,
+  TaskCancelledError,
+  TaskFailedError,
+} from '../model/errors.js';
+import { errorMessage } from '../support/logger.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
 import type { TaskRedis } from '../redis/scripts.js';
@@ -22,6 +29,10 @@ interface Waiting {
   readonly answer: (answer: ReplyAnswer) => void;
   /** When the caller stops waiting (Date.now() ms); 0: never. */
   readonly deadline: number;
+  /** Hears the handler's progress values, when the caller asked for them. */
+  readonly onProgress?: (value: unknown) => void;
+  /** The sequence of the last progress value heard (a resent report repeats one). */
+  progressSeq: number;
 }
 
 export interface ReplyInboxOptions {
@@ -75,9 +86,10 @@ export class ReplyInbox {
     item: EnqueueItem & { readonly id: string },
     deadline: number,
     answer: (answer: ReplyAnswer) => void,
+    onProgress?: (value: unknown) => void,
   ): () => void {
     const id = item.id;
-    const stop = this.expect(id, queue, item.clientId, answer);
+    const stop = this.expect(id, queue, item.clientId, answer, onProgress);
     const enqueued: EnqueueAnswer = {
       written: (receipt) => {
         if (receipt.duplicate) this.failed(id, new DuplicateTaskError(queue, receipt.id));
@@ -102,9 +114,16 @@ export class ReplyInbox {
    * Waits for the reply of task `id` (enqueue it after `subscribed()`); returns how to stop waiting
    * (the caller unsubscribed). Each caller is answered at most once.
    */
-  expect(id: string, queue: string, clientId: string, answer: (answer: ReplyAnswer) => void): () => void {
+  expect(
+    id: string,
+    queue: string,
+    clientId: string,
+    answer: (answer: ReplyAnswer) => void,
+    onProgress?: (value: unknown) => void,
+  ): () => void {
     const timeoutMs = this.options.replyTimeoutMs;
-    this.waiting.set(id, { id, queue, clientId, answer, deadline: timeoutMs > 0 ? Date.now() + timeoutMs : 0 });
+    const deadline = timeoutMs > 0 ? Date.now() + timeoutMs : 0;
+    this.waiting.set(id, { id, queue, clientId, answer, deadline, onProgress, progressSeq: 0 });
     if (timeoutMs > 0 && !this.deadlines) {
       // Checked every 1/20 of the timeout (1 ms to 1 s): a caller hears within 5% after its timeout, never before.
       this.deadlines = setInterval(
@@ -236,13 +255,25 @@ export class ReplyInbox {
     }
     const waiting = this.waiting.get(reply.id);
     if (!waiting) return; // timed out, unsubscribed, or already answered
+    if (isProgressMessage(reply)) {
+      this.heardProgress(waiting, reply);
+      return;
+    }
     this.forget(reply.id);
-    // A worker of this release sends an error record: the caller gets an Error with its type kept.
     waiting.answer(
-      reply.err !== undefined
-        ? { err: isReplyError(reply.err) ? new TaskFailedError(reply.err) : reply.err }
-        : { response: reply.response },
+      reply.err !== undefined ? { err: replyErrorOf(reply.err, waiting.queue) } : { response: reply.response },
     );
+  }
+
+  /** A progress value, told to a caller that listens: each sequence once, in order (a resent report repeats one). */
+  private heardProgress(waiting: Waiting, message: ProgressMessage): void {
+    if (!waiting.onProgress || message.seq <= waiting.progressSeq) return;
+    waiting.progressSeq = message.seq;
+    try {
+      waiting.onProgress(message.progress);
+    } catch (error) {
+      this.logger.warn(`an onProgress listener of "${waiting.queue}" threw: ${errorMessage(error)}`);
+    }
   }
 
   private async fetchMissed(): Promise<void> {
@@ -252,6 +283,32 @@ export class ReplyInbox {
       if (stored !== null) this.onReply(stored);
     }
   }
+}
+
+/** What a progress report publishes on a caller's reply channel (see reportProgress-1.lua). */
+interface ProgressMessage {
+  readonly id: string;
+  readonly progress: unknown;
+  readonly seq: number;
+}
+
+function isProgressMessage(message: ReplyMessage): message is ReplyMessage & ProgressMessage {
+  return 'progress' in message && typeof (message as { seq?: unknown }).seq === 'number';
+}
+
+/**
+ * The caller's error for a reply's error: a cancelled task's `TaskCancelledError`, a worker of this release's
+ * record as `TaskFailedError` (its type kept), an older worker's raw filter output as it came.
+ */
+function replyErrorOf(err: unknown, queue: string): unknown {
+  if (isReplyError(err)) {
+    if (err.name === 'TaskCancelledError' && err.code === 'TASK_CANCELLED') {
+      const detail = (err as { detail?: unknown }).detail;
+      return new TaskCancelledError(queue, err.taskId, typeof detail === 'string' ? detail : '');
+    }
+    return new TaskFailedError(err);
+  }
+  return err;
 }
 
 /** An open subscription to a reply channel. */
@@ -306,6 +363,6 @@ export function redisReplyRoute(redis: TaskRedis, producer: Pick<TaskProducer, '
       const layout = await producer.layout(queue);
       return redis.get(layout.shardOf(clientId).result(id));
     },
-    cancel: (keys, task) => gatewayOf(redis).cancel(keys, task),
+    cancel: (keys, task) => gatewayOf(redis).track.cancel(keys, task),
   };
 }

@@ -6,6 +6,8 @@ import { MAX_DELAY_MS, nameProblem, taskRules, validateBackoff, validateMaxAttem
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 import type { TraceContext } from '../support/tracing.js';
 import type { PreparedTask } from '../model/prepared-task.js';
+import { trackProblem, trackTimes } from '../config/rules.js';
+import type { TrackOptions } from '../model/task-status.js';
 
 export type { PreparedTask };
 
@@ -27,6 +29,8 @@ export interface TaskOptions {
   readonly deduplicationKey?: string;
   /** Longest time the deduplication key holds (ms), if the task never completes; default: the client's `deduplicationTtlMs`. */
   readonly deduplicationTtlMs?: number;
+  /** Track this task (status by id, cancel, progress kept): true, false or `{ keepMs, liveMs }`; default: the client's `track`. */
+  readonly track?: boolean | TrackOptions;
 }
 
 /** One task to enqueue. */
@@ -39,6 +43,8 @@ export interface EnqueueItem extends TaskOptions {
   readonly id?: string;
   /** The producer span's trace context (OpenTelemetry), stored with the task. */
   readonly trace?: TraceContext;
+  /** A `send()` caller listens for the handler's progress values (published on `replyTo`). */
+  readonly wantsProgress?: boolean;
 }
 
 /** What a task is checked against besides its own fields. */
@@ -46,6 +52,8 @@ export interface ItemLimits {
   readonly maxPayloadBytes: number;
   /** Default TTL of deduplication keys (ms). */
   readonly deduplicationTtlMs: number;
+  /** Whether tasks are tracked unless they say otherwise (the client's `track`). */
+  readonly track?: boolean | TrackOptions;
 }
 
 /**
@@ -94,6 +102,9 @@ export function prepareTask(
   const payload = serializePayload(item.payload, index, limits.maxPayloadBytes);
   // A plain task (the common case) has nothing more to check.
   if (
+    !limits.track &&
+    item.track === undefined &&
+    item.wantsProgress === undefined &&
     item.maxAttempts === undefined &&
     item.backoff === undefined &&
     item.priority === undefined &&
@@ -117,6 +128,12 @@ export function prepareTask(
     };
   }
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
+  if (item.track !== undefined) {
+    const problem = trackProblem(item.track);
+    if (problem) fail(`track ${problem}`);
+  }
+  if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
+  const track = trackTimes(item.track ?? limits.track);
   const entry = encodeNewEntry(
     {
       id,
@@ -129,6 +146,8 @@ export function prepareTask(
       expiresAt: item.expiresAt,
       dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
       ...item.trace,
+      track: track ? 1 : undefined,
+      progress: item.wantsProgress ? 1 : undefined,
     },
     payload,
   );
@@ -141,6 +160,8 @@ export function prepareTask(
     deduplicationKey: item.deduplicationKey,
     deduplicationTtlMs: dedupTtlMs,
     awaitsReply: item.replyTo !== undefined,
+    track,
+    replyTo: item.replyTo,
   };
 }
 

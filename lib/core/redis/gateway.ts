@@ -3,6 +3,7 @@ import { perConnection } from './per-connection.js';
 import { randomBytes } from 'node:crypto';
 import { CALL_MARKER } from './script-command.js';
 import { ScriptKeys } from './script-keys.js';
+import { TrackGateway } from './track-gateway.js';
 import type { SettleKeys, TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 
@@ -12,7 +13,12 @@ import type { AckItem, PreparedTask } from '../model/prepared-task.js';
  * instead of the scripts' sentinel numbers. Each method's script is named in its comment.
  */
 export class ScriptGateway {
-  constructor(private readonly redis: TaskRedis) {}
+  /** The scripts of tracked tasks (start, cancel, progress). */
+  readonly track: TrackGateway;
+
+  constructor(private readonly redis: TaskRedis) {
+    this.track = new TrackGateway(redis);
+  }
 
   /**
    * enqueueTasks: the call's tasks, batch by batch, behind its call record (which makes a resend
@@ -81,6 +87,8 @@ export class ScriptGateway {
     workerId: string,
     token: string,
     delayMs: number,
+    /** A tracked task's index key: it becomes `delayed`. */
+    index?: string,
   ): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
     const due = await this.redis.retryTask(
       keys.processing(workerId),
@@ -88,6 +96,7 @@ export class ScriptGateway {
       ...settleKeys(keys),
       token,
       delayMs,
+      index ?? '',
     );
     return due === 0 ? LOST : { kind: 'scheduled', dueAt: due };
   }
@@ -105,6 +114,7 @@ export class ScriptGateway {
       letter.record,
       letter.cap,
       deduplicationKey === undefined ? '' : (taskId ?? ''),
+      letter.index ?? '',
       ...(reply ? [reply.channel, reply.message, reply.ttlMs] : []),
     );
     return settled === 1;
@@ -129,7 +139,7 @@ export class ScriptGateway {
       fixed,
       tasks,
       (task) => [task.token],
-      (task) => [task.priority],
+      (task) => [task.priority, task.index ?? ''],
     );
     const expiry = expiredBy === undefined ? ['', 0] : [workerId, expiredBy];
     return this.redis.requeueTasks(...(call.keys as [number]), countAttempt ? 1 : 0, ...expiry, ...call.fields);
@@ -241,26 +251,6 @@ export class ScriptGateway {
       clientId,
     );
   }
-
-  /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
-  async cancel(
-    keys: QueueKeys,
-    task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string },
-  ): Promise<boolean> {
-    const dedup = task.deduplicationKey === undefined ? keys.ring : keys.dedup(task.deduplicationKey);
-    const removed = await this.redis.cancelTask(
-      keys.pending(task.clientId),
-      keys.priority(task.clientId),
-      keys.delayed,
-      dedup,
-      keys.prioritized,
-      keys.pendingCount,
-      task.entry,
-      task.priority,
-      task.deduplicationKey === undefined ? '' : task.id,
-    );
-    return removed === 1;
-  }
 }
 
 /**
@@ -335,14 +325,15 @@ function enqueueArgs(call: EnqueueCall): (string | number)[] {
 /**
  * One task's fields for enqueueTasks-1.lua: a plain task is 2 fields (client id, entry); a task with
  * options is 8, marked by a leading '' (client ids are never empty): '', client id, entry, priority, delay
- * (ms), deduplication key ('' none), its TTL (ms), task id.
+ * (ms), deduplication key ('' none), its TTL (ms), task id; a tracked task is 11, marked by ' ' (client
+ * ids have no spaces): the same 7, then its index's TTLs (ms) once ended and while live, and its reply channel.
  */
 export function pushEnqueueFields(args: (string | number)[], task: PreparedTask): void {
-  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined) {
+  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined && !task.track) {
     args.push(task.clientId, task.entry);
   } else {
     args.push(
-      '',
+      task.track ? ' ' : '',
       task.clientId,
       task.entry,
       task.priority,
@@ -351,12 +342,13 @@ export function pushEnqueueFields(args: (string | number)[], task: PreparedTask)
       task.deduplicationTtlMs,
       task.id,
     );
+    if (task.track) args.push(task.track.keepMs, task.track.liveMs, task.replyTo ?? '');
   }
 }
 
 /**
- * One acknowledgement's 6 fields for ackTasks-7.lua: token, task id, deduplication key ('' none), reply
- * channel ('' not a send() task), reply message ('' none), result TTL (ms).
+ * One acknowledgement's 7 fields for ackTasks-7.lua: token, task id, deduplication key ('' none), reply
+ * channel ('' not a send() task), reply message ('' none), result TTL (ms), index key ('' untracked).
  */
 export function pushAckFields(args: (string | number)[], ack: AckItem): void {
   args.push(
@@ -366,6 +358,7 @@ export function pushAckFields(args: (string | number)[], ack: AckItem): void {
     ack.reply?.channel ?? '',
     ack.reply?.message ?? '',
     ack.resultTtlMs,
+    ack.index ?? '',
   );
 }
 
@@ -426,6 +419,8 @@ export interface DeadLetterWrite {
   readonly deduplicationKey?: string;
   /** An error reply to a send() caller. */
   readonly reply?: { readonly channel: string; readonly message: string; readonly ttlMs: number };
+  /** A tracked task's index key: it becomes `dead`. */
+  readonly index?: string;
 }
 
 /** A task held in a processing hash, going back to its client's list. */
@@ -433,6 +428,8 @@ export interface HeldTask {
   readonly token: string;
   readonly clientId: string;
   readonly priority: number;
+  /** A tracked task's index key: it becomes `pending` again. */
+  readonly index?: string;
 }
 
 export interface Heartbeat {

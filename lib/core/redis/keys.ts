@@ -176,6 +176,15 @@ export class QueueKeys {
     return `${this.base}:processing:${workerId}`;
   }
 
+  /**
+   * A tracked task's index (hash: state, where it waits or which worker runs it, progress, outcome; see
+   * scripts/include/track.lua), with a TTL: made by the enqueue of a tracked task only, updated by every
+   * later step while it exists. One per consumer group (each group's copy has its own life).
+   */
+  task(taskId: string): string {
+    return `${this.base}:task:${taskId}`;
+  }
+
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
     return `${this.root}:result:${taskId}`;

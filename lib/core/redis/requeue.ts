@@ -56,9 +56,11 @@ export async function requeueProcessing(
   const undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][] = [];
   for (const token of tokens) {
     const decoded = decodeEntry(entries[token]);
-    if (decoded.ok)
-      held.push({ token, clientId: decoded.entry.envelope.clientId, priority: decoded.entry.envelope.priority ?? 0 });
-    else undecodable.push([token, decoded]);
+    if (decoded.ok) {
+      const { envelope } = decoded.entry;
+      const index = envelope.track === 1 ? keys.task(envelope.id) : undefined;
+      held.push({ token, clientId: envelope.clientId, priority: envelope.priority ?? 0, index });
+    } else undecodable.push([token, decoded]);
   }
   // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is
   // reported by the await below, not as an unhandled rejection while the dead letters are written.

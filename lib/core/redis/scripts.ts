@@ -100,6 +100,7 @@ export interface TaskCommands {
       record: string,
       cap: number,
       dedupHolder: string,
+      index: string,
       ...reply: (string | number)[],
     ]
   ): Promise<0 | 1>;
@@ -116,8 +117,26 @@ export interface TaskCommands {
   retryTask(
     processing: string,
     delayed: string,
-    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number]
+    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number, index: string]
   ): Promise<number>;
+  startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
+  revokeTask(
+    base: string,
+    root: string,
+    id: string,
+    reason: string,
+    callId: string,
+  ): Promise<['cancelled' | 'requested' | 'ended' | 'unknown', string]>;
+  reportProgress(
+    base: string,
+    workerId: string,
+    token: string,
+    id: string,
+    seq: number,
+    value: string,
+    channel: string,
+    message: string,
+  ): Promise<0 | 1>;
   promoteTasks(numKeys: number, ...keysAndArgs: (string | number)[]): Promise<number>;
   deadLetterDelayed(
     delayed: string,

@@ -31,7 +31,10 @@ export interface ProducerTrace {
 export interface ConsumerTrace {
   /** Runs `fn` with the span active, so the handler's own spans are its children. */
   within<T>(fn: () => T): T;
-  event(name: 'retry scheduled' | 'dead-lettered' | 'lease lost', attributes?: Record<string, string | number>): void;
+  event(
+    name: 'retry scheduled' | 'dead-lettered' | 'lease lost' | 'cancelled',
+    attributes?: Record<string, string | number>,
+  ): void;
   /** The run failed: its exception recorded and the span's status set to error. */
   failed(error: unknown): void;
   end(): void;

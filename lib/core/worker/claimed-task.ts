@@ -34,9 +34,46 @@ export class ClaimedTask {
    * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted. Resolves
    * with the due time, or `undefined` when the task is no longer held.
    */
-  async retry(delayMs: number): Promise<number | undefined> {
-    const retried = await this.gateway.retry(this.keys, this.options.workerId, this.token, delayMs);
+  async retry(delayMs: number, envelope?: TaskEnvelope): Promise<number | undefined> {
+    const retried = await this.gateway.retry(
+      this.keys,
+      this.options.workerId,
+      this.token,
+      delayMs,
+      this.index(envelope),
+    );
     return retried.kind === 'scheduled' ? retried.dueAt : undefined;
+  }
+
+  /** A tracked task, before its handler starts: recorded running, or cancelled (a cancel came first), or lost. */
+  async start(envelope: TaskEnvelope, attempt: number): Promise<'run' | 'cancelled' | 'lost'> {
+    const [started] = await this.gateway.track.start(this.keys, this.options.workerId, [
+      { token: this.token, id: envelope.id, attempt },
+    ]);
+    return started;
+  }
+
+  /** Progress of the run (value already JSON): stored when tracked, published when its caller listens; false when no longer held. */
+  progress(envelope: TaskEnvelope, seq: number, value: string): Promise<boolean> {
+    const publish =
+      envelope.progress === 1 && envelope.replyTo !== undefined
+        ? {
+            channel: envelope.replyTo,
+            message: `{"id":${JSON.stringify(envelope.id)},"seq":${seq},"progress":${value}}`,
+          }
+        : undefined;
+    return this.gateway.track.progress(this.keys, this.options.workerId, {
+      token: this.token,
+      id: envelope.track === 1 ? envelope.id : undefined,
+      seq,
+      value,
+      publish,
+    });
+  }
+
+  /** The task's index key when it is tracked. */
+  index(envelope: TaskEnvelope | undefined): string | undefined {
+    return envelope?.track === 1 ? this.keys.task(envelope.id) : undefined;
   }
 
   /** Whether this worker still holds the task, renewing its lease in the shard (`leaseMs`) on the way. */
@@ -80,6 +117,7 @@ export class ClaimedTask {
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,
       deduplicationKey: envelope?.dedupKey,
+      index: this.index(envelope),
       reply:
         envelope?.replyTo !== undefined
           ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error })

@@ -36,10 +36,11 @@ export class Completer {
   /**
    * A plain success rides on its shard's next claim call: true, and `answer` hears whether the worker still
    * held the task once the call came back. False when it cannot ride (a reply to send or a deduplication key
-   * to free, no claim loop, or the tasks were given back): `acknowledge` it instead.
+   * to free, a tracked task's index to update, no claim loop, or the tasks were given back): `acknowledge` it instead.
    */
   ride(task: ClaimedTask, envelope: TaskEnvelope, answer: (held: boolean) => void): boolean {
-    if (this.given || envelope.replyTo !== undefined || envelope.dedupKey !== undefined) return false;
+    if (this.given || envelope.replyTo !== undefined || envelope.dedupKey !== undefined || envelope.track === 1)
+      return false;
     const acks = this.shards.get(task.keys);
     if (!acks?.rides) return false;
     acks.add(task.token, answer);
@@ -61,6 +62,7 @@ export class Completer {
           ? { channel: envelope.replyTo, message: reply }
           : undefined,
       resultTtlMs: this.options.resultTtlMs,
+      index: task.index(envelope),
     });
   }
 

@@ -1,8 +1,29 @@
 import { validateDeadLetterReason, validateLeaseExtension, validateRetryDelay } from '../config/rules.js';
+import { InvalidTaskError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import { loseLease, type Run } from './running.js';
 import type { RunControl, WorkerOptions } from './worker-types.js';
+
+/** Largest progress value (its JSON, in UTF-8 bytes). */
+export const MAX_PROGRESS_BYTES = 64 * 1024;
+
+/** A progress value as JSON, or InvalidTaskError naming what is wrong with it. */
+function progressJson(value: unknown): string {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(value === undefined ? null : value);
+  } catch (error) {
+    throw new InvalidTaskError(`ctx.progress() needs a JSON value: ${(error as Error).message}`);
+  }
+  if (json === undefined) throw new InvalidTaskError(`ctx.progress() needs a JSON value, got a ${typeof value}`);
+  if (Buffer.byteLength(json) > MAX_PROGRESS_BYTES) {
+    throw new InvalidTaskError(
+      `ctx.progress() got ${Buffer.byteLength(json)} bytes of JSON; at most ${MAX_PROGRESS_BYTES}`,
+    );
+  }
+  return json;
+}
 
 /**
  * A handler's say over its own run (`ctx.retry()`, `ctx.deadLetter()`, `ctx.extendLease()`). Every call is
@@ -46,6 +67,25 @@ export class HandlerControl implements RunControl {
     if (held !== true || this.refused('extendLease')) return false;
     if (this.run.deadline !== undefined) this.run.deadline = Math.max(this.run.deadline, Date.now() + ms);
     return true;
+  }
+
+  progress(value: unknown): Promise<boolean> {
+    const json = progressJson(value);
+    const envelope = this.run.about;
+    if (this.refused('progress') || !envelope) return Promise.resolve(false);
+    const seq = (this.run.progressSeq ?? 0) + 1;
+    this.run.progressSeq = seq;
+    // Reports go out in call order on the worker's connection; the run's settle waits for the last one,
+    // so a caller hears every value before the result.
+    const reported = this.task.progress(envelope, seq, json).then(
+      (held) => {
+        if (held) this.options.onProgress?.({ queue: this.task.keys.queue, id: envelope.id, seq, value });
+        return held;
+      },
+      () => false,
+    );
+    this.run.progressing = reported;
+    return reported;
   }
 
   /** Whether a control call must be refused now (logged once per kind of call and run). */

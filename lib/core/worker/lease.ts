@@ -1,3 +1,4 @@
+import type { TaskEnvelope } from '../model/codec.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
@@ -74,7 +75,12 @@ export class Lease {
         const { lost, orphaned } = await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs, running);
         for (const token of lost) {
           const run = this.running.find(keys, token);
-          if (run && loseLease(run)) {
+          if (!run) continue;
+          const cancelled = await this.cancelled(keys, run.about);
+          if (!loseLease(run, cancelled)) continue;
+          if (cancelled) {
+            this.logger.log(`task ${run.about?.id} of "${keys.queue}" was cancelled; its handler was told to stop`);
+          } else {
             this.logger.warn(
               `lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`,
             );
@@ -86,6 +92,13 @@ export class Lease {
     } catch (error) {
       this.outage.failed(error);
     }
+  }
+
+  /** A tracked run whose token was revoked: cancelled (its index says so, with the reason), not recovered. */
+  private async cancelled(keys: QueueKeys, about: TaskEnvelope | undefined): Promise<{ reason: string } | undefined> {
+    if (about?.track !== 1) return undefined;
+    const [state, reason] = await this.redis.hmget(keys.task(about.id), 'state', 'reason').catch(() => [null, null]);
+    return state === 'cancelled' ? { reason: reason ?? '' } : undefined;
   }
 
   private async requeueOrphans(keys: QueueKeys, orphaned: string[]): Promise<void> {

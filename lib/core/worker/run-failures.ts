@@ -119,7 +119,7 @@ export class RunFailures {
     await this.outcomes.settle(
       task,
       async () => {
-        dueAt = await task.retry(delay);
+        dueAt = await task.retry(delay, envelope);
         return dueAt !== undefined;
       },
       envelope,

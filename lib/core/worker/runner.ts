@@ -70,6 +70,36 @@ export class TaskRunner {
     if (admission.kind === 'dead-letter')
       return this.failures.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
+    // A tracked task is recorded running first, unless a cancel came while it was between places.
+    if (envelope.track === 1) return this.startTracked(task, run, envelope, attempt, policy);
+    return this.traced(task, run, envelope, attempt, policy);
+  }
+
+  private async startTracked(
+    task: ClaimedTask,
+    run: Run,
+    envelope: TaskEnvelope,
+    attempt: number,
+    policy: RetryPolicy,
+  ): Promise<void> {
+    const started = await task.start(envelope, attempt);
+    if (started === 'run') return this.traced(task, run, envelope, attempt, policy);
+    const ran: Ran = { queue: task.keys.queue, id: envelope.id, clientId: envelope.clientId, attempt, durationMs: 0 };
+    if (started === 'cancelled') {
+      this.outcomes.report('cancelled', ran);
+      this.logger.log(`task ${envelope.id} of "${task.keys.queue}" was cancelled before it started`);
+    } else this.outcomes.leaseLost(task, envelope, ran);
+  }
+
+  /** Runs the task inside its CONSUMER span, when traced. */
+  private traced(
+    task: ClaimedTask,
+    run: Run,
+    envelope: TaskEnvelope,
+    attempt: number,
+    policy: RetryPolicy,
+  ): Promise<void> {
+    const queue = task.keys.queue;
     const trace = this.options.tracing?.consume({
       pattern: queue,
       id: envelope.id,
@@ -100,6 +130,8 @@ export class TaskRunner {
     run.attempt = attempt;
     let outcome = await this.callHandler(task, envelope, queue, attempt, policy.maxAttempts, run);
     run.over = true;
+    // Its last progress report goes out before its outcome (a caller hears every value before the result).
+    if (run.progressing) await run.progressing;
     if (outcome.status === 'failed') outcome = { status: 'failed', error: inspectableThrown(outcome.error) };
     // What the handler asked for (ctx.retry(), ctx.deadLetter()) wins over what it returned or threw.
     const requested = run.requested;
@@ -112,6 +144,14 @@ export class TaskRunner {
       attempt,
       durationMs: performance.now() - startedAt,
     };
+    if (run.cancelled) {
+      this.outcomes.report('cancelled', ran);
+      run.trace?.event('cancelled');
+      this.logger.log(
+        `task ${envelope.id} of "${queue}" was cancelled while it ran; its handler's outcome was discarded`,
+      );
+      return;
+    }
     if (run.leaseLost) {
       this.outcomes.report('lease-lost', ran);
       run.trace?.event('lease lost');

@@ -4,7 +4,7 @@ import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { LazyAbort } from '../support/lazy-abort.js';
-import { LeaseLostError } from '../model/errors.js';
+import { LeaseLostError, TaskCancelledError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 
 /** One run of a task on this worker, from its claim until it settled (or was given up). */
@@ -30,6 +30,11 @@ export interface Run {
   over?: boolean;
   /** The run's CONSUMER span (OpenTelemetry), when traced. */
   trace?: ConsumerTrace;
+  /** Its task was cancelled (its token revoked): the heartbeat aborted it with `TaskCancelledError`. */
+  cancelled?: boolean;
+  /** Progress values reported so far (each report's sequence), and the last report on its way. */
+  progressSeq?: number;
+  progressing?: Promise<boolean>;
 }
 
 /**
@@ -37,15 +42,15 @@ export interface Run {
  * `ctx.extendLease()` did). Marks it once and tells its handler (`ctx.signal` aborts with `LeaseLostError`);
  * true the first time, false when it was known already.
  */
-export function loseLease(run: Run): boolean {
+export function loseLease(run: Run, cancelled?: { readonly reason: string }): boolean {
   if (run.leaseLost) return false;
   run.leaseLost = true;
+  run.cancelled = cancelled !== undefined;
+  const id = run.about?.id ?? run.token;
   run.abort.abort(
-    new LeaseLostError(
-      run.keys.queue,
-      run.about?.id ?? run.token,
-      'its lease was lost: another process recovered the task',
-    ),
+    cancelled
+      ? new TaskCancelledError(run.keys.queue, id, cancelled.reason)
+      : new LeaseLostError(run.keys.queue, id, 'its lease was lost: another process recovered the task'),
   );
   return true;
 }

@@ -15,7 +15,7 @@ import { ScheduleBook } from '../schedules/schedule-book.js';
 import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../schedules/tick-firer.js';
 import { ScheduleTicker } from '../schedules/ticker.js';
 import { TaskWorker } from './worker.js';
-import type { TaskExecutor } from './worker-types.js';
+import type { TaskExecutor, TaskProgressEvent } from './worker-types.js';
 
 /** Longest close waits for a reaper sweep under way. */
 const SCHEDULE_STOP_MS = 2_000;
@@ -30,6 +30,8 @@ export interface RuntimeHooks {
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
   /** Whether `onOutcome` has anyone to tell right now (false: no event is built per run). */
   readonly wantsOutcomes?: () => boolean;
+  /** Each progress value a handler reported, once Redis took it. */
+  readonly onProgress?: (event: TaskProgressEvent) => void;
   /** OpenTelemetry, when on and installed (`loadTracing`). */
   readonly tracing?: TaskTracing;
   /** The schedules this worker's code declares (`@TaskSchedule`), stored when it starts. */
@@ -95,6 +97,7 @@ export class WorkerRuntime {
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,
+        onProgress: hooks.onProgress,
         wantsOutcomes: hooks.wantsOutcomes,
         tracing: hooks.tracing,
       },

@@ -42,6 +42,13 @@ export interface RunControl {
    * more (the run's signal aborts), the run is over, or Redis could not confirm it.
    */
   extendLease(ms: number): Promise<boolean>;
+  /**
+   * Reports progress (any JSON value, at most 64 KiB): kept on a tracked task's status, told to a `send()`
+   * caller that listens (in order, before the result) and to `progress` listeners. Resolves `false` when
+   * this run no longer holds the task (nothing reported) or Redis could not take it; throws only for a
+   * value that is not JSON or too large.
+   */
+  progress(value: unknown): Promise<boolean>;
 }
 
 export type TaskOutcome =
@@ -83,6 +90,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** Told of each progress value a handler reported (`ctx.progress()`), once Redis took it. */
+  readonly onProgress?: (event: TaskProgressEvent) => void;
   /** Whether `onOutcome` has anyone to tell right now (false: no event is built per run). */
   readonly wantsOutcomes?: () => boolean;
   /**
@@ -94,4 +103,14 @@ export interface WorkerOptions extends SettleOptions {
   readonly sendErrorStack?: boolean;
   /** OpenTelemetry: a CONSUMER span per run, child of the producer's (absent: no tracing). */
   readonly tracing?: TaskTracing;
+}
+
+/** A progress value a handler reported (the transport's `progress` event). */
+export interface TaskProgressEvent {
+  /** The pattern. */
+  readonly queue: string;
+  readonly id: string;
+  /** Its place among the run's reports (from 1). */
+  readonly seq: number;
+  readonly value: unknown;
 }

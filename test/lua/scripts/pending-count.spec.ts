@@ -60,7 +60,7 @@ describe('the pending count (what stats and the dashboard read in O(1))', () => 
     expect(await gateway.promote(keys, [{ entry: delayed, clientId: 'c', priority: 0 }])).toBe(1);
     expect(await counted()).toBe(5);
     const [waiting] = await redis.lrange(keys.pending('a'), -1, -1);
-    expect(await gateway.cancel(keys, { clientId: 'a', entry: waiting, priority: 0, id: 'x' })).toBe(true);
+    expect(await gateway.track.cancel(keys, { clientId: 'a', entry: waiting, priority: 0, id: 'x' })).toBe(true);
     expect(await counted()).toBe(4);
     const record = JSON.stringify({ id: '9', clientId: 'b', payload: 1, reason: 'failed' });
     await redis.lpush(keys.deadLetters, record);

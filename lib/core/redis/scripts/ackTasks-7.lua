@@ -4,7 +4,7 @@
 --   send() task, its reply is stored and published. The acknowledgements of one worker and queue shard
 --   that come in one event-loop turn share this call (the plain ones ride on the claim call instead).
 --   Never fails after its first write: the keys it writes have their types checked first.
--- Includes: guard, ackHeld, finishTask, releaseClientSlot
+-- Includes: guard, ackHeld, finishTask, releaseClientSlot, track
 -- Builds keys: a task's result key `<root>:result:<id>` and deduplication key `<root>:dedup:<key>` are
 --   named from the root in KEYS[7] (as `QueueKeys` spells them; tests read them back through it); all
 --   share the root's hash tag, hence its Cluster slot.
@@ -15,14 +15,17 @@
 -- KEYS[5]: ring (list of client ids with pending tasks)
 -- KEYS[6]: counters (hash: outcome -> count, for the admin API and metrics)
 -- KEYS[7]: the shard's key root, `prefix:{pattern...}` (not a key itself)
--- ARGV[1..]: per task, 6 fields: fencing token; task id; its deduplication key ('' = none); reply channel
---   ('' = not a send() task); reply (JSON, '' when none); result TTL in milliseconds
+-- ARGV[1..]: per task, 7 fields: fencing token; task id; its deduplication key ('' = none); reply channel
+--   ('' = not a send() task); reply (JSON, '' when none); result TTL in milliseconds; its index key
+--   (`<base>:task:<id>`, see include/track.lua) when tracked, else ''
 -- Returns: array with one element per task: 1 when acknowledged; 0 when the token is no longer held
 --   (lease lost: nothing of that task is changed), or came earlier in the same call
 -- Side effects: HMGET of every token (heldOf: in slices of 1,000), then per acknowledged task: the deduplication key freed if this
 --   task holds it (DEL); for a reply, SET with PX on the result key and PUBLISH; the client's cap slot
 --   released (releaseClientSlot) where a cap is in use. Then HDEL of the acknowledged tokens from the
---   processing hash (removeSettled: in slices), and HINCRBY counters completed by their number.
+--   processing hash (removeSettled: in slices), and HINCRBY counters completed by their number. A tracked
+--   task's index (while it exists, and is a hash: another type is left alone) becomes `completed`, with
+--   its reply as `result`.
 -- Checked before the first write: nothing below can fail once a task starts to leave. Only where a
 -- per-client cap is in use (its counted hash exists): otherwise no token is in counted, so no slot is
 -- released (one EXISTS instead of four TYPEs and an HGET per task).
@@ -32,7 +35,7 @@ if capped then
 end
 local root = KEYS[7]
 local tokens = {}
-for a = 1, #ARGV, 6 do
+for a = 1, #ARGV, 7 do
   tokens[#tokens + 1] = ARGV[a]
 end
 if #tokens == 0 then
@@ -49,7 +52,7 @@ for t = 1, #tokens do
     results[t] = 0
   else
     seen[token] = true
-    local a = (t - 1) * 6 + 1
+    local a = (t - 1) * 7 + 1
     local id, dedup, channel = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
     local holder = ''
     local dedupKey = ''
@@ -63,6 +66,9 @@ for t = 1, #tokens do
     finishTask(dedupKey, holder, root .. ':result:' .. id, channel, ARGV[a + 4], ARGV[a + 5])
     if capped then
       releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, false)
+    end
+    if trackedIndex(nil, ARGV[a + 6]) then
+      trackState(ARGV[a + 6], 'completed', 'result', ARGV[a + 4])
     end
     settled[#settled + 1] = token
     results[t] = 1

@@ -4,7 +4,7 @@
 --   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
 --   The delayed entry is written before the task leaves the processing hash, and the keys written are
 --   type-checked first, so a failure at any step leaves the task held, never gone.
--- Includes: guard, releaseClientSlot
+-- Includes: guard, releaseClientSlot, finishTask, track
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -12,12 +12,14 @@
 -- KEYS[5]: parked (set of clients taken off the ring at their cap)
 -- KEYS[6]: ring (list of client ids with pending tasks)
 -- KEYS[7]: counters (hash: outcome -> count, for the admin API and metrics)
--- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds
+-- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds; ARGV[3] (optional): the task's index key
+--   (`<base>:task:<id>`, see include/track.lua) when tracked
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
 --   nothing is changed)
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
 --   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
---   and retried.
+--   and retried; a tracked task's index (while it exists, and is a hash) becomes `delayed` (why `retry`)
+--   with the new entry and due time.
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
@@ -35,4 +37,7 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
+if trackedIndex(nil, ARGV[3] or '') then
+  trackState(ARGV[3], 'delayed', 'entry', entry, 'due', due, 'why', 'retry')
+end
 return due

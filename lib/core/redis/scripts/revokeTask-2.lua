@@ -1,0 +1,83 @@
+-- revokeTask-2.lua
+-- Purpose: cancel a tracked task by id, wherever it is. Waiting (its client's list or priority set, or
+--   the delayed set; the entry its index holds says where): removed at once. Running: its fencing token
+--   leaves the worker's processing hash, so the worker's next heartbeat finds it gone (its handler's
+--   signal aborts), its late settle is refused, and no recovery can return it. Either way it ends
+--   `cancelled`: its deduplication key freed, a send() caller answered with a TaskCancelledError record.
+--   When the task is between places (claimed but not yet started, or just returned to its queue by a
+--   recovery), the cancel is recorded on its index and the step that next holds it (startTasks) cancels
+--   it before any handler starts.
+-- Includes: guard, finishTask, releaseClientSlot, track
+-- Builds keys: every key is named from the base in KEYS[1] (`<base>:task:<id>`, `<base>:pending:<client>`,
+--   `<base>:priority:<client>`, `<base>:delayed`, `<base>:processing:<worker>`, ... as `QueueKeys` spells
+--   them) and the root in KEYS[2] (`<root>:dedup:<key>`, `<root>:result:<id>`); all share the hash tag.
+-- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group); not a key itself
+-- KEYS[2]: the shard's key root, `prefix:{pattern...}`; not a key itself
+-- ARGV[1]: task id; ARGV[2]: reason ('' none); ARGV[3]: this cancel call's id (a resent call answers as
+--   the first did)
+-- Returns: { outcome, state }: 'cancelled' with what the task was doing (pending | delayed | running);
+--   'requested' with its state (between places: it is cancelled before it runs again); 'ended' with its
+--   final state (completed | cancelled | dead: nothing changed); 'unknown' (no index: not tracked, or
+--   expired)
+-- Side effects: LREM / ZREM of the waiting entry (DECR of the pending count and prioritized), or HDEL of
+--   the token from the processing hash with the client's cap slot released; the deduplication key freed,
+--   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`; or HSET of the
+--   index's `cancel`. An index of another type is quarantined (see guard).
+local base, root = KEYS[1], KEYS[2]
+local id, reason, call = ARGV[1], ARGV[2], ARGV[3]
+local key = base .. ':task:' .. id
+local faults, counters = base .. ':faults', base .. ':counters'
+if not trackedIndex(faults, key) then
+  return { 'unknown', '' }
+end
+local f = redis.call('HMGET', key, 'state', 'entry', 'client', 'priority', 'worker', 'token', 'call', 'was')
+local state = f[1] or ''
+if state == 'cancelled' and f[7] == call then
+  return { 'cancelled', f[8] or '' }
+end
+if state ~= 'pending' and state ~= 'delayed' and state ~= 'running' then
+  return { 'ended', state }
+end
+local counted, inflight, parked, ring = base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring'
+if redis.call('EXISTS', counted) == 1 then
+  expectTypes(counted, 'hash', inflight, 'hash', parked, 'set', ring, 'list')
+end
+local was = nil
+if state == 'running' then
+  -- A processing hash of another type holds no task of ours: the token is not there.
+  if f[5] and f[6] and redis.pcall('HDEL', base .. ':processing:' .. f[5], f[6]) == 1 then
+    releaseClientSlot(counted, inflight, parked, ring, f[6], false)
+    was = 'running'
+  end
+elseif f[2] and f[3] then
+  -- Waiting: in the delayed set, or (promoted meanwhile) in its client's list or priority set. A key of
+  -- another type there holds no task of ours.
+  local entry, priority = f[2], tonumber(f[4]) or 0
+  if redis.pcall('ZREM', base .. ':delayed', entry) == 1 then
+    was = 'delayed'
+  elseif priority > 0 then
+    local set = base .. ':priority:' .. f[3]
+    local members = redis.pcall('ZRANGEBYSCORE', set, -priority, -priority)
+    if type(members) == 'table' and not members.err then
+      for _, member in ipairs(members) do
+        if string.sub(member, 16) == entry then
+          redis.call('ZREM', set, member)
+          redis.pcall('DECR', base .. ':prioritized')
+          redis.pcall('DECR', base .. ':pending-count')
+          was = 'pending'
+          break
+        end
+      end
+    end
+  elseif redis.pcall('LREM', base .. ':pending:' .. f[3], 1, entry) == 1 then
+    redis.pcall('DECR', base .. ':pending-count')
+    was = 'pending'
+  end
+end
+if not was then
+  redis.call('HSET', key, 'cancel', reason)
+  return { 'requested', state }
+end
+cancelledTask(key, root, was, reason, call)
+countOutcome(counters, 'cancelled', 1)
+return { 'cancelled', was }

@@ -1,0 +1,329 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
+import { firstValueFrom, lastValueFrom } from 'rxjs';
+import {
+  InvalidTaskError,
+  RedisTaskAdmin,
+  RedisTaskClient,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  TaskCancelledError,
+  type RedisTaskReceipt,
+  type TaskOutcomeEvent,
+  type TaskProgressEvent,
+} from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
+import { startProducer, startWorker } from '../support/nest.js';
+import { deleteKeys, gate, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+/** What the handlers saw, per task id. */
+const seen = new Map<string, { runs: number; aborted?: unknown }>();
+let hold = gate();
+
+@Controller()
+class Jobs {
+  @EventPattern<string>('job.quick')
+  quick(@Ctx() ctx: RedisTaskContext): void {
+    note(ctx.getTaskId());
+  }
+
+  @MessagePattern('job.echo')
+  echo(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): { doubled: number } {
+    note(ctx.getTaskId());
+    return { doubled: payload.n * 2 };
+  }
+
+  /** Runs until its signal aborts (or the test opens the gate), reporting progress first. */
+  @MessagePattern('job.long')
+  async long(@Ctx() ctx: RedisTaskContext): Promise<string> {
+    const runs = note(ctx.getTaskId());
+    await ctx.progress({ step: 'started' });
+    await Promise.race([
+      hold.promise,
+      new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true })),
+    ]);
+    if (ctx.signal.aborted) runs.aborted = ctx.signal.reason;
+    return 'finished';
+  }
+
+  @MessagePattern('job.steps')
+  async steps(@Payload() payload: { count: number }, @Ctx() ctx: RedisTaskContext): Promise<string> {
+    for (let i = 1; i <= payload.count; i++) await ctx.progress({ i });
+    return 'all done';
+  }
+
+  @EventPattern<string>('job.failing')
+  failing(): void {
+    throw new Error('always fails');
+  }
+}
+
+function note(id: string): { runs: number; aborted?: unknown } {
+  const entry = seen.get(id) ?? { runs: 0 };
+  entry.runs++;
+  seen.set(id, entry);
+  return entry;
+}
+
+afterEach(async () => {
+  hold.open();
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  seen.clear();
+  hold = gate();
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+async function producer(options: { track?: boolean | { keepMs?: number; liveMs?: number } } = {}) {
+  const { client, module } = await startProducer(prefix, options);
+  started.push(module);
+  return { client, admin: new RedisTaskAdmin(client) };
+}
+
+async function worker(options: Parameters<typeof startWorker>[2] = {}) {
+  const app = await startWorker(prefix, [Jobs], { heartbeatIntervalMs: 100, reaperIntervalMs: 50, ...options });
+  started.push(app.app);
+  return app;
+}
+
+async function emitted(client: RedisTaskClient, pattern: string, data: unknown): Promise<string> {
+  const receipt = await firstValueFrom(client.emit<RedisTaskReceipt>(pattern, data));
+  return receipt.id;
+}
+
+describe('status by id (getTask)', () => {
+  it('keeps no per-task key when tracking is off', async () => {
+    prefix = testPrefix('track-off');
+    const { client, admin } = await producer();
+    await worker();
+    const ids = await Promise.all(Array.from({ length: 50 }, (_, n) => emitted(client, 'job.quick', { n })));
+    await waitFor(() => ids.every((id) => seen.has(id)), 'the 50 untracked tasks to run');
+    expect((await keysUnder(redis, prefix)).filter((key) => key.includes(':task:'))).toEqual([]);
+    expect(await admin.getTask('job.quick', ids[0])).toEqual({
+      state: 'unknown',
+      id: ids[0],
+      pattern: 'job.quick',
+      group: 'default',
+    });
+  });
+
+  it('tells each state: pending, delayed, running (with progress and lease), completed (with result), dead, unknown', async () => {
+    prefix = testPrefix('track-states');
+    const { client, admin } = await producer({ track: { keepMs: 60_000 } });
+    const pending = await emitted(client, 'job.quick', { n: 1 });
+    const delayed = await emitted(client, 'job.quick', new RedisTaskRecordBuilder({ n: 2 }).setDelay(60_000).build());
+    expect(await admin.getTask('job.quick', pending)).toMatchObject({
+      state: 'pending',
+      clientId: 'default',
+      clientPending: 1,
+    });
+    const due = await admin.getTask('job.quick', delayed);
+    expect(due).toMatchObject({ state: 'delayed', why: 'delay' });
+    expect(due.dueAt).toBeGreaterThan(Date.now() + 50_000);
+
+    const { transport } = await worker({ maxAttempts: 1 });
+    const long = client.send('job.long', { n: 3 });
+    const longResult = lastValueFrom(long);
+    const runningId = await waitFor(() => [...seen.keys()].find((id) => id !== pending), 'the long task to start');
+    const running = await waitFor(async () => {
+      const status = await admin.getTask('job.long', runningId);
+      return status.progress !== undefined ? status : undefined;
+    }, 'its progress to be stored');
+    expect(running).toMatchObject({
+      state: 'running',
+      workerId: transport.options.workerId,
+      attempt: 1,
+      progress: { step: 'started' },
+    });
+    expect(running.leaseExpiresAt).toBeGreaterThan(Date.now());
+    expect(running.startedAt).toBeLessThanOrEqual(Date.now());
+    hold.open();
+    await expect(longResult).resolves.toBe('finished');
+    await waitFor(
+      async () => (await admin.getTask('job.long', runningId)).state === 'completed',
+      'the long task to be completed',
+    );
+    expect(await admin.getTask('job.long', runningId)).toMatchObject({ state: 'completed', result: 'finished' });
+    expect(await admin.getTask('job.quick', pending)).toMatchObject({ state: 'completed' });
+
+    const failing = await emitted(client, 'job.failing', {});
+    const dead = await waitFor(async () => {
+      const status = await admin.getTask('job.failing', failing);
+      return status.state === 'dead' ? status : undefined;
+    }, 'the failing task to be dead');
+    expect(dead).toMatchObject({ reason: 'failed', error: { message: 'always fails' } });
+    expect(await admin.getTask('job.quick', 'no-such-task')).toMatchObject({ state: 'unknown' });
+    // Every index has a TTL: nothing is kept for ever.
+    for (const key of (await keysUnder(redis, prefix)).filter((key) => key.includes(':task:'))) {
+      expect(await redis.pttl(key)).toBeGreaterThan(0);
+    }
+  });
+
+  it('tells a task waiting for its retry apart from one delayed at enqueue', async () => {
+    prefix = testPrefix('track-retry');
+    const { client, admin } = await producer({ track: true });
+    await worker({ maxAttempts: 3, backoff: { type: 'fixed', delayMs: 60_000 } });
+    const id = await emitted(client, 'job.failing', {});
+    const status = await waitFor(async () => {
+      const found = await admin.getTask('job.failing', id);
+      return found.state === 'delayed' ? found : undefined;
+    }, 'the failed task to wait for its retry');
+    expect(status.why).toBe('retry');
+    expect(await admin.cancel('job.failing', id, 'gave up')).toEqual({ cancelled: true, was: 'delayed' });
+    expect(await admin.getTask('job.failing', id)).toMatchObject({
+      state: 'cancelled',
+      was: 'delayed',
+      reason: 'gave up',
+    });
+    expect(await redis.zcard(new PrefixKeys(prefix).queue('job.failing').delayed)).toBe(0);
+  });
+});
+
+describe('cancel by id', () => {
+  it('removes a waiting task (plain, prioritized, delayed), frees its deduplication key and answers its send() caller', async () => {
+    prefix = testPrefix('cancel-waiting');
+    const { client, admin } = await producer({ track: true });
+    const keys = new PrefixKeys(prefix).queue('job.echo');
+    const plain = await emitted(client, 'job.quick', { n: 1 });
+    const prioritized = await emitted(
+      client,
+      'job.quick',
+      new RedisTaskRecordBuilder({ n: 2 }).setPriority(5).setDeduplicationKey('only-one').build(),
+    );
+    const later = await emitted(client, 'job.quick', new RedisTaskRecordBuilder({ n: 3 }).setDelay(60_000).build());
+    const sent = lastValueFrom(client.send('job.echo', { n: 4 }));
+    const sentId = await waitFor(async () => {
+      const [entry] = await redis.lrange(keys.pending('default'), 0, 0);
+      return entry && (JSON.parse(entry.slice(entry.indexOf('|') + 1)) as { id: string }).id;
+    }, 'the send() task to be pending');
+
+    expect(await admin.cancel('job.quick', plain)).toEqual({ cancelled: true, was: 'pending' });
+    expect(await admin.cancel('job.quick', prioritized, 'not needed')).toEqual({ cancelled: true, was: 'pending' });
+    expect(await admin.cancel('job.quick', later)).toEqual({ cancelled: true, was: 'delayed' });
+    expect(await client.cancel('job.echo', sentId, 'user left')).toEqual({ cancelled: true, was: 'pending' });
+    const error = await sent.catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TaskCancelledError);
+    expect(error).toMatchObject({ code: 'TASK_CANCELLED', taskId: sentId, reason: 'user left', pattern: 'job.echo' });
+    // A second cancel changes nothing and says how the task ended.
+    expect(await admin.cancel('job.quick', plain)).toEqual({ cancelled: false, state: 'cancelled' });
+    expect(await admin.cancel('job.quick', 'never-enqueued')).toEqual({ cancelled: false, state: 'unknown' });
+    // The deduplication key is free again.
+    const again = await firstValueFrom(
+      client.emit<RedisTaskReceipt>(
+        'job.quick',
+        new RedisTaskRecordBuilder({ n: 5 }).setDeduplicationKey('only-one').build(),
+      ),
+    );
+    expect(again.duplicate).toBe(false);
+    const quick = new PrefixKeys(prefix).queue('job.quick');
+    expect(Number(await redis.get(quick.pendingCount))).toBe(1);
+    expect(await redis.get(quick.prioritized)).toBe('0');
+    expect(await redis.hget(quick.counters, 'cancelled')).toBe('3');
+
+    await worker();
+    await waitFor(() => seen.size === 1, 'the one task left to run');
+    expect([...seen.keys()]).toEqual([again.id]);
+  });
+
+  it('stops a running task: its signal aborts with TaskCancelledError within a heartbeat, its result is refused, its caller is told', async () => {
+    prefix = testPrefix('cancel-running');
+    const { client, admin } = await producer({ track: true });
+    const outcomes: TaskOutcomeEvent[] = [];
+    const { transport } = await worker({ heartbeatIntervalMs: 200 });
+    transport.on('task', (event) => outcomes.push(event));
+    const result = lastValueFrom(client.send('job.long', {}));
+    const id = await waitFor(() => [...seen.keys()][0], 'the task to start');
+    await waitFor(async () => (await admin.getTask('job.long', id)).state === 'running', 'it to be running');
+    const asked = Date.now();
+    expect(await admin.cancel('job.long', id, 'stop it')).toEqual({ cancelled: true, was: 'running' });
+    await waitFor(() => seen.get(id)?.aborted, 'the handler to see its signal abort', { timeoutMs: 2_000 });
+    expect(Date.now() - asked).toBeLessThan(200 + 300);
+    expect(seen.get(id)?.aborted).toBeInstanceOf(TaskCancelledError);
+    await expect(result).rejects.toMatchObject({ code: 'TASK_CANCELLED', reason: 'stop it' });
+    await waitFor(() => outcomes.find((event) => event.id === id), 'the outcome event');
+    expect(outcomes.filter((event) => event.id === id).map((event) => event.outcome)).toEqual(['cancelled']);
+    const keys = new PrefixKeys(prefix).queue('job.long');
+    expect(await redis.hgetall(keys.counters)).toMatchObject({ cancelled: '1' });
+    expect(await redis.hget(keys.counters, 'completed')).toBeNull();
+    expect(await admin.getTask('job.long', id)).toMatchObject({
+      state: 'cancelled',
+      was: 'running',
+      reason: 'stop it',
+    });
+    expect(seen.get(id)?.runs).toBe(1);
+  });
+
+  it('cancel racing completion, 1,000 times: each task ends once, completed or cancelled, and every answer agrees', async () => {
+    prefix = testPrefix('cancel-race');
+    const { client, admin } = await producer({ track: { keepMs: 120_000 } });
+    await worker({ concurrency: 20 });
+    const tries = Array.from({ length: 1_000 }, async (_, n) => {
+      const receipt = await firstValueFrom(client.emit<RedisTaskReceipt>('job.quick', { n }));
+      // Some cancels go out at once (waiting), some a little later (running, or finished).
+      if (n % 3 !== 0) await new Promise((resolve) => setTimeout(resolve, n % 7));
+      return { id: receipt.id, answer: await admin.cancel('job.quick', receipt.id) };
+    });
+    const results = await Promise.all(tries);
+    const keys = new PrefixKeys(prefix).queue('job.quick');
+    const settled = await waitFor(async () => {
+      const counters = await redis.hgetall(keys.counters);
+      const total = Number(counters.completed ?? 0) + Number(counters.cancelled ?? 0);
+      return total === 1_000 ? counters : undefined;
+    }, 'every task to end');
+    let cancelled = 0;
+    for (const { id, answer } of results) {
+      const status = await admin.getTask('job.quick', id);
+      expect(['completed', 'cancelled']).toContain(status.state);
+      if (answer.cancelled) {
+        cancelled++;
+        expect(status.state).toBe('cancelled');
+        if (answer.was !== 'running') expect(seen.has(id)).toBe(false);
+      } else {
+        expect(answer).toEqual({ cancelled: false, state: 'completed' });
+        expect(status.state).toBe('completed');
+        expect(seen.get(id)?.runs).toBe(1);
+      }
+    }
+    expect(Number(settled.cancelled ?? 0)).toBe(cancelled);
+    expect(Number(settled.completed ?? 0)).toBe(1_000 - cancelled);
+    expect(cancelled).toBeGreaterThan(0);
+    expect(cancelled).toBeLessThan(1_000);
+    expect(await redis.llen(keys.pending('default'))).toBe(0);
+    expect(Number(await redis.get(keys.pendingCount))).toBe(0);
+  });
+});
+
+describe('progress', () => {
+  it('delivers 100 progress values to the send() caller in order, then the result', async () => {
+    prefix = testPrefix('progress');
+    const { client, admin } = await producer({ track: true });
+    const { transport } = await worker();
+    const events: TaskProgressEvent[] = [];
+    transport.on('progress', (event) => events.push(event));
+    const heard: unknown[] = [];
+    const record = new RedisTaskRecordBuilder({ count: 100 }).onProgress((value) => heard.push(value)).build();
+    const result = await lastValueFrom(client.send('job.steps', record));
+    expect(result).toBe('all done');
+    expect(heard).toEqual(Array.from({ length: 100 }, (_, n) => ({ i: n + 1 })));
+    expect(events.map((event) => event.seq)).toEqual(Array.from({ length: 100 }, (_, n) => n + 1));
+    const id = events[0].id;
+    expect(await admin.getTask('job.steps', id)).toMatchObject({ state: 'completed', progress: { i: 100 } });
+  });
+
+  it('refuses progress that is not JSON or too large, and onProgress with emit()', async () => {
+    prefix = testPrefix('progress-bad');
+    const { client } = await producer();
+    expect(() => new RedisTaskRecordBuilder({}).onProgress('no' as never)).toThrow(InvalidTaskError);
+    await expect(
+      firstValueFrom(client.emit('job.steps', new RedisTaskRecordBuilder({}).onProgress(() => undefined).build())),
+    ).rejects.toThrow(/onProgress needs send/);
+    expect(() => new RedisTaskRecordBuilder({}).setTracked({ keepMs: 0 })).toThrow(/keepMs must be an integer/);
+  });
+});
