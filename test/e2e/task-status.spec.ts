@@ -15,7 +15,9 @@ import {
 } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { deleteKeys, gate, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, deleteKeys, gate, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import { requeueProcessing } from '../../lib/core/redis/requeue.js';
 
 const redis = openRedis();
 const started: { close(): Promise<unknown> }[] = [];
@@ -258,6 +260,51 @@ describe('cancel by id', () => {
       reason: 'stop it',
     });
     expect(seen.get(id)?.runs).toBe(1);
+  });
+
+  it('cancels a task claimed but not yet started (between places) before any handler runs it, even after its worker died', async () => {
+    prefix = testPrefix('cancel-between');
+    const { client, admin } = await producer({ track: true });
+    const keys = new PrefixKeys(prefix).queue('job.quick');
+    const id = await emitted(client, 'job.quick', { n: 1 });
+    // A worker claims it and dies before it starts it.
+    await gatewayOf(redis).heartbeat(keys, 'ghost', 60_000);
+    expect(await claimAs(redis, keys, 'ghost', 1)).toHaveLength(2);
+    expect(await admin.cancel('job.quick', id, 'between')).toEqual({ cancelled: true, was: 'pending' });
+    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'pending', cancelRequested: true });
+    await requeueProcessing(
+      redis,
+      keys,
+      { workerId: 'ghost', deadLetterCap: 10, resultTtlMs: 1_000 },
+      { countAttempt: true },
+    );
+    expect(await admin.getTask('job.quick', id)).toMatchObject({
+      state: 'pending',
+      cancelRequested: true,
+      reason: 'between',
+    });
+    const after = await emitted(client, 'job.quick', { n: 2 });
+    await worker();
+    await waitFor(() => seen.has(after), 'the next task to run');
+    await waitFor(async () => (await admin.getTask('job.quick', id)).state === 'cancelled', 'the start to cancel it');
+    expect(seen.has(id)).toBe(false);
+    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'cancelled', reason: 'between' });
+    expect(await redis.hget(keys.counters, 'cancelled')).toBe('1');
+  });
+
+  it("removes every consumer group's copy", async () => {
+    prefix = testPrefix('cancel-groups');
+    const { client, admin } = await producer({ track: true });
+    await worker({ group: 'mail' });
+    await worker({ group: 'audit' });
+    const id = await emitted(client, 'job.quick', new RedisTaskRecordBuilder({}).setDelay(60_000).build());
+    for (const group of ['mail', 'audit']) {
+      expect(await admin.forGroup(group).getTask('job.quick', id)).toMatchObject({ state: 'delayed', group });
+    }
+    expect(await admin.forGroup('audit').cancel('job.quick', id)).toEqual({ cancelled: true, was: 'delayed' });
+    for (const group of ['mail', 'audit']) {
+      expect(await admin.forGroup(group).getTask('job.quick', id)).toMatchObject({ state: 'cancelled', group });
+    }
   });
 
   it('cancel racing completion, 1,000 times: each task ends once, completed or cancelled, and every answer agrees', async () => {
