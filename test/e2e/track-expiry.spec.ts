@@ -67,6 +67,5 @@ describe('tracking keeps memory bounded', () => {
       intervalMs: 250,
     });
     expect(ran).toBe(TASKS + 1);
-    console.log(`track expiry: ${indexes} indexes right after the drain, ${before} keys before and after`);
   }, 180_000);
 });
