@@ -3,6 +3,7 @@ import { selects, type DeadLetterFilter, type DeadLetterSelection, type TaskAdmi
 import type { DeadLetterReason, DeadLetterRecord } from '../core/model/dead-letter.js';
 import { duration, table } from './format.js';
 import { schedules } from './schedule-commands.js';
+import { task } from './task-commands.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
 
@@ -35,6 +36,9 @@ Commands:
   schedules pause|resume <id>         stop a schedule's ticks, or tick again from the next one
   schedules trigger <id>              one task now, outside the rhythm
   schedules remove <id>               delete a schedule
+  task show <pattern> <id>            a tracked task: where it is (waiting, running where, since when, its
+                                      progress) or how it ended
+  task cancel <pattern> <id>          cancel a tracked task wherever it is (--reason <text>)
 
 Options:
   --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -43,8 +47,8 @@ Options:
   --json                machine-readable output
   -h, --help            this text
 
-Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter
-or schedule.`;
+Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter,
+schedule or tracked task.`;
 
 export interface CliOptions {
   readonly json: boolean;
@@ -127,6 +131,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   resume: (admin, args, options) => pauseOrResume('resume', admin, args, options),
   schedules: (admin, args, options) =>
     schedules(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
+  task: (admin, args, options) =>
+    task(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
 };
 
 /** Runs one command; resolves with what to print. */

@@ -2,7 +2,7 @@
 /**
  * `npx nestjs-redis-tasks <command>`: what is queued, running, stuck or dead, and the means to replay it.
  * Exit codes: 0 done, 1 Redis could not be reached or failed, 2 bad usage, 3 unknown queue, 4 no such
- * dead letter.
+ * dead letter, schedule or tracked task.
  */
 import { redactUrl } from '../core/support/redact.js';
 import { parseArgs } from 'node:util';

@@ -230,6 +230,36 @@ describe('npx nestjs-redis-tasks', () => {
     expect(missing.stderr).toBe('nestjs-redis-tasks: no schedule "nightly" (schedules list shows them)\n');
   });
 
+  it('shows and cancels a tracked task by id (exit 4 for an unknown one)', async () => {
+    await setup();
+    const { client, module } = await startProducer(prefix, { track: true });
+    started.push(module);
+    const receipt = await firstValueFrom(
+      client.emit<{ id: string }>('cli.work', new RedisTaskRecordBuilder({ key: 'later' }).setDelay(60_000).build()),
+    );
+    const shown = await cli(['task', 'show', 'cli.work', receipt.id, '--prefix', prefix]);
+    expect(shown.stdout.startsWith(`task: ${receipt.id} of "cli.work" (group default)\nstate: delayed\n`)).toBe(true);
+    expect(shown.stdout).toMatch(/\nwhy: delay\n/);
+    expect(output(await cli(['task', 'show', 'cli.work', receipt.id, '--prefix', prefix, '--json']))).toMatchObject({
+      state: 'delayed',
+      id: receipt.id,
+    });
+    expect(
+      (await cli(['task', 'cancel', 'cli.work', receipt.id, '--prefix', prefix, '--reason', 'not now'])).stdout,
+    ).toBe(`task ${receipt.id}: cancelled (it was delayed)\n`);
+    expect(output(await cli(['task', 'show', 'cli.work', receipt.id, '--prefix', prefix, '--json']))).toMatchObject({
+      state: 'cancelled',
+      reason: 'not now',
+    });
+    expect((await cli(['task', 'cancel', 'cli.work', receipt.id, '--prefix', prefix])).stdout).toBe(
+      `task ${receipt.id}: not cancelled, it had already ended (cancelled)\n`,
+    );
+    const missing = await cli(['task', 'show', 'cli.work', 'nope', '--prefix', prefix]);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toMatch(/no tracked task nope on "cli.work"/);
+    expect((await cli(['task', 'show', 'cli.work', '--prefix', prefix])).code).toBe(2);
+  });
+
   it.each([
     [['frobnicate'], 2, /^nestjs-redis-tasks: unknown command "frobnicate" \(see --help\)\n$/],
     [['stats', '--bogus'], 2, /^nestjs-redis-tasks: Unknown option '--bogus'.*\(see --help\)\n$/],
