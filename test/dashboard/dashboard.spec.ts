@@ -247,6 +247,34 @@ for (const adapter of ['express', 'fastify'] as const) {
       await waitFor(async () => (await admin.listSchedules()).length === 0, 'the schedule to be removed');
     });
 
+    it('finds a tracked task by id from its pattern page, shows where it is, and cancels it (behind the guard)', async () => {
+      const admin = new RedisTaskAdmin(client);
+      const receipt = await firstValueFrom(
+        client.emit<{ id: string }>(
+          'dash.work',
+          new RedisTaskRecordBuilder({ later: true }).setTracked().setDelay(600_000).build(),
+        ),
+      );
+      await page.goto(`${base}#/pattern?name=dash.work&group=default`);
+      await page.getByTestId('task-id').fill(receipt.id);
+      await page.getByTestId('find-task').click();
+      const state = page.getByTestId('task').locator('tr[data-field="State"] td');
+      await state.waitFor();
+      expect(await state.textContent()).toBe('delayed');
+      expect(await page.getByTestId('task').locator('tr[data-field="Why"] td').textContent()).toBe('delay');
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.locator('button[data-action="cancel-task"]').click();
+      await page
+        .getByTestId('message')
+        .filter({ hasText: `Cancelled ${receipt.id} (it was delayed)` })
+        .waitFor();
+      expect(await admin.getTask('dash.work', receipt.id)).toMatchObject({ state: 'cancelled', was: 'delayed' });
+      await waitFor(async () => (await state.textContent()) === 'cancelled', 'the page to show it cancelled');
+      await page.getByTestId('task-id').fill('no-such-task');
+      await page.getByTestId('find-task').click();
+      await page.getByTestId('task-unknown').waitFor();
+    });
+
     it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
       await page.goto(base);
       const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
@@ -268,8 +296,9 @@ for (const adapter of ['express', 'fastify'] as const) {
         await post('pause', { ...admin, 'x-csrf-token': token as string }, pause), // neither Origin nor Referer
         await post('dead-letters/purge', { ...admin, origin }, { name: 'dash.fail', all: true }),
         await post('schedules/action', { ...admin, origin }, { id: 'any', action: 'remove' }), // no token
+        await post('task/cancel', { ...admin, origin }, { name: 'dash.work', id: 'any' }), // no token
       ];
-      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403]);
+      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403, 403]);
       expect(await redis.exists(keys.queue('dash.work').paused)).toBe(0);
       // The same request with all it needs goes through (so the refusals were about what they lacked).
       const allowed = await post('pause', { ...admin, origin, 'x-csrf-token': token as string }, pause);

@@ -263,6 +263,7 @@ export const APP_JS = String.raw`
       el('h1', null, data.pattern, data.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + data.group) : null,
         data.summary ? stateBadge(data.summary) : null),
       data.summary ? headline(data.summary) : el('p', { class: 'muted' }, 'Nothing recorded for this group yet.'),
+      taskLookup(data.pattern, data.group),
       el('div', { class: 'bar' }, link('/dead', { name: data.pattern, group: data.group }, 'Dead letters'),
         data.groups.length ? el('span', { class: 'muted' }, 'Consumer groups: ') : null,
         data.groups.map(function (g) { return link('/pattern', { name: data.pattern, group: g }, g); })),
@@ -290,6 +291,42 @@ export const APP_JS = String.raw`
             el('td', { class: 'num' }, age(w.heartbeatAgeMs)), el('td', { class: 'num' }, num(w.inFlight)),
             el('td', null, w.running.map(function (t) { return el('div', null, t.id, el('span', { class: 'muted' }, ' client ' + t.clientId + ', attempt ' + t.attempt)); })));
         }))),
+    ];
+  }
+
+  // A tracked task by id: its own view, with where it is or how it ended.
+  function taskLookup(name, group, id) {
+    var input = el('input', { 'data-testid': 'task-id', placeholder: 'task id', value: id || '' });
+    function find() { if (input.value) location.hash = '#/task?' + query({ name: name, group: group, id: input.value.trim() }); }
+    input.addEventListener('change', find);
+    return el('div', { class: 'bar' }, el('label', null, 'Find a tracked task '), input,
+      el('button', { 'data-testid': 'find-task', onclick: find }, 'Find'));
+  }
+  function renderTask(data, params) {
+    var fields = [
+      ['State', data.cancelRequested ? data.state + ' (cancel requested)' : data.state], ['Client', data.clientId],
+      ['Enqueued', when(data.enqueuedAt)], ['Changed', when(data.changedAt)], ['Priority', data.priority],
+      ['Waiting in its client', data.clientPending], ['Due', data.dueAt && when(data.dueAt)], ['Why', data.why],
+      ['Worker', data.workerId], ['Attempt', data.attempt], ['Started', data.startedAt && when(data.startedAt)],
+      ['Lease until', data.leaseExpiresAt && when(data.leaseExpiresAt)], ['Was', data.was], ['Reason', data.reason],
+      ['Detail', data.detail], ['Progress', data.progress === undefined ? undefined : JSON.stringify(data.progress)],
+      ['Result', data.result === undefined ? undefined : JSON.stringify(data.result)],
+      ['Error', data.error === undefined ? undefined : JSON.stringify(data.error)],
+    ].filter(function (f) { return f[1] !== undefined && f[1] !== null; });
+    var live = data.state === 'pending' || data.state === 'delayed' || data.state === 'running';
+    return [
+      el('h1', null, 'Task ', data.id, ' of ', link('/pattern', { name: params.name, group: params.group || 'default' }, params.name)),
+      taskLookup(params.name, params.group || 'default', params.id),
+      data.state === 'unknown' ? el('p', { class: 'muted', 'data-testid': 'task-unknown' }, 'No tracked task with this id here: it was not tracked, its record expired, or it belongs to another group.') :
+        el('table', { 'data-testid': 'task' }, el('tbody', null, fields.map(function (f) {
+          return el('tr', { 'data-field': f[0] }, el('th', null, f[0]), el('td', null, String(f[1])));
+        }))),
+      config.actions && live ? el('div', { class: 'bar' }, el('button', { class: 'danger', 'data-action': 'cancel-task', onclick: function () {
+        if (!window.confirm('Cancel task ' + data.id + '?')) return;
+        act(post('task/cancel', { name: params.name, group: params.group || 'default', id: data.id }), function (r) {
+          return r.cancelled ? 'Cancelled ' + data.id + ' (it was ' + r.was + ')' : 'Not cancelled: it had ended (' + r.state + ')';
+        });
+      } }, 'Cancel task')) : null,
     ];
   }
 
@@ -397,6 +434,7 @@ export const APP_JS = String.raw`
     '/pattern': function (params) { return get('pattern', params).then(function (d) { return renderPattern(d, params); }); },
     '/dead': function (params) { return get('dead-letters', params).then(function (d) { return renderDead(d, params); }); },
     '/schedules': function () { return get('schedules').then(renderSchedules); },
+    '/task': function (params) { return get('task', params).then(function (d) { return renderTask(d, params); }); },
   };
 
   var generation = 0;

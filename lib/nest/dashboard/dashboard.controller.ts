@@ -119,6 +119,21 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
       return this.dashboard.scheduleAction(body ?? {});
     }
 
+    @Get('api/task')
+    @secured()
+    task(@Headers() headers: RequestHeaders, @Query() query: Body): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
+      return this.dashboard.task(query);
+    }
+
+    @Post('api/task/cancel')
+    @HttpCode(200)
+    @secured()
+    cancelTask(@Headers() headers: RequestHeaders, @Body() body: Body): Promise<unknown> {
+      this.dashboard.authorize(headers);
+      return this.dashboard.cancelTask(body ?? {});
+    }
+
     @Post('api/pause')
     @HttpCode(200)
     @secured()

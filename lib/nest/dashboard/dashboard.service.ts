@@ -20,6 +20,7 @@ import { validateClientId, validateGroup } from '../../core/config/rules.js';
 import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
 import { DEFAULT_GROUP } from '../../core/config/options.js';
 import { ScheduleNotFoundError } from '../../core/model/errors.js';
+import type { CancelResult, TaskStatus } from '../../core/model/task-status.js';
 import { errorMessage } from '../../core/support/logger.js';
 import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
@@ -164,27 +165,25 @@ export class DashboardService implements OnModuleDestroy {
   async scheduleAction(body: Record<string, unknown>): Promise<unknown> {
     const { id, action } = body;
     if (typeof id !== 'string' || id.length === 0) throw new BadRequestException('"id" must name a schedule');
-    const admin = (await this.core()).admin;
-    try {
-      switch (action) {
-        case 'pause':
-          await admin.pauseSchedule(id);
-          return { id, paused: true };
-        case 'resume':
-          await admin.resumeSchedule(id);
-          return { id, paused: false };
-        case 'trigger':
-          return await admin.triggerSchedule(id);
-        case 'remove':
-          if (!(await admin.removeSchedule(id))) throw new ScheduleNotFoundError(id);
-          return { id, removed: true };
-        default:
-          throw new BadRequestException('"action" must be pause, resume, trigger or remove');
-      }
-    } catch (error) {
-      if (error instanceof ScheduleNotFoundError) throw new NotFoundException(`no schedule "${id}"`);
-      throw error;
+    return applyScheduleAction((await this.core()).admin, id, action);
+  }
+
+  /** A tracked task by id (a `send()` result only where payloads are shown). */
+  async task(query: Record<string, unknown>): Promise<TaskStatus> {
+    const pattern = await this.knownPattern(query.name);
+    const { result, ...status } = await (await this.admin(query.group)).getTask(pattern, taskIdOf(query.id));
+    // spread-ok: per dashboard request
+    return this.settings.showPayloads && result !== undefined ? { ...status, result: preview(result) } : status;
+  }
+
+  /** Cancels a tracked task wherever it is (behind the dashboard's guard and its CSRF check). */
+  async cancelTask(body: Record<string, unknown>): Promise<CancelResult> {
+    const pattern = await this.knownPattern(body.name);
+    const reason = body.reason ?? '';
+    if (typeof reason !== 'string' || reason.length > 1_000) {
+      throw new BadRequestException('"reason" must be a string of at most 1,000 characters');
     }
+    return (await this.admin(body.group)).cancelTask(pattern, taskIdOf(body.id), reason);
   }
 
   async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
@@ -303,4 +302,36 @@ function preview(payload: unknown): unknown {
   return json.length <= PAYLOAD_PREVIEW
     ? payload
     : `${json.slice(0, PAYLOAD_PREVIEW)}… (${json.length - PAYLOAD_PREVIEW} more characters; see the CLI: dead show)`;
+}
+
+/** A task id from a request, or 400. */
+function taskIdOf(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 512) {
+    throw new BadRequestException('"id" must name a task (1 to 512 characters)');
+  }
+  return value;
+}
+
+/** One schedule action: 400 for an unknown action, 404 for an unknown schedule. */
+async function applyScheduleAction(admin: TaskAdmin, id: string, action: unknown): Promise<unknown> {
+  try {
+    switch (action) {
+      case 'pause':
+        await admin.pauseSchedule(id);
+        return { id, paused: true };
+      case 'resume':
+        await admin.resumeSchedule(id);
+        return { id, paused: false };
+      case 'trigger':
+        return await admin.triggerSchedule(id);
+      case 'remove':
+        if (!(await admin.removeSchedule(id))) throw new ScheduleNotFoundError(id);
+        return { id, removed: true };
+      default:
+        throw new BadRequestException('"action" must be pause, resume, trigger or remove');
+    }
+  } catch (error) {
+    if (error instanceof ScheduleNotFoundError) throw new NotFoundException(`no schedule "${id}"`);
+    throw error;
+  }
 }
