@@ -38,6 +38,7 @@ export class RedisTaskMetrics {
   readonly registry: Registry;
   private readonly duration: Histogram<'queue' | 'outcome'>;
   private readonly outcomes: Counter<'queue' | 'outcome'>;
+  private readonly progress: Counter<'queue'>;
   private stats: { at: number; value: Promise<QueueStats[]> } | undefined;
   /** The last stats read, served while Redis cannot be read (a scrape must answer in time, not fail whole). */
   private lastGood: QueueStats[] = [];
@@ -108,8 +109,18 @@ export class RedisTaskMetrics {
       () =>
         new Counter({
           name: name('outcomes_total'),
-          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost), per pattern',
+          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost, cancelled), per pattern',
           labelNames: ['queue', 'outcome'],
+          registers: [this.registry],
+        }),
+    );
+    this.progress = this.metric(
+      name('progress_reports_total'),
+      () =>
+        new Counter({
+          name: name('progress_reports_total'),
+          help: 'Progress values handlers reported (ctx.progress()) and Redis took, per pattern',
+          labelNames: ['queue'],
           registers: [this.registry],
         }),
     );
@@ -137,6 +148,7 @@ export class RedisTaskMetrics {
   /** Counts the outcomes and handler durations of a transport's tasks. */
   observe(transport: Pick<RedisTaskTransport, 'on'>): void {
     transport.on('task', (event) => this.record(event));
+    transport.on('progress', (event) => this.progress.inc({ queue: event.queue }));
   }
 
   /** Records one outcome (what `observe()` does for each task event). */

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
-import { EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { Registry } from 'prom-client';
@@ -11,6 +11,7 @@ import {
   NonRetryableTaskError,
   RedisTaskAdmin,
   RedisTaskClient,
+  RedisTaskContext,
   RedisTaskModule,
   RedisTaskRecordBuilder,
 } from '../../lib/index.js';
@@ -30,6 +31,12 @@ class Handlers {
   async work(@Payload() payload: { fail?: boolean }): Promise<void> {
     if (payload.fail) throw new NonRetryableTaskError('no');
     await new Promise((resolve) => setTimeout(resolve, 2));
+    handled++;
+  }
+
+  @EventPattern<string>('obs.steps')
+  async steps(@Ctx() ctx: RedisTaskContext): Promise<void> {
+    for (let step = 1; step <= 3; step++) await ctx.progress({ step });
     handled++;
   }
 }
@@ -99,6 +106,18 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     expect(
       sample(text, 'redis_tasks_handler_duration_seconds_bucket', 'le="0.001",queue="obs.work",outcome="completed"'),
     ).toBe(0);
+  });
+
+  it('counts the progress values handlers reported, per pattern', async () => {
+    const module = await app();
+    const metrics = module.get(RedisTaskMetrics);
+    const client = module.get(RedisTaskClient);
+    const { transport } = await startWorker(prefix, [Handlers]);
+    started.push(transport);
+    metrics.observe(transport);
+    await client.emitBatch('obs.steps', [{}, {}]);
+    await waitFor(() => handled === 2, 'the two tasks');
+    expect(sample(await metrics.registry.metrics(), 'redis_tasks_progress_reports_total', 'queue="obs.steps"')).toBe(6);
   });
 
   it('counts the ticks of every recurring schedule by outcome, as recorded in Redis (whichever process fired them)', async () => {
