@@ -59,6 +59,8 @@ export class OursDriver implements Driver {
   constructor(
     private readonly url: string,
     private readonly workerOptions: { prefetch?: (concurrency: number) => number } = {},
+    /** Whether every task is tracked (the client's `track` option). */
+    private readonly track = false,
   ) {}
 
   get keyPattern(): string {
@@ -68,7 +70,7 @@ export class OursDriver implements Driver {
   async begin(phase: string): Promise<void> {
     await this.client?.close();
     this.prefix = `rt${randomBytes(3).toString('hex')}-${phase}`;
-    this.client = new RedisTaskClient({ connection: this.url, prefix: this.prefix });
+    this.client = new RedisTaskClient({ connection: this.url, prefix: this.prefix, track: this.track });
     await this.client.connect();
   }
 

@@ -16,6 +16,7 @@ import {
   measure,
   percentile,
   promotedDuring,
+  serverSnapshot,
   sleep,
   type Cost,
 } from './measure.js';
@@ -728,6 +729,62 @@ async function groupsDrain(driver: OursDriver, groups: number): Promise<number> 
   return rate;
 }
 
+/** One round of the tracking rows for one driver: awaited single emits, emitBatch, drain; and Redis's cost per task. */
+async function trackingRound(
+  driver: OursDriver,
+): Promise<{ single: number; batch: number; drain: number; micros: number }> {
+  await driver.begin('track');
+  let start = performance.now();
+  for (let i = 0; i < SINGLE_TASKS; i++) await driver.enqueue({ i, t: 0 });
+  const single = SINGLE_TASKS / ((performance.now() - start) / 1000);
+  await deleteMatching(redis, driver.keyPattern);
+  const before = await serverSnapshot(redis);
+  start = performance.now();
+  await fill(driver, DRAIN_TASKS);
+  const batch = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  done.reset();
+  start = performance.now();
+  await driver.startWorker(16, () => done.hit());
+  await done.until(DRAIN_TASKS);
+  const drain = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  await driver.stopWorker();
+  const after = await serverSnapshot(redis);
+  await deleteMatching(redis, driver.keyPattern);
+  return { single, batch, drain, micros: (after.cpuMicros - before.cpuMicros) / DRAIN_TASKS };
+}
+
+/** Tracking on against off (the same library, rounds taking turns): what a task's index costs. */
+async function trackingRows(): Promise<string> {
+  log('\n== tracking (nestjs-redis-tasks): every task tracked against none, rounds taking turns');
+  const drivers = [new OursDriver(url), new OursDriver(url, {}, true)];
+  for (const driver of drivers) await trackingRound(driver); // warm-up (JIT), not reported
+  const rounds: Awaited<ReturnType<typeof trackingRound>>[][] = [[], []];
+  for (let round = 0; round < REPEATS; round++) {
+    for (const [i, driver] of drivers.entries()) rounds[i].push(await trackingRound(driver));
+  }
+  for (const driver of drivers) await driver.close();
+  const sample = (i: number, field: 'single' | 'batch' | 'drain' | 'micros'): Sample => {
+    const values = rounds[i].map((round) => round[field]).sort((a, b) => a - b);
+    return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
+  };
+  const shown = (s: Sample, digits = 0) =>
+    `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+  const rows = (['single', 'batch', 'drain', 'micros'] as const).map((field) => {
+    const [off, on] = [sample(0, field), sample(1, field)];
+    const name = {
+      single: 'single awaited emit (tasks/s)',
+      batch: 'emitBatch of 1,000 (tasks/s)',
+      drain: `drain ${DRAIN_TASKS.toLocaleString('en-US')} at concurrency 16 (tasks/s)`,
+      micros: 'Redis CPU per task, batch enqueue + drain (µs)',
+    }[field];
+    const digits = field === 'micros' ? 1 : 0;
+    return `| ${name} | ${shown(off, digits)} | ${shown(on, digits)} | ${(on.median / off.median).toFixed(2)}× |`;
+  });
+  const table = ['| row | tracking off | tracking on | on / off |', '|---|---:|---:|---:|', ...rows].join('\n');
+  log(table);
+  return table;
+}
+
 /** Single and batch enqueue rates under each durability setting, as a Markdown table. */
 async function durability(): Promise<string> {
   log('\n== durability settings (nestjs-redis-tasks enqueue)');
@@ -860,6 +917,11 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'schedules') {
     log(scheduleLine(await scheduleCost(url)));
+    await redis.quit();
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'tracking') {
+    await trackingRows();
     await redis.quit();
     return;
   }

@@ -114,8 +114,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.acknowledge(keys, worker, [
           { token: t1, taskId: 'p2', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
-          { token: t2, taskId: 'p3', resultTtlMs: 5_000, index: keys.task('p3') },
-          { token: t3, taskId: 'p1', deduplicationKey: 'd1', resultTtlMs: 5_000, index: keys.task('p1') },
+          { token: t2, taskId: 'p3', resultTtlMs: 5_000, tracked: keys.tracked('p3') },
+          { token: t3, taskId: 'p1', deduplicationKey: 'd1', resultTtlMs: 5_000, tracked: keys.tracked('p1') },
         ]);
       },
     },
@@ -124,7 +124,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         await sound(keys);
         return claimAll(keys, 2);
       },
-      run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000, keys.task('p2')),
+      run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000, keys.tracked('p2')),
     },
     deadLetterTask: {
       setup: async (keys) => {
@@ -138,7 +138,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           taskId: 'p3',
           deduplicationKey: 'd1',
           reply: { channel: 'chan', message: '{}', ttlMs: 5_000 },
-          index: keys.task('p1'),
+          tracked: keys.tracked('p1'),
         }),
     },
     requeueTasks: {
@@ -149,9 +149,9 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.requeue(keys, worker, true, [
-          { token: t3, clientId: 'b', priority: 0, index: keys.task('p3') },
-          { token: t2, clientId: 'a', priority: 0, index: keys.task('p1') },
-          { token: t1, clientId: 'a', priority: 3, index: keys.task('p2') },
+          { token: t3, clientId: 'b', priority: 0, tracked: keys.tracked('p3') },
+          { token: t2, clientId: 'a', priority: 0, tracked: keys.tracked('p1') },
+          { token: t1, clientId: 'a', priority: 3, tracked: keys.tracked('p2') },
         ]);
       },
     },

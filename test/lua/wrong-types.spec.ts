@@ -110,14 +110,17 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.task('t1'), 'hash'],
     [keys.task('p1'), 'hash'],
     [keys.task('p2'), 'hash'],
+    [keys.tracked('t1').entry, 'string'],
+    [keys.tracked('p1').entry, 'string'],
+    [keys.tracked('p2').entry, 'string'],
   ];
 }
 
 /**
- * Keys a script writes with a plain SET, which replaces a value of any type: such a write cannot fail,
- * so it cannot leave a script halfway (a send() task's result key).
+ * Keys a script writes with a plain SET (or DEL), which replaces a value of any type: such a write cannot
+ * fail, so it cannot leave a script halfway (a send() task's result key, a tracked task's entry key).
  */
-const OVERWRITTEN = /:result:/;
+const OVERWRITTEN = /:result:|:task-entry:/;
 
 /** Makes `key` hold a type other than `kind` (its old value gone). */
 async function breakKey(key: string, kind: Kind): Promise<void> {

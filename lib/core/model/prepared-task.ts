@@ -39,6 +39,6 @@ export interface AckItem {
   /** A `send()` task's reply: the caller's channel and the message (JSON), stored for `resultTtlMs`. */
   readonly reply?: { readonly channel: string; readonly message: string };
   readonly resultTtlMs: number;
-  /** A tracked task's index key (`QueueKeys.task`): it becomes `completed`. */
-  readonly index?: string;
+  /** A tracked task's keys (`QueueKeys.tracked`): its index becomes `completed`. */
+  readonly tracked?: { readonly index: string; readonly entry: string };
 }

@@ -41,7 +41,7 @@ export interface TaskStatus {
   readonly why?: 'delay' | 'retry';
   /** pending: tasks waiting before it in its client's list is not counted (that would scan); how many its client has waiting. */
   readonly clientPending?: number;
-  /** running: which worker, which run (1-based), since when, until when its worker's lease holds. */
+  /** running (or, once ended, its last run): which worker, which run (1-based), since when; running: until when its worker's lease holds. */
   readonly workerId?: string;
   readonly attempt?: number;
   readonly startedAt?: number;
@@ -100,11 +100,10 @@ export function parseTaskIndex(
     status.dueAt = number('due');
     status.why = fields.why === 'retry' ? 'retry' : 'delay';
   }
-  if (state === 'running') {
-    status.workerId = fields.worker;
-    status.attempt = number('attempt');
-    status.startedAt = number('started');
-  }
+  // Running: where; ended: who ran it last.
+  status.workerId = fields.worker;
+  status.attempt = number('attempt');
+  status.startedAt = number('started');
   if (state === 'completed') status.result = (json('result') as { response?: unknown } | undefined)?.response;
   if (state === 'dead') {
     status.reason = fields.reason || undefined;

@@ -1,4 +1,4 @@
-import type { PrefixKeys, QueueKeys } from './keys.js';
+import type { PrefixKeys, QueueKeys, TrackedKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
 import { randomBytes } from 'node:crypto';
 import { CALL_MARKER } from './script-command.js';
@@ -87,8 +87,8 @@ export class ScriptGateway {
     workerId: string,
     token: string,
     delayMs: number,
-    /** A tracked task's index key: it becomes `delayed`. */
-    index?: string,
+    /** A tracked task's keys: its index becomes `delayed`, its entry key holds the new entry. */
+    tracked?: TrackedKeys,
   ): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
     const due = await this.redis.retryTask(
       keys.processing(workerId),
@@ -96,7 +96,8 @@ export class ScriptGateway {
       ...settleKeys(keys),
       token,
       delayMs,
-      index ?? '',
+      tracked?.index ?? '',
+      tracked?.entry ?? '',
     );
     return due === 0 ? LOST : { kind: 'scheduled', dueAt: due };
   }
@@ -114,7 +115,8 @@ export class ScriptGateway {
       letter.record,
       letter.cap,
       deduplicationKey === undefined ? '' : (taskId ?? ''),
-      letter.index ?? '',
+      letter.tracked?.index ?? '',
+      letter.tracked?.entry ?? '',
       ...(reply ? [reply.channel, reply.message, reply.ttlMs] : []),
     );
     return settled === 1;
@@ -139,7 +141,7 @@ export class ScriptGateway {
       fixed,
       tasks,
       (task) => [task.token],
-      (task) => [task.priority, task.index ?? ''],
+      (task) => [task.priority, task.tracked?.index ?? '', task.tracked?.entry ?? ''],
     );
     const expiry = expiredBy === undefined ? ['', 0] : [workerId, expiredBy];
     return this.redis.requeueTasks(...(call.keys as [number]), countAttempt ? 1 : 0, ...expiry, ...call.fields);
@@ -358,7 +360,7 @@ export function pushAckFields(args: (string | number)[], ack: AckItem): void {
     ack.reply?.channel ?? '',
     ack.reply?.message ?? '',
     ack.resultTtlMs,
-    ack.index ?? '',
+    ack.tracked?.index ?? '',
   );
 }
 
@@ -419,8 +421,8 @@ export interface DeadLetterWrite {
   readonly deduplicationKey?: string;
   /** An error reply to a send() caller. */
   readonly reply?: { readonly channel: string; readonly message: string; readonly ttlMs: number };
-  /** A tracked task's index key: it becomes `dead`. */
-  readonly index?: string;
+  /** A tracked task's keys: its index becomes `dead`. */
+  readonly tracked?: TrackedKeys;
 }
 
 /** A task held in a processing hash, going back to its client's list. */
@@ -428,8 +430,8 @@ export interface HeldTask {
   readonly token: string;
   readonly clientId: string;
   readonly priority: number;
-  /** A tracked task's index key: it becomes `pending` again. */
-  readonly index?: string;
+  /** A tracked task's keys: its index becomes `pending` again, its entry key holds the returned entry. */
+  readonly tracked?: TrackedKeys;
 }
 
 export interface Heartbeat {

@@ -185,10 +185,21 @@ export class QueueKeys {
     return `${this.base}:task:${taskId}`;
   }
 
+  /** A tracked task's keys: its index, and its entry while it waits (string, see scripts/include/track.lua). */
+  tracked(taskId: string): TrackedKeys {
+    return { index: this.task(taskId), entry: `${this.base}:task-entry:${taskId}` };
+  }
+
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
     return `${this.root}:result:${taskId}`;
   }
+}
+
+/** The keys of one tracked task: its index (hash), and the entry it waits under (string). */
+export interface TrackedKeys {
+  readonly index: string;
+  readonly entry: string;
 }
 
 /** The shards of one queue, and which shard each client lives in. */

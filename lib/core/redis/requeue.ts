@@ -58,8 +58,8 @@ export async function requeueProcessing(
     const decoded = decodeEntry(entries[token]);
     if (decoded.ok) {
       const { envelope } = decoded.entry;
-      const index = envelope.track === 1 ? keys.task(envelope.id) : undefined;
-      held.push({ token, clientId: envelope.clientId, priority: envelope.priority ?? 0, index });
+      const tracked = envelope.track === 1 ? keys.tracked(envelope.id) : undefined;
+      held.push({ token, clientId: envelope.clientId, priority: envelope.priority ?? 0, tracked });
     } else undecodable.push([token, decoded]);
   }
   // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is

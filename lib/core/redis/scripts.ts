@@ -101,6 +101,7 @@ export interface TaskCommands {
       cap: number,
       dedupHolder: string,
       index: string,
+      entryKey: string,
       ...reply: (string | number)[],
     ]
   ): Promise<0 | 1>;
@@ -117,7 +118,7 @@ export interface TaskCommands {
   retryTask(
     processing: string,
     delayed: string,
-    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number, index: string]
+    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number, index: string, entry: string]
   ): Promise<number>;
   startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
   revokeTask(

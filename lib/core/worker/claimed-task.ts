@@ -7,9 +7,10 @@ import {
   type DeadLetterRecord,
   type ErrorRecord,
 } from '../model/dead-letter.js';
-import type { QueueKeys } from '../redis/keys.js';
+import type { QueueKeys, TrackedKeys } from '../redis/keys.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
+import type { StartBatch } from './turn-batch.js';
 import type { ReplyError, ReplyMessage } from '../model/reply.js';
 
 export type { SettleOptions };
@@ -28,6 +29,8 @@ export class ClaimedTask {
     readonly token: string,
     readonly raw: string,
     private readonly options: SettleOptions,
+    /** Where a tracked task's start goes (one call per turn and shard); without it, a call of its own. */
+    private readonly starts?: StartBatch,
   ) {}
 
   /**
@@ -40,16 +43,16 @@ export class ClaimedTask {
       this.options.workerId,
       this.token,
       delayMs,
-      this.index(envelope),
+      this.tracked(envelope),
     );
     return retried.kind === 'scheduled' ? retried.dueAt : undefined;
   }
 
   /** A tracked task, before its handler starts: recorded running, or cancelled (a cancel came first), or lost. */
   async start(envelope: TaskEnvelope, attempt: number): Promise<'run' | 'cancelled' | 'lost'> {
-    const [started] = await this.gateway.track.start(this.keys, this.options.workerId, [
-      { token: this.token, id: envelope.id, attempt },
-    ]);
+    const item = { token: this.token, id: envelope.id, attempt };
+    if (this.starts) return this.starts.add(this.keys, this.options.workerId, item);
+    const [started] = await this.gateway.track.start(this.keys, this.options.workerId, [item]);
     return started;
   }
 
@@ -71,9 +74,9 @@ export class ClaimedTask {
     });
   }
 
-  /** The task's index key when it is tracked. */
-  index(envelope: TaskEnvelope | undefined): string | undefined {
-    return envelope?.track === 1 ? this.keys.task(envelope.id) : undefined;
+  /** The task's index and entry keys when it is tracked. */
+  tracked(envelope: TaskEnvelope | undefined): TrackedKeys | undefined {
+    return envelope?.track === 1 ? this.keys.tracked(envelope.id) : undefined;
   }
 
   /** Whether this worker still holds the task, renewing its lease in the shard (`leaseMs`) on the way. */
@@ -117,7 +120,7 @@ export class ClaimedTask {
       cap: this.options.deadLetterCap,
       taskId: envelope?.id,
       deduplicationKey: envelope?.dedupKey,
-      index: this.index(envelope),
+      tracked: this.tracked(envelope),
       reply:
         envelope?.replyTo !== undefined
           ? this.errorReply(envelope.replyTo, { id: envelope.id, err: details.replyError ?? details.error })

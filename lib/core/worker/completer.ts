@@ -1,7 +1,7 @@
 import type { TaskEnvelope } from '../model/codec.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { SettleOptions } from '../redis/requeue.js';
-import type { AckBatch } from './ack-batch.js';
+import type { AckBatch } from './turn-batch.js';
 import { ClaimAcks } from './claim-acks.js';
 import type { ClaimedTask } from './claimed-task.js';
 
@@ -53,7 +53,7 @@ export class Completer {
    * Resolves true once Redis removed it, false when the worker no longer held it (lease lost).
    */
   acknowledge(task: ClaimedTask, envelope: TaskEnvelope, reply?: string): Promise<boolean> {
-    return this.batch.acknowledge(task.keys, this.options.workerId, {
+    return this.batch.add(task.keys, this.options.workerId, {
       token: task.token,
       taskId: envelope.id,
       deduplicationKey: envelope.dedupKey,
@@ -62,7 +62,7 @@ export class Completer {
           ? { channel: envelope.replyTo, message: reply }
           : undefined,
       resultTtlMs: this.options.resultTtlMs,
-      index: task.index(envelope),
+      tracked: task.tracked(envelope),
     });
   }
 

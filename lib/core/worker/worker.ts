@@ -1,6 +1,6 @@
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { TaskStore } from '../redis/store.js';
-import { ackBatchOf } from './ack-batch.js';
+import { ackBatchOf, startBatchOf, type StartBatch } from './turn-batch.js';
 import { Completer } from './completer.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
@@ -54,6 +54,8 @@ export class TaskWorker {
   private readonly redis: TaskRedis;
   private readonly keys: PrefixKeys;
   private readonly layouts: QueueLayouts;
+  /** This turn's starts of tracked tasks, one call per shard. */
+  private readonly starts: StartBatch;
 
   constructor(
     store: TaskStore,
@@ -68,6 +70,7 @@ export class TaskWorker {
     this.slots = new Slots(options.concurrency);
     this.gateway = store.gateway;
     this.completer = new Completer(ackBatchOf(redis), options);
+    this.starts = startBatchOf(redis);
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
     this.downSince = downSince;
@@ -166,7 +169,8 @@ export class TaskWorker {
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry) => this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options)),
+          onClaimed: (token, entry) =>
+            this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts)),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
           giveBack: (pairs) => void this.givingBack.unstarted(keys, pairs),

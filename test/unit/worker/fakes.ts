@@ -5,7 +5,7 @@ import type { AckItem } from '../../../lib/core/model/prepared-task.js';
 import type { DeadLetterWrite, ScriptGateway } from '../../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../../lib/core/redis/keys.js';
 import type { TaskLogger } from '../../../lib/core/support/logger.js';
-import type { AckBatch } from '../../../lib/core/worker/ack-batch.js';
+import type { AckBatch } from '../../../lib/core/worker/turn-batch.js';
 import { ClaimedTask } from '../../../lib/core/worker/claimed-task.js';
 import { Completer } from '../../../lib/core/worker/completer.js';
 import { RunningTasks } from '../../../lib/core/worker/running.js';
@@ -70,7 +70,7 @@ export class FakeAckBatch {
   readonly acks: AckItem[] = [];
   answers: (boolean | Error)[] = [];
 
-  acknowledge(_keys: QueueKeys, _workerId: string, ack: AckItem): Promise<boolean> {
+  add(_keys: QueueKeys, _workerId: string, ack: AckItem): Promise<boolean> {
     this.acks.push(ack);
     const answer = this.answers.shift() ?? true;
     return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);

@@ -17,7 +17,7 @@
 -- KEYS[7]: the shard's key root, `prefix:{pattern...}` (not a key itself)
 -- ARGV[1..]: per task, 7 fields: fencing token; task id; its deduplication key ('' = none); reply channel
 --   ('' = not a send() task); reply (JSON, '' when none); result TTL in milliseconds; its index key
---   (`<base>:task:<id>`, see include/track.lua) when tracked, else ''
+--   (`<base>:task:<id>`, see include/track.lua) when tracked, else '' (its entry key went when it started)
 -- Returns: array with one element per task: 1 when acknowledged; 0 when the token is no longer held
 --   (lease lost: nothing of that task is changed), or came earlier in the same call
 -- Side effects: HMGET of every token (heldOf: in slices of 1,000), then per acknowledged task: the deduplication key freed if this
@@ -67,8 +67,9 @@ for t = 1, #tokens do
     if capped then
       releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, false)
     end
-    if trackedIndex(nil, ARGV[a + 6]) then
-      trackState(ARGV[a + 6], 'completed', 'result', ARGV[a + 4])
+    local index = trackedIndex(nil, ARGV[a + 6])
+    if index then
+      trackState(ARGV[a + 6], index, 'completed', '', nil, 'result', ARGV[a + 4])
     end
     settled[#settled + 1] = token
     results[t] = 1

@@ -16,8 +16,9 @@
 -- KEYS[9]: counters (hash: outcome -> count, for the admin API and metrics)
 -- ARGV[1]: fencing token; ARGV[2]: dead-letter record (JSON); ARGV[3]: dead-letter cap (count)
 -- ARGV[4]: task id when the task holds a deduplication key, else ''
--- ARGV[5]: the task's index key (`<base>:task:<id>`, see include/track.lua) when tracked, else ''
--- ARGV[6] (optional): reply channel; ARGV[7]: error reply (JSON); ARGV[8]: result TTL in milliseconds
+-- ARGV[5], ARGV[6]: the task's index key and entry key (`<base>:task:<id>`, `<base>:task-entry:<id>`; see
+--   include/track.lua) when tracked, else ''
+-- ARGV[7] (optional): reply channel; ARGV[8]: error reply (JSON); ARGV[9]: result TTL in milliseconds
 -- Returns: 1 when dead-lettered; 0 when the token is no longer held (lease lost: nothing is changed)
 -- Side effects: HINCRBY counters deadLettered (and failed, for a record whose handler ran and failed: reasons "failed" and "timeout"); HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
@@ -31,7 +32,7 @@ end
 expectTypes(KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set', KEYS[8], 'list')
 redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, math.max(1, tonumber(ARGV[3]) or 1) - 1)
-finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[6], ARGV[7], ARGV[8])
+finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[7], ARGV[8], ARGV[9])
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
 countOutcome(KEYS[9], 'deadLettered', 1)
@@ -39,13 +40,14 @@ local decoded, record = pcall(cjson.decode, ARGV[2])
 if decoded and type(record) == 'table' and (record.reason == 'failed' or record.reason == 'timeout') then
   countOutcome(KEYS[9], 'failed', 1)
 end
-if trackedIndex(nil, ARGV[5]) then
+local index = trackedIndex(nil, ARGV[5])
+if index then
   local fields = { 'reason', '', 'detail', '', 'error', '' }
   if decoded and type(record) == 'table' then
     fields[2] = type(record.reason) == 'string' and record.reason or ''
     fields[4] = type(record.detail) == 'string' and record.detail or ''
     fields[6] = type(record.error) == 'table' and cjson.encode(record.error) or ''
   end
-  trackState(ARGV[5], 'dead', unpack(fields))
+  trackState(ARGV[5], index, 'dead', ARGV[6], nil, unpack(fields))
 end
 return 1

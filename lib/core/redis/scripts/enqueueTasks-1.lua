@@ -44,7 +44,8 @@
 --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
---   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL.
+--   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL, and
+--   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL).
 local root = KEYS[1]
 local count = #ARGV
 -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
@@ -258,20 +259,28 @@ while a <= count do
       end
       for _, k in ipairs(keysOf) do
         local index = k.base .. ':task:' .. id
-        usableKey(k.faults, index, 'hash')
-        redis.call('DEL', index)
-        redis.call('HSET', index, 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
-          'priority', priority, 'entry', entry, 'keep', track.keep, 'live', track.live)
+        -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
+        local found = redis.call('TYPE', index)['ok']
+        if found == 'hash' then
+          redis.call('DEL', index)
+        elseif found ~= 'none' then
+          quarantineKey(k.faults, index, 'hash')
+        end
+        local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
+          'priority', priority, 'keep', track.keep, 'live', track.live }
         if delay > 0 then
-          redis.call('HSET', index, 'due', now + delay, 'why', 'delay')
+          fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
         end
         if track.reply ~= '' then
-          redis.call('HSET', index, 'reply', track.reply)
+          fields[#fields + 1], fields[#fields + 2] = 'reply', track.reply
         end
         if dedup ~= '' then
-          redis.call('HSET', index, 'dedup', dedup)
+          fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
         end
+        redis.call('HSET', index, unpack(fields))
         redis.call('PEXPIRE', index, tonumber(track.live) or 86400000)
+        -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
+        redis.call('SET', k.base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or 86400000)
       end
     end
   end

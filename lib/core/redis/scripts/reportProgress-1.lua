@@ -21,9 +21,10 @@ local key = ''
 if ARGV[3] ~= '' then
   key = base .. ':task:' .. ARGV[3]
 end
-if trackedIndex(base .. ':faults', key) then
+local index = trackedIndex(base .. ':faults', key, 'pseq')
+if index then
   local seq = tonumber(ARGV[4]) or 0
-  if seq > (tonumber(redis.call('HGET', key, 'pseq')) or 0) then
+  if seq > (tonumber(index[3]) or 0) then
     redis.call('HSET', key, 'progress', ARGV[5], 'pseq', seq)
   end
 end

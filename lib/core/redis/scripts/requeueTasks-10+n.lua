@@ -22,16 +22,16 @@
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2]: the worker id whose lease must have expired ('' = no lease check); ARGV[3]: the latest lease
 --   expiry (ms) that counts as expired (when ARGV[2] is given)
--- ARGV[4..]: per task, 6 fields: fencing token, index into KEYS of its client's pending list, index of
---   its client's priority set, client id, priority, its index key (`<base>:task:<id>`, see
---   include/track.lua) when tracked, else ''; pass tokens newest first so that pushes at the head
+-- ARGV[4..]: per task, 7 fields: fencing token, index into KEYS of its client's pending list, index of
+--   its client's priority set, client id, priority, its index key and entry key (`<base>:task:<id>`,
+--   `<base>:task-entry:<id>`; see include/track.lua) when tracked, else ''; pass tokens newest first so that pushes at the head
 --   restore the original order
 -- Returns: integer, the number of tasks requeued (-1 when the worker renewed its lease: nothing moved)
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
 --   of prioritized; INCR of the pending count), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
 --   the ring's head; the client's cap slot released (releaseClientSlot); a tracked task's index (while it
---   exists, and is a hash) becomes `pending` with the entry as returned (a cancel asked meanwhile stays
+--   exists, and is a hash) becomes `pending`, its entry key holding the entry as returned (a cancel asked meanwhile stays
 --   on it: startTasks applies it before the task runs again).
 local countAttempt = ARGV[1] == '1'
 -- Checked before the first write; each task is pushed before it leaves the processing hash.
@@ -43,7 +43,7 @@ if ARGV[2] ~= '' then
   end
 end
 local requeued = 0
-for i = 4, #ARGV, 6 do
+for i = 4, #ARGV, 7 do
   local token = ARGV[i]
   local entry = redis.call('HGET', KEYS[1], token)
   if entry then
@@ -58,8 +58,9 @@ for i = 4, #ARGV, 6 do
       tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
     redis.call('HDEL', KEYS[1], token)
     releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
-    if trackedIndex(nil, ARGV[i + 5]) then
-      trackState(ARGV[i + 5], 'pending', 'entry', returned)
+    local index = trackedIndex(nil, ARGV[i + 5])
+    if index then
+      trackState(ARGV[i + 5], index, 'pending', ARGV[i + 6], returned)
     end
     requeued = requeued + 1
   end

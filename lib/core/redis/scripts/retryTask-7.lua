@@ -12,14 +12,14 @@
 -- KEYS[5]: parked (set of clients taken off the ring at their cap)
 -- KEYS[6]: ring (list of client ids with pending tasks)
 -- KEYS[7]: counters (hash: outcome -> count, for the admin API and metrics)
--- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds; ARGV[3] (optional): the task's index key
---   (`<base>:task:<id>`, see include/track.lua) when tracked
+-- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds; ARGV[3], ARGV[4] (optional): the task's
+--   index key and entry key (`<base>:task:<id>`, `<base>:task-entry:<id>`; see include/track.lua) when tracked
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
 --   nothing is changed)
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
 --   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
 --   and retried; a tracked task's index (while it exists, and is a hash) becomes `delayed` (why `retry`)
---   with the new entry and due time.
+--   with its due time, and its entry key holds the new entry.
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
@@ -37,7 +37,8 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
-if trackedIndex(nil, ARGV[3] or '') then
-  trackState(ARGV[3], 'delayed', 'entry', entry, 'due', due, 'why', 'retry')
+local index = trackedIndex(nil, ARGV[3] or '')
+if index then
+  trackState(ARGV[3], index, 'delayed', ARGV[4] or '', entry, 'due', due, 'why', 'retry')
 end
 return due

@@ -9,7 +9,7 @@
 --   it before any handler starts.
 -- Includes: guard, finishTask, releaseClientSlot, track
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:task:<id>`, `<base>:pending:<client>`,
---   `<base>:priority:<client>`, `<base>:delayed`, `<base>:processing:<worker>`, ... as `QueueKeys` spells
+--   `<base>:task-entry:<id>`, `<base>:priority:<client>`, `<base>:delayed`, `<base>:processing:<worker>`, ... as `QueueKeys` spells
 --   them) and the root in KEYS[2] (`<root>:dedup:<key>`, `<root>:result:<id>`); all share the hash tag.
 -- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group); not a key itself
 -- KEYS[2]: the shard's key root, `prefix:{pattern...}`; not a key itself
@@ -25,15 +25,16 @@
 --   index's `cancel`. An index of another type is quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
 local id, reason, call = ARGV[1], ARGV[2], ARGV[3]
-local key = base .. ':task:' .. id
+local key, entryKey = base .. ':task:' .. id, base .. ':task-entry:' .. id
 local faults, counters = base .. ':faults', base .. ':counters'
-if not trackedIndex(faults, key) then
+-- { keep, live, state, client, priority, worker, token, call, was }
+local index = trackedIndex(faults, key, 'state', 'client', 'priority', 'worker', 'token', 'call', 'was')
+if not index then
   return { 'unknown', '' }
 end
-local f = redis.call('HMGET', key, 'state', 'entry', 'client', 'priority', 'worker', 'token', 'call', 'was')
-local state = f[1] or ''
-if state == 'cancelled' and f[7] == call then
-  return { 'cancelled', f[8] or '' }
+local state, client, priority, worker, token = index[3] or '', index[4], tonumber(index[5]) or 0, index[6], index[7]
+if state == 'cancelled' and index[8] == call then
+  return { 'cancelled', index[9] or '' }
 end
 if state ~= 'pending' and state ~= 'delayed' and state ~= 'running' then
   return { 'ended', state }
@@ -43,20 +44,21 @@ if redis.call('EXISTS', counted) == 1 then
   expectTypes(counted, 'hash', inflight, 'hash', parked, 'set', ring, 'list')
 end
 local was = nil
+-- A key of another type (a processing hash, the entry key, a list or set) holds no task of ours.
 if state == 'running' then
-  -- A processing hash of another type holds no task of ours: the token is not there.
-  if f[5] and f[6] and redis.pcall('HDEL', base .. ':processing:' .. f[5], f[6]) == 1 then
-    releaseClientSlot(counted, inflight, parked, ring, f[6], false)
+  if worker and token and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
+    releaseClientSlot(counted, inflight, parked, ring, token, false)
     was = 'running'
   end
-elseif f[2] and f[3] then
-  -- Waiting: in the delayed set, or (promoted meanwhile) in its client's list or priority set. A key of
-  -- another type there holds no task of ours.
-  local entry, priority = f[2], tonumber(f[4]) or 0
-  if redis.pcall('ZREM', base .. ':delayed', entry) == 1 then
+else
+  -- Waiting: in the delayed set, or (promoted meanwhile) in its client's list or priority set.
+  local entry = redis.pcall('GET', entryKey)
+  if type(entry) ~= 'string' or not client then
+    entry = nil
+  elseif redis.pcall('ZREM', base .. ':delayed', entry) == 1 then
     was = 'delayed'
   elseif priority > 0 then
-    local set = base .. ':priority:' .. f[3]
+    local set = base .. ':priority:' .. client
     local members = redis.pcall('ZRANGEBYSCORE', set, -priority, -priority)
     if type(members) == 'table' and not members.err then
       for _, member in ipairs(members) do
@@ -69,7 +71,7 @@ elseif f[2] and f[3] then
         end
       end
     end
-  elseif redis.pcall('LREM', base .. ':pending:' .. f[3], 1, entry) == 1 then
+  elseif redis.pcall('LREM', base .. ':pending:' .. client, 1, entry) == 1 then
     redis.pcall('DECR', base .. ':pending-count')
     was = 'pending'
   end
@@ -78,6 +80,6 @@ if not was then
   redis.call('HSET', key, 'cancel', reason)
   return { 'requested', state }
 end
-cancelledTask(key, root, was, reason, call)
+cancelledTask(key, index, root, was, reason, call, entryKey)
 countOutcome(counters, 'cancelled', 1)
 return { 'cancelled', was }

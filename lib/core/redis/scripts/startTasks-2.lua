@@ -5,7 +5,7 @@
 --   by a recovery): then the task leaves the worker at once, cancelled, and its handler never starts.
 -- Includes: guard, finishTask, releaseClientSlot, track
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:processing:<worker>`,
---   `<base>:task:<id>`, `<base>:counted`, ... as `QueueKeys` spells them) and the root in KEYS[2]
+--   `<base>:task:<id>`, `<base>:task-entry:<id>`, `<base>:counted`, ... as `QueueKeys` spells them) and the root in KEYS[2]
 --   (`<root>:dedup:<key>`, `<root>:result:<id>`); all share the hash tag, hence the Cluster slot.
 -- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
 --   `default`); not a key itself
@@ -14,7 +14,7 @@
 -- Returns: array with one element per task: 1 run it (recorded running, or its index expired: it runs
 --   untracked); 2 cancelled (it left the worker: do not run it; also when the token is gone and the index
 --   says cancelled, as a resent call finds it); 0 no longer held (lease lost: nothing changed)
--- Side effects: HSET/HDEL/PEXPIRE of the task's index; for a task cancelled here: HDEL from the processing
+-- Side effects: HSET/HDEL/PEXPIRE of the task's index, DEL of its entry key; for a task cancelled here: HDEL from the processing
 --   hash, the client's cap slot released (releaseClientSlot), deduplication key freed, reply stored
 --   and published, HINCRBY counters cancelled; an index of another type quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
@@ -29,27 +29,25 @@ end
 local results = {}
 for i = 2, #ARGV, 3 do
   local token, id = ARGV[i], ARGV[i + 1]
-  local key = base .. ':task:' .. id
-  local tracked = trackedIndex(faults, key)
+  local key, entryKey = base .. ':task:' .. id, base .. ':task-entry:' .. id
+  -- { keep, live, state, token, cancel }
+  local index = trackedIndex(faults, key, 'state', 'token', 'cancel')
   if redis.call('HEXISTS', processing, token) == 0 then
-    if tracked and redis.call('HGET', key, 'state') == 'cancelled' then
+    if index and index[3] == 'cancelled' then
       results[#results + 1] = 2
     else
       results[#results + 1] = 0
     end
-  elseif tracked and redis.call('HEXISTS', key, 'cancel') == 1 then
+  elseif index and index[5] then
     redis.call('HDEL', processing, token)
     releaseClientSlot(counted, inflight, parked, ring, token, false)
-    cancelledTask(key, root, 'pending', nil, '')
+    cancelledTask(key, index, root, 'pending', nil, '', entryKey)
     countOutcome(counters, 'cancelled', 1)
     results[#results + 1] = 2
   else
-    local state = tracked and redis.call('HMGET', key, 'state', 'token')
     -- Recorded already under this token (a resent call): left as it is.
-    if tracked and not (state[1] == 'running' and state[2] == token) then
-      local time = redis.call('TIME')
-      trackState(key, 'running', 'worker', ARGV[1], 'token', token, 'attempt', ARGV[i + 2], 'started',
-        tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+    if index and not (index[3] == 'running' and index[4] == token) then
+      trackState(key, index, 'running', entryKey, nil, 'worker', ARGV[1], 'token', token, 'attempt', ARGV[i + 2], 'started', trackTime())
     end
     results[#results + 1] = 1
   end

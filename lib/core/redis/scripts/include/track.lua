@@ -3,64 +3,82 @@
 -- enqueueTasks alone; every later step updates it only while it exists, so a task enqueued without
 -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
 -- `keep` ms once it ended). Its fields: id, state (pending | delayed | running | completed | cancelled |
--- dead), at (Redis ms of the last change), enq (when enqueued), client, priority, entry (while waiting:
--- the entry as it lies in its list or set, so a cancel can take it out), due and why (delayed: `delay` or
+-- dead), at (Redis ms of the last change), enq (when enqueued), client, priority, due and why (delayed: `delay` or
 -- `retry`), worker, token, attempt and started (running), progress and pseq (the last progress value and
 -- its sequence), result (a send() task's reply), reason, detail and error (dead), was (what a cancelled
 -- task was doing), cancel (a cancel asked while the task was between places: its reason; the next step
 -- that holds the task cancels it), call (the cancel call that settled it), reply (a send() caller's
--- channel), dedup (its deduplication key), keep and live.
--- trackedIndex(faults, key)
---   Whether `key` is an index to update: '' or absent, no; a key of another type, no: it is set aside
---   (quarantined, recorded in faults) when `faults` is given, else left alone; the task goes on untracked.
--- trackState(key, state, ...)
---   Moves the index to `state`: drops the fields of the state it leaves, sets `at`, the given field/value
---   pairs, and the TTL (`live` while waiting or running, `keep` once ended).
--- cancelledTask(key, root, was, reason, call)
+-- channel), dedup (its deduplication key), keep and live. While the task waits, the entry as it lies in its
+-- list or set (so a cancel can take it out) is kept beside the index, under `<base>:task-entry:<id>`
+-- (string, same TTL): out of the hash, so the index stays a small listpack encoding once the task runs.
+-- trackedIndex(faults, key, ...)
+--   The index to update, as { keep, live, <the fields named> } (one HMGET), or false: '' or absent (every
+--   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
+--   `faults` is given, else left alone; the task goes on untracked.
+-- trackState(key, index, state, entryKey, entry, ...)
+--   Moves the index to `state`: one HDEL of the fields of the states it leaves, one HSET of `state`, `at`
+--   and the given field/value pairs, one PEXPIRE (`live` while waiting or running, `keep` once ended).
+--   Waiting again (pending, delayed) with `entry`: SET of the entry key; running or ended: DEL of it.
+-- cancelledTask(key, index, root, was, reason, call, entryKey)
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
-local function trackedIndex(faults, key)
+local TRACK_DEFAULT_TTL = 86400000
+-- Redis time (ms), read once per script call.
+local trackClock = nil
+local function trackTime()
+  if not trackClock then
+    local time = redis.call('TIME')
+    trackClock = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return trackClock
+end
+
+local function trackedIndex(faults, key, ...)
   if key == '' then
     return false
   end
-  local found = redis.call('TYPE', key)['ok']
-  if found == 'hash' then
-    return true
+  local fields = redis.pcall('HMGET', key, 'keep', 'live', ...)
+  if fields.err then
+    if faults then
+      quarantineKey(faults, key, 'hash')
+    end
+    return false
   end
-  if found ~= 'none' and faults then
-    quarantineKey(faults, key, 'hash')
+  if not fields[1] then
+    return false
   end
-  return false
+  return fields
 end
 
-local TRACK_DEFAULT_TTL = 86400000
+-- What each state drops of the states before it (a final state keeps who ran it last: worker, attempt,
+-- started).
+local TRACK_DROPS = {
+  pending = { 'worker', 'token', 'started', 'due', 'why' },
+  delayed = { 'worker', 'token', 'started' },
+  running = { 'due', 'why' },
+}
+local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
 
-local function trackState(key, state, ...)
-  local time = redis.call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  local live = state == 'pending' or state == 'delayed' or state == 'running'
-  if state ~= 'running' then
-    redis.call('HDEL', key, 'worker', 'token', 'started')
+local function trackState(key, index, state, entryKey, entry, ...)
+  local drops = TRACK_DROPS[state]
+  redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
+  redis.call('HSET', key, 'state', state, 'at', trackTime(), ...)
+  local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
+  redis.call('PEXPIRE', key, ttl)
+  if entryKey ~= '' then
+    if entry and (state == 'pending' or state == 'delayed') then
+      redis.call('SET', entryKey, entry, 'PX', ttl)
+    elseif state ~= 'pending' and state ~= 'delayed' then
+      redis.call('DEL', entryKey)
+    end
   end
-  if state ~= 'delayed' then
-    redis.call('HDEL', key, 'due', 'why')
-  end
-  if not live or state == 'running' then
-    redis.call('HDEL', key, 'entry')
-  end
-  if not live then
-    redis.call('HDEL', key, 'cancel')
-  end
-  redis.call('HSET', key, 'state', state, 'at', now, ...)
-  local ttl = tonumber(redis.call('HGET', key, live and 'live' or 'keep'))
-  redis.call('PEXPIRE', key, ttl or TRACK_DEFAULT_TTL)
 end
 
-local function cancelledTask(key, root, was, reason, call)
-  local fields = redis.call('HMGET', key, 'id', 'reply', 'dedup', 'keep', 'cancel')
+local function cancelledTask(key, index, root, was, reason, call, entryKey)
+  local fields = redis.call('HMGET', key, 'id', 'reply', 'dedup', 'cancel')
   local id = fields[1] or ''
-  reason = reason or fields[5] or ''
+  reason = reason or fields[4] or ''
   local message = nil
   if fields[2] then
     local text = 'the task was cancelled'
@@ -74,6 +92,6 @@ local function cancelledTask(key, root, was, reason, call)
   if fields[3] then
     dedupKey, holder = root .. ':dedup:' .. fields[3], id
   end
-  finishTask(dedupKey, holder, root .. ':result:' .. id, fields[2], message, tonumber(fields[4]) or TRACK_DEFAULT_TTL)
-  trackState(key, 'cancelled', 'was', was, 'reason', reason, 'call', call)
+  finishTask(dedupKey, holder, root .. ':result:' .. id, fields[2], message, tonumber(index[1]) or TRACK_DEFAULT_TTL)
+  trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
 end

@@ -1,8 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
-import type { ScriptGateway } from '../../lib/core/redis/gateway.js';
 import type { AckItem } from '../../lib/core/model/prepared-task.js';
-import { AckBatch } from '../../lib/core/worker/ack-batch.js';
+import { TurnBatch, type AckBatch } from '../../lib/core/worker/turn-batch.js';
 import { ACK_CHUNK, ClaimAcks, nextTokenPrefix } from '../../lib/core/worker/claim-acks.js';
 
 /** The gateway's acknowledge, answered by the test: each call recorded with its acknowledgements. */
@@ -20,22 +19,26 @@ class AnsweringGateway {
   }
 }
 
+/** A batch whose calls go to the test's gateway. */
+const batchOver = (gateway: AnsweringGateway): AckBatch =>
+  new TurnBatch((keys, workerId, acks) => gateway.acknowledge(keys, workerId, acks));
+
 /** The end of the current event-loop turn (the batch is sent on process.nextTick). */
 const afterTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 const fields = (token: string): AckItem => ({ token, taskId: `id-${token}`, resultTtlMs: 5_000 });
 
-describe('AckBatch: acknowledgements of one turn share one call per worker and shard', () => {
+describe('TurnBatch: acknowledgements of one turn share one call per worker and shard', () => {
   it('sends one call per processing hash after the turn, and answers each caller with its own result', async () => {
     const gateway = new AnsweringGateway();
-    const batch = new AckBatch(gateway as unknown as ScriptGateway);
+    const batch = batchOver(gateway);
     const shardA = new QueueKeys('t', 'a');
     const shardB = new QueueKeys('t', 'b');
     const answers = [
-      batch.acknowledge(shardA, 'w1', fields('1')),
-      batch.acknowledge(shardA, 'w1', fields('2')),
-      batch.acknowledge(shardB, 'w1', fields('3')),
-      batch.acknowledge(shardA, 'w2', fields('4')),
+      batch.add(shardA, 'w1', fields('1')),
+      batch.add(shardA, 'w1', fields('2')),
+      batch.add(shardB, 'w1', fields('3')),
+      batch.add(shardA, 'w2', fields('4')),
     ];
     expect(gateway.calls).toHaveLength(0); // nothing sent before the turn ends
     await afterTurn();
@@ -55,11 +58,11 @@ describe('AckBatch: acknowledgements of one turn share one call per worker and s
 
   it('starts a new batch in the next turn', async () => {
     const gateway = new AnsweringGateway();
-    const batch = new AckBatch(gateway as unknown as ScriptGateway);
+    const batch = batchOver(gateway);
     const keys = new QueueKeys('t', 'a');
-    void batch.acknowledge(keys, 'w1', fields('1'));
+    void batch.add(keys, 'w1', fields('1'));
     await afterTurn();
-    void batch.acknowledge(keys, 'w1', fields('2'));
+    void batch.add(keys, 'w1', fields('2'));
     await afterTurn();
     expect(gateway.calls).toHaveLength(2);
   });
