@@ -37,6 +37,8 @@ const IMPORTS: Record<string, string> = {
   Ctx: '@nestjs/microservices',
   ClientsModule: '@nestjs/microservices',
   firstValueFrom: 'rxjs',
+  lastValueFrom: 'rxjs',
+  RedisTaskReceipt: 'nestjs-redis-tasks',
   TerminusModule: '@nestjs/terminus',
   HealthCheck: '@nestjs/terminus',
   HealthCheckService: '@nestjs/terminus',
@@ -83,6 +85,10 @@ const DECLARED: Record<string, string> = {
   port: 'declare const port: number',
   nodes: 'declare const nodes: { host: string; port: number }[]',
   password: 'declare const password: string',
+  EncoderService: 'declare class EncoderService { step(videoId: string): Promise<void> }',
+  videoId: 'declare const videoId: string',
+  client: "declare const client: import('nestjs-redis-tasks').RedisTaskClient",
+  bar: 'declare const bar: { update(progress: unknown): void }',
 };
 
 function module(snippet: string): string {
