@@ -43,6 +43,8 @@ export interface QueueCounters {
   readonly retried: number;
   /** Tasks moved to dead letters, for any reason. */
   readonly deadLettered: number;
+  /** Tracked tasks cancelled (`cancel()`), waiting or running. */
+  readonly cancelled: number;
 }
 
 /** A snapshot of one queue (all its shards). */
@@ -103,7 +105,7 @@ export class QueueStatsReader extends AdminPart {
     const shards = await this.shards(queue);
     const byClient = new Map<string, number>();
     const byWorker = new Map<string, number>();
-    const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0 };
+    const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0, cancelled: 0 };
     const faults: QueueFault[] = [];
     const read = tolerantRead(faults);
     let delayed = 0;
