@@ -753,6 +753,14 @@ async function trackingRound(
   return { single, batch, drain, micros: (after.cpuMicros - before.cpuMicros) / DRAIN_TASKS };
 }
 
+/** What bench/RESULTS.md says above the tracking rows. */
+const TRACKING_INTRO = [
+  '## What tracking costs',
+  '',
+  'nestjs-redis-tasks alone, every task tracked (`track: true`: an index per task, see the README\'s "One task in',
+  'hand") against none, rounds taking turns. Redis CPU per task covers the batch enqueue and the drain.',
+];
+
 /** Tracking on against off (the same library, rounds taking turns): what a task's index costs. */
 async function trackingRows(): Promise<string> {
   log('\n== tracking (nestjs-redis-tasks): every task tracked against none, rounds taking turns');
@@ -1012,6 +1020,7 @@ async function main(): Promise<void> {
   const durabilityTable = await durability();
   const dashboard = dashboardLine(await dashboardScale(url));
   const schedules = scheduleLine(await scheduleCost(url));
+  const tracking = await trackingRows();
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1067,6 +1076,10 @@ async function main(): Promise<void> {
     '## What recurring schedules cost',
     '',
     `- ${schedules}. Counted on the server (INFO commandstats, Lua's own commands included).`,
+    '',
+    ...TRACKING_INTRO,
+    '',
+    tracking,
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {
