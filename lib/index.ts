@@ -87,6 +87,14 @@ export {
   type DeadLetterRecord,
   type ErrorRecord,
 } from './core/model/dead-letter.js';
-export { DEFAULT_GROUP, MAX_SHARDS, PrefixKeys, QueueKeys, QueueLayout, type ScheduleKeys } from './core/redis/keys.js';
+export {
+  DEFAULT_GROUP,
+  MAX_SHARDS,
+  PrefixKeys,
+  QueueKeys,
+  QueueLayout,
+  type ScheduleKeys,
+  type TrackedKeys,
+} from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
 export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';
