@@ -102,15 +102,25 @@ export class RedisTaskRecordBuilder<TData = unknown> {
   /**
    * Refuses a second live task with the same key (`emit` reports it as a duplicate). Without a key,
    * the key is a SHA-256 hash of the payload (its JSON with object keys sorted). The key is freed when
-   * the task is acknowledged or dead-lettered, or after `ttlMs` (default: the client's
-   * `deduplicationTtlMs`).
+   * the task is acknowledged, dead-lettered or cancelled, or after `ttlMs` (default: the client's
+   * `deduplicationTtlMs`). With `keepAfterSuccess`, a task that succeeded keeps the key until `ttlMs`
+   * (at most one run per key per `ttlMs`: "once a day per user"); dead letters and cancel still free it.
    */
-  setDeduplicationKey(key?: string, options: { ttlMs?: number } = {}): this {
+  setDeduplicationKey(key?: string, options: { ttlMs?: number; keepAfterSuccess?: boolean } = {}): this {
     if (key !== undefined) needs('setDeduplicationKey()', key, taskRules.deduplicationKey);
-    const { ttlMs } = options;
+    const { ttlMs, keepAfterSuccess } = options;
     if (ttlMs !== undefined) needs('setDeduplicationKey() ttlMs:', ttlMs, taskRules.deduplicationTtl);
+    if (keepAfterSuccess !== undefined && typeof keepAfterSuccess !== 'boolean') {
+      throw new InvalidTaskError(
+        `setDeduplicationKey() keepAfterSuccess needs true or false, got ${describe(keepAfterSuccess)}`,
+      );
+    }
     this.dedupFromPayload = key === undefined;
-    return this.set({ deduplicationKey: key, deduplicationTtlMs: ttlMs });
+    return this.set({
+      deduplicationKey: key,
+      deduplicationTtlMs: ttlMs,
+      deduplicationKeepAfterSuccess: keepAfterSuccess,
+    });
   }
 
   /**
@@ -212,6 +222,7 @@ export function recordItem(
     expiresAt: options.expiresInMs !== undefined ? now + options.expiresInMs : options.expiresAt,
     deduplicationKey: options.deduplicationKey,
     deduplicationTtlMs: options.deduplicationTtlMs,
+    deduplicationKeepAfterSuccess: options.deduplicationKeepAfterSuccess,
     track: options.track,
     wantsProgress: options.onProgress ? true : undefined,
     id: send?.id,

@@ -246,6 +246,29 @@ describe('setDeduplicationKey', () => {
     expect(runsOf('ordered').map((run) => run.payload.n)).toEqual([1, 3]);
   });
 
+  it('keeps the key after a success with keepAfterSuccess: a second emit within the TTL is refused, one after it runs', async () => {
+    fresh('dedup-keep');
+    const client = await producer();
+    const keep = (n: number) => record(n).setDeduplicationKey('digest:7', { ttlMs: 1_500, keepAfterSuccess: true });
+    const first = await firstValueFrom(client.emit('ordered', keep(1).build()));
+    await worker();
+    await waitFor(() => runsOf('ordered').length === 1, 'the first task to run');
+    const key = keys.queue('ordered').dedup('digest:7');
+    await waitFor(
+      async () => (await redis.hget(keys.queue('ordered').counters, 'completed')) === '1',
+      'the first task to be acknowledged',
+    );
+    expect(await redis.get(key)).toBe(first.id);
+    expect(await firstValueFrom(client.emit('ordered', keep(2).build()))).toEqual({ id: first.id, duplicate: true });
+    await waitFor(async () => (await redis.exists(key)) === 0, 'the key to lapse after its TTL', { timeoutMs: 5_000 });
+    expect((await firstValueFrom(client.emit('ordered', keep(3).build()))).duplicate).toBe(false);
+    await waitFor(() => runsOf('ordered').length === 2, 'the third task to run');
+    expect(runsOf('ordered').map((run) => run.payload.n)).toEqual([1, 3]);
+    expect(() => record(4).setDeduplicationKey('k', { keepAfterSuccess: 'yes' as never })).toThrow(
+      /keepAfterSuccess needs true or false/,
+    );
+  });
+
   it('derives the key from a hash of the payload (object key order does not matter)', async () => {
     fresh('dedup-hash');
     const client = await producer();

@@ -302,6 +302,41 @@ describe('cancel by id', () => {
     expect(await redis.hget(keys.counters, 'cancelled')).toBe('1');
   });
 
+  it('records a tracked send() task removed at its reply timeout (cancelOnReplyTimeout) as cancelled', async () => {
+    prefix = testPrefix('cancel-timeout');
+    const { client, module } = await startProducer(prefix, {
+      track: true,
+      replyTimeoutMs: 200,
+      cancelOnReplyTimeout: true,
+    });
+    started.push(module);
+    await expect(lastValueFrom(client.send('job.echo', { n: 1 }))).rejects.toMatchObject({ cancelled: true });
+    const keys = new PrefixKeys(prefix).queue('job.echo');
+    expect(await redis.hget(keys.counters, 'cancelled')).toBe('1');
+    const indexes = (await keysUnder(redis, prefix)).filter((key) => key.includes(':task:'));
+    expect(indexes).toHaveLength(1);
+    expect(await redis.hget(indexes[0], 'state')).toBe('cancelled');
+    expect((await keysUnder(redis, prefix)).filter((key) => key.includes(':task-entry:'))).toEqual([]);
+  });
+
+  it('finds and cancels tracked tasks of a sharded queue, whichever shard their client lives in', async () => {
+    prefix = testPrefix('cancel-shards');
+    const { client, module } = await startProducer(prefix, { track: true, shards: 3 });
+    started.push(module);
+    const admin = new RedisTaskAdmin(client);
+    const ids: string[] = [];
+    for (const clientId of ['a', 'b', 'c', 'd', 'e', 'f']) {
+      const record = new RedisTaskRecordBuilder({ clientId }).setClientId(clientId).setDelay(60_000).build();
+      ids.push(await emitted(client, 'job.quick', record));
+    }
+    const layout = new PrefixKeys(prefix).layout('job.quick', 3);
+    const shardsUsed = new Set(['a', 'b', 'c', 'd', 'e', 'f'].map((clientId) => layout.shardOf(clientId).shard));
+    expect(shardsUsed.size).toBeGreaterThan(1);
+    for (const id of ids) expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'delayed' });
+    for (const id of ids) expect(await client.cancel('job.quick', id)).toEqual({ cancelled: true, was: 'delayed' });
+    for (const id of ids) expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'cancelled' });
+  });
+
   it("removes every consumer group's copy", async () => {
     prefix = testPrefix('cancel-groups');
     const { client, admin } = await producer({ track: true });

@@ -176,7 +176,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         ]),
     },
     cancelTask: {
-      setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1' }, { id: 'c2' }]),
+      setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1', track: true }, { id: 'c2' }]),
       run: (keys) =>
         gateway.track.cancel(keys, {
           clientId: 'a',
@@ -184,6 +184,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           priority: 2,
           deduplicationKey: 'd1',
           id: 'c1',
+          track: true,
         }),
     },
     startTasks: {

@@ -113,6 +113,8 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.tracked('t1').entry, 'string'],
     [keys.tracked('p1').entry, 'string'],
     [keys.tracked('p2').entry, 'string'],
+    [keys.task('c1'), 'hash'],
+    [keys.tracked('c1').entry, 'string'],
   ];
 }
 

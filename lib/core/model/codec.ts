@@ -36,6 +36,8 @@ export interface TaskEnvelope {
   readonly expiresAt?: number;
   /** The deduplication key (`deduplicationKey` of the record builder); named `dedupKey` in the stored form. */
   readonly dedupKey?: string;
+  /** 1: the deduplication key is kept for its whole TTL after the task succeeded (freed on dead letters or cancel). */
+  readonly dedupKeep?: 1;
   /** W3C trace context of the producer's span (OpenTelemetry), when there was one; never checked: a bad one starts a new trace. */
   readonly traceparent?: string;
   readonly tracestate?: string;
@@ -67,7 +69,10 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
   const backoff = meta.backoff === undefined ? '' : `,"backoff":${JSON.stringify(meta.backoff)}`;
   const priority = meta.priority ? `,"priority":${meta.priority}` : '';
   const expires = meta.expiresAt === undefined ? '' : `,"expiresAt":${meta.expiresAt}`;
-  const dedup = meta.dedupKey === undefined ? '' : `,"dedupKey":${JSON.stringify(meta.dedupKey)}`;
+  const dedup =
+    meta.dedupKey === undefined
+      ? ''
+      : `,"dedupKey":${JSON.stringify(meta.dedupKey)}${meta.dedupKeep === 1 ? ',"dedupKeep":1' : ''}`;
   const trace =
     meta.traceparent === undefined
       ? ''

@@ -29,6 +29,12 @@ export interface TaskOptions {
   readonly deduplicationKey?: string;
   /** Longest time the deduplication key holds (ms), if the task never completes; default: the client's `deduplicationTtlMs`. */
   readonly deduplicationTtlMs?: number;
+  /**
+   * Keep the deduplication key for its whole TTL even after the task succeeded (a second emit within the TTL
+   * is refused whatever became of the first); it is still freed when the task ends in dead letters or is
+   * cancelled. Default false: freed as soon as the task succeeds.
+   */
+  readonly deduplicationKeepAfterSuccess?: boolean;
   /** Track this task (status by id, cancel, progress kept): true, false or `{ keepMs, liveMs }`; default: the client's `track`. */
   readonly track?: boolean | TrackOptions;
 }
@@ -111,7 +117,8 @@ export function prepareTask(
     item.delayMs === undefined &&
     item.runAt === undefined &&
     item.expiresAt === undefined &&
-    item.deduplicationKey === undefined
+    item.deduplicationKey === undefined &&
+    item.deduplicationKeepAfterSuccess === undefined
   ) {
     const entry = encodeNewEntry(
       { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
@@ -145,6 +152,7 @@ export function prepareTask(
       priority,
       expiresAt: item.expiresAt,
       dedupKey: item.deduplicationKey, // the stored envelope's field name (wire format)
+      dedupKeep: item.deduplicationKey !== undefined && item.deduplicationKeepAfterSuccess ? 1 : undefined,
       ...item.trace,
       track: track ? 1 : undefined,
       progress: item.wantsProgress ? 1 : undefined,
@@ -210,6 +218,12 @@ function checkOptions(
     }
   }
   const dedupTtlMs = item.deduplicationTtlMs ?? limits.deduplicationTtlMs;
+  if (item.deduplicationKeepAfterSuccess !== undefined && typeof item.deduplicationKeepAfterSuccess !== 'boolean') {
+    fail(`deduplicationKeepAfterSuccess must be true or false, got ${describe(item.deduplicationKeepAfterSuccess)}`);
+  }
+  if (item.deduplicationKeepAfterSuccess && item.deduplicationKey === undefined) {
+    fail('deduplicationKeepAfterSuccess needs a deduplication key');
+  }
   if (item.deduplicationKey !== undefined) {
     must('the deduplication key', item.deduplicationKey, taskRules.deduplicationKey);
     must('the deduplication TTL', dedupTtlMs, taskRules.deduplicationTtl);

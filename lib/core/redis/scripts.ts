@@ -199,6 +199,7 @@ export interface TaskCommands {
     entry: string,
     taskPriority: number,
     dedupHolder: string,
+    ...tracked: string[]
   ): Promise<0 | 1>;
 }
 

@@ -64,7 +64,14 @@ export class TrackGateway {
   /** cancelTask: true when the task was still waiting and is removed; false when claimed or gone. */
   async cancel(
     keys: QueueKeys,
-    task: { clientId: string; entry: string; priority: number; deduplicationKey?: string; id: string },
+    task: {
+      clientId: string;
+      entry: string;
+      priority: number;
+      deduplicationKey?: string;
+      id: string;
+      track?: unknown;
+    },
   ): Promise<boolean> {
     const dedup = task.deduplicationKey === undefined ? keys.ring : keys.dedup(task.deduplicationKey);
     const removed = await this.redis.cancelTask(
@@ -77,6 +84,7 @@ export class TrackGateway {
       task.entry,
       task.priority,
       task.deduplicationKey === undefined ? '' : task.id,
+      ...(task.track ? [keys.tracked(task.id).index, keys.tracked(task.id).entry, keys.root] : []),
     );
     return removed === 1;
   }

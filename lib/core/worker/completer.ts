@@ -39,7 +39,7 @@ export class Completer {
    * to free, a tracked task's index to update, no claim loop, or the tasks were given back): `acknowledge` it instead.
    */
   ride(task: ClaimedTask, envelope: TaskEnvelope, answer: (held: boolean) => void): boolean {
-    if (this.given || envelope.replyTo !== undefined || envelope.dedupKey !== undefined || envelope.track === 1)
+    if (this.given || envelope.replyTo !== undefined || freedOnSuccess(envelope) !== undefined || envelope.track === 1)
       return false;
     const acks = this.shards.get(task.keys);
     if (!acks?.rides) return false;
@@ -56,7 +56,7 @@ export class Completer {
     return this.batch.add(task.keys, this.options.workerId, {
       token: task.token,
       taskId: envelope.id,
-      deduplicationKey: envelope.dedupKey,
+      deduplicationKey: freedOnSuccess(envelope),
       reply:
         envelope.replyTo !== undefined && reply !== undefined
           ? { channel: envelope.replyTo, message: reply }
@@ -80,4 +80,9 @@ export class Completer {
   get released(): boolean {
     return this.given;
   }
+}
+
+/** The deduplication key a success frees: none when the task keeps it for its TTL (`dedupKeep`). */
+function freedOnSuccess(envelope: TaskEnvelope): string | undefined {
+  return envelope.dedupKeep === 1 ? undefined : envelope.dedupKey;
 }
