@@ -58,7 +58,7 @@ describe('chaos: worker processes killed with SIGKILL', () => {
     { total: 20_000, concurrency: 16, prefetch: 16, clientCap: 0 },
     { total: 10_000, concurrency: 16, prefetch: 16, clientCap: 2 },
   ])(
-    'completes $total tasks from 4 clients (a fifth of them prioritized) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s',
+    'completes $total tasks from 4 clients (a fifth of them prioritized, a seventh tracked) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s',
     async ({ total, concurrency, prefetch, clientCap }) => {
       prefix = testPrefix(`kill9-p${prefetch}-c${clientCap}`);
       const env = {
@@ -71,16 +71,19 @@ describe('chaos: worker processes killed with SIGKILL', () => {
         REAPER_MS: 200,
       };
       const { client, close } = await producer(process.env.REDIS_URL as string);
+      const tracked: string[] = [];
       for (let start = 0; start < total; start += 2_000) {
-        await client.emitBatch(
+        const receipts = await client.emitBatch(
           'chaos.task',
           Array.from({ length: 2_000 }, (_, i) =>
             new RedisTaskRecordBuilder({ key: `t${start + i}`, workMs: 10 })
               .setClientId(`client-${(start + i) % 4}`)
               .setPriority((start + i) % 5 === 0 ? 1 + ((start + i) % 3) : 0)
+              .setTracked((start + i) % 7 === 3)
               .build(),
           ),
         );
+        receipts.forEach((receipt, i) => (start + i) % 7 === 3 && tracked.push(receipt.id));
       }
       await close();
       let next = 0;
@@ -124,6 +127,10 @@ describe('chaos: worker processes killed with SIGKILL', () => {
       expect(await taskKeys()).toEqual([]);
       // The cap's bookkeeping (in-flight counts, counted tokens, parked clients) is empty again.
       expect(await redis.exists(queue.inflight, queue.counted, queue.parked)).toBe(0);
+      // Every tracked task's index followed it through the kills: completed, its waiting entry gone.
+      const states = await Promise.all(tracked.map((id) => redis.hget(queue.task(id), 'state')));
+      expect(states.filter((state) => state !== 'completed')).toEqual([]);
+      expect((await keysUnder(redis, prefix)).filter((key) => key.includes(':task-entry:'))).toEqual([]);
     },
   );
 });
@@ -216,9 +223,12 @@ describe('chaos: deploys (SIGTERM with enableShutdownHooks, restart with the sam
     prefix = testPrefix('deploy-term');
     const { client, close } = await producer(process.env.REDIS_URL as string);
     const total = 3_000;
-    await client.emitBatch(
+    // Every other task tracked: a deploy returns them to their queue, and their index follows.
+    const receipts = await client.emitBatch(
       'chaos.task',
-      Array.from({ length: total }, (_, i) => ({ key: `d${i}`, workMs: 2 })),
+      Array.from({ length: total }, (_, i) =>
+        new RedisTaskRecordBuilder({ key: `d${i}`, workMs: 2 }).setTracked(i % 2 === 0).build(),
+      ),
     );
     await close();
     const runsKey = `${prefix}:runs`;
@@ -253,6 +263,11 @@ describe('chaos: deploys (SIGTERM with enableShutdownHooks, restart with the sam
     );
     const runs = Object.values(await redis.hgetall(runsKey)).map(Number);
     expect(runs.filter((count) => count > 1)).toEqual([]);
+    const queue = new PrefixKeys(prefix).queue('chaos.task');
+    const states = await Promise.all(
+      receipts.filter((_, i) => i % 2 === 0).map((receipt) => redis.hget(queue.task(receipt.id), 'state')),
+    );
+    expect(states.filter((state) => state !== 'completed')).toEqual([]);
   });
 });
 
