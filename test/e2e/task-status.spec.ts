@@ -60,12 +60,12 @@ class Jobs {
     return 'all done';
   }
 
-  /** Runs for 0 to 2 ms (by its payload), telling the test it started. */
+  /** Runs for `ms` (by its payload), telling the test it started. */
   @EventPattern<string>('job.race')
-  async race(@Payload() payload: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+  async race(@Payload() payload: { ms: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
     note(ctx.getTaskId());
     startedRace.get(ctx.getTaskId())?.();
-    await new Promise((resolve) => setTimeout(resolve, payload.n % 3));
+    await new Promise((resolve) => setTimeout(resolve, payload.ms));
   }
 
   @EventPattern<string>('job.failing')
@@ -357,9 +357,11 @@ describe('cancel by id', () => {
     const { client, admin } = await producer({ track: { keepMs: 120_000 } });
     await worker({ concurrency: 20 });
     const tries = Array.from({ length: 1_000 }, async (_, n) => {
-      const receipt = await firstValueFrom(client.emit<RedisTaskReceipt>('job.race', { n }));
-      // A third are cancelled at once (racing the claim and the start); the others 0 to 4 ms after their
-      // handler started, racing its 0 to 2 ms run and its acknowledgement.
+      // A third are cancelled at once (racing the claim and the start); a third 0 to 4 ms after their
+      // handler started, racing a handler that returns at once and its acknowledgement; a third while their
+      // handler still runs (200 ms), so both ends of the race happen on a loaded machine too.
+      const ms = n % 3 === 1 ? 200 : 0;
+      const receipt = await firstValueFrom(client.emit<RedisTaskReceipt>('job.race', { ms }));
       if (n % 3 !== 0) {
         if (!seen.has(receipt.id)) await new Promise<void>((resolve) => startedRace.set(receipt.id, resolve));
         await new Promise((resolve) => setTimeout(resolve, n % 5));
