@@ -17,7 +17,7 @@ import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/config/options.js';
 import { validateGroup } from '../core/config/rules.js';
-import { unanswered } from '../core/admin/readiness.js';
+import { answeredWithin } from '../core/admin/readiness.js';
 import { readyBy } from './ready-by.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
@@ -182,27 +182,13 @@ export class RedisTaskAdmin {
    * unreachable it fails in time with `RedisUnavailableError` instead of waiting on ioredis's retries
    * (a dashboard, a health check or a metrics scrape must answer while Redis is down).
    */
-  private async call<T>(work: (admin: TaskAdmin) => Promise<T>): Promise<T> {
-    const timeoutMs = this.client.options.enqueueTimeoutMs;
-    const deadline = Date.now() + timeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      // Also when Redis went away while the call's commands were under way (a read, mostly).
-      timer = setTimeout(
-        () => reject(unanswered(this.client.options.connection, timeoutMs, 'the admin API got no answer in time')),
-        timeoutMs,
-      );
-    });
-    try {
-      return await Promise.race([
-        late,
-        readyBy(this.client, deadline, 'the admin API').then((redis) =>
-          // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-          work(scrubbing(TaskAdmin.forPrefix(redis, this.client.options.prefix, this.group))),
-        ),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+  private call<T>(work: (admin: TaskAdmin) => Promise<T>): Promise<T> {
+    const { connection, enqueueTimeoutMs, prefix } = this.client.options;
+    return answeredWithin(connection, enqueueTimeoutMs, 'the admin API', (deadline) =>
+      readyBy(this.client, deadline, 'the admin API').then((redis) =>
+        // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
+        work(scrubbing(TaskAdmin.forPrefix(redis, prefix, this.group))),
+      ),
+    );
   }
 }

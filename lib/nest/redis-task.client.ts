@@ -16,7 +16,7 @@ import { EmitOutcome } from './emit-outcome.js';
 import { recordItem, RedisTaskRecord } from './redis-task-record.builder.js';
 import { TaskAdmin } from '../core/admin/admin.js';
 import { scrubbing } from '../core/support/redact.js';
-import { answeringBy } from '../core/admin/readiness.js';
+import { answeredWithin, answeringBy } from '../core/admin/readiness.js';
 import type { TaskAdminRedis } from '../core/admin/admin.js';
 import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
@@ -151,15 +151,13 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * Cancels a tracked task (see `RedisTaskAdmin.cancel`): removed if it waits, stopped through its fencing
    * token if it runs; its `send()` caller gets `TaskCancelledError`. Within `enqueueTimeoutMs`.
    */
-  async cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
-    const redis = (await this.connect()) as TaskAdminRedis;
-    const { connection, enqueueTimeoutMs } = this.options;
-    await answeringBy(redis, connection, Date.now() + enqueueTimeoutMs, enqueueTimeoutMs, 'cancel()');
-    return scrubbing(TaskAdmin.forPrefix(redis, this.options.prefix)).cancelTask(
-      this.normalizePattern(pattern),
-      id,
-      reason,
-    );
+  cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
+    const { connection, enqueueTimeoutMs, prefix } = this.options;
+    return answeredWithin(connection, enqueueTimeoutMs, 'cancel()', async (deadline) => {
+      const redis = (await this.connect()) as TaskAdminRedis;
+      await answeringBy(redis, connection, deadline, enqueueTimeoutMs, 'cancel()');
+      return scrubbing(TaskAdmin.forPrefix(redis, prefix)).cancelTask(this.normalizePattern(pattern), id, reason);
+    });
   }
 
   /** Nest 12's `setOnDispatchHook` (instrumentation) sees every packet: then Nest's own path is kept. */

@@ -76,7 +76,7 @@ describe('one deadline per call while Redis is unreachable', () => {
     expect(ms).toBeLessThan(2_500);
   });
 
-  it('answers admin reads and a metrics scrape in time: RedisUnavailableError, and the last values with redis_up 0', async () => {
+  it('answers admin reads, a cancel and a metrics scrape in time: RedisUnavailableError, and the last values with redis_up 0', async () => {
     const prefix = testPrefix('dl-metrics');
     const redis = openRedis();
     try {
@@ -111,6 +111,13 @@ describe('one deadline per call while Redis is unreachable', () => {
       const stats = await timed(module.get(RedisTaskAdmin).stats('dl.q'));
       expect(stats.outcome).toBeInstanceOf(RedisUnavailableError);
       expect(stats.ms).toBeLessThan(2_000);
+      const task = await timed(module.get(RedisTaskAdmin).getTask('dl.q', 'some-task'));
+      expect(task.outcome).toBeInstanceOf(RedisUnavailableError);
+      expect(task.ms).toBeLessThan(2_000);
+      const cancel = await timed(client.cancel('dl.q', 'some-task'));
+      expect(cancel.outcome).toBeInstanceOf(RedisUnavailableError);
+      expect((cancel.outcome as Error).message).toContain('cancel()');
+      expect(cancel.ms).toBeLessThan(2_000);
     } finally {
       await deleteKeys(redis, prefix);
       await redis.quit();
