@@ -178,6 +178,20 @@ describe('status by id (getTask)', () => {
     }
   });
 
+  it('tells a delayed task promoted to its list (its due time came, no worker free) as pending', async () => {
+    prefix = testPrefix('track-promoted');
+    const { client, admin } = await producer({ track: true });
+    await worker();
+    await admin.pause('job.quick');
+    const id = await emitted(client, 'job.quick', new RedisTaskRecordBuilder({ n: 1 }).setDelay(100).build());
+    const keys = new PrefixKeys(prefix).queue('job.quick');
+    await waitFor(async () => (await redis.llen(keys.pending('default'))) === 1, 'the task to be promoted');
+    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'pending', clientPending: 1 });
+    expect(await admin.getTask('job.quick', id)).not.toHaveProperty('dueAt');
+    await admin.resume('job.quick');
+    await waitFor(() => seen.has(id), 'the task to run once resumed');
+  });
+
   it('tells a task waiting for its retry apart from one delayed at enqueue', async () => {
     prefix = testPrefix('track-retry');
     const { client, admin } = await producer({ track: true });

@@ -21,7 +21,7 @@ export class TaskLookup extends AdminPart {
     for (const keys of await this.shards(queue)) {
       const fields = await this.redis.hgetall(keys.task(id)).catch(() => ({}) as Record<string, string>);
       if (Object.keys(fields).length === 0) continue;
-      return this.completed(keys, fields, parseTaskIndex(fields, { id, pattern: queue, group: this.group }));
+      return this.completed(keys, id, parseTaskIndex(fields, { id, pattern: queue, group: this.group }));
     }
     return { state: 'unknown', id, pattern: queue, group: this.group };
   }
@@ -41,8 +41,9 @@ export class TaskLookup extends AdminPart {
     }
     const call = randomUUID();
     const answers: RevokeAnswer[] = [];
+    const { shards } = await this.layouts.layout(queue);
     for (const group of await this.groupsOf(queue)) {
-      for (const shard of (await this.layouts.layout(queue)).shards) {
+      for (const shard of shards) {
         const answer = await this.store.gateway.track.revoke(shard.forGroup(group), id, reason, call);
         if (answer.outcome !== 'unknown') {
           answers.push(answer);
@@ -64,15 +65,17 @@ export class TaskLookup extends AdminPart {
   }
 
   /** What the index alone cannot say: a running task's lease, a waiting one's place. */
-  private async completed(keys: QueueKeys, fields: Record<string, string>, status: TaskStatus): Promise<TaskStatus> {
+  private async completed(keys: QueueKeys, id: string, status: TaskStatus): Promise<TaskStatus> {
     if (status.state === 'running' && status.workerId !== undefined) {
       const lease = await this.redis.zscore(keys.workers, status.workerId).catch(() => null);
       return lease === null ? status : { ...status, leaseExpiresAt: Number(lease) };
     }
-    if (status.state === 'delayed' && fields.entry !== undefined) {
-      // Promoted since (its due time came): it waits in its client's list now.
-      const due = await this.redis.zscore(keys.delayed, fields.entry).catch(() => null);
-      if (due === null) {
+    if (status.state === 'delayed') {
+      // Promoted since (its due time came): it waits in its client's list now. Its entry is kept beside
+      // the index while it waits (see track.lua).
+      const entry = await this.redis.get(keys.tracked(id).entry).catch(() => null);
+      const due = entry === null ? null : await this.redis.zscore(keys.delayed, entry).catch(() => null);
+      if (entry !== null && due === null) {
         const { dueAt: _due, why: _why, ...rest } = status;
         return this.waiting(keys, { ...rest, state: 'pending' });
       }
