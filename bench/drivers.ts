@@ -95,6 +95,11 @@ export class OursDriver implements Driver {
     await this.requireClient().emitBatch('bench.task', records);
   }
 
+  /** One emitBatch call of payloads or records as they are. */
+  async emitRecords(records: unknown[]): Promise<void> {
+    await this.requireClient().emitBatch('bench.task', records);
+  }
+
   async startWorker(concurrency: number, handler: (data: BenchTask) => void): Promise<void> {
     await this.startGroupWorkers(['default'], concurrency, handler);
   }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
+import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
@@ -793,6 +794,16 @@ async function trackingRows(): Promise<string> {
   return table;
 }
 
+/** Coalescing keys against plain emits (see bench/coalesce.ts). */
+async function coalesceTable(): Promise<string> {
+  log('\n== coalescing keys (nestjs-redis-tasks): per emit, against plain emits, rounds taking turns');
+  const driver = new OursDriver(url);
+  const table = await coalesceRows(driver, redis, REPEATS);
+  await driver.close();
+  log(table);
+  return table;
+}
+
 /** Single and batch enqueue rates under each durability setting, as a Markdown table. */
 async function durability(): Promise<string> {
   log('\n== durability settings (nestjs-redis-tasks enqueue)');
@@ -933,6 +944,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'coalesce') {
+    log(`\n${await coalesceTable()}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'durability') {
     log(`\n${await durability()}`);
     await redis.quit();
@@ -1021,6 +1037,7 @@ async function main(): Promise<void> {
   const dashboard = dashboardLine(await dashboardScale(url));
   const schedules = scheduleLine(await scheduleCost(url));
   const tracking = await trackingRows();
+  const coalescing = await coalesceTable();
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1080,6 +1097,10 @@ async function main(): Promise<void> {
     ...TRACKING_INTRO,
     '',
     tracking,
+    '',
+    ...COALESCE_INTRO,
+    '',
+    coalescing,
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {

@@ -18,7 +18,7 @@
 --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
 --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
 --   ring entries, a priority set to quarantine) and goes on from that task.
--- Includes: guard, pushTask
+-- Includes: guard, pushTask, releaseClientSlot, coalesce
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
 --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -37,17 +37,24 @@
 --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
 --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id;
 --   or 11 fields (a tracked task): ' ' (client ids have no spaces), the same 7, then how long its index is
---   kept once it ended (ms), while it waits or runs (ms), and a send() caller's reply channel ('' = none)
+--   kept once it ended (ms), while it waits or runs (ms), and a send() caller's reply channel ('' = none);
+--   or 11 fields (a task with a coalescing key): '}' (client ids have no braces), client id, encoded entry,
+--   priority, delay in ms (a debounce's delay), the coalescing key, task id, mode (r replace, d debounce,
+--   k keep-last, s supersede), a debounce's longest wait in ms, a send() caller's reply channel ('' =
+--   none), how long a reply is kept (ms); see include/coalesce.lua
 -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
 --   held by the task's own id), or the id of the live task that holds its deduplication key (the task
---   was refused as a duplicate); -1 (mode '3' only) when no answer is on record
+--   was refused as a duplicate), or for a coalesced task '\1' and the id of the waiting task it replaced,
+--   or '\2' and the id of the running task it superseded; -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
 --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
 --   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL, and
---   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL).
+--   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL). A coalesced task writes its key's
+--   record, `<base>:coalesce:<key>` per group (see include/coalesce.lua), and may replace the entry a
+--   waiting task runs, or revoke a running task (HDEL from its worker's processing hash).
 local root = KEYS[1]
 local count = #ARGV
 -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
@@ -110,8 +117,8 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
   local pending = root .. ':pending:'
   while a <= count do
     local client = ARGV[a]
-    if client == '' or client == ' ' then
-      break -- a task with options, or tracked
+    if client == '' or client == ' ' or client == '}' then
+      break -- a task with options, tracked, or coalesced
     end
     local size = redis.pcall('RPUSH', pending .. client, ARGV[a + 1])
     if type(size) ~= 'number' then
@@ -310,6 +317,227 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
   end
 end
 
+-- include/releaseClientSlot.lua — shared by the scripts whose header says "Includes: releaseClientSlot".
+-- releaseClientSlot(counted, inflight, parked, ring, token, atHead)
+--   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
+--   lettered or returned): its client's in-flight count drops by one and, if the client had been taken
+--   off the ring at its cap ("parked"), it goes back on the ring (at its head when atHead). A token
+--   claimed without a cap is not in `counted`, and nothing happens. Callers that use a cap check the
+--   keys' types before their first write (expectTypes), so this never fails halfway.
+local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
+  -- Not a hash (overwritten by something else): no slot of ours to release.
+  local client = redis.pcall('HGET', counted, token)
+  if type(client) ~= 'string' then
+    return
+  end
+  redis.call('HDEL', counted, token)
+  -- A count that is not an integer (written by something else) is dropped rather than failing the settle.
+  local left = redis.pcall('HINCRBY', inflight, client, -1)
+  if type(left) ~= 'number' or left <= 0 then
+    redis.call('HDEL', inflight, client)
+  end
+  if redis.call('SREM', parked, client) == 1 then
+    if atHead then
+      redis.call('LPUSH', ring, client)
+    else
+      redis.call('RPUSH', ring, client)
+    end
+  end
+end
+
+-- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce" (after guard,
+-- pushTask and releaseClientSlot). Latest wins: tasks emitted with a coalescing key share one record per
+-- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
+--   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
+--   root      the shard's key root (its result keys, for the send() callers told they were replaced)
+--   id        the task that waits for the key (the "slot"), absent when none waits; it holds its place in
+--             line: its entry lies in its client's list or priority set (where q), the delayed set (where
+--             d), or nowhere yet (where p, "parked": keep-last, while another task of the key runs)
+--   entry     the slot's entry as it lies there; client, priority: where a parked slot goes; first: when
+--             the slot was placed (a debounce never waits past first + maxWait)
+--   latest    the entry the slot runs (the last emit's: an emit while a slot waits replaces it here, so
+--             the slot keeps its place and runs the newest payload); last: its task id; reply, ttl: its
+--             send() caller's channel ('' none) and how long a reply is kept (ms)
+--   r:<token> one per running task of the key: `<worker>\n<task id>\n<reply channel>\n<ttl>`
+-- Every step that moves a task of the key updates the record in the same script call: the emit
+-- (enqueueTasks), the start (startCoalesced: the slot takes the latest entry, becomes a runner), and each
+-- settle (ackTasks, retryTask, deadLetterTask, requeueTasks: the runner leaves; a retried or returned
+-- task waits again only while no newer task of the key was emitted, so an older payload never runs
+-- after a newer one). The record is deleted when nothing waits and nothing runs.
+-- coalesceOf(entry)
+--   For a coalesced entry (`<attempts>|{"v":2,...`: the prefix alone tells, so plain entries cost one
+--   string match), { key, mode, id, reply, client, priority }; else nil.
+-- coalesceKey(base, key): the record's key name; coalesceBase(ring): the base of a ring key (`<base>:ring`),
+--   for the settle scripts, which are given their keys one by one.
+-- coalesceRead(faults, record): its fields as a table ({} when absent; another type quarantined).
+-- coalesceRunning(fields): how many tasks of the key run.
+-- coalesceTell(root, channel, id, by, ttl)
+--   A send() caller (channel) of task `id` hears that task `by` replaced it: a TaskReplacedError
+--   record, stored under its result key for ttl ms and published.
+-- coalesceAgain(fields, id): may task `id`, retried or returned to its queue, wait again? 'slot' (it is
+--   the slot itself), 'new' (it is the newest of its key: it becomes the slot), 'drop' (a newer one waits
+--   or ran).
+-- coalesceLeft(base, record, fields, token)
+--   A task of the key left the worker that ran it (`token`; '' none): its runner field goes; a parked
+--   slot with no runner left is placed in its client's list; a record with nothing waiting and nothing
+--   running is deleted.
+-- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
+--   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
+--   running task of the key (its token leaves its worker's processing hash, so its heartbeat finds it
+--   gone and its late settle is refused; counted `replaced`, its send() caller told). Then, while a slot waits, the emit
+--   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
+--   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
+--   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
+--   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
+--   superseded) and the due time of the delayed set it wrote (or nil).
+-- coalesceDrop(base, processing, record, fields, c, token)
+--   The task held under `token` in the processing hash is older than its key's newest: it leaves the worker without running
+--   again (its cap slot released, counted `replaced`, its send() caller told), then coalesceLeft.
+local COALESCE_SLOT = { 'id', 'entry', 'where', 'client', 'priority', 'first', 'latest', 'reply' }
+
+local function coalesceOf(entry)
+  if not string.find(entry, '^%d+|{"v":2,') then
+    return nil
+  end
+  local ok, envelope = pcall(cjson.decode, string.sub(entry, string.find(entry, '|', 1, true) + 1))
+  if not ok or type(envelope) ~= 'table' or type(envelope.coalesce) ~= 'string' or type(envelope.id) ~= 'string' then
+    return nil
+  end
+  return { key = envelope.coalesce, mode = envelope.coalesceMode, id = envelope.id,
+    reply = type(envelope.replyTo) == 'string' and envelope.replyTo or '',
+    client = type(envelope.clientId) == 'string' and envelope.clientId or '',
+    priority = tonumber(envelope.priority) or 0 }
+end
+
+local function coalesceKey(base, key)
+  return base .. ':coalesce:' .. key
+end
+
+local function coalesceBase(ring)
+  return string.sub(ring, 1, -6)
+end
+
+local function coalesceRead(faults, record)
+  local flat = redis.pcall('HGETALL', record)
+  if flat.err then
+    quarantineKey(faults, record, 'hash')
+    return {}
+  end
+  local fields = {}
+  for i = 1, #flat, 2 do
+    fields[flat[i]] = flat[i + 1]
+  end
+  return fields
+end
+
+local function coalesceRunning(fields)
+  local n = 0
+  for field in pairs(fields) do
+    if string.sub(field, 1, 2) == 'r:' then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+local function coalesceTell(root, channel, id, by, ttl)
+  if not channel or channel == '' or not id or not root then
+    return
+  end
+  local message = cjson.encode({ id = id, err = { name = 'TaskReplacedError', code = 'TASK_REPLACED',
+    message = 'the task was replaced by task ' .. (by or '?'), taskId = id, replacedBy = by or '', attempt = 0,
+    reason = 'replaced', detail = by or '' } })
+  redis.call('SET', root .. ':result:' .. id, message, 'PX', tonumber(ttl) or 3600000)
+  redis.call('PUBLISH', channel, message)
+end
+
+local function coalesceAgain(fields, id)
+  if fields.id == id then
+    return 'slot'
+  end
+  if fields.id or (fields.last and fields.last ~= id) then
+    return 'drop'
+  end
+  return 'new'
+end
+
+local function coalesceLeft(base, record, fields, token)
+  if token ~= '' and fields['r:' .. token] then
+    redis.call('HDEL', record, 'r:' .. token)
+    fields['r:' .. token] = nil
+  end
+  local running = coalesceRunning(fields)
+  if fields.where == 'p' and running == 0 and fields.client and fields.entry then
+    pushTask(base .. ':pending:' .. fields.client, base .. ':priority:' .. fields.client, base .. ':ring',
+      base .. ':sequence', base .. ':prioritized', fields.client, fields.entry, tonumber(fields.priority) or 0, false,
+      base .. ':faults', base .. ':pending-count')
+    redis.call('HSET', record, 'where', 'q')
+    fields.where = 'q'
+  end
+  if not fields.id and running == 0 and next(fields) ~= nil then
+    redis.call('DEL', record)
+  end
+end
+
+local function coalesceDrop(base, processing, record, fields, c, token)
+  redis.call('HDEL', processing, token)
+  releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
+  countOutcome(base .. ':counters', 'replaced', 1)
+  coalesceTell(fields.root, c.reply, c.id, fields.last, fields.ttl)
+  coalesceLeft(base, record, fields, token)
+end
+
+local function coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
+  local record = coalesceKey(base, c.key)
+  local faults = base .. ':faults'
+  local fields = coalesceRead(faults, record)
+  local answer, due = 0, nil
+  if c.mode == 's' then
+    for field, value in pairs(fields) do
+      if string.sub(field, 1, 2) == 'r:' then
+        local token = string.sub(field, 3)
+        local worker, ran, reply, ttl = string.match(value, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)$')
+        redis.call('HDEL', record, field)
+        fields[field] = nil
+        if worker and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
+          releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
+          countOutcome(base .. ':counters', 'replaced', 1)
+          coalesceTell(root, reply, ran, id, ttl)
+          answer = '\2' .. ran
+        end
+      end
+    end
+  end
+  if fields.id then
+    local replaced = fields.last or fields.id
+    coalesceTell(root, fields.reply, replaced, id, fields.ttl)
+    redis.call('HSET', record, 'mode', c.mode, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+    if c.mode == 'd' and fields.where == 'd' then
+      local at = redis.pcall('ZSCORE', base .. ':delayed', fields.entry)
+      if type(at) == 'string' then
+        due = math.min(now + delay, (tonumber(fields.first) or now) + c.maxWait)
+        redis.call('ZADD', base .. ':delayed', due, fields.entry)
+      end
+    end
+    countOutcome(base .. ':counters', 'replaced', 1)
+    return '\1' .. replaced, due
+  end
+  local where = 'q'
+  if c.mode == 'k' and coalesceRunning(fields) > 0 then
+    where = 'p'
+  elseif delay > 0 then
+    due = now + delay
+    healingCall(faults, 'zset', 'ZADD', base .. ':delayed', due, entry)
+    where = 'd'
+  else
+    pushTask(base .. ':pending:' .. client, base .. ':priority:' .. client, base .. ':ring', base .. ':sequence',
+      base .. ':prioritized', client, entry, priority, false, faults, base .. ':pending-count')
+  end
+  redis.call('HSET', record, 'mode', c.mode, 'root', root, 'id', id, 'entry', entry, 'where', where, 'client', client,
+    'priority', priority, 'first', now, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+  return answer, due
+end
+
 -- @helpers
 -- The general path: whatever the fast path did not finish, from task `a` on.
 local faults = root .. ':faults'
@@ -353,7 +581,12 @@ local earliestByBase = {}
 while a <= count do
   local client, entry, priority, delay, dedup, ttl, id
   local track = nil
-  if ARGV[a] == '' or ARGV[a] == ' ' then
+  local coalesce = nil
+  if ARGV[a] == '}' then
+    client, entry, priority, delay, dedup, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), '', ARGV[a + 6]
+    coalesce = { key = ARGV[a + 5], mode = ARGV[a + 7], maxWait = tonumber(ARGV[a + 8]) or 0, reply = ARGV[a + 9], ttl = ARGV[a + 10] }
+    a = a + 11
+  elseif ARGV[a] == '' or ARGV[a] == ' ' then
     client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
     if ARGV[a] == ' ' then
       track = { keep = ARGV[a + 8], live = ARGV[a + 9], reply = ARGV[a + 10] }
@@ -382,7 +615,21 @@ while a <= count do
       end
     end
   end
-  if holder then
+  if coalesce then
+    if not now then
+      local time = redis.call('TIME')
+      now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    end
+    for i, k in ipairs(keysOf) do
+      local answer, due = coalesceEmit(k.base, root, coalesce, client, entry, priority, delay, id, now)
+      if i == 1 then
+        results[n] = answer
+      end
+      if due and (not earliestByBase[i] or due < earliestByBase[i]) then
+        earliestByBase[i] = due
+      end
+    end
+  elseif holder then
     results[n] = holder -- 0: this task, written before; else the live task that holds the key
   else
     results[n] = 0

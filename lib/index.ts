@@ -41,6 +41,7 @@ export type { SweepResult } from './core/reaper/reaper.js';
 export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js';
 export type { TaskProgressEvent } from './core/worker/worker-types.js';
 export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
+export type { CoalesceMode, CoalesceOptions } from './core/model/coalesce.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
@@ -79,6 +80,7 @@ export {
   InvalidScheduleError,
   ScheduleNotFoundError,
   TaskCancelledError,
+  TaskReplacedError,
 } from './core/model/errors.js';
 export type { ReplyError, ReplyMessage } from './core/model/reply.js';
 export {

@@ -3,7 +3,8 @@ import { InvalidTaskError } from '../core/model/errors.js';
 import { nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../core/config/rules.js';
 import type { BackoffOptions } from '../core/model/retry-policy.js';
 import type { EnqueueItem, TaskOptions } from '../core/producer/task-items.js';
-import { trackProblem } from '../core/config/rules.js';
+import { coalesceSettings, trackProblem } from '../core/config/rules.js';
+import type { CoalesceOptions } from '../core/model/coalesce.js';
 import type { TrackOptions } from '../core/model/task-status.js';
 
 /** Per-task settings that override the client's defaults. */
@@ -124,6 +125,33 @@ export class RedisTaskRecordBuilder<TData = unknown> {
   }
 
   /**
+   * Latest wins: emits with the same key combine instead of each running ("the newest avatar wins").
+   * `mode` (default `replace`):
+   * - `replace`: a task of the key still waiting takes this payload in place (keeps its place in line);
+   * - `debounce`: runs `delayMs` after the last emit of the key, never later than `maxWaitMs` (default
+   *   10 × `delayMs`) after the first, so a steady stream of emits cannot starve it;
+   * - `keep-last`: at most one task of the key runs and one waits; a new emit replaces the waiting one;
+   * - `supersede`: as `keep-last`, and the running one is cancelled through its fence (its `ctx.signal`
+   *   aborts with `TaskReplacedError`, its late outcome is refused).
+   * The receipt names the task an emit replaced (`replaced`) or superseded (`superseded`); a `send()`
+   * caller whose task was replaced gets `TaskReplacedError` naming the newer task. An older payload never
+   * runs after a newer one of the same key, retries and recoveries included. Not with a deduplication key
+   * or tracking; the key picks the shard of a sharded queue.
+   */
+  setCoalesceKey(key: string, options: CoalesceOptions = {}): this {
+    const settings = coalesceSettings(key, options, (message) => {
+      throw new InvalidTaskError(`setCoalesceKey(): ${message}`);
+    });
+    return this.set({
+      coalesce: {
+        key: settings.key,
+        mode: settings.mode,
+        ...(settings.mode === 'debounce' ? { delayMs: settings.delayMs, maxWaitMs: settings.maxWaitMs } : {}),
+      },
+    });
+  }
+
+  /**
    * Tracks this task (or, with false, not, whatever the client's `track` says): `getTask` tells where it
    * is, `cancel` stops it wherever it is, its progress is kept. Its index is kept `keepMs` after the task
    * ended (default 1 h) and at most `liveMs` while it waits or runs (default 7 days).
@@ -224,6 +252,7 @@ export function recordItem(
     deduplicationTtlMs: options.deduplicationTtlMs,
     deduplicationKeepAfterSuccess: options.deduplicationKeepAfterSuccess,
     track: options.track,
+    coalesce: options.coalesce,
     wantsProgress: options.onProgress ? true : undefined,
     id: send?.id,
     replyTo: send?.replyTo,

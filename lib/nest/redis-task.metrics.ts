@@ -109,7 +109,7 @@ export class RedisTaskMetrics {
       () =>
         new Counter({
           name: name('outcomes_total'),
-          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost, cancelled), per pattern',
+          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost, cancelled, replaced), per pattern',
           labelNames: ['queue', 'outcome'],
           registers: [this.registry],
         }),

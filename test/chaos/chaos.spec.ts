@@ -135,6 +135,83 @@ describe('chaos: worker processes killed with SIGKILL', () => {
   );
 });
 
+describe('chaos: latest wins (coalescing keys) with workers killed', () => {
+  it('runs the newest payload of each of 40 keys (replace, debounce, keep-last, supersede) last, and loses none, while a worker is killed and replaced every ~0.5 s', async () => {
+    prefix = testPrefix('kill9-latest');
+    const env = { PREFIX: prefix, CONCURRENCY: 8, PREFETCH: 4, LEASE_MS: 2_000, HEARTBEAT_MS: 200, REAPER_MS: 200 };
+    const modes = ['replace', 'debounce', 'keep-last', 'supersede'] as const;
+    const keys = Array.from({ length: 40 }, (_, k) => ({ key: `k${k}`, mode: modes[k % 4] }));
+    const rounds = 60;
+    let next = 0;
+    const spawn = async () => {
+      const worker = await startWorkerProcess(`latest-${next++}`, env);
+      processes.push(worker);
+      return worker;
+    };
+    await Promise.all([spawn(), spawn(), spawn()]);
+    const { client, close } = await producer(process.env.REDIS_URL as string);
+    let emitted = 0;
+    const emitting = (async () => {
+      for (let seq = 1; seq <= rounds; seq++) {
+        await client.emitBatch(
+          'chaos.latest',
+          keys.map(({ key, mode }) =>
+            new RedisTaskRecordBuilder({ key, seq, workMs: 40 })
+              .setClientId(`client-${seq % 3}`)
+              .setCoalesceKey(key, mode === 'debounce' ? { mode, delayMs: 50, maxWaitMs: 300 } : { mode })
+              .build(),
+          ),
+        );
+        emitted = seq;
+        await new Promise((resolve) => setTimeout(resolve, 60));
+      }
+    })();
+    const runsKey = `${prefix}:runs`;
+    const finished = async () => Object.values(await redis.hgetall(`${runsKey}:finished`)).map(Number);
+    const settled = async () =>
+      emitted === rounds &&
+      (await finished()).filter((seq) => seq === rounds).length === keys.length &&
+      (await taskKeys()).length === 0 &&
+      (await keysUnder(redis, prefix)).every((key) => !key.includes(':coalesce:'));
+    let kills = 0;
+    const deadline = Date.now() + 120_000;
+    while (!(await settled())) {
+      if (Date.now() > deadline) {
+        throw new Error(`not done: ${emitted} rounds emitted; finished ${JSON.stringify(await finished())}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      if (emitted < rounds || kills < 3) {
+        const victim = processes.splice(Math.floor(Math.random() * processes.length), 1)[0];
+        await victim.kill('SIGKILL');
+        kills++;
+        await spawn();
+      }
+    }
+    await emitting;
+    await close();
+    const queue = new PrefixKeys(prefix).queue('chaos.latest');
+    let runs = 0;
+    for (const { key, mode } of keys) {
+      const starts = (await redis.lrange(`${runsKey}:starts:${key}`, 0, -1)).map(Number);
+      runs += starts.length;
+      // Once the newest payload started, nothing older ran.
+      expect(starts.slice(starts.indexOf(rounds)).every((seq) => seq === rounds)).toBe(true);
+      // One at a time (keep-last): runs start in payload order.
+      if (mode === 'keep-last') expect([...starts].sort((a, b) => a - b)).toEqual(starts);
+    }
+    const counters = await redis.hgetall(queue.counters);
+    console.log(
+      `kill -9 latest wins: ${kills} workers killed; ${rounds * keys.length} emits over ${keys.length} keys ran ${runs} times; counters ${JSON.stringify(counters)}`,
+    );
+    expect(kills).toBeGreaterThanOrEqual(3);
+    expect(Number(counters.replaced)).toBeGreaterThan(0);
+    // Every emit ended exactly once: completed (acknowledged, fenced), or replaced by a newer one of its key.
+    expect(Number(counters.completed) + Number(counters.replaced)).toBe(rounds * keys.length);
+    expect(runs).toBeLessThan(rounds * keys.length);
+    await redis.del(`${runsKey}:finished`, ...keys.map(({ key }) => `${runsKey}:starts:${key}`));
+  });
+});
+
 describe('chaos: consumer groups with a worker of each group killed', () => {
   it('runs every one of 5,000 tasks from 3 clients at least once in each of two groups while a worker of each is killed with SIGKILL', async () => {
     prefix = testPrefix('groups-kill9');
@@ -223,12 +300,14 @@ describe('chaos: deploys (SIGTERM with enableShutdownHooks, restart with the sam
     prefix = testPrefix('deploy-term');
     const { client, close } = await producer(process.env.REDIS_URL as string);
     const total = 3_000;
-    // Every other task tracked: a deploy returns them to their queue, and their index follows.
+    // Every other task tracked: a deploy returns them to their queue, and their index follows. A quarter
+    // have a coalescing key of their own: a deploy returns them as their key's waiting task.
     const receipts = await client.emitBatch(
       'chaos.task',
-      Array.from({ length: total }, (_, i) =>
-        new RedisTaskRecordBuilder({ key: `d${i}`, workMs: 2 }).setTracked(i % 2 === 0).build(),
-      ),
+      Array.from({ length: total }, (_, i) => {
+        const record = new RedisTaskRecordBuilder({ key: `d${i}`, workMs: 2 }).setTracked(i % 2 === 0);
+        return (i % 4 === 1 ? record.setCoalesceKey(`d${i}`) : record).build();
+      }),
     );
     await close();
     const runsKey = `${prefix}:runs`;

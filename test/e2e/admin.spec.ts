@@ -86,7 +86,7 @@ describe('RedisTaskAdmin', () => {
       inFlight: { total: 0, byWorker: {} },
       delayed: 1,
       deadLetters: 1,
-      counters: { completed: 0, failed: 0, retried: 0, deadLettered: 0, cancelled: 0 },
+      counters: { completed: 0, failed: 0, retried: 0, deadLettered: 0, cancelled: 0, replaced: 0 },
     });
     expect(Object.keys(stats.pending.byClient)).toEqual(['tenant-a', 'tenant-b']);
     expect(stats.oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
@@ -141,7 +141,7 @@ describe('RedisTaskAdmin', () => {
     }
     // ok ×2 + flaky (second run) complete; flaky's and always's first runs are retried; always's second
     // run and poison are dead-lettered: 4 failed runs in all.
-    const expected = { completed: 3, failed: 4, retried: 2, deadLettered: 2, cancelled: 0 };
+    const expected = { completed: 3, failed: 4, retried: 2, deadLettered: 2, cancelled: 0, replaced: 0 };
     await waitFor(
       async () => JSON.stringify((await admin.stats('admin.outcomes')).counters) === JSON.stringify(expected),
       'the outcome counters',

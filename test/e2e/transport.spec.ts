@@ -459,7 +459,7 @@ describe('failures and bad input', () => {
     const client = await producer({ clientId: 'api' });
     const queue = keys.queue('avatar.resize');
     const future =
-      '0|{"v":2,"id":"from-the-future","clientId":"api","enqueuedAt":1,"payload":{"good":false},"renamedField":1}';
+      '0|{"v":3,"id":"from-the-future","clientId":"api","enqueuedAt":1,"payload":{"good":false},"renamedField":1}';
     await redis.rpush(queue.pending('api'), future);
     await redis.rpush(queue.ring, 'api');
     await firstValueFrom(client.emit('avatar.resize', { good: true }));
@@ -473,7 +473,7 @@ describe('failures and bad input', () => {
       id: 'from-the-future',
       reason: 'unsupported-version',
       raw: future,
-      detail: expect.stringContaining('format version 2'),
+      detail: expect.stringContaining('format version 3'),
     });
     expect(seenFor('avatar.resize').map((task) => task.payload)).toEqual([{ good: true }]);
     expect(await redis.hgetall(queue.counters)).toMatchObject({ deadLettered: '1' });

@@ -75,7 +75,7 @@ describe('docs/WIRE-FORMAT.md', () => {
       priority: 5,
       payload: { to: 'high' },
     });
-    const future = entry({ v: 2, id: 'cli-v2', clientId: 'tenant-7', enqueuedAt: Number(now), payload: { to: 'v2' } });
+    const future = entry({ v: 3, id: 'cli-v3', clientId: 'tenant-7', enqueuedAt: Number(now), payload: { to: 'v3' } });
     expect(await redisCli('--eval', script, rootKey, ',', 'tenant-42', plain)).toBe('0');
     expect(
       await redisCli(
@@ -119,7 +119,7 @@ describe('docs/WIRE-FORMAT.md', () => {
     const keys = new PrefixKeys(prefix).queue(pattern);
     expect(keys.root).toBe(rootKey);
     const dead = await newestDeadLetter(redis, keys);
-    expect(dead).toMatchObject({ id: 'cli-v2', reason: 'unsupported-version', raw: future });
+    expect(dead).toMatchObject({ id: 'cli-v3', reason: 'unsupported-version', raw: future });
     await waitFor(
       async () =>
         (await redis.hget(keys.counters, 'completed')) === '2' &&

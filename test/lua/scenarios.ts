@@ -1,4 +1,4 @@
-import { encodeEntry } from '../../lib/core/model/codec.js';
+import { COALESCE_MODE_CODES, encodeEntry, type CoalesceMode } from '../../lib/core/model/codec.js';
 import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
 import { scheduleGatewayOf } from '../../lib/core/redis/schedule-gateway.js';
@@ -15,32 +15,76 @@ export interface Scenario {
 /** One scenario per script (by name), run as `worker` on `redis`. */
 export function scenarios(redis: TestRedis, worker: string): Record<string, Scenario> {
   const gateway = gatewayOf(redis);
-  function entry(id: string, clientId = 'a', attempts = 0, priority = 0): string {
-    return encodeEntry({ id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) }, attempts);
+  function entry(id: string, clientId = 'a', attempts = 0, priority = 0, coalesce?: CoalesceMode): string {
+    // A coalesced task (stored form version 2) carries its key (k1) first, and a send() caller's channel.
+    const latest = coalesce
+      ? { v: 2, coalesce: 'k1', coalesceMode: COALESCE_MODE_CODES[coalesce], replyTo: 'chan' }
+      : {};
+    return encodeEntry(
+      { ...latest, id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) },
+      attempts,
+    );
   }
 
   async function enqueue(
     keys: QueueKeys,
-    tasks: { id: string; client?: string; priority?: number; delayMs?: number; dedup?: string; track?: boolean }[],
+    tasks: {
+      id: string;
+      client?: string;
+      priority?: number;
+      delayMs?: number;
+      dedup?: string;
+      track?: boolean;
+      /** A coalesced task of key k1 (a debounce waits delayMs, at most 10 s). */
+      coalesce?: CoalesceMode;
+    }[],
     recorded = false,
   ): Promise<unknown> {
     const args: (string | number)[] = [];
     if (recorded) startEnqueueCall(args, Date.now() + 5_000, 5_000);
     for (const task of tasks) {
       const client = task.client ?? 'a';
+      const coalesce = task.coalesce;
       pushEnqueueFields(args, {
         id: task.id,
         clientId: client,
-        entry: entry(task.id, client, 0, task.priority ?? 0),
+        entry: entry(task.id, client, 0, task.priority ?? 0, coalesce),
         priority: task.priority ?? 0,
         delayMs: task.delayMs ?? 0,
         deduplicationKey: task.dedup,
         deduplicationTtlMs: 60_000,
         awaitsReply: task.track === true,
         ...(task.track ? { track: { keepMs: 60_000, liveMs: 60_000 }, replyTo: 'chan' } : {}),
+        ...(coalesce
+          ? {
+              coalesce: { key: 'k1', mode: coalesce, delayMs: task.delayMs ?? 0, maxWaitMs: 10_000 },
+              replyTo: 'chan',
+            }
+          : {}),
       });
     }
     return redis.enqueueTasks(keys.root, ...args);
+  }
+
+  /**
+   * Coalesced tasks of key k1 (client c): `running` claimed by `worker` and started (it runs), then
+   * `after` emitted; the running one's token.
+   */
+  async function coalesced(
+    keys: QueueKeys,
+    running: { id: string; mode: CoalesceMode },
+    after: { id: string; mode: CoalesceMode; delayMs?: number }[],
+  ): Promise<string> {
+    await enqueue(keys, [{ id: running.id, client: 'c', coalesce: running.mode }]);
+    const [token, claimedEntry] = await claimAll(keys);
+    if (!claimedEntry.includes(`"${running.id}"`)) throw new Error(`claimed ${claimedEntry}, not ${running.id}`);
+    await gateway.track.startCoalesced(keys, worker, [{ token, id: running.id }]);
+    if (after.length > 0)
+      await enqueue(
+        keys,
+        after.map((task) => ({ ...task, client: 'c', coalesce: task.mode })),
+      );
+    return token;
   }
 
   /** Claims what the queue holds for `worker` (registered first); the token/entry pairs. */
@@ -77,7 +121,11 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
 
   return {
     enqueueTasks: {
-      setup: (keys) => redis.sadd(keys.groups, 'default'),
+      setup: async (keys) => {
+        await redis.sadd(keys.groups, 'default');
+        // s1 of key k1 runs: the supersede below revokes it.
+        await coalesced(keys, { id: 's1', mode: 'supersede' }, []);
+      },
       run: (keys) =>
         enqueue(
           keys,
@@ -87,6 +135,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
             { id: 'n3', delayMs: 5_000 },
             { id: 'n4', dedup: 'd1' },
             { id: 't1', dedup: 'd2', track: true },
+            { id: 'k2', coalesce: 'supersede', delayMs: 5_000 },
+            { id: 'k3', coalesce: 'debounce', delayMs: 5_000 },
           ],
           true,
         ),
@@ -107,8 +157,10 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     },
     ackTasks: {
       setup: async (keys) => {
+        // k1 runs, k2 of its key waits parked (keep-last): the acknowledgement of k1 puts k2 in line.
         await sound(keys);
-        return claimAll(keys, 2);
+        const claimed = await claimAll(keys, 2);
+        return [...claimed, await coalesced(keys, { id: 'k1', mode: 'keep-last' }, [{ id: 'k2', mode: 'keep-last' }])];
       },
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
@@ -116,23 +168,28 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           { token: t1, taskId: 'p2', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
           { token: t2, taskId: 'p3', resultTtlMs: 5_000, tracked: keys.tracked('p3') },
           { token: t3, taskId: 'p1', deduplicationKey: 'd1', resultTtlMs: 5_000, tracked: keys.tracked('p1') },
+          { token: (claimed as string[]).at(-1)!, taskId: 'k1', resultTtlMs: 5_000 },
         ]);
       },
     },
     retryTask: {
       setup: async (keys) => {
         await sound(keys);
-        return claimAll(keys, 2);
+        await claimAll(keys, 2);
+        // k1 runs alone: its retry makes it the task its key waits for.
+        return coalesced(keys, { id: 'k1', mode: 'replace' }, []);
       },
-      run: (keys, claimed) => gateway.retry(keys, worker, (claimed as string[])[0], 1_000, keys.tracked('p2')),
+      run: (keys, token) => gateway.retry(keys, worker, token as string, 1_000, keys.tracked('p2')),
     },
     deadLetterTask: {
       setup: async (keys) => {
         await sound(keys);
-        return claimAll(keys, 2);
+        await claimAll(keys, 2);
+        // k1 runs, k2 waits parked (keep-last): k1's dead letter puts k2 in line.
+        return coalesced(keys, { id: 'k1', mode: 'keep-last' }, [{ id: 'k2', mode: 'keep-last' }]);
       },
-      run: (keys, claimed) =>
-        gateway.deadLetter(keys, worker, (claimed as string[])[4], {
+      run: (keys, token) =>
+        gateway.deadLetter(keys, worker, token as string, {
           record: '{"reason":"failed"}',
           cap: 10,
           taskId: 'p3',
@@ -143,12 +200,15 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     },
     requeueTasks: {
       setup: async (keys) => {
+        // k1 runs and k2 of its key waits (replace): k1 returned is dropped (older than k2).
         await sound(keys);
-        return claimAll(keys, 2);
+        const claimed = await claimAll(keys, 2);
+        return [...claimed, await coalesced(keys, { id: 'k1', mode: 'replace' }, [{ id: 'k2', mode: 'replace' }])];
       },
       run: (keys, claimed) => {
         const [t1, , t2, , t3] = claimed as string[];
         return gateway.requeue(keys, worker, true, [
+          { token: (claimed as string[]).at(-1)!, clientId: 'c', priority: 0 },
           { token: t3, clientId: 'b', priority: 0, tracked: keys.tracked('p3') },
           { token: t2, clientId: 'a', priority: 0, tracked: keys.tracked('p1') },
           { token: t1, clientId: 'a', priority: 3, tracked: keys.tracked('p2') },
@@ -202,6 +262,24 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         return gateway.track.start(keys, worker, [
           { token: first, id: 't1', attempt: 1 },
           { token: second, id: 't2', attempt: 1 },
+        ]);
+      },
+    },
+    startCoalesced: {
+      setup: async (keys) => {
+        // k1 runs; k2 waits for key k1 and k3 replaced its payload; a stray copy of k1's entry waits too.
+        await coalesced(keys, { id: 'k1', mode: 'replace' }, [
+          { id: 'k2', mode: 'replace' },
+          { id: 'k3', mode: 'replace' },
+        ]);
+        await redis.rpush(keys.pending('c'), entry('k1', 'c', 0, 0, 'replace'));
+        return claimAll(keys);
+      },
+      run: (keys, claimed) => {
+        const [slot, , stale] = claimed as string[];
+        return gateway.track.startCoalesced(keys, worker, [
+          { token: slot, id: 'k2' },
+          { token: stale, id: 'k1' },
         ]);
       },
     },

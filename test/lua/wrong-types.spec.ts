@@ -115,6 +115,9 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.tracked('p2').entry, 'string'],
     [keys.task('c1'), 'hash'],
     [keys.tracked('c1').entry, 'string'],
+    [keys.coalesce('k1'), 'hash'],
+    [keys.pending('c'), 'list'],
+    [keys.priority('c'), 'zset'],
   ];
 }
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
-import { decodeEntry, encodeEntry, encodeNewEntry, FORMAT_VERSION } from '../../lib/core/model/codec.js';
+import {
+  decodeEntry,
+  encodeEntry,
+  encodeNewEntry,
+  COALESCED_FORMAT_VERSION,
+  FORMAT_VERSION,
+} from '../../lib/core/model/codec.js';
 import { encodeQueueName, QueueKeys } from '../../lib/core/redis/keys.js';
 
 describe('task entries', () => {
@@ -49,11 +55,11 @@ describe('task entries', () => {
   });
 
   it('refuses an entry of another format version, saying which, rather than guess at it', () => {
-    const decoded = decodeEntry('0|{"v":2,"id":"x","clientId":"c","enqueuedAt":1,"payload":1}');
+    const decoded = decodeEntry('0|{"v":3,"id":"x","clientId":"c","enqueuedAt":1,"payload":1}');
     expect(decoded).toEqual({
       ok: false,
-      version: 2,
-      reason: `the entry is in format version 2; this worker reads version ${FORMAT_VERSION}`,
+      version: 3,
+      reason: `the entry is in format version 3; this worker reads versions ${FORMAT_VERSION} and ${COALESCED_FORMAT_VERSION}`,
     });
   });
 });

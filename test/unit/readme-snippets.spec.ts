@@ -87,6 +87,10 @@ const DECLARED: Record<string, string> = {
   password: 'declare const password: string',
   EncoderService: 'declare class EncoderService { step(videoId: string): Promise<void> }',
   videoId: 'declare const videoId: string',
+  userId: 'declare const userId: number',
+  file: 'declare const file: string',
+  query: 'declare const query: string',
+  draftId: 'declare const draftId: string',
   client: "declare const client: import('nestjs-redis-tasks').RedisTaskClient",
   bar: 'declare const bar: { update(progress: unknown): void }',
 };

@@ -1,5 +1,6 @@
 import { validateGroup } from '../config/rules.js';
 import { AdminPart } from './part.js';
+import { keysStartingWith } from './prefix-cleanup.js';
 
 /** What removing a consumer group deleted. */
 export interface RemovedGroup {
@@ -72,6 +73,8 @@ export class ConsumerGroups extends AdminPart {
         keys.history,
         keys.clientConcurrency,
       );
+      // Its coalescing keys' records (one per key: found by name; removal is rare, never on a request path).
+      doomed.push(...(await keysStartingWith(this.redis, keys.coalesce(''))));
       for (let i = 0; i < doomed.length; i += CHUNK) {
         await this.redis.del(...doomed.slice(i, i + CHUNK));
       }

@@ -104,6 +104,7 @@ type GroupReply = [
   deadLettered: number,
   history: string[],
   cancelled: number,
+  replaced: number,
 ];
 
 /**
@@ -280,7 +281,14 @@ function summarize(
   const sum = (field: number) => replies.reduce((total, reply) => total + (reply[field] as number), 0);
   const oldest = replies.map((reply) => reply[9]).filter((at) => at >= 0);
   const exact = replies.every((reply) => reply[10] >= reply[2]);
-  const counters = { completed: sum(11), failed: sum(12), retried: sum(13), deadLettered: sum(14), cancelled: sum(16) };
+  const counters = {
+    completed: sum(11),
+    failed: sum(12),
+    retried: sum(13),
+    deadLettered: sum(14),
+    cancelled: sum(16),
+    replaced: sum(17),
+  };
   const perMinute = new Map<number, { completed: number; failed: number; partial?: boolean }>();
   for (const reply of replies) {
     for (const rate of ratesOf(reply[15], { at: now, completed: reply[11], failed: reply[12] })) {

@@ -11,6 +11,21 @@ export interface DeletedPrefix {
   readonly deleted: number;
 }
 
+/** Every key whose name starts with `start`, walked with SCAN on every primary (of a Cluster) or the server. */
+export async function keysStartingWith(redis: RedisConnection, start: string): Promise<string[]> {
+  const nodes: Redis[] = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  const keys: string[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', `${literal(start)}*`, 'COUNT', 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== '0');
+  }
+  return keys;
+}
+
 /** A glob pattern matching `text` literally (SCAN MATCH's special characters escaped). */
 function literal(text: string): string {
   return text.replace(/[*?[\]\\]/g, (c) => `\\${c}`);

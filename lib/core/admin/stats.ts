@@ -45,6 +45,11 @@ export interface QueueCounters {
   readonly deadLettered: number;
   /** Tracked tasks cancelled (`cancel()`), waiting or running. */
   readonly cancelled: number;
+  /**
+   * Tasks of a coalescing key that a newer task of the key took the place of: replaced while waiting,
+   * superseded while running, or not run again (retry, recovery) because a newer one came.
+   */
+  readonly replaced: number;
 }
 
 /** A snapshot of one queue (all its shards). */
@@ -105,7 +110,7 @@ export class QueueStatsReader extends AdminPart {
     const shards = await this.shards(queue);
     const byClient = new Map<string, number>();
     const byWorker = new Map<string, number>();
-    const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0, cancelled: 0 };
+    const counters = { completed: 0, failed: 0, retried: 0, deadLettered: 0, cancelled: 0, replaced: 0 };
     const faults: QueueFault[] = [];
     const read = tolerantRead(faults);
     let delayed = 0;

@@ -9,6 +9,7 @@ import {
 } from '../model/retry-policy.js';
 import { describe } from '../support/describe.js';
 import { MAX_TRACK_MS, TRACK_DEFAULTS, type TrackOptions, type TrackTimes } from '../model/task-status.js';
+import type { CoalesceOptions, CoalesceSettings } from '../model/coalesce.js';
 
 /** Bounds of retry settings (the model's pure checks apply them). */
 export { MAX_ATTEMPTS, MAX_BACKOFF_MS } from '../model/retry-policy.js';
@@ -245,4 +246,39 @@ export function trackTimes(value: boolean | TrackOptions | undefined): TrackTime
   if (value === undefined || value === false) return undefined;
   if (value === true) return TRACK_DEFAULTS;
   return { keepMs: value.keepMs ?? TRACK_DEFAULTS.keepMs, liveMs: value.liveMs ?? TRACK_DEFAULTS.liveMs };
+}
+
+const COALESCE_MODES = ['replace', 'debounce', 'keep-last', 'supersede'];
+
+/**
+ * A coalescing key and its options checked (a problem named through `fail`), with the defaults filled in:
+ * mode `replace`; for `debounce`, `delayMs` required and `maxWaitMs` 10 × `delayMs` (at least `delayMs`).
+ */
+export function coalesceSettings(key: unknown, options: unknown, fail: (message: string) => never): CoalesceSettings {
+  const keyProblem = taskRules.deduplicationKey(key);
+  if (keyProblem) fail(`the coalescing key must be ${keyProblem}, got ${describe(key)}`);
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    return fail(`the coalescing options must be { mode?, delayMs?, maxWaitMs? }, got ${describe(options)}`);
+  }
+  for (const field of Object.keys(options)) {
+    if (!['mode', 'delayMs', 'maxWaitMs'].includes(field)) {
+      fail(`the coalescing options have an unknown field "${field}" (known: mode, delayMs, maxWaitMs)`);
+    }
+  }
+  const { mode = 'replace', delayMs, maxWaitMs } = options as CoalesceOptions;
+  if (!COALESCE_MODES.includes(mode)) {
+    fail(`the coalescing mode must be one of ${COALESCE_MODES.join(', ')}, got ${describe(mode)}`);
+  }
+  if (mode !== 'debounce') {
+    if (delayMs !== undefined || maxWaitMs !== undefined) fail(`delayMs and maxWaitMs are for mode "debounce" only`);
+    return { key: key as string, mode, delayMs: 0, maxWaitMs: 0 };
+  }
+  const inRange = (value: unknown): boolean =>
+    typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= MAX_DELAY_MS;
+  if (!inRange(delayMs)) fail(`debounce needs delayMs, an integer from 1 to ${MAX_DELAY_MS}, got ${describe(delayMs)}`);
+  const longest = maxWaitMs ?? Math.min(MAX_DELAY_MS, (delayMs as number) * 10);
+  if (!inRange(longest) || longest < (delayMs as number)) {
+    fail(`debounce maxWaitMs must be an integer from delayMs to ${MAX_DELAY_MS}, got ${describe(maxWaitMs)}`);
+  }
+  return { key: key as string, mode, delayMs: delayMs as number, maxWaitMs: longest };
 }

@@ -10,6 +10,24 @@ import { backoffProblem, maxAttemptsProblem } from './retry-policy.js';
 export const FORMAT_VERSION = 1;
 
 /**
+ * The version of a task with a coalescing key (latest wins): a worker of version 1 would run the entry it
+ * claimed, not the newest emitted for its key, and never release the key's record, so it must not read
+ * one (it dead-letters it as `unsupported-version`). Workers of this release read both.
+ */
+export const COALESCED_FORMAT_VERSION = 2;
+
+/** How emits with one coalescing key combine (see `RedisTaskRecordBuilder.setCoalesceKey`). */
+export type CoalesceMode = 'replace' | 'debounce' | 'keep-last' | 'supersede';
+
+/** Each mode's one-letter name in the stored form and the enqueue script's arguments. */
+export const COALESCE_MODE_CODES: Readonly<Record<CoalesceMode, string>> = {
+  replace: 'r',
+  debounce: 'd',
+  'keep-last': 'k',
+  supersede: 's',
+};
+
+/**
  * The stored form of a task: `<attempts>|<JSON envelope>`.
  *
  * The attempt count sits in a plain prefix so that Lua can count an attempt with a string match,
@@ -45,6 +63,10 @@ export interface TaskEnvelope {
   readonly track?: 1;
   /** 1: the `send()` caller listens for progress values (published on `replyTo`). */
   readonly progress?: 1;
+  /** The coalescing key (latest wins; stored form version 2 only, first after `v`). */
+  readonly coalesce?: string;
+  /** How emits with the key combine: r, d, k or s (see COALESCE_MODE_CODES). */
+  readonly coalesceMode?: string;
 }
 
 export interface DecodedEntry {
@@ -79,7 +101,12 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
       : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
   const track = meta.track === 1 ? ',"track":1' : '';
   const progress = meta.progress === 1 ? ',"progress":1' : '';
-  return `0|{"v":${FORMAT_VERSION},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress},"payload":${payloadJson}}`;
+  // A coalesced task's key and mode come first: the Lua scripts read them without decoding the rest.
+  const head =
+    meta.coalesce === undefined
+      ? `"v":${FORMAT_VERSION}`
+      : `"v":${COALESCED_FORMAT_VERSION},"coalesce":${JSON.stringify(meta.coalesce)},"coalesceMode":${JSON.stringify(meta.coalesceMode)}`;
+  return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
@@ -99,13 +126,16 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: 'the entry is not a JSON object' };
   }
   const record = value as Record<string, unknown>;
-  if (record.v !== undefined && record.v !== FORMAT_VERSION) {
+  if (record.v === COALESCED_FORMAT_VERSION) {
+    const problem = coalesceProblem(record);
+    if (problem) return { ok: false, reason: problem };
+  } else if (record.v !== undefined && record.v !== FORMAT_VERSION) {
     if (typeof record.v !== 'number' || !Number.isSafeInteger(record.v) || record.v < 1) {
       return { ok: false, reason: `the entry's "v" (format version) is not a positive integer` };
     }
     return {
       ok: false,
-      reason: `the entry is in format version ${record.v}; this worker reads version ${FORMAT_VERSION}`,
+      reason: `the entry is in format version ${record.v}; this worker reads versions ${FORMAT_VERSION} and ${COALESCED_FORMAT_VERSION}`,
       version: record.v,
     };
   }
@@ -140,6 +170,17 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: retryProblem };
   }
   return { ok: true, entry: { attempts: Number(prefix), envelope: record as unknown as TaskEnvelope } };
+}
+
+/** What is wrong with a version 2 entry's coalescing fields, if anything. */
+function coalesceProblem(record: Record<string, unknown>): string | undefined {
+  if (typeof record.coalesce !== 'string' || record.coalesce === '') {
+    return `the entry's "coalesce" (its coalescing key) is missing or not a non-empty string`;
+  }
+  if (typeof record.coalesceMode !== 'string' || !Object.values(COALESCE_MODE_CODES).includes(record.coalesceMode)) {
+    return `the entry's "coalesceMode" is not one of r, d, k, s`;
+  }
+  return undefined;
 }
 
 /** Best-effort id of an undecodable entry, for logs and dead-letter records. */

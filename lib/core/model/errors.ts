@@ -219,6 +219,25 @@ export class TaskCancelledError extends RedisTaskError {
   }
 }
 
+/**
+ * Latest wins: a newer task with the same coalescing key took this task's place. A `send()` caller whose
+ * task was replaced while it waited (or superseded while it ran) gets this error; a superseded handler's
+ * `ctx.signal` aborts with it.
+ */
+export class TaskReplacedError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    /** The id of the newer task that runs in its place. */
+    readonly replacedBy: string,
+  ) {
+    super(
+      'TASK_REPLACED',
+      `nestjs-redis-tasks: task ${taskId} of "${pattern}" was replaced by task ${replacedBy} (same coalescing key)`,
+    );
+  }
+}
+
 /** What a thrown `RetryTaskError` / `DeadLetterTaskError` asks for (by code: works across package copies). */
 export function requestOf(error: unknown): HandlerRequest | undefined {
   try {

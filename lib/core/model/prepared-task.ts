@@ -1,3 +1,5 @@
+import type { CoalesceSettings } from './coalesce.js';
+
 /**
  * A task checked and encoded as Redis will store it (`entry`, see codec.ts), with what the enqueue script
  * needs beside the entry: where it goes (client, priority, delay) and what guards it (deduplication).
@@ -20,6 +22,8 @@ export interface PreparedTask {
   readonly track?: TrackTimes;
   /** A send() caller's reply channel (stored on a tracked task's index, so a cancel can answer it). */
   readonly replyTo?: string;
+  /** Latest wins: its coalescing key and how emits with it combine. */
+  readonly coalesce?: CoalesceSettings;
 }
 
 /** How long a tracked task's index is kept (ms): once the task ended, and while it waits or runs. */

@@ -17,6 +17,13 @@ export interface EnqueueReceipt {
   readonly id: string;
   /** True when the item was refused because a live task holds its deduplication key. */
   readonly duplicate: boolean;
+  /**
+   * A task with a coalescing key that took the place of the waiting task of its key (which will not run):
+   * that task's id. Absent when none waited (it waits as its key's task) or for tasks without a key.
+   */
+  readonly replaced?: string;
+  /** A task with a coalescing key in mode `supersede` whose emit cancelled a running task of its key: that task's id. */
+  readonly superseded?: string;
 }
 
 export interface ProducerOptions {

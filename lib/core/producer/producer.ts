@@ -17,10 +17,18 @@ export { newTaskId, type EnqueueItem } from './task-items.js';
 
 export type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
 
+/** A task's receipt from its enqueue result (see enqueueTasks-1.lua's Returns). */
 function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueReceipt {
-  return holder === 0 || holder === undefined
-    ? { id: task.id, duplicate: false }
-    : { id: String(holder), duplicate: true };
+  if (holder === 0 || holder === undefined) return { id: task.id, duplicate: false };
+  const mark = holder.charCodeAt(0);
+  if (mark === 1) return { id: task.id, duplicate: false, replaced: holder.slice(1) };
+  if (mark === 2) return { id: task.id, duplicate: false, superseded: holder.slice(1) };
+  return { id: String(holder), duplicate: true };
+}
+
+/** What picks a task's shard: its coalescing key (every task of a key meets in one shard), else its client. */
+function shardKeyOf(task: PreparedTask): string {
+  return task.coalesce === undefined ? task.clientId : task.coalesce.key;
 }
 
 /**
@@ -117,7 +125,7 @@ export class TaskProducer {
       return;
     }
     this.hand(
-      layout.shardOf(task.clientId),
+      layout.shardOf(shardKeyOf(task)),
       [task],
       (results, at) => to.written(receipt(task, results[at])),
       (error) => to.failed(error),
@@ -250,7 +258,8 @@ export class TaskProducer {
     reject: (error: Error) => void,
   ): void {
     const awaiting = this.options.awaitingReply;
-    if (awaiting) for (const task of tasks) if (task.awaitsReply) awaiting(keys, task);
+    // A coalesced task is not removed at its caller's reply timeout (its key's record names it): not handed.
+    if (awaiting) for (const task of tasks) if (task.awaitsReply && !task.coalesce) awaiting(keys, task);
     const parts = this.parts;
     const part: EnqueuePart = {
       keys,
@@ -285,7 +294,7 @@ function indexesByShard(layout: QueueLayout, prepared: readonly PreparedTask[]):
   // table-ok: lives for one call
   const byShard = new Map<QueueKeys, number[]>();
   prepared.forEach((task, index) => {
-    const shard = layout.shardOf(task.clientId);
+    const shard = layout.shardOf(shardKeyOf(task));
     const indexes = byShard.get(shard);
     if (indexes) indexes.push(index);
     else byShard.set(shard, [index]);

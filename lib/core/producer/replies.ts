@@ -3,6 +3,7 @@ import {
   DuplicateTaskError,
   ReplyTimeoutError,
   TaskCancelledError,
+  TaskReplacedError,
   TaskFailedError,
 } from '../model/errors.js';
 import { errorMessage } from '../support/logger.js';
@@ -89,7 +90,8 @@ export class ReplyInbox {
     onProgress?: (value: unknown) => void,
   ): () => void {
     const id = item.id;
-    const stop = this.expect(id, queue, item.clientId, answer, onProgress);
+    // A stored reply is found in the task's shard: picked by its coalescing key when it has one.
+    const stop = this.expect(id, queue, item.coalesce?.key ?? item.clientId, answer, onProgress);
     const enqueued: EnqueueAnswer = {
       written: (receipt) => {
         if (receipt.duplicate) this.failed(id, new DuplicateTaskError(queue, receipt.id));
@@ -302,6 +304,10 @@ function isProgressMessage(message: ReplyMessage): message is ReplyMessage & Pro
  */
 function replyErrorOf(err: unknown, queue: string): unknown {
   if (isReplyError(err)) {
+    if (err.name === 'TaskReplacedError' && err.code === 'TASK_REPLACED') {
+      const by = (err as { replacedBy?: unknown }).replacedBy;
+      return new TaskReplacedError(queue, err.taskId, typeof by === 'string' ? by : '');
+    }
     if (err.name === 'TaskCancelledError' && err.code === 'TASK_CANCELLED') {
       const detail = (err as { detail?: unknown }).detail;
       return new TaskCancelledError(queue, err.taskId, typeof detail === 'string' ? detail : '');

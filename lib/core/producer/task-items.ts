@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { encodeNewEntry } from '../model/codec.js';
+import { COALESCE_MODE_CODES, encodeNewEntry } from '../model/codec.js';
+import type { CoalesceOptions, CoalesceSettings } from '../model/coalesce.js';
 import { describe } from '../support/describe.js';
 import type { BackoffOptions } from '../model/retry-policy.js';
 import { MAX_DELAY_MS, nameProblem, taskRules, validateBackoff, validateMaxAttempts } from '../config/rules.js';
 import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 import type { TraceContext } from '../support/tracing.js';
 import type { PreparedTask } from '../model/prepared-task.js';
-import { trackProblem, trackTimes } from '../config/rules.js';
+import { coalesceSettings, trackProblem, trackTimes } from '../config/rules.js';
 import type { TrackOptions } from '../model/task-status.js';
 
 export type { PreparedTask };
@@ -37,6 +38,8 @@ export interface TaskOptions {
   readonly deduplicationKeepAfterSuccess?: boolean;
   /** Track this task (status by id, cancel, progress kept): true, false or `{ keepMs, liveMs }`; default: the client's `track`. */
   readonly track?: boolean | TrackOptions;
+  /** Latest wins: emits with the same key combine (see `RedisTaskRecordBuilder.setCoalesceKey`). */
+  readonly coalesce?: CoalesceOptions & { readonly key: string };
 }
 
 /** One task to enqueue. */
@@ -118,7 +121,8 @@ export function prepareTask(
     item.runAt === undefined &&
     item.expiresAt === undefined &&
     item.deduplicationKey === undefined &&
-    item.deduplicationKeepAfterSuccess === undefined
+    item.deduplicationKeepAfterSuccess === undefined &&
+    item.coalesce === undefined
   ) {
     const entry = encodeNewEntry(
       { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
@@ -134,13 +138,15 @@ export function prepareTask(
       awaitsReply: item.replyTo !== undefined,
     };
   }
+  const coalesce = item.coalesce === undefined ? undefined : coalesceOf(item, fail);
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
   if (item.track !== undefined) {
     const problem = trackProblem(item.track);
     if (problem) fail(`track ${problem}`);
   }
   if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
-  const track = trackTimes(item.track ?? limits.track);
+  // A coalesced task is not tracked (its id may be replaced before it runs): the client's `track` passes it by.
+  const track = coalesce ? undefined : trackTimes(item.track ?? limits.track);
   const entry = encodeNewEntry(
     {
       id,
@@ -156,6 +162,8 @@ export function prepareTask(
       ...item.trace,
       track: track ? 1 : undefined,
       progress: item.wantsProgress ? 1 : undefined,
+      coalesce: coalesce?.key,
+      coalesceMode: coalesce && COALESCE_MODE_CODES[coalesce.mode],
     },
     payload,
   );
@@ -164,13 +172,34 @@ export function prepareTask(
     clientId: item.clientId,
     entry,
     priority,
-    delayMs,
+    delayMs: coalesce?.mode === 'debounce' ? coalesce.delayMs : delayMs,
+    coalesce,
     deduplicationKey: item.deduplicationKey,
     deduplicationTtlMs: dedupTtlMs,
     awaitsReply: item.replyTo !== undefined,
     track,
     replyTo: item.replyTo,
   };
+}
+
+/** A coalesced task's settings, checked against the options it cannot have beside them. */
+function coalesceOf(item: EnqueueItem, fail: (message: string) => never): CoalesceSettings {
+  const raw: unknown = item.coalesce;
+  if (typeof raw !== 'object' || raw === null) return fail(`coalesce must be { key, mode?, delayMs?, maxWaitMs? }`);
+  const { key, ...options } = raw as { key?: unknown };
+  const settings = coalesceSettings(key, options, fail);
+  if (item.deduplicationKey !== undefined) {
+    fail(
+      'a task takes a coalescing key or a deduplication key, not both (a coalescing key already keeps one task per key)',
+    );
+  }
+  if (item.track !== undefined && item.track !== false) {
+    fail('a task with a coalescing key cannot be tracked (a newer emit may replace it before it runs)');
+  }
+  if (settings.mode === 'debounce' && (item.delayMs !== undefined || item.runAt !== undefined)) {
+    fail('a debounced task takes its delay from setCoalesceKey({ delayMs }), not setDelay() or setRunAt()');
+  }
+  return settings;
 }
 
 /** The options of a task that has some, checked (each problem through `fail`), with the delay resolved. */

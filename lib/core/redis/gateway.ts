@@ -6,6 +6,7 @@ import { ScriptKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
 import type { SettleKeys, TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
+import { COALESCE_MODE_CODES } from '../model/codec.js';
 
 /**
  * The one way into the Lua scripts: a method per script that names its own KEYS from the queue's keys
@@ -89,7 +90,7 @@ export class ScriptGateway {
     delayMs: number,
     /** A tracked task's keys: its index becomes `delayed`, its entry key holds the new entry. */
     tracked?: TrackedKeys,
-  ): Promise<{ kind: 'scheduled'; dueAt: number } | Lost> {
+  ): Promise<{ kind: 'scheduled'; dueAt: number } | { kind: 'replaced' } | Lost> {
     const due = await this.redis.retryTask(
       keys.processing(workerId),
       keys.delayed,
@@ -99,7 +100,8 @@ export class ScriptGateway {
       tracked?.index ?? '',
       tracked?.entry ?? '',
     );
-    return due === 0 ? LOST : { kind: 'scheduled', dueAt: due };
+    // -1: a task with a coalescing key whose key has a newer task: not retried (it left the worker).
+    return due === 0 ? LOST : due === -1 ? { kind: 'replaced' } : { kind: 'scheduled', dueAt: due };
   }
 
   /** deadLetterTask: the held task's record (JSON) to dead letters, its deduplication key freed, its caller answered. */
@@ -328,11 +330,29 @@ function enqueueArgs(call: EnqueueCall): (string | number)[] {
  * One task's fields for enqueueTasks-1.lua: a plain task is 2 fields (client id, entry); a task with
  * options is 8, marked by a leading '' (client ids are never empty): '', client id, entry, priority, delay
  * (ms), deduplication key ('' none), its TTL (ms), task id; a tracked task is 11, marked by ' ' (client
- * ids have no spaces): the same 7, then its index's TTLs (ms) once ended and while live, and its reply channel.
+ * ids have no spaces): the same 7, then its index's TTLs (ms) once ended and while live, and its reply channel;
+ * a task with a coalescing key is 11, marked by '}' (client ids have no braces): client id, entry, priority,
+ * delay (ms), the key, task id, mode (one letter), a debounce's longest wait (ms), reply channel, and how long
+ * the message telling a replaced send() caller is kept (ms).
  */
 export function pushEnqueueFields(args: (string | number)[], task: PreparedTask): void {
-  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined && !task.track) {
+  const coalesce = task.coalesce;
+  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined && !task.track && !coalesce) {
     args.push(task.clientId, task.entry);
+  } else if (coalesce) {
+    args.push(
+      '}',
+      task.clientId,
+      task.entry,
+      task.priority,
+      task.delayMs,
+      coalesce.key,
+      task.id,
+      COALESCE_MODE_CODES[coalesce.mode],
+      coalesce.maxWaitMs,
+      task.replyTo ?? '',
+      REPLACED_REPLY_TTL_MS,
+    );
   } else {
     args.push(
       task.track ? ' ' : '',
@@ -440,6 +460,9 @@ export interface Heartbeat {
   readonly lost: string[];
   readonly orphaned: string[];
 }
+
+/** How long the message telling a send() caller its task was replaced is kept for it (ms; a worker's default resultTtlMs). */
+const REPLACED_REPLY_TTL_MS = 60_000;
 
 /** The gateway of a connection (scripts are defined per connection). */
 export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));

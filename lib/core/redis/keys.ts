@@ -190,6 +190,15 @@ export class QueueKeys {
     return { index: this.task(taskId), entry: `${this.base}:task-entry:${taskId}` };
   }
 
+  /**
+   * Latest wins: the record of a coalescing key (hash: the task waiting for the key and the newest entry
+   * it runs, the tasks of the key running; see scripts/include/coalesce.lua), deleted when nothing of the
+   * key waits or runs. One per consumer group.
+   */
+  coalesce(key: string): string {
+    return `${this.base}:coalesce:${key}`;
+  }
+
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
     return `${this.root}:result:${taskId}`;

@@ -121,6 +121,7 @@ export interface TaskCommands {
     ...keysAndArgs: [...SettleKeys, token: string, delayMs: number, index: string, entry: string]
   ): Promise<number>;
   startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
+  startCoalesced(base: string, workerId: string, ...tasks: string[]): Promise<(0 | 1 | 2 | string)[]>;
   revokeTask(
     base: string,
     root: string,

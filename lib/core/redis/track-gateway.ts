@@ -7,6 +7,9 @@ export interface RevokeAnswer {
   readonly state: string;
 }
 
+/** What startCoalesced answers for one task (see its header). */
+export type CoalescedStart = 'run' | 'replaced' | 'lost' | { readonly entry: string };
+
 /**
  * The scripts that act on one task by id, one method each (like ScriptGateway for the queues): startTasks
  * (the step between a claim and a tracked task's handler), revokeTask (cancel by id), reportProgress, and
@@ -28,6 +31,24 @@ export class TrackGateway {
     for (const task of tasks) fields.push(task.token, task.id, task.attempt);
     const results = await this.redis.startTasks(keys.base, keys.root, workerId, ...fields);
     return results.map((result) => (result === 1 ? 'run' : result === 2 ? 'cancelled' : 'lost'));
+  }
+
+  /**
+   * startCoalesced: before tasks with a coalescing key run, each takes its key's newest entry: per task
+   * 'run' (as claimed), the entry to run instead (the newest, under the same token), 'replaced' (an older
+   * payload than its key's newest: it left the worker, do not run it) or 'lost' (no longer held).
+   */
+  async startCoalesced(
+    keys: QueueKeys,
+    workerId: string,
+    tasks: readonly { token: string; id: string }[],
+  ): Promise<CoalescedStart[]> {
+    const fields: string[] = [];
+    for (const task of tasks) fields.push(task.token, task.id);
+    const results = await this.redis.startCoalesced(keys.base, workerId, ...fields);
+    return results.map((result) =>
+      typeof result === 'string' ? { entry: result } : result === 1 ? 'run' : result === 2 ? 'replaced' : 'lost',
+    );
   }
 
   /** revokeTask: cancels a tracked task wherever it is (see the script's header for the answers). */

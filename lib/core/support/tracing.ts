@@ -32,7 +32,7 @@ export interface ConsumerTrace {
   /** Runs `fn` with the span active, so the handler's own spans are its children. */
   within<T>(fn: () => T): T;
   event(
-    name: 'retry scheduled' | 'dead-lettered' | 'lease lost' | 'cancelled',
+    name: 'retry scheduled' | 'dead-lettered' | 'lease lost' | 'cancelled' | 'replaced',
     attributes?: Record<string, string | number>,
   ): void;
   /** The run failed: its exception recorded and the span's status set to error. */

@@ -10,7 +10,8 @@ import {
 import type { QueueKeys, TrackedKeys } from '../redis/keys.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
-import type { StartBatch } from './turn-batch.js';
+import type { CoalescedStartBatch, StartBatch } from './turn-batch.js';
+import type { CoalescedStart } from '../redis/track-gateway.js';
 import type { ReplyError, ReplyMessage } from '../model/reply.js';
 
 export type { SettleOptions };
@@ -31,13 +32,16 @@ export class ClaimedTask {
     private readonly options: SettleOptions,
     /** Where a tracked task's start goes (one call per turn and shard); without it, a call of its own. */
     private readonly starts?: StartBatch,
+    /** Where a coalesced task's start goes (one call per turn and shard); without it, a call of its own. */
+    private readonly coalescedStarts?: CoalescedStartBatch,
   ) {}
 
   /**
    * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted. Resolves
-   * with the due time, or `undefined` when the task is no longer held.
+   * with the due time, `undefined` when the task is no longer held, or 'replaced' when a newer task of its
+   * coalescing key was emitted (it is not retried: it left the worker).
    */
-  async retry(delayMs: number, envelope?: TaskEnvelope): Promise<number | undefined> {
+  async retry(delayMs: number, envelope?: TaskEnvelope): Promise<number | 'replaced' | undefined> {
     const retried = await this.gateway.retry(
       this.keys,
       this.options.workerId,
@@ -45,7 +49,15 @@ export class ClaimedTask {
       delayMs,
       this.tracked(envelope),
     );
-    return retried.kind === 'scheduled' ? retried.dueAt : undefined;
+    return retried.kind === 'scheduled' ? retried.dueAt : retried.kind === 'replaced' ? 'replaced' : undefined;
+  }
+
+  /** A task with a coalescing key, before its handler starts: it takes its key's newest entry (see startCoalesced-1.lua). */
+  async startCoalesced(id: string): Promise<CoalescedStart> {
+    const item = { token: this.token, id };
+    if (this.coalescedStarts) return this.coalescedStarts.add(this.keys, this.options.workerId, item);
+    const [started] = await this.gateway.track.startCoalesced(this.keys, this.options.workerId, [item]);
+    return started;
   }
 
   /** A tracked task, before its handler starts: recorded running, or cancelled (a cancel came first), or lost. */

@@ -1,10 +1,10 @@
-import type { TaskEnvelope } from '../model/codec.js';
+import { COALESCE_MODE_CODES, type TaskEnvelope } from '../model/codec.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
-import { loseLease, type RunningTasks } from './running.js';
+import { loseLease, type RunEnded, type RunningTasks } from './running.js';
 import type { WorkerOptions } from './worker-types.js';
 
 /**
@@ -76,10 +76,12 @@ export class Lease {
         for (const token of lost) {
           const run = this.running.find(keys, token);
           if (!run) continue;
-          const cancelled = await this.cancelled(keys, run.about);
-          if (!loseLease(run, cancelled)) continue;
-          if (cancelled) {
-            this.logger.log(`task ${run.about?.id} of "${keys.queue}" was cancelled; its handler was told to stop`);
+          const ended = await this.ended(keys, run.about);
+          if (!loseLease(run, ended)) continue;
+          if (ended) {
+            this.logger.log(
+              `task ${run.about?.id} of "${keys.queue}" was ${'reason' in ended ? 'cancelled' : `superseded by task ${ended.replacedBy}`}; its handler was told to stop`,
+            );
           } else {
             this.logger.warn(
               `lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`,
@@ -94,8 +96,16 @@ export class Lease {
     }
   }
 
-  /** A tracked run whose token was revoked: cancelled (its index says so, with the reason), not recovered. */
-  private async cancelled(keys: QueueKeys, about: TaskEnvelope | undefined): Promise<{ reason: string } | undefined> {
+  /**
+   * A run whose token was revoked, not recovered: a tracked task cancelled (its index says so, with the
+   * reason), or a task of a superseding coalescing key whose key has a newer task (supersede revokes the
+   * running one; a recovery would have found the newer one too, and dropped it).
+   */
+  private async ended(keys: QueueKeys, about: TaskEnvelope | undefined): Promise<RunEnded | undefined> {
+    if (about?.coalesceMode === COALESCE_MODE_CODES.supersede && about.coalesce !== undefined) {
+      const last = await this.redis.hget(keys.coalesce(about.coalesce), 'last').catch(() => null);
+      return last === about.id ? undefined : { replacedBy: last ?? 'a newer task' };
+    }
     if (about?.track !== 1) return undefined;
     const [state, reason] = await this.redis.hmget(keys.task(about.id), 'state', 'reason').catch(() => [null, null]);
     return state === 'cancelled' ? { reason: reason ?? '' } : undefined;

@@ -115,7 +115,7 @@ export class RunFailures {
       return;
     }
     const delay = decision.delayMs;
-    let dueAt: number | undefined;
+    let dueAt: number | 'replaced' | undefined;
     await this.outcomes.settle(
       task,
       async () => {
@@ -125,7 +125,12 @@ export class RunFailures {
       envelope,
       ran,
     );
-    if (dueAt !== undefined) {
+    if (dueAt === 'replaced') {
+      this.outcomes.report('replaced', ran, { error });
+      this.logger.log(
+        `task ${envelope.id} of "${queue}" failed (${error.message}); not retried: a newer task of its coalescing key took its place`,
+      );
+    } else if (dueAt !== undefined) {
       this.outcomes.report('retried', ran, { error, retryInMs: delay });
       trace?.event('retry scheduled', { 'nestjs_redis_tasks.retry_in_ms': delay });
       if (requested?.kind === 'retry') {

@@ -1,4 +1,4 @@
-import { decodeEntry, type TaskEnvelope } from '../model/codec.js';
+import { decodeEntry, type DecodedEntry, type TaskEnvelope } from '../model/codec.js';
 import { inspectableThrown } from '../model/dead-letter.js';
 import { DeadLetterTaskError, RetryTaskError, UnserializableResultError } from '../model/errors.js';
 import { admit, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
@@ -54,12 +54,16 @@ export class TaskRunner {
   }
 
   private start(task: ClaimedTask, run: Run): Promise<void> {
-    const queue = task.keys.queue;
     // Decode: an entry we cannot read is set aside with the reason (retrying cannot fix it).
     const decoded = decodeEntry(task.raw);
     if (!decoded.ok) return this.failures.setAsideUndecodable(task, decoded);
-    const { envelope, attempts } = decoded.entry;
-    const policy = mergeRetry(this.options.patterns.retryPolicy(queue), envelope);
+    // Latest wins: a task with a coalescing key first takes its key's newest entry (or does not run).
+    if (decoded.entry.envelope.coalesce !== undefined) return this.startCoalesced(task, run, decoded.entry);
+    return this.admit(task, run, decoded.entry);
+  }
+
+  private admit(task: ClaimedTask, run: Run, { envelope, attempts }: DecodedEntry): Promise<void> {
+    const policy = mergeRetry(this.options.patterns.retryPolicy(task.keys.queue), envelope);
     // Guard: attempts used up by interrupted runs, or expired, it does not start.
     const admission = admit({
       attempts,
@@ -75,6 +79,15 @@ export class TaskRunner {
     return this.traced(task, run, envelope, attempt, policy);
   }
 
+  private async startCoalesced(task: ClaimedTask, run: Run, claimed: DecodedEntry): Promise<void> {
+    const started = await task.startCoalesced(claimed.envelope.id);
+    if (started === 'run') return this.admit(task, run, claimed);
+    if (started === 'replaced' || started === 'lost') return this.notRun(task, claimed.envelope, 0, started);
+    const newest = decodeEntry(started.entry);
+    if (!newest.ok) return this.failures.setAsideUndecodable(task, newest);
+    return this.admit(task, run, newest.entry);
+  }
+
   private async startTracked(
     task: ClaimedTask,
     run: Run,
@@ -84,11 +97,19 @@ export class TaskRunner {
   ): Promise<void> {
     const started = await task.start(envelope, attempt);
     if (started === 'run') return this.traced(task, run, envelope, attempt, policy);
+    this.notRun(task, envelope, attempt, started);
+  }
+
+  /** A task that does not run: cancelled or replaced before it started, or no longer held. */
+  private notRun(task: ClaimedTask, envelope: TaskEnvelope, attempt: number, why: 'cancelled' | 'replaced' | 'lost') {
     const ran: Ran = { queue: task.keys.queue, id: envelope.id, clientId: envelope.clientId, attempt, durationMs: 0 };
-    if (started === 'cancelled') {
-      this.outcomes.report('cancelled', ran);
-      this.logger.log(`task ${envelope.id} of "${task.keys.queue}" was cancelled before it started`);
-    } else this.outcomes.leaseLost(task, envelope, ran);
+    if (why === 'lost') return this.outcomes.leaseLost(task, envelope, ran);
+    this.outcomes.report(why, ran);
+    this.logger.log(
+      why === 'cancelled'
+        ? `task ${envelope.id} of "${task.keys.queue}" was cancelled before it started`
+        : `task ${envelope.id} of "${task.keys.queue}" was replaced by a newer task of its coalescing key before it started`,
+    );
   }
 
   /** Runs the task inside its CONSUMER span, when traced. */
@@ -144,11 +165,12 @@ export class TaskRunner {
       attempt,
       durationMs: performance.now() - startedAt,
     };
-    if (run.cancelled) {
-      this.outcomes.report('cancelled', ran);
-      run.trace?.event('cancelled');
+    if (run.cancelled || run.replacedBy !== undefined) {
+      const why = run.cancelled ? 'cancelled' : 'replaced';
+      this.outcomes.report(why, ran);
+      run.trace?.event(why);
       this.logger.log(
-        `task ${envelope.id} of "${queue}" was cancelled while it ran; its handler's outcome was discarded`,
+        `task ${envelope.id} of "${queue}" was ${run.cancelled ? 'cancelled' : `superseded by task ${run.replacedBy}`} while it ran; its handler's outcome was discarded`,
       );
       return;
     }

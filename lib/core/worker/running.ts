@@ -4,7 +4,7 @@ import type { ConsumerTrace } from '../support/tracing.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { LazyAbort } from '../support/lazy-abort.js';
-import { LeaseLostError, TaskCancelledError } from '../model/errors.js';
+import { LeaseLostError, TaskCancelledError, TaskReplacedError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 
 /** One run of a task on this worker, from its claim until it settled (or was given up). */
@@ -32,24 +32,34 @@ export interface Run {
   trace?: ConsumerTrace;
   /** Its task was cancelled (its token revoked): the heartbeat aborted it with `TaskCancelledError`. */
   cancelled?: boolean;
+  /** Its task was superseded by this newer task of its coalescing key: aborted with `TaskReplacedError`. */
+  replacedBy?: string;
   /** Progress values reported so far (each report's sequence), and the last report on its way. */
   progressSeq?: number;
   progressing?: Promise<boolean>;
 }
+
+/** Why a run's token was revoked: cancelled (with the canceller's reason), or superseded by a newer task of its key. */
+export type RunEnded = { readonly reason: string } | { readonly replacedBy: string };
 
 /**
  * The run no longer holds its task: another process recovered it (the heartbeat found its token gone, or
  * `ctx.extendLease()` did). Marks it once and tells its handler (`ctx.signal` aborts with `LeaseLostError`);
  * true the first time, false when it was known already.
  */
-export function loseLease(run: Run, cancelled?: { readonly reason: string }): boolean {
+export function loseLease(run: Run, ended?: RunEnded): boolean {
   if (run.leaseLost) return false;
   run.leaseLost = true;
-  run.cancelled = cancelled !== undefined;
   const id = run.about?.id ?? run.token;
+  if (ended && 'replacedBy' in ended) {
+    run.replacedBy = ended.replacedBy;
+    run.abort.abort(new TaskReplacedError(run.keys.queue, id, ended.replacedBy));
+    return true;
+  }
+  run.cancelled = ended !== undefined;
   run.abort.abort(
-    cancelled
-      ? new TaskCancelledError(run.keys.queue, id, cancelled.reason)
+    ended
+      ? new TaskCancelledError(run.keys.queue, id, ended.reason)
       : new LeaseLostError(run.keys.queue, id, 'its lease was lost: another process recovered the task'),
   );
   return true;

@@ -2,6 +2,7 @@ import type { QueueKeys } from '../redis/keys.js';
 import { perConnection } from '../redis/per-connection.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { AckItem } from '../model/prepared-task.js';
+import type { CoalescedStart } from '../redis/track-gateway.js';
 
 /** One item waiting for its call, and its caller. */
 interface Pending<TItem, TAnswer> {
@@ -78,6 +79,9 @@ export interface StartItem {
 /** Starts of tracked tasks: 'run', 'cancelled' (a cancel came first: do not run it) or 'lost'. */
 export type StartBatch = TurnBatch<StartItem, 'run' | 'cancelled' | 'lost'>;
 
+/** Starts of tasks with a coalescing key (see startCoalesced-1.lua). */
+export type CoalescedStartBatch = TurnBatch<{ readonly token: string; readonly id: string }, CoalescedStart>;
+
 /** The acknowledgement batch of a connection (shared by every worker using it). */
 export const ackBatchOf = perConnection(
   (redis): AckBatch => new TurnBatch((keys, workerId, acks) => gatewayOf(redis).acknowledge(keys, workerId, acks)),
@@ -86,4 +90,10 @@ export const ackBatchOf = perConnection(
 /** The tracked-start batch of a connection (shared by every worker using it). */
 export const startBatchOf = perConnection(
   (redis): StartBatch => new TurnBatch((keys, workerId, tasks) => gatewayOf(redis).track.start(keys, workerId, tasks)),
+);
+
+/** The coalesced-start batch of a connection (shared by every worker using it). */
+export const coalescedStartBatchOf = perConnection(
+  (redis): CoalescedStartBatch =>
+    new TurnBatch((keys, workerId, tasks) => gatewayOf(redis).track.startCoalesced(keys, workerId, tasks)),
 );

@@ -1,6 +1,12 @@
 import type { ScriptGateway } from '../redis/gateway.js';
 import type { TaskStore } from '../redis/store.js';
-import { ackBatchOf, startBatchOf, type StartBatch } from './turn-batch.js';
+import {
+  ackBatchOf,
+  coalescedStartBatchOf,
+  startBatchOf,
+  type CoalescedStartBatch,
+  type StartBatch,
+} from './turn-batch.js';
 import { Completer } from './completer.js';
 import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
@@ -56,6 +62,8 @@ export class TaskWorker {
   private readonly layouts: QueueLayouts;
   /** This turn's starts of tracked tasks, one call per shard. */
   private readonly starts: StartBatch;
+  /** This turn's starts of tasks with a coalescing key, one call per shard. */
+  private readonly coalescedStarts: CoalescedStartBatch;
 
   constructor(
     store: TaskStore,
@@ -71,6 +79,7 @@ export class TaskWorker {
     this.gateway = store.gateway;
     this.completer = new Completer(ackBatchOf(redis), options);
     this.starts = startBatchOf(redis);
+    this.coalescedStarts = coalescedStartBatchOf(redis);
     const watch = watchOf(redis);
     const downSince = () => watch.downSince;
     this.downSince = downSince;
@@ -170,7 +179,9 @@ export class TaskWorker {
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
           onClaimed: (token, entry) =>
-            this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts)),
+            this.dispatch(
+              new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts, this.coalescedStarts),
+            ),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
           giveBack: (pairs) => void this.givingBack.unstarted(keys, pairs),

@@ -4,9 +4,10 @@
 --   send() task, its reply is stored and published. The acknowledgements of one worker and queue shard
 --   that come in one event-loop turn share this call (the plain ones ride on the claim call instead).
 --   Never fails after its first write: the keys it writes have their types checked first.
--- Includes: guard, ackHeld, finishTask, releaseClientSlot, track
+-- Includes: guard, ackHeld, finishTask, releaseClientSlot, track, pushTask, coalesce
 -- Builds keys: a task's result key `<root>:result:<id>` and deduplication key `<root>:dedup:<key>` are
---   named from the root in KEYS[7] (as `QueueKeys` spells them; tests read them back through it); all
+--   named from the root in KEYS[7], a coalescing key's record `<base>:coalesce:<key>` (and the keys a
+--   parked task goes to) from the base of the ring in KEYS[5] (as `QueueKeys` spells them; tests read them back through it); all
 --   share the root's hash tag, hence its Cluster slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -25,7 +26,9 @@
 --   released (releaseClientSlot) where a cap is in use. Then HDEL of the acknowledged tokens from the
 --   processing hash (removeSettled: in slices), and HINCRBY counters completed by their number. A tracked
 --   task's index (while it exists, and is a hash: another type is left alone) becomes `completed`, with
---   its reply as `result`.
+--   its reply as `result`. A task with a coalescing key leaves its key's record (`<base>:coalesce:<key>`,
+--   the base named from the ring's key; see include/coalesce.lua): a parked task of the key may go to
+--   its client's list, an empty record is deleted.
 -- Checked before the first write: nothing below can fail once a task starts to leave. Only where a
 -- per-client cap is in use (its counted hash exists): otherwise no token is in counted, so no slot is
 -- released (one EXISTS instead of four TYPEs and an HGET per task).
@@ -70,6 +73,12 @@ for t = 1, #tokens do
     local index = trackedIndex(nil, ARGV[a + 6])
     if index then
       trackState(ARGV[a + 6], index, 'completed', '', nil, 'result', ARGV[a + 4])
+    end
+    local c = coalesceOf(held[t])
+    if c then
+      local base = coalesceBase(KEYS[5])
+      local record = coalesceKey(base, c.key)
+      coalesceLeft(base, record, coalesceRead(base .. ':faults', record), token)
     end
     settled[#settled + 1] = token
     results[t] = 1

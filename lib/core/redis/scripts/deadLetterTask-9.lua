@@ -4,7 +4,9 @@
 --   free its deduplication key.
 --   The record is written before the task leaves the processing hash, and the keys written are
 --   type-checked first, so a failure at any step leaves the task held, never gone.
--- Includes: guard, finishTask, releaseClientSlot, track
+-- Includes: guard, finishTask, releaseClientSlot, track, pushTask, coalesce
+-- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
+--   the base of the ring in KEYS[8] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: dead letters (list of JSON records, newest first)
 -- KEYS[3]: result key of the task (string; written only for a send() task)
@@ -23,10 +25,12 @@
 -- Side effects: HINCRBY counters deadLettered (and failed, for a record whose handler ran and failed: reasons "failed" and "timeout"); HDEL from the processing hash, the client's cap slot released (releaseClientSlot), LPUSH + LTRIM on the dead letters (the oldest beyond
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
 --   PX on the result key and PUBLISH; a tracked task's index (while it exists, and is a hash) becomes
---   `dead` with the record's reason, detail and error.
+--   `dead` with the record's reason, detail and error. A task with a coalescing key leaves its key's record
+--   (see include/coalesce.lua).
 -- Checked before the first write; the record is stored before the task leaves the processing hash, so
 -- a failure at any step leaves the task held (it settles again), never gone.
-if checkedCall('hash', 'HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
+if not entry then
   return 0
 end
 expectTypes(KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set', KEYS[8], 'list')
@@ -36,6 +40,12 @@ finishTask(KEYS[4], ARGV[4], KEYS[3], ARGV[7], ARGV[8], ARGV[9])
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[1], false)
 countOutcome(KEYS[9], 'deadLettered', 1)
+local c = coalesceOf(entry)
+if c then
+  local base = coalesceBase(KEYS[8])
+  local record = coalesceKey(base, c.key)
+  coalesceLeft(base, record, coalesceRead(base .. ':faults', record), ARGV[1])
+end
 local decoded, record = pcall(cjson.decode, ARGV[2])
 if decoded and type(record) == 'table' and (record.reason == 'failed' or record.reason == 'timeout') then
   countOutcome(KEYS[9], 'failed', 1)

@@ -16,7 +16,7 @@
 --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
 --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
 --   ring entries, a priority set to quarantine) and goes on from that task.
--- Includes: guard, pushTask
+-- Includes: guard, pushTask, releaseClientSlot, coalesce
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
 --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -35,17 +35,24 @@
 --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
 --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id;
 --   or 11 fields (a tracked task): ' ' (client ids have no spaces), the same 7, then how long its index is
---   kept once it ended (ms), while it waits or runs (ms), and a send() caller's reply channel ('' = none)
+--   kept once it ended (ms), while it waits or runs (ms), and a send() caller's reply channel ('' = none);
+--   or 11 fields (a task with a coalescing key): '}' (client ids have no braces), client id, encoded entry,
+--   priority, delay in ms (a debounce's delay), the coalescing key, task id, mode (r replace, d debounce,
+--   k keep-last, s supersede), a debounce's longest wait in ms, a send() caller's reply channel ('' =
+--   none), how long a reply is kept (ms); see include/coalesce.lua
 -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
 --   held by the task's own id), or the id of the live task that holds its deduplication key (the task
---   was refused as a duplicate); -1 (mode '3' only) when no answer is on record
+--   was refused as a duplicate), or for a coalesced task '\1' and the id of the waiting task it replaced,
+--   or '\2' and the id of the running task it superseded; -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
 --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
 --   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL, and
---   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL).
+--   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL). A coalesced task writes its key's
+--   record, `<base>:coalesce:<key>` per group (see include/coalesce.lua), and may replace the entry a
+--   waiting task runs, or revoke a running task (HDEL from its worker's processing hash).
 local root = KEYS[1]
 local count = #ARGV
 -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
@@ -108,8 +115,8 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
   local pending = root .. ':pending:'
   while a <= count do
     local client = ARGV[a]
-    if client == '' or client == ' ' then
-      break -- a task with options, or tracked
+    if client == '' or client == ' ' or client == '}' then
+      break -- a task with options, tracked, or coalesced
     end
     local size = redis.pcall('RPUSH', pending .. client, ARGV[a + 1])
     if type(size) ~= 'number' then
@@ -186,7 +193,12 @@ local earliestByBase = {}
 while a <= count do
   local client, entry, priority, delay, dedup, ttl, id
   local track = nil
-  if ARGV[a] == '' or ARGV[a] == ' ' then
+  local coalesce = nil
+  if ARGV[a] == '}' then
+    client, entry, priority, delay, dedup, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), '', ARGV[a + 6]
+    coalesce = { key = ARGV[a + 5], mode = ARGV[a + 7], maxWait = tonumber(ARGV[a + 8]) or 0, reply = ARGV[a + 9], ttl = ARGV[a + 10] }
+    a = a + 11
+  elseif ARGV[a] == '' or ARGV[a] == ' ' then
     client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
     if ARGV[a] == ' ' then
       track = { keep = ARGV[a + 8], live = ARGV[a + 9], reply = ARGV[a + 10] }
@@ -215,7 +227,21 @@ while a <= count do
       end
     end
   end
-  if holder then
+  if coalesce then
+    if not now then
+      local time = redis.call('TIME')
+      now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    end
+    for i, k in ipairs(keysOf) do
+      local answer, due = coalesceEmit(k.base, root, coalesce, client, entry, priority, delay, id, now)
+      if i == 1 then
+        results[n] = answer
+      end
+      if due and (not earliestByBase[i] or due < earliestByBase[i]) then
+        earliestByBase[i] = due
+      end
+    end
+  elseif holder then
     results[n] = holder -- 0: this task, written before; else the live task that holds the key
   else
     results[n] = 0

@@ -11,7 +11,8 @@
 -- Returns: the Redis time (ms), then per consumer group (the default one, or those registered) an array:
 --   group, pending count, clients waiting (on the ring, throttled, parked), delayed, dead letters, paused
 --   (0/1), workers, workers alive, tasks in flight, oldest sampled enqueue time (ms, or -1), clients
---   sampled, completed, failed, retried, dead-lettered, the history hash as field/value pairs, cancelled
+--   sampled, completed, failed, retried, dead-lettered, the history hash as field/value pairs, cancelled,
+--   replaced
 -- Side effects: none (reads only; a key of another type reads as empty).
 local root = KEYS[1]
 local sample = tonumber(ARGV[1]) or 50
@@ -73,13 +74,13 @@ for _, group in ipairs(groups) do
     end
     inFlight = inFlight + count('HLEN', base .. ':processing:' .. workers[i])
   end
-  local counters = read('HMGET', base .. ':counters', 'completed', 'failed', 'retried', 'deadLettered', 'cancelled') or {}
+  local counters = read('HMGET', base .. ':counters', 'completed', 'failed', 'retried', 'deadLettered', 'cancelled', 'replaced') or {}
   local waiting = count('LLEN', base .. ':ring') + count('ZCARD', base .. ':throttled') + count('SCARD', base .. ':parked')
   result[#result + 1] = {
     group, math.max(0, tonumber(read('GET', base .. ':pending-count')) or 0), waiting, count('ZCARD', base .. ':delayed'),
     count('LLEN', base .. ':dead'), redis.call('EXISTS', base .. ':paused'), #workers / 2, alive, inFlight, oldest, #clients,
     tonumber(counters[1]) or 0, tonumber(counters[2]) or 0, tonumber(counters[3]) or 0, tonumber(counters[4]) or 0,
-    read('HGETALL', base .. ':history') or {}, tonumber(counters[5]) or 0,
+    read('HGETALL', base .. ':history') or {}, tonumber(counters[5]) or 0, tonumber(counters[6]) or 0,
   }
 end
 return result

@@ -7,7 +7,9 @@
 --   before ARGV[3], so a worker that renewed its lease since the reaper found it expired keeps its tasks.
 --   Each task is pushed before it leaves the processing hash, and the keys written are type-checked
 --   (or, a client's own, healed) first, so a failure at any step never loses a task.
--- Includes: guard, pushTask, releaseClientSlot, finishTask, track
+-- Includes: guard, pushTask, releaseClientSlot, finishTask, track, coalesce
+-- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
+--   the base of the ring in KEYS[2] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
@@ -26,13 +28,16 @@
 --   its client's priority set, client id, priority, its index key and entry key (`<base>:task:<id>`,
 --   `<base>:task-entry:<id>`; see include/track.lua) when tracked, else ''; pass tokens newest first so that pushes at the head
 --   restore the original order
--- Returns: integer, the number of tasks requeued (-1 when the worker renewed its lease: nothing moved)
+-- Returns: integer, the number of tasks requeued or dropped as replaced (-1 when the worker renewed its
+--   lease: nothing moved)
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
 --   of prioritized; INCR of the pending count), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
 --   the ring's head; the client's cap slot released (releaseClientSlot); a tracked task's index (while it
 --   exists, and is a hash) becomes `pending`, its entry key holding the entry as returned (a cancel asked meanwhile stays
---   on it: startTasks applies it before the task runs again).
+--   on it: startTasks applies it before the task runs again). A task with a coalescing key goes back only
+--   while no newer task of its key was emitted (then it becomes its key's waiting task); else it leaves
+--   the worker without running again, counted `replaced` (see include/coalesce.lua).
 local countAttempt = ARGV[1] == '1'
 -- Checked before the first write; each task is pushed before it leaves the processing hash.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set')
@@ -54,13 +59,35 @@ for i = 4, #ARGV, 7 do
         returned = tostring(tonumber(attempts) + 1) .. '|' .. rest
       end
     end
-    pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], returned,
-      tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
-    redis.call('HDEL', KEYS[1], token)
-    releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
-    local index = trackedIndex(nil, ARGV[i + 5])
-    if index then
-      trackState(ARGV[i + 5], index, 'pending', ARGV[i + 6], returned)
+    local c = coalesceOf(entry)
+    local base, record, fields, again = nil, nil, nil, nil
+    if c then
+      base = coalesceBase(KEYS[2])
+      record = coalesceKey(base, c.key)
+      fields = coalesceRead(KEYS[8], record)
+      again = coalesceAgain(fields, c.id)
+    end
+    if again == 'drop' then
+      coalesceDrop(base, KEYS[1], record, fields, c, token)
+    else
+      pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], returned,
+        tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
+      redis.call('HDEL', KEYS[1], token)
+      releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
+      local index = trackedIndex(nil, ARGV[i + 5])
+      if index then
+        trackState(ARGV[i + 5], index, 'pending', ARGV[i + 6], returned)
+      end
+      if c then
+        -- It waits again, as its key's slot (it was, or it is the newest of its key).
+        redis.call('HSET', record, 'id', c.id, 'entry', returned, 'where', 'q', 'client', c.client, 'priority', c.priority)
+        if again == 'new' then
+          redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'latest', returned, 'last', c.id,
+            'reply', c.reply)
+        end
+        fields.id = c.id
+        coalesceLeft(base, record, fields, token)
+      end
     end
     requeued = requeued + 1
   end

@@ -4,7 +4,9 @@
 --   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
 --   The delayed entry is written before the task leaves the processing hash, and the keys written are
 --   type-checked first, so a failure at any step leaves the task held, never gone.
--- Includes: guard, releaseClientSlot, finishTask, track
+-- Includes: guard, releaseClientSlot, finishTask, track, pushTask, coalesce
+-- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
+--   the base of the ring in KEYS[6] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -15,11 +17,14 @@
 -- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds; ARGV[3], ARGV[4] (optional): the task's
 --   index key and entry key (`<base>:task:<id>`, `<base>:task-entry:<id>`; see include/track.lua) when tracked
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
---   nothing is changed)
+--   nothing is changed); -1 when a task with a coalescing key is not retried because a newer task of its
+--   key was emitted (it waits or ran: the older payload never runs after it): it left the worker, counted
+--   `failed` and `replaced`, its send() caller told
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
 --   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
 --   and retried; a tracked task's index (while it exists, and is a hash) becomes `delayed` (why `retry`)
---   with its due time, and its entry key holds the new entry.
+--   with its due time, and its entry key holds the new entry. A task with a coalescing key retried becomes
+--   its key's waiting task (see include/coalesce.lua).
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
@@ -30,6 +35,18 @@ local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
 if attempts then
   entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
 end
+local c = coalesceOf(entry)
+local base, record, fields = nil, nil, nil
+if c then
+  base = coalesceBase(KEYS[6])
+  record = coalesceKey(base, c.key)
+  fields = coalesceRead(base .. ':faults', record)
+  if coalesceAgain(fields, c.id) == 'drop' then
+    countOutcome(KEYS[7], 'failed', 1)
+    coalesceDrop(base, KEYS[1], record, fields, c, ARGV[1])
+    return -1
+  end
+end
 local now = redis.call('TIME')
 local due = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + (tonumber(ARGV[2]) or 0)
 redis.call('ZADD', KEYS[2], due, entry)
@@ -37,6 +54,12 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
+if c then
+  redis.call('HSET', record, 'id', c.id, 'entry', entry, 'where', 'd', 'client', c.client, 'priority', c.priority,
+    'first', due, 'latest', entry, 'last', c.id, 'reply', c.reply)
+  fields.id = c.id
+  coalesceLeft(base, record, fields, ARGV[1])
+end
 local index = trackedIndex(nil, ARGV[3] or '')
 if index then
   trackState(ARGV[3], index, 'delayed', ARGV[4] or '', entry, 'due', due, 'why', 'retry')

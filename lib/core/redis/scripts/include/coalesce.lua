@@ -1,0 +1,192 @@
+-- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce" (after guard,
+-- pushTask and releaseClientSlot). Latest wins: tasks emitted with a coalescing key share one record per
+-- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
+--   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
+--   root      the shard's key root (its result keys, for the send() callers told they were replaced)
+--   id        the task that waits for the key (the "slot"), absent when none waits; it holds its place in
+--             line: its entry lies in its client's list or priority set (where q), the delayed set (where
+--             d), or nowhere yet (where p, "parked": keep-last, while another task of the key runs)
+--   entry     the slot's entry as it lies there; client, priority: where a parked slot goes; first: when
+--             the slot was placed (a debounce never waits past first + maxWait)
+--   latest    the entry the slot runs (the last emit's: an emit while a slot waits replaces it here, so
+--             the slot keeps its place and runs the newest payload); last: its task id; reply, ttl: its
+--             send() caller's channel ('' none) and how long a reply is kept (ms)
+--   r:<token> one per running task of the key: `<worker>\n<task id>\n<reply channel>\n<ttl>`
+-- Every step that moves a task of the key updates the record in the same script call: the emit
+-- (enqueueTasks), the start (startCoalesced: the slot takes the latest entry, becomes a runner), and each
+-- settle (ackTasks, retryTask, deadLetterTask, requeueTasks: the runner leaves; a retried or returned
+-- task waits again only while no newer task of the key was emitted, so an older payload never runs
+-- after a newer one). The record is deleted when nothing waits and nothing runs.
+-- coalesceOf(entry)
+--   For a coalesced entry (`<attempts>|{"v":2,...`: the prefix alone tells, so plain entries cost one
+--   string match), { key, mode, id, reply, client, priority }; else nil.
+-- coalesceKey(base, key): the record's key name; coalesceBase(ring): the base of a ring key (`<base>:ring`),
+--   for the settle scripts, which are given their keys one by one.
+-- coalesceRead(faults, record): its fields as a table ({} when absent; another type quarantined).
+-- coalesceRunning(fields): how many tasks of the key run.
+-- coalesceTell(root, channel, id, by, ttl)
+--   A send() caller (channel) of task `id` hears that task `by` replaced it: a TaskReplacedError
+--   record, stored under its result key for ttl ms and published.
+-- coalesceAgain(fields, id): may task `id`, retried or returned to its queue, wait again? 'slot' (it is
+--   the slot itself), 'new' (it is the newest of its key: it becomes the slot), 'drop' (a newer one waits
+--   or ran).
+-- coalesceLeft(base, record, fields, token)
+--   A task of the key left the worker that ran it (`token`; '' none): its runner field goes; a parked
+--   slot with no runner left is placed in its client's list; a record with nothing waiting and nothing
+--   running is deleted.
+-- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
+--   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
+--   running task of the key (its token leaves its worker's processing hash, so its heartbeat finds it
+--   gone and its late settle is refused; counted `replaced`, its send() caller told). Then, while a slot waits, the emit
+--   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
+--   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
+--   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
+--   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
+--   superseded) and the due time of the delayed set it wrote (or nil).
+-- coalesceDrop(base, processing, record, fields, c, token)
+--   The task held under `token` in the processing hash is older than its key's newest: it leaves the worker without running
+--   again (its cap slot released, counted `replaced`, its send() caller told), then coalesceLeft.
+local COALESCE_SLOT = { 'id', 'entry', 'where', 'client', 'priority', 'first', 'latest', 'reply' }
+
+local function coalesceOf(entry)
+  if not string.find(entry, '^%d+|{"v":2,') then
+    return nil
+  end
+  local ok, envelope = pcall(cjson.decode, string.sub(entry, string.find(entry, '|', 1, true) + 1))
+  if not ok or type(envelope) ~= 'table' or type(envelope.coalesce) ~= 'string' or type(envelope.id) ~= 'string' then
+    return nil
+  end
+  return { key = envelope.coalesce, mode = envelope.coalesceMode, id = envelope.id,
+    reply = type(envelope.replyTo) == 'string' and envelope.replyTo or '',
+    client = type(envelope.clientId) == 'string' and envelope.clientId or '',
+    priority = tonumber(envelope.priority) or 0 }
+end
+
+local function coalesceKey(base, key)
+  return base .. ':coalesce:' .. key
+end
+
+local function coalesceBase(ring)
+  return string.sub(ring, 1, -6)
+end
+
+local function coalesceRead(faults, record)
+  local flat = redis.pcall('HGETALL', record)
+  if flat.err then
+    quarantineKey(faults, record, 'hash')
+    return {}
+  end
+  local fields = {}
+  for i = 1, #flat, 2 do
+    fields[flat[i]] = flat[i + 1]
+  end
+  return fields
+end
+
+local function coalesceRunning(fields)
+  local n = 0
+  for field in pairs(fields) do
+    if string.sub(field, 1, 2) == 'r:' then
+      n = n + 1
+    end
+  end
+  return n
+end
+
+local function coalesceTell(root, channel, id, by, ttl)
+  if not channel or channel == '' or not id or not root then
+    return
+  end
+  local message = cjson.encode({ id = id, err = { name = 'TaskReplacedError', code = 'TASK_REPLACED',
+    message = 'the task was replaced by task ' .. (by or '?'), taskId = id, replacedBy = by or '', attempt = 0,
+    reason = 'replaced', detail = by or '' } })
+  redis.call('SET', root .. ':result:' .. id, message, 'PX', tonumber(ttl) or 3600000)
+  redis.call('PUBLISH', channel, message)
+end
+
+local function coalesceAgain(fields, id)
+  if fields.id == id then
+    return 'slot'
+  end
+  if fields.id or (fields.last and fields.last ~= id) then
+    return 'drop'
+  end
+  return 'new'
+end
+
+local function coalesceLeft(base, record, fields, token)
+  if token ~= '' and fields['r:' .. token] then
+    redis.call('HDEL', record, 'r:' .. token)
+    fields['r:' .. token] = nil
+  end
+  local running = coalesceRunning(fields)
+  if fields.where == 'p' and running == 0 and fields.client and fields.entry then
+    pushTask(base .. ':pending:' .. fields.client, base .. ':priority:' .. fields.client, base .. ':ring',
+      base .. ':sequence', base .. ':prioritized', fields.client, fields.entry, tonumber(fields.priority) or 0, false,
+      base .. ':faults', base .. ':pending-count')
+    redis.call('HSET', record, 'where', 'q')
+    fields.where = 'q'
+  end
+  if not fields.id and running == 0 and next(fields) ~= nil then
+    redis.call('DEL', record)
+  end
+end
+
+local function coalesceDrop(base, processing, record, fields, c, token)
+  redis.call('HDEL', processing, token)
+  releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
+  countOutcome(base .. ':counters', 'replaced', 1)
+  coalesceTell(fields.root, c.reply, c.id, fields.last, fields.ttl)
+  coalesceLeft(base, record, fields, token)
+end
+
+local function coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
+  local record = coalesceKey(base, c.key)
+  local faults = base .. ':faults'
+  local fields = coalesceRead(faults, record)
+  local answer, due = 0, nil
+  if c.mode == 's' then
+    for field, value in pairs(fields) do
+      if string.sub(field, 1, 2) == 'r:' then
+        local token = string.sub(field, 3)
+        local worker, ran, reply, ttl = string.match(value, '^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)$')
+        redis.call('HDEL', record, field)
+        fields[field] = nil
+        if worker and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
+          releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
+          countOutcome(base .. ':counters', 'replaced', 1)
+          coalesceTell(root, reply, ran, id, ttl)
+          answer = '\2' .. ran
+        end
+      end
+    end
+  end
+  if fields.id then
+    local replaced = fields.last or fields.id
+    coalesceTell(root, fields.reply, replaced, id, fields.ttl)
+    redis.call('HSET', record, 'mode', c.mode, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+    if c.mode == 'd' and fields.where == 'd' then
+      local at = redis.pcall('ZSCORE', base .. ':delayed', fields.entry)
+      if type(at) == 'string' then
+        due = math.min(now + delay, (tonumber(fields.first) or now) + c.maxWait)
+        redis.call('ZADD', base .. ':delayed', due, fields.entry)
+      end
+    end
+    countOutcome(base .. ':counters', 'replaced', 1)
+    return '\1' .. replaced, due
+  end
+  local where = 'q'
+  if c.mode == 'k' and coalesceRunning(fields) > 0 then
+    where = 'p'
+  elseif delay > 0 then
+    due = now + delay
+    healingCall(faults, 'zset', 'ZADD', base .. ':delayed', due, entry)
+    where = 'd'
+  else
+    pushTask(base .. ':pending:' .. client, base .. ':priority:' .. client, base .. ':ring', base .. ':sequence',
+      base .. ':prioritized', client, entry, priority, false, faults, base .. ':pending-count')
+  end
+  redis.call('HSET', record, 'mode', c.mode, 'root', root, 'id', id, 'entry', entry, 'where', where, 'client', client,
+    'priority', priority, 'first', now, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+  return answer, due
+end
