@@ -94,6 +94,6 @@ export const COALESCE_INTRO = [
   '## What coalescing costs',
   '',
   `nestjs-redis-tasks alone: ${EMITS.toLocaleString('en-US')} emits (emitBatch of ${BATCH.toLocaleString('en-US')}) each plain, each with a coalescing key of`,
-  'its own (every emit makes its key\'s record), or 100 emits per key (99 of each 100 replace the waiting task in place:',
+  "its own (every emit makes its key's record), or 100 emits per key (99 of each 100 replace the waiting task in place:",
   "one run per key), then drained by one worker of concurrency 16; rounds taking turns. Redis commands count Lua's own.",
 ];

@@ -80,7 +80,7 @@ for i = 4, #ARGV, 7 do
       end
       if c then
         -- It waits again, as its key's slot (it was, or it is the newest of its key).
-        redis.call('HSET', record, 'id', c.id, 'entry', returned, 'where', 'q', 'client', c.client, 'priority', c.priority)
+        redis.call('HSET', record, 'id', c.id, 'entry', returned, 'where', 'q')
         if again == 'new' then
           redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'latest', returned, 'last', c.id,
             'reply', c.reply)

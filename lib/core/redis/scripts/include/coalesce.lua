@@ -19,7 +19,8 @@
 -- after a newer one). The record is deleted when nothing waits and nothing runs.
 -- coalesceOf(entry)
 --   For a coalesced entry (`<attempts>|{"v":2,...`: the prefix alone tells, so plain entries cost one
---   string match), { key, mode, id, reply, client, priority }; else nil.
+--   string match), { key, mode, id, reply }; else nil. Read by string matches in the producer's field
+--   order; an entry written otherwise (another producer, escapes in its strings) is decoded.
 -- coalesceKey(base, key): the record's key name; coalesceBase(ring): the base of a ring key (`<base>:ring`),
 --   for the settle scripts, which are given their keys one by one.
 -- coalesceRead(faults, record): its fields as a table ({} when absent; another type quarantined).
@@ -52,14 +53,22 @@ local function coalesceOf(entry)
   if not string.find(entry, '^%d+|{"v":2,') then
     return nil
   end
+  -- The producer's own order (codec.ts encodeNewEntry), read without decoding the payload; any escape in
+  -- these strings, or another order, takes the decoder.
+  local key, mode, id, at = string.match(entry,
+    '^%d+|{"v":2,"coalesce":"([^"\\]*)","coalesceMode":"(%a)","id":"([^"\\]*)","clientId":"[^"\\]*","enqueuedAt":[^,]*()')
+  if key then
+    local reply = string.match(entry, '^,"replyTo":"([^"\\]*)"', at)
+    if reply or string.sub(entry, at, at + 10) ~= ',"replyTo":' then
+      return { key = key, mode = mode, id = id, reply = reply or '' }
+    end
+  end
   local ok, envelope = pcall(cjson.decode, string.sub(entry, string.find(entry, '|', 1, true) + 1))
   if not ok or type(envelope) ~= 'table' or type(envelope.coalesce) ~= 'string' or type(envelope.id) ~= 'string' then
     return nil
   end
   return { key = envelope.coalesce, mode = envelope.coalesceMode, id = envelope.id,
-    reply = type(envelope.replyTo) == 'string' and envelope.replyTo or '',
-    client = type(envelope.clientId) == 'string' and envelope.clientId or '',
-    priority = tonumber(envelope.priority) or 0 }
+    reply = type(envelope.replyTo) == 'string' and envelope.replyTo or '' }
 end
 
 local function coalesceKey(base, key)
