@@ -369,8 +369,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- task waits again only while no newer task of the key was emitted, so an older payload never runs
   -- after a newer one). The record is deleted when nothing waits and nothing runs.
   -- coalesceOf(entry)
-  --   For a coalesced entry (`<attempts>|{"v":2,...`: the prefix alone tells, so plain entries cost one
-  --   string match), { key, mode, id, reply }; else nil. Read by string matches in the producer's field
+  --   For a coalesced entry (`<attempts>|{"v":2,"coalesce":...`: the prefix alone tells, so other entries
+  --   cost one string match), { key, mode, id, reply }; else nil. Read by string matches in the producer's field
   --   order; an entry written otherwise (another producer, escapes in its strings) is decoded.
   -- coalesceKey(base, key): the record's key name; coalesceBase(ring): the base of a ring key (`<base>:ring`),
   --   for the settle scripts, which are given their keys one by one.
@@ -401,7 +401,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   local COALESCE_SLOT = { 'id', 'entry', 'where', 'client', 'priority', 'first', 'latest', 'reply' }
 
   local function coalesceOf(entry)
-    if not string.find(entry, '^%d+|{"v":2,') then
+    if not string.find(entry, '^%d+|{"v":2,"coalesce":') then
       return nil
     end
     -- The producer's own order (codec.ts encodeNewEntry), read without decoding the payload; any escape in

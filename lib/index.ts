@@ -1,5 +1,6 @@
 export { RedisTaskTransport } from './nest/redis-task.transport.js';
 export { RedisTaskClient } from './nest/redis-task.client.js';
+export { RedisTaskBatch } from './nest/redis-task-batch.js';
 /** What `emit` and `emitBatch` report per task: its id, and whether it was refused as a duplicate. */
 export type { EnqueueReceipt, EnqueueReceipt as RedisTaskReceipt } from './core/producer/producer.js';
 export type { TaskOptions } from './core/producer/task-items.js';
@@ -42,6 +43,7 @@ export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js
 export type { TaskProgressEvent } from './core/worker/worker-types.js';
 export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
 export type { CoalesceMode, CoalesceOptions } from './core/model/coalesce.js';
+export type { BatchCallback, BatchOptions, BatchStatus, BatchSummary } from './core/model/batch.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
@@ -96,6 +98,7 @@ export {
   QueueKeys,
   QueueLayout,
   type ScheduleKeys,
+  type BatchKeys,
   type TrackedKeys,
 } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';

@@ -258,3 +258,14 @@ export function recordItem(
     replyTo: send?.replyTo,
   };
 }
+
+/** The item of a payload or record (`clientId`: the client's default); a send() task's with its id and reply channel. */
+export function taskItem(
+  data: unknown,
+  clientId: string,
+  now = Date.now(),
+  send?: { readonly id: string; readonly replyTo: string },
+): EnqueueItem {
+  if (data instanceof RedisTaskRecord) return recordItem(data, clientId, now, send);
+  return send ? { payload: data, clientId, id: send.id, replyTo: send.replyTo } : { payload: data, clientId };
+}

@@ -12,6 +12,7 @@ import {
   type WorkerInfo,
 } from '../core/admin/admin.js';
 import type { ScheduleSpec } from '../core/model/schedule.js';
+import type { BatchStatus } from '../core/model/batch.js';
 import type { CancelResult, TaskStatus } from '../core/model/task-status.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
@@ -58,6 +59,15 @@ export class RedisTaskAdmin {
    */
   async getTask(pattern: string, id: string): Promise<TaskStatus> {
     return this.call((admin) => admin.getTask(pattern, id));
+  }
+
+  /**
+   * A batch by id: its state (open, sealed, cancelled, unknown), its tasks' counts (total, pending,
+   * succeeded, failed: ended in dead letters, cancelled) and its callback's (waiting, fired, enqueued, with
+   * the callback task ids). Counts follow the tasks' settles within a reaper's sweep.
+   */
+  async getBatch(id: string): Promise<BatchStatus> {
+    return this.call((admin) => admin.getBatch(id));
   }
 
   /**

@@ -13,13 +13,13 @@ import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
-import { recordItem, RedisTaskRecord } from './redis-task-record.builder.js';
-import { TaskAdmin } from '../core/admin/admin.js';
-import { scrubbing } from '../core/support/redact.js';
-import { answeredWithin, answeringBy } from '../core/admin/readiness.js';
-import type { TaskAdminRedis } from '../core/admin/admin.js';
+import { RedisTaskRecord, taskItem } from './redis-task-record.builder.js';
 import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
+import { RedisTaskBatch } from './redis-task-batch.js';
+import { cancelWithin } from './client-cancel.js';
+import { resolveBatchOptions } from '../core/batches/task-batch.js';
+import type { BatchOptions } from '../core/model/batch.js';
 
 const ignore = (): void => undefined;
 
@@ -73,10 +73,12 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   async emitBatch<TInput = unknown>(
     pattern: unknown,
     items: readonly (TInput | RedisTaskRecord<TInput>)[],
+    options?: { readonly batch?: BatchOptions },
   ): Promise<EnqueueReceipt[]> {
     if (!Array.isArray(items)) {
       throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
     }
+    if (options?.batch !== undefined) return this.batch(options.batch).addAndSeal(pattern, items);
     // Connected: handed over in this turn, so calls made in one turn are written in call order. Not
     // connected: connecting counts against the call's one deadline (enqueueTimeoutMs from now).
     const deadline = this.connected ? undefined : Date.now() + this.options.enqueueTimeoutMs;
@@ -87,6 +89,19 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       items.map((item) => this.toItem(item, now)),
       deadline,
     );
+  }
+
+  /**
+   * Opens a batch (fan-out, then fan-in): tasks added to it (`batch.add(pattern, items)`, any patterns) are
+   * counted in it; once sealed (`batch.seal()`) and every one of them settled, `onComplete` is enqueued
+   * exactly once with a summary (`BatchSummary`), and `onSuccess` when all succeeded. See `RedisTaskBatch`.
+   */
+  batch(options: BatchOptions): RedisTaskBatch {
+    return new RedisTaskBatch(resolveBatchOptions(options, this.options.clientId), async () => {
+      if (!this.connected) await this.connect();
+      if (!this.runtime) throw new ClosedError('RedisTaskClient');
+      return { runtime: this.runtime, item: (data) => this.toItem(data), pattern: (p) => this.normalizePattern(p) };
+    });
   }
 
   /**
@@ -152,12 +167,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * token if it runs; its `send()` caller gets `TaskCancelledError`. Within `enqueueTimeoutMs`.
    */
   cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
-    const { connection, enqueueTimeoutMs, prefix } = this.options;
-    return answeredWithin(connection, enqueueTimeoutMs, 'cancel()', async (deadline) => {
-      const redis = (await this.connect()) as TaskAdminRedis;
-      await answeringBy(redis, connection, deadline, enqueueTimeoutMs, 'cancel()');
-      return scrubbing(TaskAdmin.forPrefix(redis, prefix)).cancelTask(this.normalizePattern(pattern), id, reason);
-    });
+    return cancelWithin(this.options, () => this.connect(), this.normalizePattern(pattern), id, reason);
   }
 
   /** Nest 12's `setOnDispatchHook` (instrumentation) sees every packet: then Nest's own path is kept. */
@@ -261,9 +271,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     now = Date.now(),
     send?: { readonly id: string; readonly replyTo: string },
   ): EnqueueItem {
-    if (data instanceof RedisTaskRecord) return recordItem(data, this.options.clientId, now, send);
-    const clientId = this.options.clientId;
-    return send ? { payload: data, clientId, id: send.id, replyTo: send.replyTo } : { payload: data, clientId };
+    return taskItem(data, this.options.clientId, now, send);
   }
 
   private publishStatus(status: RedisTaskStatus): void {

@@ -16,6 +16,9 @@ export const LAYERS = {
   // Recurring schedules write their ticks' tasks as the producer prepares them; the worker, the reaper
   // and the admin API run or change them.
   schedules: 5,
+  // Batches count their tasks' settles and enqueue their callbacks as the producer prepares tasks; the
+  // reaper folds the settles, the admin API reads them.
+  batches: 5,
   worker: 6,
   reaper: 6,
   admin: 6,

@@ -28,7 +28,15 @@ interface Avatar {
 }
 
 /** Each run as its handler saw it, in start order. */
-let runs: { pattern: string; payload: Avatar; id: string; at: number; aborted?: unknown; finished?: boolean }[] = [];
+let runs: {
+  pattern: string;
+  payload: Avatar;
+  id: string;
+  at: number;
+  aborted?: unknown;
+  finished?: boolean;
+  group?: string;
+}[] = [];
 /** Handlers of a key running now, and the most seen at once. */
 let running = 0;
 let mostRunning = 0;
@@ -40,7 +48,14 @@ const failFirst = new Set<number>();
 class Avatars {
   @EventPattern<string>('avatar.quick')
   quick(@Payload() payload: Avatar, @Ctx() ctx: RedisTaskContext): void {
-    runs.push({ pattern: 'avatar.quick', payload, id: ctx.getTaskId(), at: Date.now(), finished: true });
+    runs.push({
+      pattern: 'avatar.quick',
+      payload,
+      id: ctx.getTaskId(),
+      at: Date.now(),
+      finished: true,
+      group: ctx.getGroup(),
+    });
   }
 
   /** Takes 20 ms, counting how many run at once. */
@@ -386,6 +401,40 @@ describe('latest wins: setCoalesceKey', () => {
     await worker({ shards: 4 });
     await waitFor(() => runs.length === 1, 'one run');
     expect(seqs('avatar.quick')).toEqual([40]);
+  });
+
+  it('each consumer group keeps its own record per key: every group runs the last payload once', async () => {
+    prefix = testPrefix('lw-groups');
+    const client = await producer();
+    // Both groups registered (a group gets what is emitted after it first started), then stopped.
+    const registered = [await worker({ group: 'billing' }), await worker({ group: 'email' })];
+    await Promise.all(registered.map((app) => app.app.close()));
+    started.splice(0, started.length, ...started.filter((app) => !registered.some((r) => r.app === app)));
+    const receipts = await client.emitBatch(
+      'avatar.quick',
+      Array.from({ length: 100 }, (_, n) => avatar(n + 1)),
+    );
+    expect(receipts.filter((receipt) => receipt.replaced !== undefined)).toHaveLength(99);
+    await worker({ group: 'billing' });
+    await worker({ group: 'email' });
+    await waitFor(() => runs.length === 2, 'one run per group');
+    expect(runs.map((run) => [run.group, run.payload.seq]).sort()).toEqual([
+      ['billing', 100],
+      ['email', 100],
+    ]);
+    await noRecordsLeft();
+  });
+
+  it("a replaced task keeps its priority: it runs before its client's lower-priority tasks", async () => {
+    prefix = testPrefix('lw-priority');
+    const client = await producer();
+    await emitEach(client, 'avatar.quick', [new RedisTaskRecordBuilder<Avatar>({ user: 'x', seq: 0 }).build()]);
+    const urgent = (seq: number) =>
+      new RedisTaskRecordBuilder<Avatar>({ user: 'u1', seq }).setPriority(5).setCoalesceKey('avatar:u1').build();
+    await emitEach(client, 'avatar.quick', [urgent(1), urgent(2)]);
+    await worker({ concurrency: 1 });
+    await waitFor(() => runs.length === 2, 'two runs');
+    expect(seqs('avatar.quick')).toEqual([2, 0]);
   });
 
   it('refuses what cannot go with a coalescing key, naming the problem', () => {

@@ -15,11 +15,21 @@ export interface Scenario {
 /** One scenario per script (by name), run as `worker` on `redis`. */
 export function scenarios(redis: TestRedis, worker: string): Record<string, Scenario> {
   const gateway = gatewayOf(redis);
-  function entry(id: string, clientId = 'a', attempts = 0, priority = 0, coalesce?: CoalesceMode): string {
-    // A coalesced task (stored form version 2) carries its key (k1) first, and a send() caller's channel.
+  function entry(
+    id: string,
+    clientId = 'a',
+    attempts = 0,
+    priority = 0,
+    coalesce?: CoalesceMode,
+    batch?: string,
+  ): string {
+    // A coalesced task (stored form version 2) carries its key (k1) first, and a send() caller's channel; a
+    // batch's task, its batch first.
     const latest = coalesce
       ? { v: 2, coalesce: 'k1', coalesceMode: COALESCE_MODE_CODES[coalesce], replyTo: 'chan' }
-      : {};
+      : batch
+        ? { v: 2, batch }
+        : {};
     return encodeEntry(
       { ...latest, id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) },
       attempts,
@@ -37,6 +47,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       track?: boolean;
       /** A coalesced task of key k1 (a debounce waits delayMs, at most 10 s). */
       coalesce?: CoalesceMode;
+      /** A task of this batch. */
+      batch?: string;
     }[],
     recorded = false,
   ): Promise<unknown> {
@@ -48,7 +60,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       pushEnqueueFields(args, {
         id: task.id,
         clientId: client,
-        entry: entry(task.id, client, 0, task.priority ?? 0, coalesce),
+        entry: entry(task.id, client, 0, task.priority ?? 0, coalesce, task.batch),
         priority: task.priority ?? 0,
         delayMs: task.delayMs ?? 0,
         deduplicationKey: task.dedup,
@@ -119,6 +131,15 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     return token;
   }
 
+  /** Batch b1 of the prefix of `keys`. */
+  const batchKeys = (keys: QueueKeys) => new PrefixKeys(keys.prefix).batch('b1');
+  /** Batch b1 opened with children c1 and c2, and `events` (seq, task id, outcome...) folded into it. */
+  async function openBatchOf(keys: QueueKeys, events: string[]): Promise<void> {
+    await gateway.batch.open(batchKeys(keys), { pattern: 'cb' }, undefined, 60_000);
+    await gateway.batch.add(batchKeys(keys), ['c1', 'c2']);
+    await gateway.batch.fold(batchKeys(keys), events);
+  }
+
   return {
     enqueueTasks: {
       setup: async (keys) => {
@@ -160,11 +181,16 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         // k1 runs, k2 of its key waits parked (keep-last): the acknowledgement of k1 puts k2 in line.
         await sound(keys);
         const claimed = await claimAll(keys, 2);
-        return [...claimed, await coalesced(keys, { id: 'k1', mode: 'keep-last' }, [{ id: 'k2', mode: 'keep-last' }])];
+        const running = await coalesced(keys, { id: 'k1', mode: 'keep-last' }, [{ id: 'k2', mode: 'keep-last' }]);
+        // b1c, a task of batch b1, runs too: its success is recorded for its batch.
+        await enqueue(keys, [{ id: 'b1c', client: 'd', batch: 'b1' }]);
+        const [child] = await claimAll(keys);
+        return [...claimed, child, running];
       },
       run: (keys, claimed) => {
-        const [t1, , t2, , t3] = claimed as string[];
+        const [t1, , t2, , t3, , child] = claimed as string[];
         return gateway.acknowledge(keys, worker, [
+          { token: child, taskId: 'b1c', resultTtlMs: 5_000 },
           { token: t1, taskId: 'p2', reply: { channel: 'chan', message: '"r"' }, resultTtlMs: 5_000 },
           { token: t2, taskId: 'p3', resultTtlMs: 5_000, tracked: keys.tracked('p3') },
           { token: t3, taskId: 'p1', deduplicationKey: 'd1', resultTtlMs: 5_000, tracked: keys.tracked('p1') },
@@ -231,7 +257,8 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       setup: (keys) => redis.lpush(keys.deadLetters, '{"id":"x1"}', '{"id":"x2"}'),
       run: (keys) =>
         gateway.requeueDeadLetters(keys, [
-          { raw: '{"id":"x1"}', clientId: 'a', entry: entry('x1'), priority: 0 },
+          // x1 belongs to batch b1: its batch hears that it waits again.
+          { raw: '{"id":"x1"}', clientId: 'a', entry: entry('x1', 'a', 0, 0, undefined, 'b1'), priority: 0 },
           { raw: '{"id":"x2"}', clientId: 'a', entry: entry('x2', 'a', 0, 2), priority: 2 },
         ]),
     },
@@ -264,6 +291,37 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           { token: second, id: 't2', attempt: 1 },
         ]);
       },
+    },
+    openBatch: {
+      setup: () => Promise.resolve(),
+      run: (keys) => gateway.batch.open(batchKeys(keys), { pattern: 'cb' }, { pattern: 'ok' }, 60_000),
+    },
+    addBatchChildren: {
+      setup: (keys) => gateway.batch.open(batchKeys(keys), { pattern: 'cb' }, undefined, 60_000),
+      run: (keys) => gateway.batch.add(batchKeys(keys), ['c1', 'c2']),
+    },
+    sealBatch: {
+      // Every task settled (one dead) before the seal: the seal fires it.
+      setup: (keys) => openBatchOf(keys, ['5', 'c1', 's', '6', 'c2', 'd']),
+      run: (keys) => gateway.batch.seal(batchKeys(keys)),
+    },
+    foldBatch: {
+      setup: async (keys) => {
+        await openBatchOf(keys, []);
+        await gateway.batch.seal(batchKeys(keys));
+      },
+      run: (keys) => gateway.batch.fold(batchKeys(keys), ['5', 'c1', 's', '6', 'c2', 'd', '7', 'x9', 's']),
+    },
+    closeBatch: {
+      setup: async (keys) => {
+        await openBatchOf(keys, ['5', 'c1', 's', '6', 'c2', 's']);
+        await gateway.batch.seal(batchKeys(keys));
+      },
+      run: (keys) => gateway.batch.close(batchKeys(keys), ['batch.b1.complete']),
+    },
+    trimBatchEvents: {
+      setup: (keys) => redis.rpush(keys.batchEvents, '1\nb1\nc1\ns', '2\nb1\nc2\nd', '3\nb1\nc3\ns'),
+      run: (keys) => gateway.batch.trim(keys.batchEvents, ['1\nb1\nc1\ns', '2\nb1\nc2\nd']),
     },
     startCoalesced: {
       setup: async (keys) => {

@@ -116,6 +116,9 @@ function builtKeys(keys: QueueKeys, client: string): [string, Kind][] {
     [keys.task('c1'), 'hash'],
     [keys.tracked('c1').entry, 'string'],
     [keys.coalesce('k1'), 'hash'],
+    [keys.batchEvents, 'list'],
+    [keys.batchSeq, 'string'],
+    [keys.pending('d'), 'list'],
     [keys.pending('c'), 'list'],
     [keys.priority('c'), 'zset'],
   ];

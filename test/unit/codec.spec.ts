@@ -3,7 +3,7 @@ import {
   decodeEntry,
   encodeEntry,
   encodeNewEntry,
-  COALESCED_FORMAT_VERSION,
+  FORMAT_VERSION_2,
   FORMAT_VERSION,
 } from '../../lib/core/model/codec.js';
 import { encodeQueueName, QueueKeys } from '../../lib/core/redis/keys.js';
@@ -59,7 +59,7 @@ describe('task entries', () => {
     expect(decoded).toEqual({
       ok: false,
       version: 3,
-      reason: `the entry is in format version 3; this worker reads versions ${FORMAT_VERSION} and ${COALESCED_FORMAT_VERSION}`,
+      reason: `the entry is in format version 3; this worker reads versions ${FORMAT_VERSION} and ${FORMAT_VERSION_2}`,
     });
   });
 });

@@ -76,8 +76,9 @@ describe('Lua script contract headers', () => {
     it('builds no key names inside Lua (every key comes from KEYS), unless its header documents why', () => {
       // A key built in Lua would concatenate a literal containing the ':' separator. The one script
       // allowed to (the consumer-group fan-out) says so on a "-- Builds keys:" header line. A call of
-      // include/coalesce.lua's key namers (coalesceKey, coalesceBase) builds key names as well.
-      const builds = /\.\.\s*'[^']*:[^']*'|'[^']*:[^']*'\s*\.\.|\bcoalesce(Key|Base)\(/.test(body);
+      // include/coalesce.lua's key namers (coalesceKey, coalesceBase) or include/batch.lua's batchEvent
+      // builds key names as well.
+      const builds = /\.\.\s*'[^']*:[^']*'|'[^']*:[^']*'\s*\.\.|\bcoalesce(Key|Base)\(|\bbatchEvent\(/.test(body);
       const documented = header.some((line) => line.startsWith('-- Builds keys: '));
       expect({ builds, documented }).toEqual({ builds: documented, documented });
     });

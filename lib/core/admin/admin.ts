@@ -22,6 +22,8 @@ import { ScheduleBook, type ScheduleInfo, type TriggerResult, type UpsertResult 
 import { SCHEDULE_LIMITS } from '../schedules/tick-firer.js';
 import { silentLogger } from '../support/logger.js';
 import { TaskLookup } from './tasks.js';
+import { BatchReader } from './batches.js';
+import type { BatchStatus } from '../model/batch.js';
 import type { CancelResult, TaskStatus } from '../model/task-status.js';
 
 export {
@@ -48,6 +50,7 @@ export class TaskAdmin {
   private readonly deadLettersPart: DeadLetters;
   private readonly schedulesPart: ScheduleBook;
   private readonly tasksPart: TaskLookup;
+  private readonly batchesPart: BatchReader;
 
   constructor(
     private readonly store: TaskStore,
@@ -60,6 +63,12 @@ export class TaskAdmin {
     this.deadLettersPart = new DeadLetters(store, group);
     this.schedulesPart = new ScheduleBook(store, SCHEDULE_LIMITS, silentLogger);
     this.tasksPart = new TaskLookup(store, group);
+    this.batchesPart = new BatchReader(store, group);
+  }
+
+  /** A batch's counts and callback state by id (`unknown`: never opened, or its record expired). */
+  getBatch(id: string): Promise<BatchStatus> {
+    return this.batchesPart.get(id);
   }
 
   /** A tracked task's status by id (`unknown`: not tracked, or its index expired). Reads, never scans. */

@@ -1,4 +1,4 @@
-import { encodeEntry } from '../model/codec.js';
+import { encodeEntry, FORMAT_VERSION_2 } from '../model/codec.js';
 import type { DeadLetterReason, DeadLetterRecord } from '../model/dead-letter.js';
 import { type QueueKeys } from '../redis/keys.js';
 import { gatewayOf } from '../redis/gateway.js';
@@ -169,6 +169,8 @@ export class DeadLetters extends AdminPart {
         }
         // A fresh run: attempts reset; no expiry or deduplication key is carried over (its trace context is).
         const entry = encodeEntry({
+          // A batch's task stays in its batch (stored form version 2, the batch first after `v`).
+          ...(typeof record.batch === 'string' ? { v: FORMAT_VERSION_2, batch: record.batch } : {}),
           id: record.id,
           clientId: record.clientId,
           payload: record.payload,

@@ -10,11 +10,12 @@ import { backoffProblem, maxAttemptsProblem } from './retry-policy.js';
 export const FORMAT_VERSION = 1;
 
 /**
- * The version of a task with a coalescing key (latest wins): a worker of version 1 would run the entry it
- * claimed, not the newest emitted for its key, and never release the key's record, so it must not read
- * one (it dead-letters it as `unsupported-version`). Workers of this release read both.
+ * The version of a task a worker of version 1 would misread, so must not read (it dead-letters it as
+ * `unsupported-version`): one with a coalescing key (latest wins: a version-1 worker would run the entry it
+ * claimed, not the newest emitted for its key, and never release the key's record) or one of a batch (it
+ * would never report the task settled, so the batch would never complete). Workers of this release read both.
  */
-export const COALESCED_FORMAT_VERSION = 2;
+export const FORMAT_VERSION_2 = 2;
 
 /** How emits with one coalescing key combine (see `RedisTaskRecordBuilder.setCoalesceKey`). */
 export type CoalesceMode = 'replace' | 'debounce' | 'keep-last' | 'supersede';
@@ -67,6 +68,8 @@ export interface TaskEnvelope {
   readonly coalesce?: string;
   /** How emits with the key combine: r, d, k or s (see COALESCE_MODE_CODES). */
   readonly coalesceMode?: string;
+  /** The batch the task belongs to (stored form version 2 only, first after `v`): its settle is counted there. */
+  readonly batch?: string;
 }
 
 export interface DecodedEntry {
@@ -101,11 +104,14 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
       : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
   const track = meta.track === 1 ? ',"track":1' : '';
   const progress = meta.progress === 1 ? ',"progress":1' : '';
-  // A coalesced task's key and mode come first: the Lua scripts read them without decoding the rest.
+  // A coalesced task's key and mode, or a batch child's batch, come first: the Lua scripts read them
+  // without decoding the rest.
   const head =
-    meta.coalesce === undefined
-      ? `"v":${FORMAT_VERSION}`
-      : `"v":${COALESCED_FORMAT_VERSION},"coalesce":${JSON.stringify(meta.coalesce)},"coalesceMode":${JSON.stringify(meta.coalesceMode)}`;
+    meta.coalesce !== undefined
+      ? `"v":${FORMAT_VERSION_2},"coalesce":${JSON.stringify(meta.coalesce)},"coalesceMode":${JSON.stringify(meta.coalesceMode)}`
+      : meta.batch !== undefined
+        ? `"v":${FORMAT_VERSION_2},"batch":${JSON.stringify(meta.batch)}`
+        : `"v":${FORMAT_VERSION}`;
   return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress},"payload":${payloadJson}}`;
 }
 
@@ -126,7 +132,7 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: 'the entry is not a JSON object' };
   }
   const record = value as Record<string, unknown>;
-  if (record.v === COALESCED_FORMAT_VERSION) {
+  if (record.v === FORMAT_VERSION_2) {
     const problem = coalesceProblem(record);
     if (problem) return { ok: false, reason: problem };
   } else if (record.v !== undefined && record.v !== FORMAT_VERSION) {
@@ -135,7 +141,7 @@ export function decodeEntry(raw: string): DecodeResult {
     }
     return {
       ok: false,
-      reason: `the entry is in format version ${record.v}; this worker reads versions ${FORMAT_VERSION} and ${COALESCED_FORMAT_VERSION}`,
+      reason: `the entry is in format version ${record.v}; this worker reads versions ${FORMAT_VERSION} and ${FORMAT_VERSION_2}`,
       version: record.v,
     };
   }
@@ -172,8 +178,13 @@ export function decodeEntry(raw: string): DecodeResult {
   return { ok: true, entry: { attempts: Number(prefix), envelope: record as unknown as TaskEnvelope } };
 }
 
-/** What is wrong with a version 2 entry's coalescing fields, if anything. */
+/** What is wrong with a version 2 entry's coalescing or batch fields, if anything (it has one of them). */
 function coalesceProblem(record: Record<string, unknown>): string | undefined {
+  if (record.coalesce === undefined && record.batch !== undefined) {
+    return typeof record.batch === 'string' && record.batch !== ''
+      ? undefined
+      : `the entry's "batch" (its batch id) is not a non-empty string`;
+  }
   if (typeof record.coalesce !== 'string' || record.coalesce === '') {
     return `the entry's "coalesce" (its coalescing key) is missing or not a non-empty string`;
   }

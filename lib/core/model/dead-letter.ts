@@ -54,6 +54,8 @@ export interface DeadLetterRecord {
   /** The entry as found in Redis, kept only when it could not be decoded. */
   readonly raw?: string;
   /** The producer's trace context (OpenTelemetry), kept so a requeued task stays in its trace. */
+  /** The batch the task belonged to (a requeued dead letter stays in it). */
+  readonly batch?: string;
   readonly traceparent?: string;
   readonly tracestate?: string;
 }

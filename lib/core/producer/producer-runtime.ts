@@ -29,6 +29,9 @@ export class ProducerRuntime {
   /** Where Redis is, as errors name it (no password). */
   readonly server: string;
   private readonly connection: OwnedConnection;
+  /** The prefix's keys, and the queue layouts this producer enqueues with (a batch works with both). */
+  readonly keys: PrefixKeys;
+  readonly layouts: QueueLayouts;
   private checking: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
 
@@ -60,12 +63,14 @@ export class ProducerRuntime {
     tracing: Awaited<ReturnType<typeof loadTracing>>,
   ) {
     const keys = new PrefixKeys(options.prefix);
+    this.keys = keys;
     this.connection = openConnection(options.connection, 'tasks:client');
     const redis = this.connection.redis;
     watchConnection(redis);
     const watch = watchOf(redis, describeServer(options.connection));
     this.server = watch.server;
-    this.producer = new TaskProducer(redis, new QueueLayouts(redis, keys, options.shards, logger), {
+    this.layouts = new QueueLayouts(redis, keys, options.shards, logger);
+    this.producer = new TaskProducer(redis, this.layouts, {
       maxPayloadBytes: options.maxPayloadBytes,
       batchChunkSize: options.batchChunkSize,
       deduplicationTtlMs: options.deduplicationTtlMs,

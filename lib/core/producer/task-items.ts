@@ -54,6 +54,8 @@ export interface EnqueueItem extends TaskOptions {
   readonly trace?: TraceContext;
   /** A `send()` caller listens for the handler's progress values (published on `replyTo`). */
   readonly wantsProgress?: boolean;
+  /** The batch the task belongs to (counted there once it settles); its id must be given too. */
+  readonly batch?: string;
 }
 
 /** What a task is checked against besides its own fields. */
@@ -122,7 +124,8 @@ export function prepareTask(
     item.expiresAt === undefined &&
     item.deduplicationKey === undefined &&
     item.deduplicationKeepAfterSuccess === undefined &&
-    item.coalesce === undefined
+    item.coalesce === undefined &&
+    item.batch === undefined
   ) {
     const entry = encodeNewEntry(
       { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
@@ -139,14 +142,16 @@ export function prepareTask(
     };
   }
   const coalesce = item.coalesce === undefined ? undefined : coalesceOf(item, fail);
+  if (item.batch !== undefined) batchChildProblem(item, fail);
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
   if (item.track !== undefined) {
     const problem = trackProblem(item.track);
     if (problem) fail(`track ${problem}`);
   }
   if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
-  // A coalesced task is not tracked (its id may be replaced before it runs): the client's `track` passes it by.
-  const track = coalesce ? undefined : trackTimes(item.track ?? limits.track);
+  // A coalesced task is not tracked (its id may be replaced before it runs), nor a batch's (the batch tells
+  // where its tasks are): the client's `track` passes them by.
+  const track = coalesce || item.batch !== undefined ? undefined : trackTimes(item.track ?? limits.track);
   const entry = encodeNewEntry(
     {
       id,
@@ -164,6 +169,7 @@ export function prepareTask(
       progress: item.wantsProgress ? 1 : undefined,
       coalesce: coalesce?.key,
       coalesceMode: coalesce && COALESCE_MODE_CODES[coalesce.mode],
+      batch: item.batch,
     },
     payload,
   );
@@ -180,6 +186,18 @@ export function prepareTask(
     track,
     replyTo: item.replyTo,
   };
+}
+
+/** Refuses what a batch's task cannot have: each would let the batch wait for a task that never settles in it. */
+function batchChildProblem(item: EnqueueItem, fail: (message: string) => never): void {
+  if (item.coalesce !== undefined)
+    fail('a task of a batch cannot have a coalescing key (a newer emit could replace it)');
+  if (item.deduplicationKey !== undefined)
+    fail('a task of a batch cannot have a deduplication key (it could be refused)');
+  if (item.track !== undefined && item.track !== false)
+    fail('a task of a batch cannot be tracked (getBatch tells where they are)');
+  if (item.replyTo !== undefined) fail('a task of a batch is emitted, not sent: its batch hears its outcome');
+  if (item.id === undefined) fail('a task of a batch needs its id given (the batch counts it before it is enqueued)');
 }
 
 /** A coalesced task's settings, checked against the options it cannot have beside them. */

@@ -10,6 +10,7 @@ import { requeueProcessing } from '../redis/requeue.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { TaskStore } from '../redis/store.js';
 import { RingAudit } from './ring-audit.js';
+import { BatchFolder } from '../batches/batch-folder.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -46,6 +47,8 @@ export class TaskReaper {
   private readonly owner = randomBytes(8).toString('hex');
   private readonly gateway: ScriptGateway;
   private readonly audit: RingAudit;
+  /** Folds batch tasks' settles into their batches (and enqueues the callbacks of those that completed). */
+  private readonly batches: BatchFolder;
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
   private offsetMs = 0;
@@ -64,6 +67,7 @@ export class TaskReaper {
     this.layouts = store.layouts;
     this.gateway = store.gateway;
     this.audit = new RingAudit(this.redis, this.gateway);
+    this.batches = new BatchFolder(this.redis, this.keys, this.layouts, logger);
   }
 
   /** Redis clock minus this process's clock, as last measured by a sweep (due times are on the Redis clock). */
@@ -94,6 +98,7 @@ export class TaskReaper {
         total.nextDueAt = result.nextDueAt;
       }
     }
+    await this.batches.checkDue(await this.now());
     return total;
   }
 
@@ -139,6 +144,7 @@ export class TaskReaper {
       }
     }
     const promotion = await this.promoteDue(keys, now);
+    await this.batches.fold(keys);
     await this.snapshot(keys, now);
     for (const { clientId, tasks } of await this.audit.step(keys)) {
       result.rejoined = (result.rejoined ?? 0) + 1;

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { CALL_MARKER } from './script-command.js';
 import { ScriptKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
+import { BatchGateway } from './batch-gateway.js';
 import type { SettleKeys, TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 import { COALESCE_MODE_CODES } from '../model/codec.js';
@@ -16,9 +17,12 @@ import { COALESCE_MODE_CODES } from '../model/codec.js';
 export class ScriptGateway {
   /** The scripts of tracked tasks (start, cancel, progress). */
   readonly track: TrackGateway;
+  /** The scripts of batches (open, add, seal, fold, close). */
+  readonly batch: BatchGateway;
 
   constructor(private readonly redis: TaskRedis) {
     this.track = new TrackGateway(redis);
+    this.batch = new BatchGateway(redis);
   }
 
   /**

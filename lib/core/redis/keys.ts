@@ -199,10 +199,30 @@ export class QueueKeys {
     return `${this.base}:coalesce:${key}`;
   }
 
+  /**
+   * The settles of batch tasks in this shard, for their batches (list: `<seq>\n<batch id>\n<task id>\n<outcome>`,
+   * see scripts/include/batch.lua), folded into each batch's record by reapers; written for the default group only.
+   */
+  get batchEvents(): string {
+    return `${this.base}:batch-events`;
+  }
+
+  /** The sequence of this shard's batch events (string counter). */
+  get batchSeq(): string {
+    return `${this.base}:batch-seq`;
+  }
+
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
     return `${this.root}:result:${taskId}`;
   }
+}
+
+/** The keys of one batch: its record (hash) and its children (hash: task id -> outcome and seq). */
+export interface BatchKeys {
+  readonly id: string;
+  readonly record: string;
+  readonly children: string;
 }
 
 /** The keys of one tracked task: its index (hash), and the entry it waits under (string). */
@@ -253,8 +273,16 @@ export class PrefixKeys {
   /** The recurring schedules of the prefix (one hash tag: every schedule script runs on one slot). */
   readonly schedules: ScheduleKeys;
 
+  /**
+   * Batches whose callbacks are not on record as enqueued yet (sorted set: batch id -> when a reaper next
+   * checks it, Redis ms): what a crash between a batch's completion and its callback's enqueue leaves is
+   * found here.
+   */
+  readonly batchesDue: string;
+
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
+    this.batchesDue = `${prefix}:{%B}:due`;
     // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
     const root = `${prefix}:{%S}`;
     this.schedules = { records: `${root}:schedules`, due: `${root}:due`, state: `${root}:state` };
@@ -277,6 +305,15 @@ export class PrefixKeys {
       this.layouts.set(id, layout);
     }
     return layout;
+  }
+
+  /**
+   * A batch's record and children (see scripts/include/batchRecord.lua), under a hash tag of their own,
+   * `{%B<batch id>}` (no queue's tag can be this: a queue name's `%` is encoded as `%25`).
+   */
+  batch(id: string): BatchKeys {
+    const root = `${this.prefix}:{%B${id}}`;
+    return { id, record: `${root}:batch`, children: `${root}:children` };
   }
 
   /** The pub/sub channel on which a client instance receives `send()` results. */

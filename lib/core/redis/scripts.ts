@@ -122,6 +122,12 @@ export interface TaskCommands {
   ): Promise<number>;
   startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
   startCoalesced(base: string, workerId: string, ...tasks: string[]): Promise<(0 | 1 | 2 | string)[]>;
+  openBatch(record: string, children: string, complete: string, success: string, keepMs: number): Promise<string>;
+  addBatchChildren(record: string, children: string, change: '+' | '-', ...ids: string[]): Promise<string>;
+  sealBatch(record: string, children: string): Promise<(number | string)[]>;
+  foldBatch(record: string, children: string, ...events: string[]): Promise<(number | string)[]>;
+  closeBatch(record: string, children: string, callbacks: string): Promise<0 | 1>;
+  trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   revokeTask(
     base: string,
     root: string,

@@ -124,6 +124,7 @@ export class ClaimedTask {
       // An undecodable entry is kept for inspection, but only so much of it: a 20 MB garbage entry is not.
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
+      ...(envelope?.batch !== undefined ? { batch: envelope.batch } : {}),
       ...(typeof envelope?.traceparent === 'string' ? { traceparent: envelope.traceparent } : {}),
       ...(typeof envelope?.tracestate === 'string' ? { tracestate: envelope.tracestate } : {}),
     };

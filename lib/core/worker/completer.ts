@@ -36,8 +36,8 @@ export class Completer {
   /**
    * A plain success rides on its shard's next claim call: true, and `answer` hears whether the worker still
    * held the task once the call came back. False when it cannot ride (a reply to send or a deduplication key
-   * to free, a tracked task's index or a coalescing key's record to update, no claim loop, or the tasks were
-   * given back): `acknowledge` it instead.
+   * to free, a tracked task's index, a coalescing key's record or a batch to tell, no claim loop, or the tasks
+   * were given back): `acknowledge` it instead.
    */
   ride(task: ClaimedTask, envelope: TaskEnvelope, answer: (held: boolean) => void): boolean {
     if (
@@ -45,7 +45,8 @@ export class Completer {
       envelope.replyTo !== undefined ||
       freedOnSuccess(envelope) !== undefined ||
       envelope.track === 1 ||
-      envelope.coalesce !== undefined
+      envelope.coalesce !== undefined ||
+      envelope.batch !== undefined
     )
       return false;
     const acks = this.shards.get(task.keys);

@@ -4,7 +4,7 @@
 --   send() task, its reply is stored and published. The acknowledgements of one worker and queue shard
 --   that come in one event-loop turn share this call (the plain ones ride on the claim call instead).
 --   Never fails after its first write: the keys it writes have their types checked first.
--- Includes: guard, ackHeld, finishTask, releaseClientSlot, track, pushTask, coalesce
+-- Includes: guard, ackHeld, finishTask, releaseClientSlot, track, pushTask, coalesce, batch
 -- Builds keys: a task's result key `<root>:result:<id>` and deduplication key `<root>:dedup:<key>` are
 --   named from the root in KEYS[7], a coalescing key's record `<base>:coalesce:<key>` (and the keys a
 --   parked task goes to) from the base of the ring in KEYS[5] (as `QueueKeys` spells them; tests read them back through it); all
@@ -28,7 +28,8 @@
 --   task's index (while it exists, and is a hash: another type is left alone) becomes `completed`, with
 --   its reply as `result`. A task with a coalescing key leaves its key's record (`<base>:coalesce:<key>`,
 --   the base named from the ring's key; see include/coalesce.lua): a parked task of the key may go to
---   its client's list, an empty record is deleted.
+--   its client's list, an empty record is deleted. A task of a batch records its success for its batch
+--   (include/batch.lua).
 -- Checked before the first write: nothing below can fail once a task starts to leave. Only where a
 -- per-client cap is in use (its counted hash exists): otherwise no token is in counted, so no slot is
 -- released (one EXISTS instead of four TYPEs and an HGET per task).
@@ -79,6 +80,10 @@ for t = 1, #tokens do
       local base = coalesceBase(KEYS[5])
       local record = coalesceKey(base, c.key)
       coalesceLeft(base, record, coalesceRead(base .. ':faults', record), token)
+    end
+    local child = batchOf(held[t])
+    if child then
+      batchEvent(coalesceBase(KEYS[5]), child, 's')
     end
     settled[#settled + 1] = token
     results[t] = 1

@@ -4,7 +4,7 @@
 --   free its deduplication key.
 --   The record is written before the task leaves the processing hash, and the keys written are
 --   type-checked first, so a failure at any step leaves the task held, never gone.
--- Includes: guard, finishTask, releaseClientSlot, track, pushTask, coalesce
+-- Includes: guard, finishTask, releaseClientSlot, track, pushTask, coalesce, batch
 -- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
 --   the base of the ring in KEYS[8] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
@@ -26,7 +26,7 @@
 --   the cap are dropped); DEL of the deduplication key if this task holds it; for a reply, SET with
 --   PX on the result key and PUBLISH; a tracked task's index (while it exists, and is a hash) becomes
 --   `dead` with the record's reason, detail and error. A task with a coalescing key leaves its key's record
---   (see include/coalesce.lua).
+--   (see include/coalesce.lua); a task of a batch records its dead letter for its batch (include/batch.lua).
 -- Checked before the first write; the record is stored before the task leaves the processing hash, so
 -- a failure at any step leaves the task held (it settles again), never gone.
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
@@ -45,6 +45,10 @@ if c then
   local base = coalesceBase(KEYS[8])
   local record = coalesceKey(base, c.key)
   coalesceLeft(base, record, coalesceRead(base .. ':faults', record), ARGV[1])
+end
+local child = batchOf(entry)
+if child then
+  batchEvent(coalesceBase(KEYS[8]), child, 'd')
 end
 local decoded, record = pcall(cjson.decode, ARGV[2])
 if decoded and type(record) == 'table' and (record.reason == 'failed' or record.reason == 'timeout') then

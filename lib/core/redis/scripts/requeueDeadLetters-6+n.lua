@@ -3,7 +3,9 @@
 --   task (attempts reset) to its client's pending tasks, atomically per record, so a record requeued
 --   by two callers at once runs once.
 --   Each task is pushed before its record leaves the dead letters, so a failure never loses it.
--- Includes: guard, pushTask
+-- Includes: guard, pushTask, batch
+-- Builds keys: a batch child's event list and counter (`<base>:batch-events`, `<base>:batch-seq`, see
+--   include/batch.lua) from the base of the ring in KEYS[2] (as `QueueKeys` spells them); same hash tag, same slot.
 -- KEYS[1]: dead letters (list of JSON records)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
@@ -17,7 +19,8 @@
 -- Returns: integer, the number of dead letters requeued
 -- Side effects: LREM from the dead letters, RPUSH onto pending lists or ZADD onto priority sets (INCR of
 --   prioritized; INCR of the pending count); a
---   client with no other pending task is pushed onto the ring's tail.
+--   client with no other pending task is pushed onto the ring's tail. A task of a batch requeued records
+--   for its batch that it waits again (include/batch.lua): a batch that has not fired waits for it.
 expectTypes(KEYS[1], 'list', KEYS[2], 'list')
 local requeued = 0
 for i = 1, #ARGV, 6 do
@@ -26,6 +29,10 @@ for i = 1, #ARGV, 6 do
     pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i + 4],
       tonumber(ARGV[i + 5]) or 0, false, KEYS[5], KEYS[6])
     redis.call('LREM', KEYS[1], 1, ARGV[i])
+    local child = batchOf(ARGV[i + 4])
+    if child then
+      batchEvent(string.sub(KEYS[2], 1, -6), child, 'p')
+    end
     requeued = requeued + 1
   end
 end

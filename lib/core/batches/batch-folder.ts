@@ -1,0 +1,83 @@
+import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
+import type { QueueLayouts } from '../redis/layouts.js';
+import type { TaskRedis } from '../redis/scripts.js';
+import { errorMessage, type TaskLogger } from '../support/logger.js';
+import { enqueueCallbacks } from './batch-callbacks.js';
+import type { FireAnswer } from '../redis/batch-gateway.js';
+
+/** Events folded per read of a shard's list. */
+const FOLD_SLICE = 1_000;
+/** How often a batch in the due index is checked again (ms). */
+export const BATCH_RECHECK_MS = 30_000;
+
+/**
+ * The second step of a batch task's settle, run by reapers: a shard's batch events (written by the settle
+ * scripts, in the task's own slot) are folded into each batch's record (its own slot), then dropped. No
+ * lock: folding applies each task's events once and in order whoever folds them, and the events are dropped
+ * only while they are still their list's head, so two reapers at once, or one again after a crash (kill -9,
+ * a Redis restart from AOF), fold the same events without counting one twice or losing one. A batch that
+ * completes has its callbacks enqueued (exactly once, see enqueueCallbacks) before its events are dropped.
+ */
+export class BatchFolder {
+  private readonly gateway: ScriptGateway;
+
+  constructor(
+    private readonly redis: TaskRedis,
+    private readonly keys: PrefixKeys,
+    private readonly layouts: QueueLayouts,
+    private readonly logger?: TaskLogger,
+  ) {
+    this.gateway = gatewayOf(redis);
+  }
+
+  /** Folds a shard's batch events (the default group's: only its runs count); how many were folded. */
+  async fold(queue: QueueKeys): Promise<number> {
+    if (queue.group !== DEFAULT_GROUP) return 0;
+    let folded = 0;
+    for (;;) {
+      const events = await this.redis.lrange(queue.batchEvents, 0, FOLD_SLICE - 1);
+      if (events.length === 0) return folded;
+      // table-ok: lives for one slice
+      const byBatch = new Map<string, string[]>();
+      for (const event of events) {
+        const [seq, batch, child, outcome] = event.split('\n');
+        if (outcome === undefined) continue; // not an event of ours: dropped with the rest
+        const fields = byBatch.get(batch);
+        if (fields) fields.push(seq, child, outcome);
+        else byBatch.set(batch, [seq, child, outcome]);
+      }
+      for (const [batch, fields] of byBatch)
+        await this.settle(batch, await this.gateway.batch.fold(this.keys.batch(batch), fields));
+      await this.gateway.batch.trim(queue.batchEvents, events);
+      folded += events.length;
+      if (events.length < FOLD_SLICE) return folded;
+    }
+  }
+
+  /**
+   * Batches in the due index whose next check came (Redis ms `now`): one that completed and has no callbacks
+   * on record (a crash cut the enqueue off) has them enqueued; one whose record is gone leaves the index.
+   */
+  async checkDue(now: number): Promise<void> {
+    const due = this.keys.batchesDue;
+    for (const id of await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100)) {
+      const answer = await this.gateway.batch.fold(this.keys.batch(id), []);
+      if (answer.kind === 'unknown') await this.redis.zrem(due, id);
+      else if (answer.kind === 'fire') await this.settle(id, answer);
+      else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
+    }
+  }
+
+  private async settle(id: string, answer: FireAnswer): Promise<void> {
+    if (answer.kind !== 'fire') return;
+    try {
+      const callbacks = await enqueueCallbacks(this.redis, this.keys, this.layouts, id, answer);
+      this.logger?.log(`batch ${id} completed: enqueued ${callbacks.join(', ')}`);
+    } catch (error) {
+      // Its events stay (they are dropped after this), and the due index holds it: enqueued by a later fold.
+      this.logger?.error(`could not enqueue the callbacks of batch ${id}: ${errorMessage(error)}`);
+      throw error;
+    }
+  }
+}

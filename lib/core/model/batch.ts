@@ -1,0 +1,67 @@
+/** A task enqueued when a batch completes: its pattern, and optionally a payload and client id of its own. */
+export interface BatchCallback {
+  readonly pattern: string;
+  /** Given to the callback's handler as `payload` (its summary comes beside it). */
+  readonly payload?: unknown;
+  /** The callback task's client id (default: the client's). */
+  readonly clientId?: string;
+}
+
+/** What a batch is opened with (`RedisTaskClient.batch()`, or `emitBatch(..., { batch })`). */
+export interface BatchOptions {
+  /** The batch id (default: generated): at most 200 characters, no braces, spaces or control characters. */
+  readonly id?: string;
+  /** Enqueued once every child settled (succeeded, dead-lettered or cancelled), exactly once. */
+  readonly onComplete: BatchCallback;
+  /** Enqueued as well (exactly once) when every child succeeded. */
+  readonly onSuccess?: BatchCallback;
+  /** How long the batch's record is kept once its callbacks were enqueued (ms; default 1 day). */
+  readonly keepMs?: number;
+}
+
+/** The payload a batch callback's handler gets. */
+export interface BatchSummary {
+  readonly batchId: string;
+  readonly total: number;
+  readonly succeeded: number;
+  /** Children that ended in dead letters. */
+  readonly failed: number;
+  readonly cancelled: number;
+  /** The ids of the children that ended in dead letters. */
+  readonly failedIds: string[];
+  /** The callback's own payload (`onComplete.payload`), if it has one. */
+  readonly payload?: unknown;
+}
+
+/** Where a batch is (`RedisTaskAdmin.getBatch`). */
+export interface BatchStatus {
+  readonly id: string;
+  /** open (children may be added), sealed, cancelled; unknown: no record (never opened, or expired). */
+  readonly state: 'open' | 'sealed' | 'cancelled' | 'unknown';
+  readonly total: number;
+  /** Children not settled yet (waiting, delayed or running). */
+  readonly pending: number;
+  readonly succeeded: number;
+  readonly failed: number;
+  readonly cancelled: number;
+  /** waiting (not every child settled, or not sealed), fired (completed; callbacks being enqueued), enqueued. */
+  readonly callback: 'waiting' | 'fired' | 'enqueued';
+  /** The callback task ids, once enqueued. */
+  readonly callbackIds?: string[];
+  /** When it was opened and when it completed (ms since the epoch, Redis clock). */
+  readonly createdAt?: number;
+  readonly firedAt?: number;
+}
+
+/** A batch that completed: what its callbacks are enqueued with (see batchRecord.lua's batchFire). */
+export interface BatchFire {
+  readonly complete: BatchCallback;
+  readonly success?: BatchCallback;
+  readonly total: number;
+  readonly succeeded: number;
+  readonly dead: number;
+  readonly cancelled: number;
+  readonly failedIds: string[];
+}
+
+export const BATCH_DEFAULT_KEEP_MS = 86_400_000;

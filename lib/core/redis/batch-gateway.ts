@@ -1,0 +1,68 @@
+import type { BatchCallback, BatchFire } from '../model/batch.js';
+import type { BatchKeys } from './keys.js';
+import type { TaskRedis } from './scripts.js';
+
+/** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
+export type FireAnswer =
+  { readonly kind: 'none' } | { readonly kind: 'unknown' } | ({ readonly kind: 'fire' } & BatchFire);
+
+/** The scripts of batches (see scripts/include/batchRecord.lua and include/batch.lua), one method each. */
+export class BatchGateway {
+  constructor(private readonly redis: TaskRedis) {}
+
+  /** openBatch: 'open' when opened (now or before), else the batch's state. */
+  open(keys: BatchKeys, complete: BatchCallback, success: BatchCallback | undefined, keepMs: number): Promise<string> {
+    return this.redis.openBatch(
+      keys.record,
+      keys.children,
+      JSON.stringify(complete),
+      success ? JSON.stringify(success) : '',
+      keepMs,
+    );
+  }
+
+  /** addBatchChildren: 'open' when the ids were added, else the batch's state (nothing added). */
+  add(keys: BatchKeys, ids: readonly string[]): Promise<string> {
+    return this.redis.addBatchChildren(keys.record, keys.children, '+', ...ids);
+  }
+
+  /** addBatchChildren: children whose enqueue wrote nothing taken back (the batch does not wait for them). */
+  takeBack(keys: BatchKeys, ids: readonly string[]): Promise<string> {
+    return this.redis.addBatchChildren(keys.record, keys.children, '-', ...ids);
+  }
+
+  async seal(keys: BatchKeys): Promise<FireAnswer> {
+    return fireAnswer(await this.redis.sealBatch(keys.record, keys.children));
+  }
+
+  /** foldBatch: the events (seq, task id, outcome per event) applied; whether the batch fires. */
+  async fold(keys: BatchKeys, events: readonly string[]): Promise<FireAnswer> {
+    return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, ...events));
+  }
+
+  /** closeBatch: its callbacks on record as enqueued; its record expires `keep` ms from now. */
+  async close(keys: BatchKeys, callbackIds: readonly string[]): Promise<boolean> {
+    return (await this.redis.closeBatch(keys.record, keys.children, callbackIds.join(','))) === 1;
+  }
+
+  /** trimBatchEvents: the folded events dropped, if they are still the list's head. */
+  async trim(events: string, folded: readonly string[]): Promise<boolean> {
+    return (await this.redis.trimBatchEvents(events, folded.length, folded[0], folded[folded.length - 1])) === 1;
+  }
+}
+
+function fireAnswer(reply: (number | string)[]): FireAnswer {
+  if (reply[0] === -1) return { kind: 'unknown' };
+  if (reply[0] !== 1) return { kind: 'none' };
+  const [, complete, success, total, succeeded, dead, cancelled, ...failedIds] = reply;
+  return {
+    kind: 'fire',
+    complete: JSON.parse(String(complete)) as BatchCallback,
+    success: success === '' ? undefined : (JSON.parse(String(success)) as BatchCallback),
+    total: Number(total),
+    succeeded: Number(succeeded),
+    dead: Number(dead),
+    cancelled: Number(cancelled),
+    failedIds: failedIds.map(String),
+  };
+}

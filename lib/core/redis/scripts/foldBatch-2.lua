@@ -1,0 +1,37 @@
+-- foldBatch-2.lua
+-- Purpose: apply the settle events of a batch's children (read from the per-slot event lists, see
+--   include/batch.lua) to its record, then fire it when it completed (include/batchRecord.lua). Each
+--   child's events apply in order and once, however often they come: an event older than the last one
+--   applied to its child (its seq) changes nothing, so reapers may fold the same events at once, or again
+--   after a crash, without a lock. Events of a task that is not a child of the batch are ignored.
+-- Includes: guard, batchRecord
+-- KEYS[1]: the batch's record (hash)
+-- KEYS[2]: its children (hash: task id -> outcome and seq)
+-- ARGV[1..]: per event, 3 fields: seq, task id, outcome (s, d, c, p)
+-- Returns: batchFire's answer; { -1 } when the batch has no record (expired or never opened: its events
+--   are dropped)
+-- Side effects: HSET of each child's outcome and seq; HINCRBY of the record's counts (succeeded, dead,
+--   cancelled) by the moves between them; see batchFire.
+expectTypes(KEYS[1], 'hash', KEYS[2], 'hash')
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return { -1 }
+end
+for i = 1, #ARGV, 3 do
+  local seq, child, outcome = tonumber(ARGV[i]) or 0, ARGV[i + 1], ARGV[i + 2]
+  local known = redis.call('HGET', KEYS[2], child)
+  if known then
+    local was, at = string.match(known, '^(%a)/(%d+)$')
+    if was and seq > tonumber(at) then
+      redis.call('HSET', KEYS[2], child, outcome .. '/' .. string.format('%d', seq))
+      if was ~= outcome then
+        if BATCH_COUNT[was] then
+          redis.call('HINCRBY', KEYS[1], BATCH_COUNT[was], -1)
+        end
+        if BATCH_COUNT[outcome] then
+          redis.call('HINCRBY', KEYS[1], BATCH_COUNT[outcome], 1)
+        end
+      end
+    end
+  end
+end
+return batchFire(KEYS[1], KEYS[2])

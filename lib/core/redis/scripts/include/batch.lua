@@ -1,0 +1,48 @@
+-- include/batch.lua — shared by the scripts whose header says "Includes: batch" (after guard).
+-- A task of a batch (stored form version 2, its batch id first after `v`) reports each settle to its batch
+-- through its own slot, in the same script call as the settle: an event on `<base>:batch-events` (list),
+-- `<seq>\n<batch id>\n<task id>\n<outcome>`, outcome s (succeeded), d (dead-lettered), c (cancelled) or p
+-- (waiting again: requeued from dead letters); seq from `<base>:batch-seq` (INCR; a counter made anew starts
+-- at the Redis clock in µs, past any number it gave before), increasing within the base, where a task spends its whole life, so the batch's record applies each task's events in order
+-- however often they are folded (foldBatch-2.lua; reapers fold them, see lib/core/batches). Only the
+-- default consumer group's runs count (its base is the root, whose name ends with the hash tag's `}`).
+-- batchOf(entry)
+--   { batch, id } for a batch child's entry (`<attempts>|{"v":2,"batch":...`), else nil (other entries
+--   cost one string match). Read by a string match in the producer's field order; written otherwise
+--   (another producer, escapes), decoded.
+-- batchEvent(base, child, outcome)
+--   Records `child`'s settle (nothing for a consumer group's copy other than the default group's).
+local function batchOf(entry)
+  local batch, id = string.match(entry, '^%d+|{"v":2,"batch":"([^"\\]*)","id":"([^"\\]*)"')
+  if batch then
+    return { batch = batch, id = id }
+  end
+  if not string.find(entry, '^%d+|{"v":2,"batch":') then
+    return nil
+  end
+  local ok, envelope = pcall(cjson.decode, string.sub(entry, string.find(entry, '|', 1, true) + 1))
+  if not ok or type(envelope) ~= 'table' or type(envelope.batch) ~= 'string' or type(envelope.id) ~= 'string' then
+    return nil
+  end
+  return { batch = envelope.batch, id = envelope.id }
+end
+
+local function batchEvent(base, child, outcome)
+  if string.sub(base, -1) ~= '}' then
+    return
+  end
+  local faults, counter = base .. ':faults', base .. ':batch-seq'
+  local seq = redis.pcall('INCR', counter)
+  if type(seq) ~= 'number' or seq == 1 then
+    -- A counter made anew (first use, or lost, or another type set aside) starts past every number it
+    -- could have given: the Redis clock in µs.
+    if type(seq) ~= 'number' then
+      quarantineKey(faults, counter, 'string')
+    end
+    local time = redis.call('TIME')
+    seq = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    redis.call('SET', counter, string.format('%d', seq))
+  end
+  healingCall(faults, 'list', 'RPUSH', base .. ':batch-events',
+    string.format('%d', seq) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
+end

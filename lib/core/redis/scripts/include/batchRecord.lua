@@ -1,0 +1,43 @@
+-- include/batchRecord.lua — shared by the scripts whose header says "Includes: batchRecord" (after guard):
+-- a batch's record, `<prefix>:{%B<batch id>}:batch` (hash; BatchKeys.record), and its children,
+-- `<prefix>:{%B<batch id>}:children` (hash: task id -> `<outcome>/<seq>`, outcome p waiting or running, s
+-- succeeded, d dead-lettered, c cancelled; seq: the last event applied, see include/batch.lua), in a slot of
+-- their own. The record's fields: state (open: children may be added; sealed: no more; cancelled), total,
+-- succeeded, dead, cancelled (counts of children), complete and success (the callbacks, JSON: `{ pattern,
+-- payload?, clientId? }`; success only when every child succeeded), keep (ms the record is kept once its
+-- callbacks were enqueued), created and fired (Redis ms), callbacks (the callback task ids, once enqueued).
+-- batchFire(record, children)
+--   Once the batch is sealed (or cancelled) and every child settled, marks it fired (once) and returns what
+--   its callbacks are enqueued with: { 1, complete, success ('' none or not all succeeded), total,
+--   succeeded, dead, cancelled, the ids of the dead-lettered children... }; the same again while its
+--   callbacks are not on record as enqueued (an enqueue that a crash cut off is made again; the callback's
+--   deduplication key keeps it once). Else { 0 }.
+local BATCH_COUNT = { s = 'succeeded', d = 'dead', c = 'cancelled' }
+
+local function batchFire(record, children)
+  local fields = redis.call('HMGET', record, 'state', 'total', 'succeeded', 'dead', 'cancelled', 'fired', 'callbacks',
+    'complete', 'success')
+  local state, total = fields[1], tonumber(fields[2]) or 0
+  local succeeded, dead, cancelled = tonumber(fields[3]) or 0, tonumber(fields[4]) or 0, tonumber(fields[5]) or 0
+  if fields[7] or (state ~= 'sealed' and state ~= 'cancelled') or succeeded + dead + cancelled < total then
+    return { 0 }
+  end
+  if not fields[6] then
+    local time = redis.call('TIME')
+    redis.call('HSET', record, 'fired', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+  end
+  local success = ''
+  if fields[9] and dead == 0 and cancelled == 0 then
+    success = fields[9]
+  end
+  local fire = { 1, fields[8] or '', success, total, succeeded, dead, cancelled }
+  if dead > 0 then
+    local flat = redis.call('HGETALL', children)
+    for i = 1, #flat, 2 do
+      if string.sub(flat[i + 1], 1, 2) == 'd/' then
+        fire[#fire + 1] = flat[i]
+      end
+    end
+  end
+  return fire
+end

@@ -1,0 +1,80 @@
+import { TaskBatch, type ResolvedBatchOptions } from '../core/batches/task-batch.js';
+import type { EnqueueItem, EnqueueReceipt } from '../core/producer/producer.js';
+import type { ProducerRuntime } from '../core/producer/producer-runtime.js';
+import { InvalidTaskError } from '../core/model/errors.js';
+import type { RedisTaskRecord } from './redis-task-record.builder.js';
+
+/** What a batch gets from its client once connected: its runtime, and how the client makes items and patterns. */
+export interface BatchHost {
+  readonly runtime: ProducerRuntime;
+  item(data: unknown): EnqueueItem;
+  pattern(pattern: string): string;
+}
+
+/**
+ * A batch of tasks with a callback (fan-out, then fan-in): `add` enqueues tasks of the batch (any pattern,
+ * as often as you like while it is open), `seal` says no more will come. Once every task of a sealed batch
+ * settled (succeeded, or ended in dead letters), its `onComplete` task is enqueued exactly once, with a
+ * summary (counts, the ids of the tasks that failed); `onSuccess` too when every task succeeded. Made by
+ * `RedisTaskClient.batch()`; `RedisTaskAdmin.getBatch(id)` tells where it is.
+ */
+export class RedisTaskBatch {
+  private core: { batch: TaskBatch; host: BatchHost } | undefined;
+
+  constructor(
+    private readonly options: ResolvedBatchOptions,
+    private readonly host: () => Promise<BatchHost>,
+  ) {}
+
+  /** The batch id (given, or generated). */
+  get id(): string {
+    return this.options.id;
+  }
+
+  /**
+   * Enqueues tasks of the batch for one pattern, as `emitBatch` does (payloads or records; each chunk all
+   * or nothing); resolves with their receipts. Refused once the batch is sealed.
+   */
+  async add<TInput = unknown>(
+    pattern: unknown,
+    items: readonly (TInput | RedisTaskRecord<TInput>)[],
+  ): Promise<EnqueueReceipt[]> {
+    if (!Array.isArray(items)) throw new InvalidTaskError(`batch.add() needs an array of items, got ${typeof items}`);
+    const { batch, host } = await this.opened();
+    return batch.add(
+      host.pattern(pattern as string),
+      items.map((item) => host.item(item)),
+    );
+  }
+
+  /** No more tasks: the batch completes once those added settled (at once, if they all have). */
+  async seal(): Promise<void> {
+    await (await this.opened()).batch.seal();
+  }
+
+  /** A batch of exactly these tasks: added, then sealed (`emitBatch(pattern, items, { batch })`). */
+  async addAndSeal<TInput = unknown>(
+    pattern: unknown,
+    items: readonly (TInput | RedisTaskRecord<TInput>)[],
+  ): Promise<EnqueueReceipt[]> {
+    const receipts = await this.add(pattern, items);
+    await this.seal();
+    return receipts;
+  }
+
+  private async opened(): Promise<{ batch: TaskBatch; host: BatchHost }> {
+    const host = await this.host();
+    // A client that reconnected has a new runtime: the batch follows it.
+    if (this.core?.host.runtime !== host.runtime) {
+      const { runtime } = host;
+      this.core = {
+        host,
+        batch: new TaskBatch(
+          { redis: runtime.redis, keys: runtime.keys, layouts: runtime.layouts, producer: runtime.producer },
+          this.options,
+        ),
+      };
+    }
+    return this.core;
+  }
+}
