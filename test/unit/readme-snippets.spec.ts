@@ -39,6 +39,7 @@ const IMPORTS: Record<string, string> = {
   firstValueFrom: 'rxjs',
   lastValueFrom: 'rxjs',
   RedisTaskReceipt: 'nestjs-redis-tasks',
+  BatchSummary: 'nestjs-redis-tasks',
   TerminusModule: '@nestjs/terminus',
   HealthCheck: '@nestjs/terminus',
   HealthCheckService: '@nestjs/terminus',
@@ -91,6 +92,8 @@ const DECLARED: Record<string, string> = {
   file: 'declare const file: string',
   query: 'declare const query: string',
   draftId: 'declare const draftId: string',
+  albumId: 'declare const albumId: number',
+  photos: 'declare const photos: { name: string }[]',
   client: "declare const client: import('nestjs-redis-tasks').RedisTaskClient",
   bar: 'declare const bar: { update(progress: unknown): void }',
 };
