@@ -43,7 +43,7 @@ export type { TaskOutcomeEvent, TaskOutcomeKind } from './core/model/outcomes.js
 export type { TaskProgressEvent } from './core/worker/worker-types.js';
 export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
 export type { CoalesceMode, CoalesceOptions } from './core/model/coalesce.js';
-export type { BatchCallback, BatchOptions, BatchStatus, BatchSummary } from './core/model/batch.js';
+export type { BatchCallback, BatchCancelResult, BatchOptions, BatchStatus, BatchSummary } from './core/model/batch.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';

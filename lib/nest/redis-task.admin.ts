@@ -12,7 +12,7 @@ import {
   type WorkerInfo,
 } from '../core/admin/admin.js';
 import type { ScheduleSpec } from '../core/model/schedule.js';
-import type { BatchStatus } from '../core/model/batch.js';
+import type { BatchCancelResult, BatchStatus } from '../core/model/batch.js';
 import type { CancelResult, TaskStatus } from '../core/model/task-status.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
@@ -68,6 +68,16 @@ export class RedisTaskAdmin {
    */
   async getBatch(id: string): Promise<BatchStatus> {
     return this.call((admin) => admin.getBatch(id));
+  }
+
+  /**
+   * Cancels a batch: no task can be added any more; its waiting tasks are removed from their queues, its
+   * running ones stopped through their fences (`ctx.signal` aborts with `TaskCancelledError` within a
+   * heartbeat); each counts as cancelled, and its callback is enqueued once, with the cancelled count, once
+   * every task settled. Answers how many were removed and stopped, or `{ cancelled: false, state: 'unknown' }`.
+   */
+  async cancelBatch(id: string): Promise<BatchCancelResult> {
+    return this.call((admin) => admin.cancelBatch(id));
   }
 
   /**

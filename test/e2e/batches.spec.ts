@@ -7,6 +7,7 @@ import {
   RedisTaskClient,
   RedisTaskContext,
   RedisTaskRecordBuilder,
+  TaskCancelledError,
   type BatchSummary,
 } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
@@ -20,6 +21,8 @@ let prefix = '';
 /** What the callback handlers received, and how often each task ran. */
 let summaries: { pattern: string; summary: BatchSummary; id: string }[] = [];
 const ran = new Map<string, number>();
+/** Why each image.slow run was aborted. */
+const aborted = new Map<string, unknown>();
 /** Failing images that run fine from now on. */
 const fixed = new Set<string>();
 
@@ -34,6 +37,14 @@ class Album {
   @EventPattern<string>('image.thumbnail')
   thumbnail(@Payload() image: { name: string }): void {
     ran.set(image.name, (ran.get(image.name) ?? 0) + 1);
+  }
+
+  /** Runs until its signal aborts, recording why. */
+  @EventPattern<string>('image.slow')
+  async slow(@Payload() image: { name: string }, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    ran.set(image.name, (ran.get(image.name) ?? 0) + 1);
+    await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+    aborted.set(image.name, ctx.signal.reason);
   }
 
   @EventPattern<string>('album.publish')
@@ -53,6 +64,7 @@ afterEach(async () => {
   summaries = [];
   ran.clear();
   fixed.clear();
+  aborted.clear();
 });
 
 afterAll(async () => {
@@ -214,6 +226,28 @@ describe('batches: fan-out, then a callback exactly once', () => {
     expect(summaries.map((entry) => entry.summary.total).sort()).toEqual([2, 2]);
     expect(() => client.batch({ onComplete: { pattern: '' } })).toThrow(InvalidTaskError);
     expect(() => client.batch({ id: 'has space', onComplete: { pattern: 'x' } })).toThrow(/id/);
+  });
+
+  it('cancelBatch removes the waiting tasks, stops the running ones through their fences, and fires the callback once with the cancelled count', async () => {
+    prefix = testPrefix('batch-cancel');
+    const { client, admin } = await producer();
+    await worker({ concurrency: 4 });
+    const slow = Array.from({ length: 30 }, (_, i) => ({ name: `slow${i}` }));
+    await client.emitBatch('image.slow', slow, { batch: { id: 'c1', onComplete: { pattern: 'album.publish' } } });
+    await waitFor(() => ran.size === 4, 'four tasks running');
+    expect(await admin.cancelBatch('c1')).toEqual({ cancelled: true, was: 'sealed', removed: 26, stopped: 4 });
+    await waitFor(() => aborted.size === 4, 'the four running handlers to be told');
+    for (const reason of aborted.values()) expect(reason).toBeInstanceOf(TaskCancelledError);
+    await waitFor(() => summaries.length === 1, 'the callback');
+    expect(summaries[0].summary).toMatchObject({ batchId: 'c1', total: 30, cancelled: 30, succeeded: 0, failed: 0 });
+    expect(ran.size).toBe(4);
+    expect(await admin.getBatch('c1')).toMatchObject({ state: 'cancelled', cancelled: 30, callback: 'enqueued' });
+    await expect(
+      client.batch({ id: 'c1', onComplete: { pattern: 'album.publish' } }).add('image.slow', [{ name: 'late' }]),
+    ).rejects.toThrow(/cancelled/);
+    expect(await admin.cancelBatch('no-such')).toEqual({ cancelled: false, state: 'unknown' });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(summaries).toHaveLength(1);
   });
 
   it('fires at the seal when every task settled before it', async () => {

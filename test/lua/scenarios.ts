@@ -263,11 +263,12 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         ]),
     },
     cancelTask: {
-      setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1', track: true }, { id: 'c2' }]),
+      // c1 is tracked and a task of batch b1 (a cancelled batch's task is removed by this script too).
+      setup: (keys) => enqueue(keys, [{ id: 'c1', priority: 2, dedup: 'd1', track: true, batch: 'b1' }, { id: 'c2' }]),
       run: (keys) =>
         gateway.track.cancel(keys, {
           clientId: 'a',
-          entry: entry('c1', 'a', 0, 2),
+          entry: entry('c1', 'a', 0, 2, undefined, 'b1'),
           priority: 2,
           deduplicationKey: 'd1',
           id: 'c1',
@@ -318,6 +319,21 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
         await gateway.batch.seal(batchKeys(keys));
       },
       run: (keys) => gateway.batch.close(batchKeys(keys), ['batch.b1.complete']),
+    },
+    cancelBatch: {
+      setup: async (keys) => {
+        await openBatchOf(keys, []);
+        await redis.sadd(batchKeys(keys).patterns, 'q');
+      },
+      run: (keys) => gateway.batch.cancel(batchKeys(keys)),
+    },
+    dropHeld: {
+      setup: async (keys) => {
+        await enqueue(keys, [{ id: 'b1c', client: 'd', batch: 'b1' }]);
+        const [token] = await claimAll(keys, 2);
+        return token;
+      },
+      run: (keys, token) => gateway.batch.dropHeld(keys, worker, token as string, 'b1'),
     },
     trimBatchEvents: {
       setup: (keys) => redis.rpush(keys.batchEvents, '1\nb1\nc1\ns', '2\nb1\nc2\nd', '3\nb1\nc3\ns'),

@@ -23,7 +23,7 @@ import { SCHEDULE_LIMITS } from '../schedules/tick-firer.js';
 import { silentLogger } from '../support/logger.js';
 import { TaskLookup } from './tasks.js';
 import { BatchReader } from './batches.js';
-import type { BatchStatus } from '../model/batch.js';
+import type { BatchCancelResult, BatchStatus } from '../model/batch.js';
 import type { CancelResult, TaskStatus } from '../model/task-status.js';
 
 export {
@@ -69,6 +69,11 @@ export class TaskAdmin {
   /** A batch's counts and callback state by id (`unknown`: never opened, or its record expired). */
   getBatch(id: string): Promise<BatchStatus> {
     return this.batchesPart.get(id);
+  }
+
+  /** Cancels a batch (see `BatchReader.cancel`). */
+  cancelBatch(id: string): Promise<BatchCancelResult> {
+    return this.batchesPart.cancel(id);
   }
 
   /** A tracked task's status by id (`unknown`: not tracked, or its index expired). Reads, never scans. */

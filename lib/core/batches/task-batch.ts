@@ -82,6 +82,8 @@ export class TaskBatch {
     await this.open();
     const children = items.map((item) => ({ ...item, id: item.id ?? newTaskId(), batch: this.options.id }));
     const ids = children.map((child) => child.id);
+    // Where a cancel looks for its tasks (recorded first: a pattern recorded in vain costs a look, nothing more).
+    await this.parts.redis.sadd(this.keys.patterns, queue);
     const state = await gatewayOf(this.parts.redis).batch.add(this.keys, ids);
     if (state !== 'open')
       throw new InvalidTaskError(`batch "${this.options.id}" is ${state}: no task can be added to it`);

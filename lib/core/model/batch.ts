@@ -64,4 +64,17 @@ export interface BatchFire {
   readonly failedIds: string[];
 }
 
+/** What `cancelBatch` did: cancelled (its waiting tasks removed, its running ones stopped), or no such batch. */
+export type BatchCancelResult =
+  | {
+      readonly cancelled: true;
+      /** Its state before. */
+      readonly was: 'open' | 'sealed' | 'cancelled';
+      /** Waiting tasks taken out of their queues. */
+      readonly removed: number;
+      /** Running tasks stopped through their fences. */
+      readonly stopped: number;
+    }
+  | { readonly cancelled: false; readonly state: 'unknown' };
+
 export const BATCH_DEFAULT_KEEP_MS = 86_400_000;

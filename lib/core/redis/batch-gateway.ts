@@ -1,5 +1,5 @@
 import type { BatchCallback, BatchFire } from '../model/batch.js';
-import type { BatchKeys } from './keys.js';
+import type { BatchKeys, QueueKeys } from './keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
@@ -43,6 +43,29 @@ export class BatchGateway {
   /** closeBatch: its callbacks on record as enqueued; its record expires `keep` ms from now. */
   async close(keys: BatchKeys, callbackIds: readonly string[]): Promise<boolean> {
     return (await this.redis.closeBatch(keys.record, keys.children, callbackIds.join(','))) === 1;
+  }
+
+  /** cancelBatch: the batch cancelled; its state before ('unknown': no record) and the patterns of its tasks. */
+  async cancel(keys: BatchKeys): Promise<{ before: string; patterns: string[] }> {
+    const [before, ...patterns] = await this.redis.cancelBatch(keys.record, keys.children, keys.patterns);
+    return { before, patterns };
+  }
+
+  /** dropHeld: a running task of batch `batch` taken from its worker through its fence; false when not held. */
+  async dropHeld(queue: QueueKeys, workerId: string, token: string, batch: string): Promise<boolean> {
+    const { counted, inflight, parked, ring, counters } = queue;
+    return (
+      (await this.redis.dropHeld(
+        queue.processing(workerId),
+        counted,
+        inflight,
+        parked,
+        ring,
+        counters,
+        token,
+        batch,
+      )) === 1
+    );
   }
 
   /** trimBatchEvents: the folded events dropped, if they are still the list's head. */

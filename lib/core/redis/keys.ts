@@ -223,6 +223,8 @@ export interface BatchKeys {
   readonly id: string;
   readonly record: string;
   readonly children: string;
+  /** The patterns its tasks were added to (set; a cancel looks for them there). */
+  readonly patterns: string;
 }
 
 /** The keys of one tracked task: its index (hash), and the entry it waits under (string). */
@@ -313,7 +315,7 @@ export class PrefixKeys {
    */
   batch(id: string): BatchKeys {
     const root = `${this.prefix}:{%B${id}}`;
-    return { id, record: `${root}:batch`, children: `${root}:children` };
+    return { id, record: `${root}:batch`, children: `${root}:children`, patterns: `${root}:patterns` };
   }
 
   /** The pub/sub channel on which a client instance receives `send()` results. */

@@ -128,6 +128,19 @@ export interface TaskCommands {
   foldBatch(record: string, children: string, ...events: string[]): Promise<(number | string)[]>;
   closeBatch(record: string, children: string, callbacks: string): Promise<0 | 1>;
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
+  cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
+  dropHeld(
+    processing: string,
+    ...keysAndArgs: [
+      counted: string,
+      inflight: string,
+      parked: string,
+      ring: string,
+      counters: string,
+      token: string,
+      batch: string,
+    ]
+  ): Promise<0 | 1>;
   revokeTask(
     base: string,
     root: string,

@@ -1,6 +1,6 @@
 import { COALESCE_MODE_CODES, type TaskEnvelope } from '../model/codec.js';
 import type { ScriptGateway } from '../redis/gateway.js';
-import type { QueueKeys } from '../redis/keys.js';
+import { PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
@@ -105,6 +105,11 @@ export class Lease {
     if (about?.coalesceMode === COALESCE_MODE_CODES.supersede && about.coalesce !== undefined) {
       const last = await this.redis.hget(keys.coalesce(about.coalesce), 'last').catch(() => null);
       return last === about.id ? undefined : { replacedBy: last ?? 'a newer task' };
+    }
+    if (about?.batch !== undefined) {
+      const record = new PrefixKeys(keys.prefix).batch(about.batch).record;
+      const state = await this.redis.hget(record, 'state').catch(() => null);
+      return state === 'cancelled' ? { reason: `its batch ${about.batch} was cancelled` } : undefined;
     }
     if (about?.track !== 1) return undefined;
     const [state, reason] = await this.redis.hmget(keys.task(about.id), 'state', 'reason').catch(() => [null, null]);

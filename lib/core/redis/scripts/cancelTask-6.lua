@@ -1,11 +1,14 @@
 -- cancelTask-6.lua
--- Purpose: remove a task that no worker has claimed yet (a send() whose caller gave up waiting), from its
---   client's pending tasks or the delayed set, and free its deduplication key. A claimed task is left
+-- Purpose: remove a task that no worker has claimed yet (a send() whose caller gave up waiting, or a task
+--   of a cancelled batch), from its client's pending tasks or the delayed set, and free its deduplication
+--   key. A task of a batch removed records for its batch that it was cancelled (include/batch.lua). A claimed task is left
 --   alone (it runs; its reply has nobody waiting). A client left with nothing pending stays on the ring
 --   until the next claim drops it (as for any stale ring entry).
--- Includes: guard, finishTask, track
+-- Includes: guard, finishTask, track, batch
 -- Builds keys: a tracked task's counters, `<root>:counters`, from the root in ARGV[6], and (through
---   include/track.lua) its deduplication and result keys; all share the root's hash tag, hence its Cluster slot.
+--   include/track.lua) its deduplication and result keys; a batch task's event list and counter
+--   (include/batch.lua) from the base of the pending count in KEYS[6]; all share the root's hash tag, hence
+--   its Cluster slot.
 -- KEYS[1]: the client's pending list
 -- KEYS[2]: the client's priority set (members: 15-digit sequence + encoded entry, score -priority)
 -- KEYS[3]: delayed (sorted set: encoded entry -> due time)
@@ -49,6 +52,12 @@ if removed == 1 and ARGV[4] then
   if index then
     cancelledTask(ARGV[4], index, ARGV[6], 'pending', 'its send() caller stopped waiting', '', ARGV[5])
     countOutcome(ARGV[6] .. ':counters', 'cancelled', 1)
+  end
+end
+if removed == 1 then
+  local child = batchOf(ARGV[1])
+  if child then
+    batchEvent(string.sub(KEYS[6], 1, -15), child, 'c')
   end
 end
 return removed

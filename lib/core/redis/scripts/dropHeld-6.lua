@@ -1,0 +1,28 @@
+-- dropHeld-6.lua
+-- Purpose: take a running task of a cancelled batch from the worker that holds it, through its fence: its
+--   token leaves the worker's processing hash (the worker's heartbeat finds it gone and aborts the run; its
+--   late settle is refused, and no recovery can return it), and its batch hears it was cancelled.
+-- Includes: guard, releaseClientSlot, batch
+-- Builds keys: the task's batch event list and counter (include/batch.lua) from the base of the ring in
+--   KEYS[5] (as `QueueKeys` spells them); all share the hash tag, hence the Cluster slot.
+-- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
+-- KEYS[2]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
+-- KEYS[3]: inflight (hash: client id -> tasks of it in flight under the cap)
+-- KEYS[4]: parked (set of clients taken off the ring at their cap)
+-- KEYS[5]: ring (list of client ids with pending tasks)
+-- KEYS[6]: counters (hash: outcome -> count, for the admin API and metrics)
+-- ARGV[1]: fencing token; ARGV[2]: the batch id the task must belong to
+-- Returns: 1 when taken; 0 when the token is no longer held, or holds a task of another batch
+-- Side effects: HDEL from the processing hash; the client's cap slot released (releaseClientSlot); HINCRBY
+--   counters cancelled; the batch event (c).
+local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
+local child = entry and batchOf(entry)
+if not child or child.batch ~= ARGV[2] then
+  return 0
+end
+expectTypes(KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'set', KEYS[5], 'list')
+redis.call('HDEL', KEYS[1], ARGV[1])
+releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], false)
+countOutcome(KEYS[6], 'cancelled', 1)
+batchEvent(string.sub(KEYS[5], 1, -6), child, 'c')
+return 1
