@@ -4,6 +4,7 @@ import type { DeadLetterReason, DeadLetterRecord } from '../core/model/dead-lett
 import { duration, table } from './format.js';
 import { schedules } from './schedule-commands.js';
 import { task } from './task-commands.js';
+import { batch } from './batch-commands.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
 
@@ -39,6 +40,9 @@ Commands:
   task show <pattern> <id>            a tracked task: where it is (waiting, running where, since when, its
                                       progress) or how it ended
   task cancel <pattern> <id>          cancel a tracked task wherever it is (--reason <text>)
+  batch show <id>                     a batch: its tasks' counts (pending, succeeded, failed, cancelled) and
+                                      its callback
+  batch cancel <id>                   cancel a batch: its waiting tasks removed, its running ones stopped
 
 Options:
   --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -133,6 +137,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     schedules(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
   task: (admin, args, options) =>
     task(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
+  batch: (admin, args, options) =>
+    batch(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
 };
 
 /** Runs one command; resolves with what to print. */

@@ -260,6 +260,32 @@ describe('npx nestjs-redis-tasks', () => {
     expect((await cli(['task', 'show', 'cli.work', '--prefix', prefix])).code).toBe(2);
   });
 
+  it('shows and cancels a batch by id (exit 4 for an unknown one)', async () => {
+    await setup();
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const batch = client.batch({ id: 'cli-batch', onComplete: { pattern: 'cli.work' } });
+    await batch.add('cli.work', [
+      new RedisTaskRecordBuilder({ key: 'b1' }).setDelay(60_000).build(),
+      new RedisTaskRecordBuilder({ key: 'b2' }).setDelay(60_000).build(),
+    ]);
+    const shown = await cli(['batch', 'show', 'cli-batch', '--prefix', prefix]);
+    expect(shown.stdout).toMatch(
+      /^batch: cli-batch \(open\)\ntasks: 2: 2 pending, 0 succeeded, 0 failed, 0 cancelled\ncallback: waiting\n/,
+    );
+    expect((await cli(['batch', 'cancel', 'cli-batch', '--prefix', prefix])).stdout).toBe(
+      'batch cli-batch: cancelled (it was open); 2 waiting task(s) removed, 0 running stopped\n',
+    );
+    expect(output(await cli(['batch', 'show', 'cli-batch', '--prefix', prefix, '--json']))).toMatchObject({
+      state: 'cancelled',
+      total: 2,
+    });
+    const missing = await cli(['batch', 'show', 'nope', '--prefix', prefix]);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toMatch(/no batch nope/);
+    expect((await cli(['batch', 'show', '--prefix', prefix])).code).toBe(2);
+  });
+
   it.each([
     [['frobnicate'], 2, /^nestjs-redis-tasks: unknown command "frobnicate" \(see --help\)\n$/],
     [['stats', '--bogus'], 2, /^nestjs-redis-tasks: Unknown option '--bogus'.*\(see --help\)\n$/],
