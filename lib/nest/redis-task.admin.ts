@@ -70,6 +70,11 @@ export class RedisTaskAdmin {
     return this.call((admin) => admin.getBatch(id));
   }
 
+  /** How many batches were opened and completed under the prefix (counted in Redis, by every process). */
+  async batchCounts(): Promise<{ opened: number; completed: number }> {
+    return this.call((admin) => admin.batchCounts());
+  }
+
   /**
    * Cancels a batch: no task can be added any more; its waiting tasks are removed from their queues, its
    * running ones stopped through their fences (`ctx.signal` aborts with `TaskCancelledError` within a

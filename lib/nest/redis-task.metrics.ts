@@ -143,6 +143,30 @@ export class RedisTaskMetrics {
           },
         }),
     );
+    this.batchCounters(name('batches_total'));
+  }
+
+  /** Batches opened and completed, as counted in Redis. */
+  private batchCounters(name: string): void {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const metrics = this;
+    this.metric(
+      name,
+      () =>
+        new Counter({
+          name,
+          help: 'Batches opened and completed (their callbacks enqueued) under the prefix, as counted in Redis by every process',
+          labelNames: ['outcome'],
+          registers: [this.registry],
+          collect: async function collect(this: Counter<'outcome'>) {
+            const counts = await metrics.inTime(metrics.admin.batchCounts());
+            if (!counts) return;
+            this.reset();
+            this.inc({ outcome: 'opened' }, counts.opened);
+            this.inc({ outcome: 'completed' }, counts.completed);
+          },
+        }),
+    );
   }
 
   /** Counts the outcomes and handler durations of a transport's tasks. */

@@ -141,6 +141,22 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     expect(sample(text, 'redis_tasks_schedule_ticks_total', 'schedule="obs-pulse",outcome="fired"')).toBe(1);
   });
 
+  it('counts the batches opened and completed, as recorded in Redis', async () => {
+    const module = await app();
+    const metrics = module.get(RedisTaskMetrics);
+    const client = module.get(RedisTaskClient);
+    const { transport } = await startWorker(prefix, [Handlers], { reaperIntervalMs: 50 });
+    started.push(transport);
+    await client.emitBatch('obs.work', [{}, {}], { batch: { onComplete: { pattern: 'obs.work' } } });
+    const open = client.batch({ onComplete: { pattern: 'obs.work' } });
+    await open.add('obs.work', [{}]);
+    await waitFor(
+      async () => sample(await metrics.registry.metrics(), 'redis_tasks_batches_total', 'outcome="completed"') === 1,
+      'the completed batch counted',
+    );
+    expect(sample(await metrics.registry.metrics(), 'redis_tasks_batches_total', 'outcome="opened"')).toBe(2);
+  });
+
   it('leaves the main entry point loadable without prom-client or @nestjs/terminus installed', async () => {
     // A child process whose module resolution refuses both packages, as if they were not installed.
     const refuse = `data:text/javascript,export async function resolve(specifier, context, next) {

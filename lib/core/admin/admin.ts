@@ -71,6 +71,11 @@ export class TaskAdmin {
     return this.batchesPart.get(id);
   }
 
+  /** Batches opened and completed under the prefix. */
+  batchCounts(): Promise<{ opened: number; completed: number }> {
+    return this.batchesPart.counts();
+  }
+
   /** Cancels a batch (see `BatchReader.cancel`). */
   cancelBatch(id: string): Promise<BatchCancelResult> {
     return this.batchesPart.cancel(id);

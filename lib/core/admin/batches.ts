@@ -38,6 +38,12 @@ export class BatchReader extends AdminPart {
     };
   }
 
+  /** Batches opened and completed under the prefix (for metrics). */
+  async counts(): Promise<{ opened: number; completed: number }> {
+    const counted = (await this.redis.hgetall(this.keys.batchCounters)) as Record<string, string>;
+    return { opened: Number(counted.opened ?? 0) || 0, completed: Number(counted.completed ?? 0) || 0 };
+  }
+
   /**
    * Cancels a batch: no task can be added any more; its tasks still waiting are taken out of their queues,
    * those running are stopped through their fences (their handler's `ctx.signal` aborts with

@@ -116,7 +116,9 @@ export class TaskBatch {
       await redis.zadd(keys.batchesDue, 'NX', Date.now() + BATCH_RECHECK_MS, this.options.id);
       const { onComplete, onSuccess, keepMs } = this.options;
       const state = await gatewayOf(redis).batch.open(this.keys, onComplete, onSuccess, keepMs);
-      if (state !== 'open')
+      // Counted for metrics (once per batch: only the open that made it; a crash here loses one count).
+      if (state === 'opened') await redis.hincrby(keys.batchCounters, 'opened', 1);
+      else if (state !== 'open')
         throw new InvalidTaskError(`batch "${this.options.id}" is ${state}: it cannot be opened again`);
     })().catch((error: unknown) => {
       this.opened = undefined;

@@ -10,7 +10,7 @@ export type FireAnswer =
 export class BatchGateway {
   constructor(private readonly redis: TaskRedis) {}
 
-  /** openBatch: 'open' when opened (now or before), else the batch's state. */
+  /** openBatch: 'opened' when opened now, 'open' when open before, else the batch's state. */
   open(keys: BatchKeys, complete: BatchCallback, success: BatchCallback | undefined, keepMs: number): Promise<string> {
     return this.redis.openBatch(
       keys.record,
@@ -40,7 +40,7 @@ export class BatchGateway {
     return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, ...events));
   }
 
-  /** closeBatch: its callbacks on record as enqueued; its record expires `keep` ms from now. */
+  /** closeBatch: its callbacks on record as enqueued (true when recorded now); its record expires `keep` ms from now. */
   async close(keys: BatchKeys, callbackIds: readonly string[]): Promise<boolean> {
     return (await this.redis.closeBatch(keys.record, keys.children, callbackIds.join(','))) === 1;
   }

@@ -282,9 +282,13 @@ export class PrefixKeys {
    */
   readonly batchesDue: string;
 
+  /** Batches opened and completed under this prefix (hash: opened, completed; for metrics). */
+  readonly batchCounters: string;
+
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
     this.batchesDue = `${prefix}:{%B}:due`;
+    this.batchCounters = `${prefix}:{%B}:counters`;
     // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
     const root = `${prefix}:{%S}`;
     this.schedules = { records: `${root}:schedules`, due: `${root}:due`, state: `${root}:state` };

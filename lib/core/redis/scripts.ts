@@ -126,7 +126,7 @@ export interface TaskCommands {
   addBatchChildren(record: string, children: string, change: '+' | '-', ...ids: string[]): Promise<string>;
   sealBatch(record: string, children: string): Promise<(number | string)[]>;
   foldBatch(record: string, children: string, ...events: string[]): Promise<(number | string)[]>;
-  closeBatch(record: string, children: string, callbacks: string): Promise<0 | 1>;
+  closeBatch(record: string, children: string, callbacks: string): Promise<0 | 1 | 2>;
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
   dropHeld(

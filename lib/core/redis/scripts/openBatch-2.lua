@@ -6,7 +6,7 @@
 -- KEYS[2]: its children (hash: task id -> outcome and seq)
 -- ARGV[1]: the complete callback (JSON); ARGV[2]: the success callback (JSON, '' none); ARGV[3]: how long
 --   the record is kept once its callbacks were enqueued (ms)
--- Returns: the batch's state: 'open' when opened now or open already, else what it is (sealed, cancelled)
+-- Returns: 'opened' when opened now; else the batch's state ('open' when open already, sealed, cancelled)
 -- Side effects: HSET of the record's fields when it is new.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'hash')
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -19,4 +19,4 @@ redis.call('HSET', KEYS[1], 'state', 'open', 'total', 0, 'succeeded', 0, 'dead',
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'success', ARGV[2])
 end
-return 'open'
+return 'opened'
