@@ -58,7 +58,7 @@ export class OursDriver implements Driver {
 
   constructor(
     private readonly url: string,
-    private readonly workerOptions: { prefetch?: (concurrency: number) => number } = {},
+    private readonly workerOptions: { prefetch?: (concurrency: number) => number; reaperIntervalMs?: number } = {},
     /** Whether every task is tracked (the client's `track` option). */
     private readonly track = false,
   ) {}
@@ -95,6 +95,11 @@ export class OursDriver implements Driver {
     await this.requireClient().emitBatch('bench.task', records);
   }
 
+  /** A batch of this phase's client (see bench/batches.ts). */
+  batch(options: Parameters<RedisTaskClient['batch']>[0]): ReturnType<RedisTaskClient['batch']> {
+    return this.requireClient().batch(options);
+  }
+
   /** One emitBatch call of payloads or records as they are. */
   async emitRecords(records: unknown[]): Promise<void> {
     await this.requireClient().emitBatch('bench.task', records);
@@ -119,6 +124,7 @@ export class OursDriver implements Driver {
           concurrency,
           group,
           ...(this.workerOptions.prefetch ? { prefetch: this.workerOptions.prefetch(concurrency) } : {}),
+          ...(this.workerOptions.reaperIntervalMs ? { reaperIntervalMs: this.workerOptions.reaperIntervalMs } : {}),
         }),
         logger: ['error'],
       });

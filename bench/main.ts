@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
+import { BATCH_INTRO, batchRows } from './batches.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
@@ -794,6 +795,16 @@ async function trackingRows(): Promise<string> {
   return table;
 }
 
+/** Batches against plain tasks (see bench/batches.ts). */
+async function batchTable(): Promise<string> {
+  log('\n== batches (nestjs-redis-tasks): per task, against plain tasks, rounds taking turns');
+  const driver = new OursDriver(url, { reaperIntervalMs: 100 });
+  const table = await batchRows(driver, redis, REPEATS);
+  await driver.close();
+  log(table);
+  return table;
+}
+
 /** Coalescing keys against plain emits (see bench/coalesce.ts). */
 async function coalesceTable(): Promise<string> {
   log('\n== coalescing keys (nestjs-redis-tasks): per emit, against plain emits, rounds taking turns');
@@ -944,6 +955,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'batches') {
+    log(`\n${await batchTable()}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'coalesce') {
     log(`\n${await coalesceTable()}`);
     await redis.quit();
@@ -1038,6 +1054,7 @@ async function main(): Promise<void> {
   const schedules = scheduleLine(await scheduleCost(url));
   const tracking = await trackingRows();
   const coalescing = await coalesceTable();
+  const batchesTable = await batchTable();
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1101,6 +1118,10 @@ async function main(): Promise<void> {
     ...COALESCE_INTRO,
     '',
     coalescing,
+    '',
+    ...BATCH_INTRO,
+    '',
+    batchesTable,
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {
