@@ -275,6 +275,34 @@ for (const adapter of ['express', 'fastify'] as const) {
       await page.getByTestId('task-unknown').waitFor();
     });
 
+    it('finds a batch by id from the overview, shows its counts, and cancels it', async () => {
+      const admin = new RedisTaskAdmin(client);
+      const batch = client.batch({ id: 'dash-batch', onComplete: { pattern: 'dash.work' } });
+      await batch.add('dash.work', [
+        new RedisTaskRecordBuilder({ later: 1 }).setDelay(600_000).build(),
+        new RedisTaskRecordBuilder({ later: 2 }).setDelay(600_000).build(),
+      ]);
+      await page.goto(base);
+      await page.getByTestId('batch-id').fill('dash-batch');
+      await page.getByTestId('find-batch').click();
+      const field = (name: string) => page.getByTestId('batch').locator(`tr[data-field="${name}"] td`);
+      await field('State').waitFor();
+      expect(await field('State').textContent()).toBe('open');
+      expect(await field('Pending').textContent()).toBe('2');
+      expect(await field('Callback').textContent()).toBe('waiting');
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.locator('button[data-action="cancel-batch"]').click();
+      await page
+        .getByTestId('message')
+        .filter({ hasText: 'Cancelled batch dash-batch: 2 waiting removed, 0 running stopped' })
+        .waitFor();
+      expect(await admin.getBatch('dash-batch')).toMatchObject({ state: 'cancelled' });
+      await waitFor(async () => (await field('State').textContent()) === 'cancelled', 'the page to show it cancelled');
+      await page.getByTestId('batch-id').fill('no-such-batch');
+      await page.getByTestId('find-batch').click();
+      await page.getByTestId('batch-unknown').waitFor();
+    });
+
     it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
       await page.goto(base);
       const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
@@ -297,8 +325,13 @@ for (const adapter of ['express', 'fastify'] as const) {
         await post('dead-letters/purge', { ...admin, origin }, { name: 'dash.fail', all: true }),
         await post('schedules/action', { ...admin, origin }, { id: 'any', action: 'remove' }), // no token
         await post('task/cancel', { ...admin, origin }, { name: 'dash.work', id: 'any' }), // no token
+        await post(
+          'batch/cancel',
+          { ...admin, origin: 'http://evil.example', 'x-csrf-token': token as string },
+          { id: 'any' },
+        ),
       ];
-      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403, 403]);
+      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403, 403, 403]);
       expect(await redis.exists(keys.queue('dash.work').paused)).toBe(0);
       // The same request with all it needs goes through (so the refusals were about what they lacked).
       const allowed = await post('pause', { ...admin, origin, 'x-csrf-token': token as string }, pause);

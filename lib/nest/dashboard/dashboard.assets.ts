@@ -253,6 +253,7 @@ export const APP_JS = String.raw`
             el('th', { class: 'num' }, 'Oldest waiting'), el('th', { class: 'num' }, 'Completed/min'), el('th', { class: 'num' }, 'Failed/min'),
             el('th', null, 'Last hour'), el('th', null, ''))),
           el('tbody', null, rows)),
+      batchLookup(''),
     ];
   }
 
@@ -327,6 +328,38 @@ export const APP_JS = String.raw`
           return r.cancelled ? 'Cancelled ' + data.id + ' (it was ' + r.was + ')' : 'Not cancelled: it had ended (' + r.state + ')';
         });
       } }, 'Cancel task')) : null,
+    ];
+  }
+
+  // A batch by id: its tasks' counts and its callback, found from the overview.
+  function batchLookup(id) {
+    var input = el('input', { 'data-testid': 'batch-id', placeholder: 'batch id', value: id || '' });
+    function find() { if (input.value) location.hash = '#/batch?' + query({ id: input.value.trim() }); }
+    input.addEventListener('change', find);
+    return el('div', { class: 'bar' }, el('label', null, 'Find a batch '), input,
+      el('button', { 'data-testid': 'find-batch', onclick: find }, 'Find'));
+  }
+  function renderBatch(data, params) {
+    var fields = [
+      ['State', data.state], ['Tasks', data.total], ['Pending', data.pending], ['Succeeded', data.succeeded],
+      ['Failed', data.failed], ['Cancelled', data.cancelled],
+      ['Callback', data.callbackIds ? data.callback + ' (' + data.callbackIds.join(', ') + ')' : data.callback],
+      ['Opened', data.createdAt && when(data.createdAt)], ['Completed', data.firedAt && when(data.firedAt)],
+    ].filter(function (f) { return f[1] !== undefined && f[1] !== null; });
+    var live = (data.state === 'open' || data.state === 'sealed') && data.callback === 'waiting';
+    return [
+      el('h1', null, 'Batch ', data.id),
+      batchLookup(params.id),
+      data.state === 'unknown' ? el('p', { class: 'muted', 'data-testid': 'batch-unknown' }, 'No batch with this id: never opened, or its record expired.') :
+        el('table', { 'data-testid': 'batch' }, el('tbody', null, fields.map(function (f) {
+          return el('tr', { 'data-field': f[0] }, el('th', null, f[0]), el('td', null, String(f[1])));
+        }))),
+      config.actions && live ? el('div', { class: 'bar' }, el('button', { class: 'danger', 'data-action': 'cancel-batch', onclick: function () {
+        if (!window.confirm('Cancel batch ' + data.id + '?')) return;
+        act(post('batch/cancel', { id: data.id }), function (r) {
+          return r.cancelled ? 'Cancelled batch ' + data.id + ': ' + r.removed + ' waiting removed, ' + r.stopped + ' running stopped' : 'No such batch';
+        });
+      } }, 'Cancel batch')) : null,
     ];
   }
 
@@ -435,6 +468,7 @@ export const APP_JS = String.raw`
     '/dead': function (params) { return get('dead-letters', params).then(function (d) { return renderDead(d, params); }); },
     '/schedules': function () { return get('schedules').then(renderSchedules); },
     '/task': function (params) { return get('task', params).then(function (d) { return renderTask(d, params); }); },
+    '/batch': function (params) { return get('batch', params).then(function (d) { return renderBatch(d, params); }); },
   };
 
   var generation = 0;

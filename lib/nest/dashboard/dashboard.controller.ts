@@ -134,6 +134,21 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
       return this.dashboard.cancelTask(body ?? {});
     }
 
+    @Get('api/batch')
+    @secured()
+    batch(@Headers() headers: RequestHeaders, @Query() query: Body): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
+      return this.dashboard.batch(query);
+    }
+
+    @Post('api/batch/cancel')
+    @HttpCode(200)
+    @secured()
+    cancelBatch(@Headers() headers: RequestHeaders, @Body() body: Body): Promise<unknown> {
+      this.dashboard.authorize(headers);
+      return this.dashboard.cancelBatch(body ?? {});
+    }
+
     @Post('api/pause')
     @HttpCode(200)
     @secured()

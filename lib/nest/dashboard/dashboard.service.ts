@@ -21,6 +21,7 @@ import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } fro
 import { DEFAULT_GROUP } from '../../core/config/options.js';
 import { ScheduleNotFoundError } from '../../core/model/errors.js';
 import type { CancelResult, TaskStatus } from '../../core/model/task-status.js';
+import type { BatchCancelResult, BatchStatus } from '../../core/model/batch.js';
 import { errorMessage } from '../../core/support/logger.js';
 import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
@@ -186,6 +187,16 @@ export class DashboardService implements OnModuleDestroy {
     return (await this.admin(body.group)).cancelTask(pattern, taskIdOf(body.id), reason);
   }
 
+  /** A batch by id. */
+  async batch(query: Record<string, unknown>): Promise<BatchStatus> {
+    return (await this.core()).admin.getBatch(batchIdOf(query.id));
+  }
+
+  /** Cancels a batch (behind the dashboard's guard and its CSRF check). */
+  async cancelBatch(body: Record<string, unknown>): Promise<BatchCancelResult> {
+    return (await this.core()).admin.cancelBatch(batchIdOf(body.id));
+  }
+
   async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
     const pattern = await this.knownPattern(body.name);
     return (await this.admin(body.group)).requeueDeadLetters(pattern, this.selection(body));
@@ -334,4 +345,12 @@ async function applyScheduleAction(admin: TaskAdmin, id: string, action: unknown
     if (error instanceof ScheduleNotFoundError) throw new NotFoundException(`no schedule "${id}"`);
     throw error;
   }
+}
+
+/** The batch id a request names (a 400 when it names none). */
+function batchIdOf(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
+    throw new BadRequestException('"id" must name a batch (1 to 200 characters)');
+  }
+  return id;
 }
