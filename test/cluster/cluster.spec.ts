@@ -14,6 +14,7 @@ import {
   RedisTaskContext,
   RedisTaskRecordBuilder,
   ShardCountMismatchError,
+  type BatchSummary,
   type RedisTaskClientOptions,
   type RedisTaskTransportOptions,
 } from '../../lib/index.js';
@@ -31,6 +32,7 @@ let failures = 0;
 const order = new Map<string, number[]>();
 const running = new Map<string, number>();
 let maxRunning = 0;
+const summaries: BatchSummary[] = [];
 
 @Controller()
 class Handlers {
@@ -50,6 +52,18 @@ class Handlers {
     maxRunning = Math.max(maxRunning, running.get(client)!);
     await new Promise((resolve) => setTimeout(resolve, 1));
     running.set(client, running.get(client)! - 1);
+  }
+
+  /** A task of a batch (fails every attempt when its payload says so). */
+  @EventPattern<string>('cluster.batch', { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 20 } })
+  batchTask(@Payload() payload: { key: string; fail?: boolean }): void {
+    handled.set(payload.key, (handled.get(payload.key) ?? 0) + 1);
+    if (payload.fail) throw new Error('this task fails');
+  }
+
+  @EventPattern<string>('cluster.batchDone')
+  batchDone(@Payload() summary: BatchSummary): void {
+    summaries.push(summary);
   }
 
   @MessagePattern<string>('cluster.add')
@@ -263,6 +277,74 @@ describe('Redis Cluster (3 primaries)', () => {
     );
     expect(recovered).toBe(3);
     await waitFor(() => ids.every((clientId) => handled.get(`ghost-${clientId}`) === 1), 'the recovered tasks to run');
+  });
+
+  it("fires each of 50 batches' callback exactly once, with the right counts, when their tasks settle on 3 primaries and a dead worker's tasks are recovered", async () => {
+    const prefix = testPrefix('batches');
+    const client = await producer(prefix, { shards: 3 });
+    const expected = new Map<string, { total: number; failed: number }>();
+    for (let b = 0; b < 50; b++) {
+      const total = 1 + ((b * 7) % 50);
+      const items = Array.from({ length: total }, (_, i) => ({
+        key: `b${b}.${i}`,
+        ...(i % 9 === 4 ? { fail: true } : {}),
+      }));
+      const batch = client.batch({ id: `b${b}`, onComplete: { pattern: 'cluster.batchDone' } });
+      await batch.add(
+        'cluster.batch',
+        items.map((item, i) => new RedisTaskRecordBuilder(item).setClientId(`c${i % 5}`).build()),
+      );
+      await batch.seal();
+      expected.set(`b${b}`, { total, failed: items.filter((item) => item.fail).length });
+    }
+    // A worker claims a few tasks on each shard and dies: their batches wait until a reaper recovers them.
+    const layout = new PrefixKeys(prefix).layout('cluster.batch', 3);
+    const scripts = defineScripts(redis) as unknown as TestRedis;
+    for (const shard of layout.shards) {
+      await gatewayOf(scripts).heartbeat(shard, 'ghost', 60_000);
+      await claimAs(scripts, shard, 'ghost', 3);
+      await scripts.zadd(shard.workers, '1', 'ghost');
+    }
+    await worker(prefix, { shards: 3, reaperIntervalMs: 50 });
+    await worker(prefix, { shards: 3, reaperIntervalMs: 50 });
+    await waitFor(() => summaries.length >= 50, 'every callback', { timeoutMs: 60_000 });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(summaries).toHaveLength(50);
+    for (const summary of summaries) {
+      const { total, failed } = expected.get(summary.batchId)!;
+      expect({
+        id: summary.batchId,
+        total: summary.total,
+        failed: summary.failed,
+        succeeded: summary.succeeded,
+      }).toEqual({
+        id: summary.batchId,
+        total,
+        failed,
+        succeeded: total - failed,
+      });
+    }
+    expect(new Set(summaries.map((summary) => summary.batchId)).size).toBe(50);
+    summaries.length = 0;
+  });
+
+  it('coalesces 100 emits of one key from 5 clients into one run of the last payload in a queue sharded over 3 primaries', async () => {
+    const prefix = testPrefix('latest');
+    const client = await producer(prefix, { shards: 3 });
+    const receipts = await client.emitBatch(
+      'cluster.work',
+      Array.from({ length: 100 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `avatar-${n}` })
+          .setClientId(`c${n % 5}`)
+          .setCoalesceKey('avatar:7')
+          .build(),
+      ),
+    );
+    expect(receipts.filter((receipt) => receipt.replaced !== undefined)).toHaveLength(99);
+    await worker(prefix, { shards: 3 });
+    await waitFor(() => handled.get('avatar-99') === 1, 'the last payload to run');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect([...handled.keys()]).toEqual(['avatar-99']);
   });
 
   it('keeps per-client FIFO order and the per-client cap of 1 in a sharded queue, across two workers', async () => {
