@@ -19,17 +19,11 @@ export interface BatchHost {
  * `RedisTaskClient.batch()`; `RedisTaskAdmin.getBatch(id)` tells where it is.
  */
 export class RedisTaskBatch {
-  private core: { batch: TaskBatch; host: BatchHost } | undefined;
-
+  /** Made by `RedisTaskClient.batch()` (see `openBatch`): its wiring stays out of its public shape. */
   constructor(
-    private readonly options: ResolvedBatchOptions,
-    private readonly host: () => Promise<BatchHost>,
+    /** The batch id (given, or generated). */
+    readonly id: string,
   ) {}
-
-  /** The batch id (given, or generated). */
-  get id(): string {
-    return this.options.id;
-  }
 
   /**
    * Enqueues tasks of the batch for one pattern, as `emitBatch` does (payloads or records; each chunk all
@@ -63,18 +57,37 @@ export class RedisTaskBatch {
   }
 
   private async opened(): Promise<{ batch: TaskBatch; host: BatchHost }> {
-    const host = await this.host();
+    const wired = WIRING.get(this);
+    if (!wired) throw new InvalidTaskError('a RedisTaskBatch is made by RedisTaskClient.batch()');
+    const host = await wired.host();
     // A client that reconnected has a new runtime: the batch follows it.
-    if (this.core?.host.runtime !== host.runtime) {
+    if (wired.core?.host.runtime !== host.runtime) {
       const { runtime } = host;
-      this.core = {
+      wired.core = {
         host,
         batch: new TaskBatch(
           { redis: runtime.redis, keys: runtime.keys, layouts: runtime.layouts, producer: runtime.producer },
-          this.options,
+          wired.options,
         ),
       };
     }
-    return this.core;
+    return wired.core;
   }
+}
+
+/** What a batch is wired to: its options, its client, and the core batch over the client's current runtime. */
+interface Wiring {
+  readonly options: ResolvedBatchOptions;
+  readonly host: () => Promise<BatchHost>;
+  core?: { batch: TaskBatch; host: BatchHost };
+}
+
+// table-ok: one entry per batch object, dropped with it
+const WIRING = new WeakMap<RedisTaskBatch, Wiring>();
+
+/** A batch of a client (`RedisTaskClient.batch()`), wired to it. */
+export function openBatch(options: ResolvedBatchOptions, host: () => Promise<BatchHost>): RedisTaskBatch {
+  const batch = new RedisTaskBatch(options.id);
+  WIRING.set(batch, { options, host });
+  return batch;
 }

@@ -16,7 +16,7 @@ import { EmitOutcome } from './emit-outcome.js';
 import { RedisTaskRecord, taskItem } from './redis-task-record.builder.js';
 import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
-import { RedisTaskBatch } from './redis-task-batch.js';
+import { openBatch, type RedisTaskBatch } from './redis-task-batch.js';
 import { cancelWithin } from './client-cancel.js';
 import { resolveBatchOptions } from '../core/batches/task-batch.js';
 import type { BatchOptions } from '../core/model/batch.js';
@@ -97,7 +97,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
    * exactly once with a summary (`BatchSummary`), and `onSuccess` when all succeeded. See `RedisTaskBatch`.
    */
   batch(options: BatchOptions): RedisTaskBatch {
-    return new RedisTaskBatch(resolveBatchOptions(options, this.options.clientId), async () => {
+    return openBatch(resolveBatchOptions(options, this.options.clientId), async () => {
       if (!this.connected) await this.connect();
       if (!this.runtime) throw new ClosedError('RedisTaskClient');
       return { runtime: this.runtime, item: (data) => this.toItem(data), pattern: (p) => this.normalizePattern(p) };
