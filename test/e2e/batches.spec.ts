@@ -254,7 +254,7 @@ describe('batches: fan-out, then a callback exactly once', () => {
     prefix = testPrefix('batch-seal-late');
     const { client, admin } = await producer();
     await worker();
-    const batch = client.batch({ id: 'late', onComplete: { pattern: 'album.publish' } });
+    const batch = client.batch({ id: 'late', onComplete: { pattern: 'album.publish' }, keepMs: 60_000 });
     await batch.add('image.thumbnail', images(0, 5));
     await waitFor(async () => (await admin.getBatch('late')).succeeded === 5, 'all five counted');
     expect(summaries).toHaveLength(0);
@@ -262,8 +262,10 @@ describe('batches: fan-out, then a callback exactly once', () => {
     expect((await admin.getBatch('late')).callback).toBe('enqueued');
     await waitFor(() => summaries.length === 1, 'the callback');
     expect(await admin.getBatch('nope')).toMatchObject({ state: 'unknown', total: 0 });
-    // Its record expires keepMs after its callback was enqueued.
-    expect(await redis.pttl(new PrefixKeys(prefix).batch('late').record)).toBeGreaterThan(0);
+    // Its record expires keepMs after its callback settled (a week while it has not).
+    const record = new PrefixKeys(prefix).batch('late').record;
+    await waitFor(async () => (await redis.pttl(record)) <= 60_000, 'the countdown to start at the callback settle');
+    expect(await redis.pttl(record)).toBeGreaterThan(0);
     // Nothing is due any more (only the counters stay in the batches' shared slot).
     expect((await keysUnder(redis, prefix)).filter((key) => key.includes('{%B}'))).toEqual([
       new PrefixKeys(prefix).batchCounters,

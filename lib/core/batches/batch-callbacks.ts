@@ -41,10 +41,16 @@ export async function enqueueCallbacks(
     if (!callback) continue;
     const taskId = `batch.${id}.${which}`;
     const payload = callback.payload === undefined ? summary : { ...summary, payload: callback.payload };
-    const task = prepareTask({ payload, clientId: callback.clientId ?? 'default', id: taskId }, Date.now(), undefined, {
-      maxPayloadBytes: Number.MAX_SAFE_INTEGER,
-      deduplicationTtlMs: CALLBACK_GUARD_MS,
-    });
+    // A task of its batch too: its settle starts the countdown of the batch's record (foldBatch-2.lua).
+    const task = prepareTask(
+      { payload, clientId: callback.clientId ?? 'default', id: taskId, batch: id },
+      Date.now(),
+      undefined,
+      {
+        maxPayloadBytes: Number.MAX_SAFE_INTEGER,
+        deduplicationTtlMs: CALLBACK_GUARD_MS,
+      },
+    );
     const shard = (await layouts.layout(callback.pattern)).shardOf(task.clientId);
     const guarded = { ...task, deduplicationKey: `batch:${id}:${which}`, deduplicationTtlMs: CALLBACK_GUARD_MS };
     enqueueAnswer(

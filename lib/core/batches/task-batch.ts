@@ -33,7 +33,7 @@ export function resolveBatchOptions(options: BatchOptions, clientId: string): Re
   };
   if (typeof options !== 'object' || options === null) fail(`options must be { id?, onComplete, onSuccess?, keepMs? }`);
   const id = options.id ?? newTaskId();
-  const idProblem = nameProblem(id);
+  const idProblem = nameProblem(id) ?? (id.includes(',') ? 'must not contain commas' : undefined);
   if (idProblem) fail(`the id ${idProblem}, got ${describe(id)}`);
   const callback = (name: string, value: BatchCallback | undefined): BatchCallback | undefined => {
     if (value === undefined) return undefined;

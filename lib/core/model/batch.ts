@@ -15,7 +15,7 @@ export interface BatchOptions {
   readonly onComplete: BatchCallback;
   /** Enqueued as well (exactly once) when every child succeeded. */
   readonly onSuccess?: BatchCallback;
-  /** How long the batch's record is kept once its callbacks were enqueued (ms; default 1 day). */
+  /** How long the batch's record is kept once its callback settled (ms; default 1 day; a week at most while it has not). */
   readonly keepMs?: number;
 }
 

@@ -3,7 +3,9 @@
 --   include/batch.lua) to its record, then fire it when it completed (include/batchRecord.lua). Each
 --   child's events apply in order and once, however often they come: an event older than the last one
 --   applied to its child (its seq) changes nothing, so reapers may fold the same events at once, or again
---   after a crash, without a lock. Events of a task that is not a child of the batch are ignored.
+--   after a crash, without a lock. Events of a task that is not a child of the batch are ignored, but for
+--   its callbacks' (they carry the batch too): once one settled (succeeded or dead-lettered), the record's
+--   countdown starts: it expires `keep` ms later.
 -- Includes: guard, batchRecord
 -- KEYS[1]: the batch's record (hash)
 -- KEYS[2]: its children (hash: task id -> outcome and seq)
@@ -11,7 +13,8 @@
 -- Returns: batchFire's answer; { -1 } when the batch has no record (expired or never opened: its events
 --   are dropped)
 -- Side effects: HSET of each child's outcome and seq; HINCRBY of the record's counts (succeeded, dead,
---   cancelled) by the moves between them; see batchFire.
+--   cancelled) by the moves between them; PEXPIRE of the record and its children when a callback settled;
+--   see batchFire.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'hash')
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return { -1 }
@@ -19,6 +22,14 @@ end
 for i = 1, #ARGV, 3 do
   local seq, child, outcome = tonumber(ARGV[i]) or 0, ARGV[i + 1], ARGV[i + 2]
   local known = redis.call('HGET', KEYS[2], child)
+  if not known and (outcome == 's' or outcome == 'd') and string.sub(child, 1, 6) == 'batch.' then
+    local fields = redis.call('HMGET', KEYS[1], 'callbacks', 'keep')
+    if fields[1] and string.find(',' .. fields[1] .. ',', ',' .. child .. ',', 1, true) then
+      local keep = tonumber(fields[2]) or 86400000
+      redis.call('PEXPIRE', KEYS[1], keep)
+      redis.call('PEXPIRE', KEYS[2], keep)
+    end
+  end
   if known then
     local was, at = string.match(known, '^(%a)/(%d+)$')
     if was and seq > tonumber(at) then

@@ -5,7 +5,7 @@
 -- KEYS[1]: the batch's record (hash)
 -- KEYS[2]: its children (hash: task id -> outcome and seq)
 -- ARGV[1]: the complete callback (JSON); ARGV[2]: the success callback (JSON, '' none); ARGV[3]: how long
---   the record is kept once its callbacks were enqueued (ms)
+--   the record is kept once a callback settled (ms)
 -- Returns: 'opened' when opened now; else the batch's state ('open' when open already, sealed, cancelled)
 -- Side effects: HSET of the record's fields when it is new.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'hash')

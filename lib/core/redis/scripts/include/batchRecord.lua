@@ -4,8 +4,8 @@
 -- succeeded, d dead-lettered, c cancelled; seq: the last event applied, see include/batch.lua), in a slot of
 -- their own. The record's fields: state (open: children may be added; sealed: no more; cancelled), total,
 -- succeeded, dead, cancelled (counts of children), complete and success (the callbacks, JSON: `{ pattern,
--- payload?, clientId? }`; success only when every child succeeded), keep (ms the record is kept once its
--- callbacks were enqueued), created and fired (Redis ms), callbacks (the callback task ids, once enqueued).
+-- payload?, clientId? }`; success only when every child succeeded), keep (ms the record is kept once a
+-- callback settled), created and fired (Redis ms), callbacks (the callback task ids, once enqueued).
 -- batchFire(record, children)
 --   Once the batch is sealed (or cancelled) and every child settled, marks it fired (once) and returns what
 --   its callbacks are enqueued with: { 1, complete, success ('' none or not all succeeded), total,
