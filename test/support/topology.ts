@@ -44,26 +44,45 @@ function stopAll(servers: RedisServer[], dir: string): () => Promise<void> {
   };
 }
 
-/** A Redis Cluster of `primaries` primaries (no replicas), slots split evenly by `redis-cli --cluster create`. */
-export async function startCluster(primaries = 3): Promise<Topology & { nodes: { host: string; port: number }[] }> {
+/**
+ * A Redis Cluster of `primaries` primaries (no replicas), slots split evenly by `redis-cli --cluster create`.
+ * With `aof`, every write is fsynced to each node's append-only file, and `restart(i)` kills node i and
+ * starts it again on its port from its files (its cluster config and AOF), once the cluster is ok again.
+ */
+export async function startCluster(
+  primaries = 3,
+  options: { aof?: boolean } = {},
+): Promise<Topology & { nodes: { host: string; port: number }[]; restart(i: number): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'nrt-cluster-'));
   const servers: RedisServer[] = [];
   const stop = stopAll(servers, dir);
-  try {
-    for (let i = 0; i < primaries; i++) {
-      servers.push(
-        await startRedisServer([
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          `nodes-${i}.conf`,
-          '--dir',
-          dir,
-          '--cluster-node-timeout',
-          '2000',
-        ]),
+  const argsOf = (i: number) => [
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    `nodes-${i}.conf`,
+    '--dir',
+    dir,
+    '--cluster-node-timeout',
+    '2000',
+    ...(options.aof ? ['--appendonly', 'yes', '--appendfsync', 'always', '--appenddirname', `aof-${i}`] : []),
+  ];
+  const clusterOk = async () => {
+    for (const server of servers) {
+      await waitFor(
+        async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok',
+        `cluster node ${server.port} to report state ok`,
+        { timeoutMs: 30_000, intervalMs: 100 },
       );
     }
+  };
+  const restart = async (i: number) => {
+    await servers[i].kill();
+    servers[i] = await startRedisServer(argsOf(i), servers[i].port);
+    await clusterOk();
+  };
+  try {
+    for (let i = 0; i < primaries; i++) servers.push(await startRedisServer(argsOf(i)));
     const created = spawnSync(
       'redis-cli',
       [
@@ -86,7 +105,7 @@ export async function startCluster(primaries = 3): Promise<Topology & { nodes: {
         { timeoutMs: 30_000, intervalMs: 100 },
       );
     }
-    return { servers, stop, nodes: servers.map((server) => ({ host: '127.0.0.1', port: server.port })) };
+    return { servers, stop, restart, nodes: servers.map((server) => ({ host: '127.0.0.1', port: server.port })) };
   } catch (error) {
     await stop();
     throw error;

@@ -1,0 +1,115 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { Cluster } from 'ioredis';
+import { PrefixKeys, RedisTaskClient, RedisTaskRecordBuilder, type BatchSummary } from '../../lib/index.js';
+import { REAPER, startWorkerProcess, type WorkerProcess } from '../chaos/processes.js';
+import { openRedis, testPrefix } from '../support/redis.js';
+import { startCluster } from '../support/topology.js';
+
+let cluster: Awaited<ReturnType<typeof startCluster>>;
+/** The bookkeeping of the processes' handlers (runs, callbacks) lives on the test Redis, not the cluster. */
+const book = openRedis();
+const processes: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  cluster = await startCluster(3, { aof: true });
+}, 60_000);
+
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+  await book.quit();
+});
+
+describe('chaos on a Redis Cluster: batches while processes are killed and a primary restarts from AOF', () => {
+  it('fires the callback of each of 100 batches (tasks sharded over 3 primaries, some failing) exactly once, with the right counts', async () => {
+    const prefix = testPrefix('cluster-batches');
+    const nodes = JSON.stringify(cluster.nodes);
+    const client = new RedisTaskClient({ connection: { nodes: cluster.nodes }, prefix, shards: 3 });
+    const env = {
+      CLUSTER_NODES: nodes,
+      PREFIX: prefix,
+      SHARDS: 3,
+      CONCURRENCY: 8,
+      LEASE_MS: 1_000,
+      HEARTBEAT_MS: 200,
+      REAPER_MS: 200,
+      MAX_ATTEMPTS: 2,
+      BACKOFF_MS: 50,
+    };
+    const runs = `${prefix}:runs`;
+    try {
+      await client.connect();
+      const expected = new Map<string, { total: number; failed: number }>();
+      for (let b = 0; b < 100; b++) {
+        const id = `b${b}`;
+        const share = 1 + ((b * 7) % 17);
+        const batch = client.batch({ id, onComplete: { pattern: 'chaos.batch.done' } });
+        let failed = 0;
+        for (const pattern of ['chaos.batch.a', 'chaos.batch.b', 'chaos.batch.c']) {
+          const items = Array.from({ length: share }, (_, i) => {
+            const fail = (b + i) % 10 === 3;
+            if (fail) failed++;
+            return new RedisTaskRecordBuilder({ key: `${id}.${pattern}.${i}`, workMs: 20, ...(fail ? { fail } : {}) })
+              .setClientId(`client-${i % 4}`)
+              .build();
+          });
+          await batch.add(pattern, items);
+        }
+        await batch.seal();
+        expected.set(id, { total: 3 * share, failed });
+      }
+      let next = 0;
+      const spawn = async (kind: 'worker' | 'reaper') => {
+        const process = await startWorkerProcess(`${kind}-${next++}`, env, kind === 'reaper' ? REAPER : undefined);
+        processes.push(process);
+        return process;
+      };
+      await Promise.all([spawn('worker'), spawn('worker'), spawn('worker'), spawn('reaper')]);
+      const callbacks = async () => Object.keys(await book.hgetall(`${runs}:callbacks`)).length;
+      let kills = 0;
+      let restarted = false;
+      const deadline = Date.now() + 180_000;
+      while ((await callbacks()) < 100) {
+        if (Date.now() > deadline) throw new Error(`only ${await callbacks()} of 100 batches called back`);
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        if (kills < 6) {
+          const victim = processes.splice(kills % processes.length, 1)[0];
+          await victim.kill('SIGKILL');
+          kills++;
+          await spawn(victim.id.startsWith('reaper') ? 'reaper' : 'worker');
+        }
+        if (!restarted && kills === 2) {
+          // One primary crashes and comes back from its AOF (every write fsynced), mid-run.
+          restarted = true;
+          await cluster.restart(1);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const counts = await book.hgetall(`${runs}:callbacks`);
+      const summaries = await book.hgetall(`${runs}:summaries`);
+      const wrong: string[] = [];
+      for (const [id, { total, failed }] of expected) {
+        const summary = JSON.parse(summaries[id] ?? '{}') as BatchSummary;
+        if (counts[id] !== '1') wrong.push(`${id}: ${counts[id] ?? 0} callbacks`);
+        if (summary.total !== total || summary.failed !== failed || summary.succeeded !== total - failed) {
+          wrong.push(
+            `${id}: ${summary.total}/${summary.succeeded}/${summary.failed}, expected ${total}/${total - failed}/${failed}`,
+          );
+        }
+      }
+      expect(wrong).toEqual([]);
+      expect(restarted).toBe(true);
+      expect(kills).toBeGreaterThanOrEqual(3);
+      const direct = new Cluster(cluster.nodes);
+      expect(await direct.zcard(new PrefixKeys(prefix).batchesDue)).toBe(0);
+      direct.disconnect();
+    } finally {
+      await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
+      await client.close();
+      await book.del(runs, `${runs}:callbacks`, `${runs}:summaries`);
+    }
+  });
+});
