@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { OursDriver } from './drivers.js';
-import { Completion, deleteMatching, serverSnapshot } from './measure.js';
+import { Completion, deleteMatching, roundSample, serverSnapshot, shownSample } from './measure.js';
 
 /** Tasks per round (emitBatch of 1,000 each). */
 const TASKS = 10_000;
@@ -16,13 +16,6 @@ interface Round {
   readonly commands: number;
   /** Tasks per second, from the first add until every callback ran (plain: until every task ran). */
   readonly rate: number;
-}
-
-/** A figure over the rounds: the median, with the lowest and highest. */
-interface Sample {
-  readonly median: number;
-  readonly min: number;
-  readonly max: number;
 }
 
 async function round(driver: OursDriver, redis: Redis, kind: BatchCase): Promise<Round> {
@@ -65,13 +58,8 @@ function tasks(from: number, count: number): { i: number; t: number }[] {
   return Array.from({ length: count }, (_, i) => ({ i: from + i, t: performance.now() }));
 }
 
-function sample(values: number[]): Sample {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)], min: sorted[0], max: sorted[sorted.length - 1] };
-}
-
-const shown = (s: Sample, digits: number) =>
-  `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+const sample = roundSample;
+const shown = shownSample;
 
 /**
  * What a batch costs per task against a plain task: 10,000 tasks enqueued (emitBatch / batch.add of 1,000)

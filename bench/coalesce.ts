@@ -1,14 +1,7 @@
 import type { Redis } from 'ioredis';
 import { RedisTaskRecordBuilder } from '../lib/index.js';
 import type { BenchTask, OursDriver } from './drivers.js';
-import { Completion, deleteMatching, serverSnapshot } from './measure.js';
-
-/** A figure over the rounds: the median, with the lowest and highest. */
-interface Sample {
-  readonly median: number;
-  readonly min: number;
-  readonly max: number;
-}
+import { Completion, deleteMatching, roundSample, serverSnapshot, shownSample } from './measure.js';
 
 /** Emits per round (in emitBatch calls of 1,000). */
 const EMITS = 10_000;
@@ -60,13 +53,8 @@ async function round(driver: OursDriver, redis: Redis, kind: CoalesceCase): Prom
   };
 }
 
-function sample(values: number[]): Sample {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)], min: sorted[0], max: sorted[sorted.length - 1] };
-}
-
-const shown = (s: Sample, digits: number) =>
-  `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+const sample = roundSample;
+const shown = shownSample;
 
 /**
  * What a coalescing key costs per emit against a plain emit: 10,000 emits (emitBatch of 1,000) each

@@ -149,3 +149,21 @@ export async function promotedDuring(run: () => Promise<void>): Promise<number> 
   }
   return promoted;
 }
+
+/** A figure over a bench's rounds: the median, with the lowest and highest. */
+export interface RoundSample {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+/** The median, lowest and highest of `values`. */
+export function roundSample(values: readonly number[]): RoundSample {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { median: sorted[Math.floor(sorted.length / 2)], min: sorted[0], max: sorted[sorted.length - 1] };
+}
+
+/** A sample as the tables show it: `median (min–max)`. */
+export function shownSample(s: RoundSample, digits: number): string {
+  return `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
+}

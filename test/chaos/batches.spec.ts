@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
-import { PrefixKeys, RedisTaskClient, RedisTaskRecordBuilder, type BatchSummary } from '../../lib/index.js';
+import { PrefixKeys, RedisTaskClient } from '../../lib/index.js';
+import { emitBatchLoad, wrongCallbacks } from './batch-load.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix } from '../support/redis.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from './processes.js';
@@ -25,7 +26,7 @@ function random(seed: number): () => number {
 }
 
 describe('chaos: batches while workers and reapers are killed and Redis restarts from AOF', () => {
-  it('fires the callback of each of 200 batches (1–50 tasks over 3 sharded patterns, some failing) exactly once, with the right counts', async () => {
+  it('fires the callback of each of 200 batches (3–51 tasks over 3 sharded patterns, some failing) exactly once, with the right counts', async () => {
     const prefix = testPrefix('chaos-batches');
     const seed = Date.now() % 100_000;
     const next = random(seed);
@@ -48,27 +49,13 @@ describe('chaos: batches while workers and reapers are killed and Redis restarts
     const runs = `${prefix}:runs`;
     try {
       await client.connect();
-      // 200 batches of 1 to 50 tasks over three patterns, a tenth of the tasks failing every attempt.
-      const expected = new Map<string, { total: number; failed: number }>();
-      for (let b = 0; b < 200; b++) {
-        const id = `b${b}`;
-        const size = 1 + Math.floor(next() * 50);
-        const batch = client.batch({ id, onComplete: { pattern: 'chaos.batch.done' } });
-        let failed = 0;
-        for (const pattern of ['chaos.batch.a', 'chaos.batch.b', 'chaos.batch.c']) {
-          const share = Math.ceil(size / 3);
-          const items = Array.from({ length: share }, (_, i) => {
-            const fail = next() < 0.1;
-            if (fail) failed++;
-            return new RedisTaskRecordBuilder({ key: `${id}.${pattern}.${i}`, workMs: 20, ...(fail ? { fail } : {}) })
-              .setClientId(`client-${i % 4}`)
-              .build();
-          });
-          await batch.add(pattern, items);
-        }
-        await batch.seal();
-        expected.set(id, { total: 3 * Math.ceil(size / 3), failed });
-      }
+      // 200 batches of 3 to 51 tasks over three patterns, a tenth of the tasks failing every attempt.
+      const expected = await emitBatchLoad(
+        client,
+        200,
+        () => 1 + Math.floor(next() * 17),
+        () => next() < 0.1,
+      );
       let nextId = 0;
       const spawn = async (kind: 'worker' | 'reaper') => {
         const process = await startWorkerProcess(`${kind}-${nextId++}`, env, kind === 'reaper' ? REAPER : undefined);
@@ -101,16 +88,7 @@ describe('chaos: batches while workers and reapers are killed and Redis restarts
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const counts = await direct.hgetall(`${runs}:callbacks`);
       const summaries = await direct.hgetall(`${runs}:summaries`);
-      const wrong: string[] = [];
-      for (const [id, { total, failed }] of expected) {
-        const summary = JSON.parse(summaries[id] ?? '{}') as BatchSummary;
-        if (counts[id] !== '1') wrong.push(`${id}: ${counts[id] ?? 0} callbacks`);
-        if (summary.total !== total || summary.failed !== failed || summary.succeeded !== total - failed) {
-          wrong.push(
-            `${id}: ${JSON.stringify({ ...summary, failedIds: summary.failedIds?.length })} expected ${JSON.stringify({ total, failed })}`,
-          );
-        }
-      }
+      const wrong = wrongCallbacks(expected, counts, summaries);
       expect({ seed, wrong }).toEqual({ seed, wrong: [] });
       expect(kills).toBeGreaterThanOrEqual(3);
       expect(restarted).toBe(true);

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Cluster } from 'ioredis';
-import { PrefixKeys, RedisTaskClient, RedisTaskRecordBuilder, type BatchSummary } from '../../lib/index.js';
+import { PrefixKeys, RedisTaskClient } from '../../lib/index.js';
+import { emitBatchLoad, wrongCallbacks } from '../chaos/batch-load.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from '../chaos/processes.js';
 import { openRedis, testPrefix } from '../support/redis.js';
 import { startCluster } from '../support/topology.js';
@@ -42,25 +43,12 @@ describe('chaos on a Redis Cluster: batches while processes are killed and a pri
     const runs = `${prefix}:runs`;
     try {
       await client.connect();
-      const expected = new Map<string, { total: number; failed: number }>();
-      for (let b = 0; b < 100; b++) {
-        const id = `b${b}`;
-        const share = 1 + ((b * 7) % 17);
-        const batch = client.batch({ id, onComplete: { pattern: 'chaos.batch.done' } });
-        let failed = 0;
-        for (const pattern of ['chaos.batch.a', 'chaos.batch.b', 'chaos.batch.c']) {
-          const items = Array.from({ length: share }, (_, i) => {
-            const fail = (b + i) % 10 === 3;
-            if (fail) failed++;
-            return new RedisTaskRecordBuilder({ key: `${id}.${pattern}.${i}`, workMs: 20, ...(fail ? { fail } : {}) })
-              .setClientId(`client-${i % 4}`)
-              .build();
-          });
-          await batch.add(pattern, items);
-        }
-        await batch.seal();
-        expected.set(id, { total: 3 * share, failed });
-      }
+      const expected = await emitBatchLoad(
+        client,
+        100,
+        (b) => 1 + ((b * 7) % 17),
+        (b, i) => (b + i) % 10 === 3,
+      );
       let next = 0;
       const spawn = async (kind: 'worker' | 'reaper') => {
         const process = await startWorkerProcess(`${kind}-${next++}`, env, kind === 'reaper' ? REAPER : undefined);
@@ -90,16 +78,7 @@ describe('chaos on a Redis Cluster: batches while processes are killed and a pri
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const counts = await book.hgetall(`${runs}:callbacks`);
       const summaries = await book.hgetall(`${runs}:summaries`);
-      const wrong: string[] = [];
-      for (const [id, { total, failed }] of expected) {
-        const summary = JSON.parse(summaries[id] ?? '{}') as BatchSummary;
-        if (counts[id] !== '1') wrong.push(`${id}: ${counts[id] ?? 0} callbacks`);
-        if (summary.total !== total || summary.failed !== failed || summary.succeeded !== total - failed) {
-          wrong.push(
-            `${id}: ${summary.total}/${summary.succeeded}/${summary.failed}, expected ${total}/${total - failed}/${failed}`,
-          );
-        }
-      }
+      const wrong = wrongCallbacks(expected, counts, summaries);
       expect(wrong).toEqual([]);
       expect(restarted).toBe(true);
       expect(kills).toBeGreaterThanOrEqual(3);
