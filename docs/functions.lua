@@ -389,7 +389,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
   --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
   --   running task of the key (its token leaves its worker's processing hash, so its heartbeat finds it
-  --   gone and its late settle is refused; counted `replaced`, its send() caller told). Then, while a slot waits, the emit
+  --   gone and its late settle is refused; counted `replaced`, its send() caller told). Then, while a slot waits (one
+  --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
   --   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
   --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
   --   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
@@ -519,6 +520,22 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
             answer = '\2' .. ran
           end
         end
+      end
+    end
+    if fields.id and fields.where == 'q' and fields.client then
+      -- A slot whose client's list (or priority set) now holds another type is gone with it (overwritten by
+      -- a stray write): a new slot takes its place, so the stray key never strands the key's later emits. The
+      -- newest payload it would have run is replaced by this one (counted, its caller told).
+      local list = (tonumber(fields.priority) or 0) > 0 and base .. ':priority:' .. fields.client
+        or base .. ':pending:' .. fields.client
+      local kind = redis.call('TYPE', list)['ok']
+      if kind ~= 'none' and kind ~= ((tonumber(fields.priority) or 0) > 0 and 'zset' or 'list') then
+        if fields.last and fields.last ~= fields.id then
+          coalesceTell(root, fields.reply, fields.last, id, fields.ttl)
+          countOutcome(base .. ':counters', 'replaced', 1)
+        end
+        redis.call('HDEL', record, unpack(COALESCE_SLOT))
+        fields.id = nil
       end
     end
     if fields.id then

@@ -437,6 +437,24 @@ describe('latest wins: setCoalesceKey', () => {
     expect(seqs('avatar.quick')).toEqual([2, 0]);
   });
 
+  it('a stray write over the list a waiting task of the key lay in does not strand the key: the next emit runs', async () => {
+    prefix = testPrefix('lw-stray');
+    const client = await producer();
+    await emitEach(client, 'avatar.quick', [avatar(1), avatar(2)]);
+    // Something else overwrites the client's list (its waiting task is lost with it).
+    const keys = new PrefixKeys(prefix).queue('avatar.quick');
+    await redis.del(keys.pending('default'));
+    await redis.set(keys.pending('default'), 'not a list');
+    const [receipt] = await emitEach(client, 'avatar.quick', [avatar(3)]);
+    expect(receipt.replaced).toBeUndefined();
+    await worker();
+    await waitFor(() => runs.length === 1, 'the new emit to run');
+    expect(seqs('avatar.quick')).toEqual([3]);
+    expect(await redis.hget(keys.counters, 'replaced')).toBe('2');
+    expect(Object.keys(await redis.hgetall(keys.faults)).some((key) => key.endsWith(':pending:default'))).toBe(true);
+    await noRecordsLeft();
+  });
+
   it('refuses what cannot go with a coalescing key, naming the problem', () => {
     const builder = () => new RedisTaskRecordBuilder({ user: 'u', seq: 1 });
     expect(() => builder().setCoalesceKey('')).toThrow(InvalidTaskError);
