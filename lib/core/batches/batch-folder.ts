@@ -63,7 +63,8 @@ export class BatchFolder {
     const due = this.keys.batchesDue;
     for (const id of await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100)) {
       const answer = await this.gateway.batch.fold(this.keys.batch(id), []);
-      if (answer.kind === 'unknown') await this.redis.zrem(due, id);
+      // Gone, or its callbacks on record (a crash cut its enqueuer off before it left the index): done here.
+      if (answer.kind === 'unknown' || answer.kind === 'done') await this.redis.zrem(due, id);
       else if (answer.kind === 'fire') await this.settle(id, answer);
       else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
     }

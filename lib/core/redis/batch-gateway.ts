@@ -4,7 +4,10 @@ import type { TaskRedis } from './scripts.js';
 
 /** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
 export type FireAnswer =
-  { readonly kind: 'none' } | { readonly kind: 'unknown' } | ({ readonly kind: 'fire' } & BatchFire);
+  | { readonly kind: 'none' }
+  | { readonly kind: 'done' }
+  | { readonly kind: 'unknown' }
+  | ({ readonly kind: 'fire' } & BatchFire);
 
 /** The scripts of batches (see scripts/include/batchRecord.lua and include/batch.lua), one method each. */
 export class BatchGateway {
@@ -76,6 +79,7 @@ export class BatchGateway {
 
 function fireAnswer(reply: (number | string)[]): FireAnswer {
   if (reply[0] === -1) return { kind: 'unknown' };
+  if (reply[0] === 2) return { kind: 'done' };
   if (reply[0] !== 1) return { kind: 'none' };
   const [, complete, success, total, succeeded, dead, cancelled, ...failedIds] = reply;
   return {

@@ -11,7 +11,7 @@
 --   its callbacks are enqueued with: { 1, complete, success ('' none or not all succeeded), total,
 --   succeeded, dead, cancelled, the ids of the dead-lettered children... }; the same again while its
 --   callbacks are not on record as enqueued (an enqueue that a crash cut off is made again; the callback's
---   deduplication key keeps it once). Else { 0 }.
+--   deduplication key keeps it once). { 2 } once its callbacks are on record (nothing left to do); else { 0 }.
 local BATCH_COUNT = { s = 'succeeded', d = 'dead', c = 'cancelled' }
 
 local function batchFire(record, children)
@@ -19,7 +19,10 @@ local function batchFire(record, children)
     'complete', 'success')
   local state, total = fields[1], tonumber(fields[2]) or 0
   local succeeded, dead, cancelled = tonumber(fields[3]) or 0, tonumber(fields[4]) or 0, tonumber(fields[5]) or 0
-  if fields[7] or (state ~= 'sealed' and state ~= 'cancelled') or succeeded + dead + cancelled < total then
+  if fields[7] then
+    return { 2 }
+  end
+  if (state ~= 'sealed' and state ~= 'cancelled') or succeeded + dead + cancelled < total then
     return { 0 }
   end
   if not fields[6] then
