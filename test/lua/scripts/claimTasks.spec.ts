@@ -323,6 +323,26 @@ describe('rotation over the ring', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['slow']);
   });
 
+  it('brings a throttled client whose token is due back itself: a busy worker needs no timer for it', async () => {
+    await enqueue(['slow', ['s1', 's2']], ['fast', ['f1', 'f2', 'f3']]);
+    await redis.hset(keys.rates, 'slow', 10); // a burst of 1, then one task per 100 ms
+    const claimed = async (wanted: number) =>
+      ids(
+        (await gateway.claim(keys, { workerId: worker, wanted, clientConcurrency: 0, tokenPrefix: 't.', acks: [] }))
+          .outcome,
+      );
+    expect(await claimed(3)).toEqual(['s1', 'f1', 'f2']);
+    expect(await redis.zcard(keys.throttled)).toBe(1);
+    // Its token comes due (the bucket's clock set back by 200 ms, the due time to now), and no
+    // releaseThrottled runs: the next claim visits it anyway.
+    const [seconds, micros] = await redis.time();
+    const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    await redis.hset(keys.buckets, 'slow', `0:${now - 200}`);
+    await redis.zadd(keys.throttled, now - 1, 'slow');
+    expect(await claimed(3)).toEqual(['f3', 's2']);
+    expect(await redis.exists(keys.throttled, keys.ring)).toBe(0);
+  });
+
   it('ends a weighted visit early at the per-client cap, and parks the client', async () => {
     await enqueue(['a', ['a1', 'a2', 'a3']], ['b', ['b1', 'b2']]);
     await redis.hset(keys.weights, 'a', 3);

@@ -54,7 +54,8 @@
 --   client is waiting: a claim now would find nothing, so the worker can block at once), else 0
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
---   LREM from the ring and ZADD to throttled; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks
+--   LREM from the ring and ZADD to throttled, and RPUSH to the ring and ZREM from throttled of clients
+--   whose next token is due; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks
 --   (LPOP with a count when one plain client waits: the same tasks a visit per task would take),
 --   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
@@ -67,6 +68,8 @@ local weights, rates, pendingCount = base .. ':weights', base .. ':rates', base 
 local pendingPrefix, priorityPrefix = base .. ':pending:', base .. ':priority:'
 local pausedKey, sequence = base .. ':paused', base .. ':sequence'
 local credit, throttled, buckets = base .. ':credit', base .. ':throttled', base .. ':buckets'
+-- At most this many throttled clients rejoin the ring per claim (the rest at the next).
+local RELEASE_PER_CLAIM = 100
 local lost = {}
 local cap = tonumber(ARGV[3]) or 0
 local wanted = tonumber(ARGV[1]) or 0
@@ -154,6 +157,15 @@ if not lease or tonumber(lease) < now then
 end
 if paused then
   return { lost, -2, 0, 0 }
+end
+-- Rate-limited clients whose next token is due rejoin the ring here too: while the worker is busy,
+-- its claims bring them back on time, with no timer and no sweep between a token and its use (the
+-- worker's timer still does it when nothing else claims). Back on the ring before they leave the set.
+if limited then
+  for _, client in ipairs(redis.call('ZRANGEBYSCORE', throttled, '-inf', now, 'LIMIT', 0, RELEASE_PER_CLAIM)) do
+    healingCall(faults, 'list', 'RPUSH', ring, client)
+    redis.call('ZREM', throttled, client)
+  end
 end
 
 -- Where each claimed entry came from, so it can go back if holding it is refused.
