@@ -146,7 +146,12 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
       if not owedRing then
         return answer(results)
       end
-      if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
+      local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
+      if type(ringLength) == 'number' then
+        -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
+        if ringLength == #owedRing then
+          redis.call('PUBLISH', root .. ':wake', '')
+        end
         return answer(results)
       end
     end
@@ -265,6 +270,17 @@ local function healingIncr(faults, key, by, reset)
   return reply
 end
 
+-- wakeWorkers(ring, length, pushed): after `pushed` clients went onto a ring that is now `length` long:
+--   when it was empty before, the workers of its queue that wait for work are told, on the pub/sub
+--   channel `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs no message: its
+--   workers are claiming (the claim that empties it tells them to wait). Every push onto a ring goes
+--   through here (test/lua/wake.spec.ts checks each script).
+local function wakeWorkers(ring, length, pushed)
+  if length == pushed then
+    redis.call('PUBLISH', string.gsub(ring, 'ring$', 'wake'), '')
+  end
+end
+
 -- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
 local UNKNOWN_COUNT = 1000000000
 
@@ -310,9 +326,9 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
   healingIncr(faults, pendingCount, 1, 1)
   if size == 1 then
     if atHead then
-      healingCall(faults, 'list', 'LPUSH', ring, clientId)
+      wakeWorkers(ring, healingCall(faults, 'list', 'LPUSH', ring, clientId), 1)
     else
-      healingCall(faults, 'list', 'RPUSH', ring, clientId)
+      wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, clientId), 1)
     end
   end
 end
@@ -338,9 +354,9 @@ local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
   end
   if redis.call('SREM', parked, client) == 1 then
     if atHead then
-      redis.call('LPUSH', ring, client)
+      wakeWorkers(ring, redis.call('LPUSH', ring, client), 1)
     else
-      redis.call('RPUSH', ring, client)
+      wakeWorkers(ring, redis.call('RPUSH', ring, client), 1)
     end
   end
 end
@@ -577,7 +593,9 @@ if owedCount > 0 then
 end
 if owedRing then
   for i = 1, #owedRing, RING_SLICE do
-    healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, math.min(i + RING_SLICE - 1, #owedRing)))
+    local slice = math.min(i + RING_SLICE - 1, #owedRing)
+    local length = healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, slice))
+    wakeWorkers(root .. ':ring', length, slice - i + 1)
   end
 end
 if a > count then
@@ -683,7 +701,7 @@ while a <= count do
           end
           healingIncr(k.faults, k.pendingCount, 1, 1)
           if size == 1 then
-            healingCall(k.faults, 'list', 'RPUSH', k.ring, client)
+            wakeWorkers(k.ring, healingCall(k.faults, 'list', 'RPUSH', k.ring, client), 1)
           end
         else
           -- A priority, or a client's list of another type (the failed RPUSH changed nothing).

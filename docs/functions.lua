@@ -150,7 +150,12 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
         if not owedRing then
           return answer(results)
         end
-        if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
+        local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
+        if type(ringLength) == 'number' then
+          -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
+          if ringLength == #owedRing then
+            redis.call('PUBLISH', root .. ':wake', '')
+          end
           return answer(results)
         end
       end
@@ -269,6 +274,17 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     return reply
   end
 
+  -- wakeWorkers(ring, length, pushed): after `pushed` clients went onto a ring that is now `length` long:
+  --   when it was empty before, the workers of its queue that wait for work are told, on the pub/sub
+  --   channel `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs no message: its
+  --   workers are claiming (the claim that empties it tells them to wait). Every push onto a ring goes
+  --   through here (test/lua/wake.spec.ts checks each script).
+  local function wakeWorkers(ring, length, pushed)
+    if length == pushed then
+      redis.call('PUBLISH', string.gsub(ring, 'ring$', 'wake'), '')
+    end
+  end
+
   -- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
   local UNKNOWN_COUNT = 1000000000
 
@@ -314,9 +330,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     healingIncr(faults, pendingCount, 1, 1)
     if size == 1 then
       if atHead then
-        healingCall(faults, 'list', 'LPUSH', ring, clientId)
+        wakeWorkers(ring, healingCall(faults, 'list', 'LPUSH', ring, clientId), 1)
       else
-        healingCall(faults, 'list', 'RPUSH', ring, clientId)
+        wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, clientId), 1)
       end
     end
   end
@@ -342,9 +358,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
     if redis.call('SREM', parked, client) == 1 then
       if atHead then
-        redis.call('LPUSH', ring, client)
+        wakeWorkers(ring, redis.call('LPUSH', ring, client), 1)
       else
-        redis.call('RPUSH', ring, client)
+        wakeWorkers(ring, redis.call('RPUSH', ring, client), 1)
       end
     end
   end
@@ -581,7 +597,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   end
   if owedRing then
     for i = 1, #owedRing, RING_SLICE do
-      healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, math.min(i + RING_SLICE - 1, #owedRing)))
+      local slice = math.min(i + RING_SLICE - 1, #owedRing)
+      local length = healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, slice))
+      wakeWorkers(root .. ':ring', length, slice - i + 1)
     end
   end
   if a > count then
@@ -687,7 +705,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
             end
             healingIncr(k.faults, k.pendingCount, 1, 1)
             if size == 1 then
-              healingCall(k.faults, 'list', 'RPUSH', k.ring, client)
+              wakeWorkers(k.ring, healingCall(k.faults, 'list', 'RPUSH', k.ring, client), 1)
             end
           else
             -- A priority, or a client's list of another type (the failed RPUSH changed nothing).

@@ -39,18 +39,21 @@ export async function emitBatchLoad(
 }
 
 /**
- * What is wrong with the callbacks the chaos worker recorded (`counts`: callbacks per batch id; `summaries`:
- * the last summary per batch id, JSON): a batch called back other than once, or with other counts.
+ * What is wrong with the callbacks the chaos worker recorded (`runs`: callback runs per batch id; `firsts`:
+ * those that were a first attempt; `summaries`: the last summary per batch id, JSON): a batch with no
+ * callback, with two callback tasks (two first attempts: a run again after a kill -9 mid-run is a second
+ * attempt of the same task, at-least-once as every handler), or with other counts.
  */
 export function wrongCallbacks(
   expected: ExpectedBatches,
-  counts: Record<string, string>,
+  { runs, firsts }: { runs: Record<string, string>; firsts: Record<string, string> },
   summaries: Record<string, string>,
 ): string[] {
   const wrong: string[] = [];
   for (const [id, { total, failed }] of expected) {
     const summary = JSON.parse(summaries[id] ?? '{}') as Partial<BatchSummary>;
-    if (counts[id] !== '1') wrong.push(`${id}: ${counts[id] ?? 0} callbacks`);
+    if (runs[id] === undefined) wrong.push(`${id}: no callback`);
+    if (Number(firsts[id] ?? 0) > 1) wrong.push(`${id}: ${firsts[id]} callback tasks`);
     if (summary.total !== total || summary.failed !== failed || summary.succeeded !== total - failed) {
       wrong.push(
         `${id}: ${summary.total}/${summary.succeeded}/${summary.failed}, expected ${total}/${total - failed}/${failed}`,
@@ -58,4 +61,9 @@ export function wrongCallbacks(
     }
   }
   return wrong;
+}
+
+/** How many callback runs were a task's run again (its worker killed mid-run), not its first attempt. */
+export function rerunsOf({ runs, firsts }: { runs: Record<string, string>; firsts: Record<string, string> }): number {
+  return Object.entries(runs).reduce((sum, [id, count]) => sum + Number(count) - Number(firsts[id] ?? 0), 0);
 }

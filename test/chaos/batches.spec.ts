@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
 import { PrefixKeys, RedisTaskClient } from '../../lib/index.js';
-import { emitBatchLoad, wrongCallbacks } from './batch-load.js';
+import { emitBatchLoad, rerunsOf, wrongCallbacks } from './batch-load.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix } from '../support/redis.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from './processes.js';
@@ -86,7 +86,10 @@ describe('chaos: batches while workers and reapers are killed and Redis restarts
       }
       // Every batch called back exactly once, after all its tasks settled, with the right counts.
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const counts = await direct.hgetall(`${runs}:callbacks`);
+      const counts = {
+        runs: await direct.hgetall(`${runs}:callbacks`),
+        firsts: await direct.hgetall(`${runs}:callback-firsts`),
+      };
       const summaries = await direct.hgetall(`${runs}:summaries`);
       const wrong = wrongCallbacks(expected, counts, summaries);
       expect({ seed, wrong }).toEqual({ seed, wrong: [] });
@@ -100,7 +103,7 @@ describe('chaos: batches while workers and reapers are killed and Redis restarts
         expect(await direct.hget(new PrefixKeys(prefix).batch(id).record, 'callbacks')).toBe(`batch.${id}.complete`);
       }
       console.log(
-        `batch chaos (seed ${seed}): 200 batches, ${[...expected.values()].reduce((sum, batch) => sum + batch.total, 0)} tasks; ${kills} processes killed, Redis restarted from AOF; every callback once`,
+        `batch chaos (seed ${seed}): 200 batches, ${[...expected.values()].reduce((sum, batch) => sum + batch.total, 0)} tasks; ${kills} processes killed, Redis restarted from AOF; every callback task once (${rerunsOf(counts)} run again after a kill mid-run)`,
       );
     } finally {
       await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));

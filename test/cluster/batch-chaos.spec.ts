@@ -76,7 +76,10 @@ describe('chaos on a Redis Cluster: batches while processes are killed and a pri
         }
       }
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const counts = await book.hgetall(`${runs}:callbacks`);
+      const counts = {
+        runs: await book.hgetall(`${runs}:callbacks`),
+        firsts: await book.hgetall(`${runs}:callback-firsts`),
+      };
       const summaries = await book.hgetall(`${runs}:summaries`);
       const wrong = wrongCallbacks(expected, counts, summaries);
       expect(wrong).toEqual([]);
@@ -92,7 +95,7 @@ describe('chaos on a Redis Cluster: batches while processes are killed and a pri
     } finally {
       await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
       await client.close();
-      await book.del(runs, `${runs}:callbacks`, `${runs}:summaries`);
+      await book.del(runs, `${runs}:callbacks`, `${runs}:callback-firsts`, `${runs}:summaries`);
     }
   });
 });

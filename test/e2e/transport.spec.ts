@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, Injectable, Module } from '@nestjs/common';
 import { ClientsModule, Ctx, EventPattern, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
@@ -13,6 +14,7 @@ import {
   RedisTaskRecordBuilder,
   ReplyTimeoutError,
   type RedisTaskInfo,
+  type RedisTaskTransportOptions,
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
@@ -58,8 +60,21 @@ let prefix: string;
 let keys: PrefixKeys;
 const started: { close(): Promise<unknown> }[] = [];
 
-async function worker(options = {}): Promise<Worker> {
-  const w = await startWorker(prefix, [Handlers], options);
+/** The queue bases the last worker started has sent a claim for tasks to (its loops' first claims among them). */
+let claimedFrom = new Set<string>();
+
+async function worker(options: RedisTaskTransportOptions = {}): Promise<Worker> {
+  // Its claims are watched from before it starts, so `listening` can tell when every loop made its first.
+  const workerId = options.workerId ?? `w-${randomBytes(4).toString('hex')}`;
+  const claims = new Set<string>();
+  claimedFrom = claims;
+  const watching = await monitor(redisUrl(), ({ args }) => {
+    const command = args[0]?.toLowerCase();
+    const asked = (command === 'eval' || command === 'evalsha') && args[2] === '1' && Number(args[4]) > 0;
+    if (asked && args[5] === workerId) claims.add(args[3]);
+  });
+  started.push({ close: () => Promise.resolve(watching.stop()) });
+  const w = await startWorker(prefix, [Handlers], { ...options, workerId });
   started.push(w.app);
   return w;
 }
@@ -95,17 +110,29 @@ function fresh(name: string): void {
   keys = new PrefixKeys(prefix);
 }
 
-/** Waits until `count` claim loops of the worker block in BLMOVE; resolves with their connections' addresses. */
-async function blockedLoops(workerId: string, count: number): Promise<string[]> {
-  let addresses: string[] = [];
+/**
+ * Waits until the last worker started waits for work on `count` patterns: each loop made its first claim
+ * (an emit from now on reaches it as a wake-up), and its one subscriber connection listens for their wake
+ * messages (an idle loop waits for them, sending nothing).
+ */
+async function listening(count: number): Promise<void> {
+  await waitFor(() => claimedFrom.size === count, `the first claims of ${count} loops`);
   await waitFor(async () => {
-    const lines = String(await redis.client('LIST')).split('\n');
-    addresses = lines
-      .filter((line) => line.includes(` name=tasks:worker:${workerId} `) && line.includes('cmd=blmove'))
-      .map((line) => /addr=(\S+)/.exec(line)?.[1] ?? '');
-    return addresses.length === count;
-  }, `${count} claim loops blocked in BLMOVE`);
-  return addresses;
+    const channels = (await redis.pubsub('CHANNELS', `${prefix}:*:wake`)) as string[];
+    const counts =
+      channels.length === 0 ? [] : ((await redis.call('PUBSUB', 'NUMSUB', ...channels)) as (string | number)[]);
+    return counts.filter((_, i) => i % 2 === 1 && Number(counts[i]) > 0).length === count;
+  }, `the wake channels of ${count} patterns subscribed`);
+}
+
+/** The worker's connections to Redis, by name (`tasks:worker:<id>`, and its subscriber's `...:due`): name -> address. */
+async function connectionsOf(workerId: string): Promise<Record<string, string>> {
+  const lines = String(await redis.client('LIST')).split('\n');
+  return Object.fromEntries(
+    lines
+      .map((line) => [/ name=(\S+)/.exec(line)?.[1] ?? '', /addr=(\S+)/.exec(line)?.[1] ?? ''])
+      .filter(([name]) => name.startsWith(`tasks:worker:${workerId}`)),
+  );
 }
 
 /**
@@ -173,12 +200,11 @@ describe('emit', () => {
     expect(seenFor('avatar.resize')[0]).toMatchObject({ payload: { userId: 1 }, task: { clientId: 'tenant-42' } });
   });
 
-  it('wakes a blocked idle worker by the push itself, long before its blocking wait would time out', async () => {
+  it('wakes an idle worker by the push itself, long before its backstop would', async () => {
     fresh('wake');
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000 });
-    // The worker's claim loop is parked in BLMOVE on its own connection, not polling.
-    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blmove'), 'a worker blocked in BLMOVE');
+    await listening(5);
     const emittedAt = Date.now();
     await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
     await waitFor(() => seenFor('avatar.resize').length === 1, 'the handler to run', {
@@ -189,19 +215,20 @@ describe('emit', () => {
     expect(transport.options.blockTimeoutMs).toBe(120_000);
   });
 
-  it('claims on the blocking connection the moment its wait ends: a wake-up costs no second round trip', async () => {
+  it('holds two connections for its five patterns: woken on its subscriber, it claims on its command connection', async () => {
     fresh('wakeclaim');
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000 });
     const { workerId } = transport.options;
-    const blockingAddresses = await blockedLoops(workerId, 5);
+    await listening(5);
+    const connections = await connectionsOf(workerId);
+    expect(Object.keys(connections).sort()).toEqual([`tasks:worker:${workerId}`, `tasks:worker:${workerId}:due`]);
     const queue = keys.queue('avatar.resize');
     const claims = await watchScripts('1', queue.base, undefined, workerId); // claimTasks: its base, any number wanted, the worker id
     try {
       await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
       await waitFor(() => seenFor('avatar.resize').length === 1 && claims.sources.length > 0, 'the handler to run');
-      // The claim that took the task ran on the blocking connection, queued behind its BLMOVE.
-      expect(blockingAddresses).toContain(claims.sources[0]);
+      expect(claims.sources[0]).toBe(connections[`tasks:worker:${workerId}`]);
     } finally {
       claims.stop();
     }
@@ -212,7 +239,7 @@ describe('emit', () => {
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000 });
     const { workerId } = transport.options;
-    await blockedLoops(workerId, 5);
+    await listening(5);
     const queue = keys.queue('avatar.resize');
     // claimTasks calls of this queue that asked for tasks (ARGV[1] > 0; acknowledgements alone ask for none).
     let claims = 0;
@@ -232,10 +259,9 @@ describe('emit', () => {
         await firstValueFrom(client.emit('avatar.resize', { n }));
         await waitFor(() => seenFor('avatar.resize').length === n, `task ${n} to run`);
         await waitFor(async () => (await redis.hlen(queue.processing(workerId))) === 0, `task ${n} acknowledged`);
-        await blockedLoops(workerId, 5); // back in its wait before the next task comes
       }
-      // One claim per task, each queued behind the wait the task ended (the next one waits behind the last
-      // wait, not run yet); an empty claim after each task would make 10.
+      // One claim per task, each made when the task's wake message came; an empty claim after each task
+      // would make 10.
       expect(claims).toBe(5);
     } finally {
       watching.stop();
@@ -247,7 +273,7 @@ describe('emit', () => {
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000, concurrency: 1 });
     const { workerId } = transport.options;
-    await blockedLoops(workerId, 5);
+    await listening(5);
     const queue = keys.queue('avatar.resize');
     // claimTasks calls of this queue and worker (numkeys 1, the base, tasks wanted, the worker id): those
     // asking for tasks, and those sending acknowledgements alone.
@@ -260,7 +286,7 @@ describe('emit', () => {
       );
       await waitFor(() => seenFor('avatar.resize').length === 6, 'the six tasks to run');
       await waitFor(async () => (await redis.hlen(queue.processing(workerId))) === 0, 'every task acknowledged');
-      await blockedLoops(workerId, 5);
+      await listening(5);
       // The woken claim takes the first; each next claim carries the acknowledgement of the task before it,
       // the last one included (that claim finds nothing left). Right after the wake-up the loop used to
       // claim at once with no slot free: the first task's acknowledgement went alone, then a claim.
@@ -276,8 +302,8 @@ describe('emit', () => {
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000, concurrency: 1 });
     const { workerId } = transport.options;
-    // Every loop waits with a claim for the one free slot queued behind its BLMOVE.
-    await blockedLoops(workerId, 5);
+    // Every loop waits, its claim to ask for the one free slot.
+    await listening(5);
     // requeueTasks of either queue
     const requeues = await watchScripts(
       undefined,
@@ -333,7 +359,7 @@ describe('emit', () => {
     for (let round = 0; round < 10; round++) {
       const w = await worker({ blockTimeoutMs: 120_000 });
       const { workerId } = w.transport.options;
-      await blockedLoops(workerId, 5);
+      await listening(5);
       const emitted = firstValueFrom(client.emit('avatar.resize', { round }));
       await w.app.close();
       await emitted;

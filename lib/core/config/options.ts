@@ -133,7 +133,10 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   deadLetterCap?: number;
   /** How long a `send()` result stays in Redis for a caller that missed the live reply. Default 60 s. */
   resultTtlMs?: number;
-  /** Longest single blocking wait for work before the loop re-checks its state. Default 5 s. */
+  /**
+   * Longest an idle claim loop waits for its wake message before it claims anyway (the backstop against a
+   * message lost to a reconnection), and longest a paused queue's loop waits before it looks again. Default 5 s.
+   */
   blockTimeoutMs?: number;
   /**
    * Most tasks of one client in flight at once, across all workers of a pattern; 0 for no cap. 1 runs

@@ -17,8 +17,7 @@ export const ACL_COMMANDS: readonly string[] = [
   // scripts: loaded with EVAL once per connection, then run with EVALSHA
   'eval',
   'evalsha',
-  // blocking claims, replies, durability
-  'blmove',
+  // wake-ups, replies, durability
   'subscribe',
   'unsubscribe',
   'publish',

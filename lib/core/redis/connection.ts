@@ -37,7 +37,7 @@ export function openConnection(option: RedisTaskConnection, connectionName: stri
 }
 
 /**
- * A dedicated connection for blocking reads: a connection blocked in BLMOVE can do nothing else.
+ * A dedicated connection for a subscriber (one in subscribed mode can do nothing else), or a blocking read.
  * Commands on it wait through reconnections instead of failing after a retry count.
  */
 export function openBlockingConnection(base: RedisConnection, connectionName: string): RedisConnection {

@@ -166,6 +166,14 @@ export class QueueKeys {
     return `${this.root}:due`;
   }
 
+  /**
+   * The pub/sub channel on which idle workers hear that the shard has work again (a client went onto its
+   * empty ring; include/guard.lua's wakeWorkers names it from the ring: `<base>:wake`).
+   */
+  get wakeChannel(): string {
+    return `${this.base}:wake`;
+  }
+
   /** The pub/sub channel on which workers hear that the queue was resumed. */
   get controlChannel(): string {
     return `${this.base}:control`;

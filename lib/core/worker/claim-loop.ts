@@ -60,10 +60,10 @@ const MAX_CALLS_IN_FLIGHT = 2;
  * The claim loop of one queue. Each round trip is one `claimTasks` call that acknowledges the tasks
  * finished since the last call and claims up to `prefetch` more, round-robin over the clients with
  * pending tasks. Completions that happen in the same turn of the event loop share a call, so under
- * load a task costs less than one round trip. When nothing is pending the loop blocks with BLMOVE on
- * its own connection (no polling) until an enqueue puts a client on the ring, with a claim queued
- * behind it on that connection: Redis runs the claim the moment the wait ends, so waking up costs no
- * second round trip. Acknowledgements made meanwhile go out on their own.
+ * load a task costs less than one round trip. When nothing is pending the loop waits, sending nothing,
+ * until the shard's wake message says a client went onto its empty ring (heard on the process's one
+ * subscriber connection, so a process holds the same connections for 1 pattern or 100), or its backstop
+ * passes; then it claims. Acknowledgements made meanwhile go out on their own.
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
@@ -164,7 +164,7 @@ export class ClaimLoop {
     let woken = false;
     while (!this.stopped) {
       if (empty) {
-        // The queue looked empty: let the calls under way land, then block until an enqueue.
+        // The queue looked empty: let the calls under way land, then wait for a wake message.
         await Promise.all(calls.values());
         // Woken with tasks claimed and more waiting: go on claiming. The claim after the wait found none
         // (a timeout, or another worker took what woke it), or took the last: block again.
@@ -189,8 +189,10 @@ export class ClaimLoop {
       // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
       const call: Promise<number> = this.call(wanted, acks).then(({ count, drained }) => {
         calls.delete(slot, call);
-        // Nothing claimed, or the claim took the last waiting task: the next claim would find nothing.
-        if (wanted > 0 && (count <= 0 || drained)) empty = true;
+        // The claim left no client waiting (it took the last task, or found none): the next claim would find
+        // nothing until a wake message. A claim that failed, found the queue paused or the worker
+        // unregistered has waited, slept or registered already: the loop claims again.
+        if (wanted > 0 && drained) empty = true;
         this.wakeLoop?.();
         return count;
       });
@@ -214,13 +216,13 @@ export class ClaimLoop {
   }
 
   /**
-   * Nothing pending: block until an enqueue puts a client on the ring (or the timeout passes), then
-   * claim at once. Resolves true when that claim found nothing or took the last waiting task (block
+   * Nothing pending: wait until the shard's wake message (a client went onto its empty ring) or the
+   * backstop, then claim at once. Resolves true when that claim found nothing or took the last waiting task (wait
    * again); false when more are waiting, or it did not run (no free slot, a failure, stopped), so the
    * loop goes on as usual.
    *
-   * A blocked loop holds no slots (another queue's loop may need them meanwhile): the queued claim asks
-   * for as many tasks as slots are free when it is sent, and takes the slots when its reply comes. If
+   * A waiting loop holds no slots (another queue's loop may need them meanwhile): its claim asks for as
+   * many tasks as slots were free when the wait began, and takes the slots when its reply comes. If
    * other loops took them meanwhile, the tasks it cannot start go straight back to the heads of their
    * clients' lists, uncounted.
    */
@@ -231,8 +233,8 @@ export class ClaimLoop {
     // Closed during that turn: its wakeAll() has passed, so a wait for a slot would outlast the handlers.
     if (this.stopped) return false;
     this.flush.hold(); // acknowledgements go out on their own meanwhile (nothing to claim them with)
-    // Every slot taken (running handlers, other loops' claims): wait for one, so the wait has a claim
-    // queued (else its wake-up costs a second round trip).
+    // Every slot taken (running handlers, other loops' claims): wait for one first, so the claim at the
+    // wait's end can take something.
     if (this.slots.free === 0) await this.slots.whenFree();
     if (this.stopped || this.slots.free === 0) {
       this.flush.release();
@@ -241,7 +243,7 @@ export class ClaimLoop {
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay
-      .track('blocking', this.options.blockTimeoutMs, waiting)
+      .track('command', this.options.blockTimeoutMs, waiting)
       .catch((error: unknown): WaitEnd => ({ error }));
     this.flush.release();
     if (end === undefined || this.stopped) return false;
@@ -256,7 +258,7 @@ export class ClaimLoop {
     const { kept, extra } = keepFirst(end.claim, taken);
     if (extra.length > 0) this.hooks.giveBack(extra);
     const claimed = await this.settle(taken, [], kept);
-    return (claimed.count === 0 && count === 0) || claimed.drained;
+    return claimed.drained;
   }
 
   /** One claimTasks call: how many tasks it claimed (-1: Redis failed), and whether it drained the queue. */

@@ -39,7 +39,7 @@ export class GiveBack {
         logger: this.logger,
       });
       await this.redis.zrem(keys.workers, this.options.workerId);
-      // A claim queued behind BLMOVE may have run just as close() cut its connection, its reply lost.
+      // A claim sent just before close() may have run with its reply lost (the loop stopped waiting for it).
       // The claim script refuses an unregistered worker, so after the ZREM nothing more can land: one
       // more sweep returns whatever such a claim took.
       const late = await requeueProcessing(this.redis, keys, this.options, {

@@ -1,64 +1,45 @@
-import { Redis } from 'ioredis';
-import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
+import type { ClaimReply, ClaimRequest, ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { defineScripts, type RedisConnection } from '../redis/scripts.js';
 import { unlessAborted } from '../support/abortable.js';
+import type { Waker } from './wake-signals.js';
 
-/** How an idle wait ended, with the reply of the claim queued behind it. */
+/** How an idle wait ended, with the reply of the claim made at its end. */
 export interface WaitEnd {
-  /** Set when the blocking read itself failed. */
+  /** Set when the wait itself failed. */
   readonly error?: unknown;
-  /** The queued claim's reply; absent only when the wait could not be made at all. */
+  /** The claim's reply; absent only when the wait could not be made at all. */
   readonly claim?: PromiseSettledResult<ClaimReply>;
 }
 
+/** At most this share of the backstop is taken off at random, so idle loops' backstop claims spread out. */
+const BACKSTOP_JITTER = 0.2;
+
 /**
- * The wait of a claim loop with nothing pending, on the loop's own connection: BLMOVE ring→ring until
- * an enqueue puts a client on the ring (non-destructive, so cutting it mid-wait loses nothing), with a
- * claim pipelined behind it. Redis runs that claim the moment the wait ends, so waking up costs no
- * second round trip.
+ * The wait of a claim loop with nothing pending: no connection of its own and no command while it waits.
+ * It ends when the shard's wake message comes (a script put a client on its empty ring; see
+ * WakeSignals), or after the backstop; then it claims, on the worker's command connection.
  */
 export class IdleWait {
-  private readonly gateway: ScriptGateway;
-
   constructor(
-    private readonly connection: RedisConnection,
+    private readonly waker: Waker,
+    private readonly gateway: Pick<ScriptGateway, 'claim'>,
     private readonly keys: QueueKeys,
-    private readonly timeoutMs: number,
-  ) {
-    this.gateway = gatewayOf(defineScripts(connection));
-  }
+    private readonly backstopMs: number,
+  ) {}
 
-  /** Resolves when the wait ends (woken or timed out), or with undefined as soon as `signal` aborts. */
+  /** Resolves when the wait ends (woken or the backstop passed) with the claim's reply, or with undefined as soon as `signal` aborts. */
   async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
-    const { ring } = this.keys;
-    // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
-    const stream =
-      this.connection instanceof Redis && this.connection.status === 'ready' ? this.connection.stream : undefined;
-    stream?.cork();
-    let blocked: Promise<unknown>;
-    let claimed: Promise<ClaimReply>;
-    try {
-      blocked = this.connection.blmove(ring, ring, 'LEFT', 'RIGHT', this.timeoutMs / 1000);
-      claimed = this.gateway.claim(this.keys, claim);
-    } finally {
-      stream?.uncork();
-    }
-    // close() cuts the connection, but ioredis leaves a command waiting for a reconnection pending
-    // forever when it is cut between two attempts: stopping must not wait for it. A claim that ran but
-    // whose reply was cut off leaves its tasks in the processing hash, which the worker's release (or,
-    // in an outage, the orphan check) returns to their queue.
-    const settled = await unlessAborted(Promise.allSettled([blocked, claimed]), signal);
-    if (settled === undefined) return undefined;
-    const [wait, reply] = settled;
-    const end = { claim: reply };
-    // spread-ok: a failed wait only
-    return wait.status === 'rejected' ? { ...end, error: wait.reason } : end;
+    await this.waker.next(this.backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
+    if (signal.aborted) return undefined;
+    // Closing does not wait for a claim that waits for Redis (an outage): what it took, if it ran, is
+    // in the processing hash, which the worker's release (or the orphan check) returns to the queue.
+    const settled = await unlessAborted(Promise.allSettled([this.gateway.claim(this.keys, claim)]), signal);
+    return settled && { claim: settled[0] };
   }
 
-  /** Interrupts a wait: only closing its connection can. */
+  /** Interrupts a wait (the loop is closing). */
   cut(): void {
-    this.connection.disconnect();
+    this.waker.cut();
   }
 }
 

@@ -1,7 +1,10 @@
 import { SlotSet } from '../support/churn-tables.js';
 
-/** Which connection an operation waits on. */
-export type LoopConnection = 'blocking' | 'command';
+/**
+ * Which connection an operation waits on: a claim loop has only the worker's command connection (an idle
+ * wait sends nothing until it ends, then claims on it).
+ */
+export type LoopConnection = 'command';
 
 /** An operation that Redis has not answered for longer than it should take. */
 export interface Overdue {

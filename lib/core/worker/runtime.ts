@@ -14,6 +14,7 @@ import type { ScheduleSpec } from '../model/schedule.js';
 import { ScheduleBook } from '../schedules/schedule-book.js';
 import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../schedules/tick-firer.js';
 import { ScheduleTicker } from '../schedules/ticker.js';
+import { WakeSignals } from './wake-signals.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor, TaskProgressEvent } from './worker-types.js';
 
@@ -62,6 +63,8 @@ export class WorkerRuntime {
   private subscriber: RedisConnection | undefined;
   private readonly book: ScheduleBook;
   private readonly ticker: ScheduleTicker | undefined;
+  /** Wake-ups of idle claim loops, heard on the one subscriber connection. */
+  private readonly wakeSignals = new WakeSignals();
 
   constructor(
     private readonly redis: TaskRedis,
@@ -95,6 +98,7 @@ export class WorkerRuntime {
         ...options,
         patterns,
         onDelayed: (_queue, dueAt) => this.schedule.wakeAt(dueAt),
+        wakeSignals: this.wakeSignals,
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,
         onProgress: hooks.onProgress,
@@ -163,7 +167,10 @@ export class WorkerRuntime {
     await this.worker.close();
   }
 
-  /** Due times of delayed tasks (promoted on time) and resumes of paused queues (claimed at once). */
+  /**
+   * Due times of delayed tasks (promoted on time), resumes of paused queues (claimed at once), and the
+   * wake-ups of idle queue shards: one connection for all of them, whatever the number of patterns.
+   */
   private async subscribe(): Promise<void> {
     if (this.queues.length === 0) return;
     // Opened first: its handshake goes on while the layouts are checked.
@@ -173,10 +180,15 @@ export class WorkerRuntime {
     // Checks each queue's shard count against the one on record before anything else uses it.
     const shards = (await this.layouts.layouts(this.queues)).flatMap((layout) => layout.shards);
     const control = new Set(shards.map((keys) => keys.controlChannel));
+    const wakes = new Set(shards.map((keys) => keys.wakeChannel));
     subscriber.on('message', (channel: string, message: string) => {
-      if (control.has(channel)) this.worker.resume(channel);
+      if (wakes.has(channel)) this.wakeSignals.heard(channel);
+      else if (control.has(channel)) this.worker.resume(channel);
       else this.schedule.wakeAt(Number(message));
     });
-    await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel]));
+    // Back after a reconnection (ioredis subscribed again first): what was published meanwhile was not
+    // heard, so every idle loop claims once.
+    subscriber.on('ready', () => this.wakeSignals.wakeAll());
+    await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel, keys.wakeChannel]));
   }
 }

@@ -7,16 +7,14 @@ import type { Lease } from './lease.js';
 import type { RunningTasks } from './running.js';
 import type { WorkerOptions } from './worker-types.js';
 
-/** A shard's claim loop and the connection it blocks on. */
+/** A shard's claim loop. */
 export interface WatchedLoop {
   readonly loop: ClaimLoop;
-  readonly blocking: RedisConnection;
 }
 
 /** What the watchdog reads of a claim loop (a unit test scripts it). */
 export interface LoopHealth {
   readonly loop: Pick<ClaimLoop, 'died' | 'restart' | 'overdue'>;
-  readonly blocking: RedisConnection;
 }
 
 /**
@@ -83,7 +81,7 @@ export class Watchdog {
   inspect(now = Date.now()): void {
     this.running.warnSlow(now, this.options.slowRunMs, this.logger);
     let stalled = false;
-    for (const [keys, { loop, blocking }] of this.loops) {
+    for (const [keys, { loop }] of this.loops) {
       const died = loop.died;
       if (died) {
         this.logger.error(
@@ -91,12 +89,10 @@ export class Watchdog {
         );
         loop.restart();
       }
-      const overdue = loop.overdue(now, (which) =>
-        this.connections.readySince(which === 'blocking' ? blocking : this.redis),
-      );
+      const overdue = loop.overdue(now, () => this.connections.readySince(this.redis));
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
-        const connection = overdue.connection === 'blocking' ? blocking : this.redis;
+        const connection = this.redis;
         if (this.connections.retryingAfterLoss(connection, now, this.options.watchdogTimeoutMs)) {
           // Not a half-open socket: ioredis knows Redis is gone and is already trying again.
           this.stall.failed(

@@ -1,3 +1,4 @@
+import type { WakeSignals } from './wake-signals.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
 import type { PatternSettings } from '../config/pattern-settings.js';
@@ -77,7 +78,10 @@ export interface WorkerOptions extends SettleOptions {
   readonly heartbeatIntervalMs: number;
   readonly leaseMs: number;
   readonly shutdownTimeoutMs: number;
+  /** Longest an idle claim loop waits for a wake message before it claims anyway (the backstop). */
   readonly blockTimeoutMs: number;
+  /** The wake messages of the process's idle queue shards (heard on the runtime's one subscriber). */
+  readonly wakeSignals: WakeSignals;
   /** Called with the due time of every retry this worker schedules (to promote it on time). */
   readonly onDelayed?: (queue: string, dueAt: number) => void;
   /** How long past its due time a Redis command may go unanswered before the watchdog reconnects. */

@@ -1,4 +1,4 @@
-import type { ScriptGateway } from '../redis/gateway.js';
+import type { ClaimRequest, ScriptGateway } from '../redis/gateway.js';
 import type { TaskStore } from '../redis/store.js';
 import {
   ackBatchOf,
@@ -8,7 +8,7 @@ import {
   type StartBatch,
 } from './turn-batch.js';
 import { Completer } from './completer.js';
-import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
+import { watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
@@ -168,10 +168,17 @@ export class TaskWorker {
   startClaiming(): void {
     this.lease.start(() => this.shards);
     for (const keys of this.shards) {
-      const blocking = openBlockingConnection(this.redis, `tasks:worker:${this.workerId}`);
-      const idle = new IdleWait(blocking, keys, this.options.blockTimeoutMs);
+      const waker = this.options.wakeSignals.waker(keys.wakeChannel);
+      // Every claim of the loop with tasks wanted answers the wake messages heard before it was sent.
+      const gateway = {
+        claim: (shard: QueueKeys, request: ClaimRequest) => {
+          if (request.wanted > 0) waker.claiming();
+          return this.gateway.claim(shard, request);
+        },
+      };
+      const idle = new IdleWait(waker, gateway, keys, this.options.blockTimeoutMs);
       const loop = new ClaimLoop(
-        { gateway: this.gateway, idle, downSince: this.downSince },
+        { gateway, idle, downSince: this.downSince },
         keys,
         this.completer.shard(keys),
         this.slots,
@@ -188,7 +195,7 @@ export class TaskWorker {
         },
         this.logger,
       );
-      this.loops.set(keys, { loop, blocking });
+      this.loops.set(keys, { loop });
       loop.start();
     }
     this.watchdog.start();
@@ -254,7 +261,6 @@ export class TaskWorker {
           'they return to their queue when its lease expires (a reaper recovers them) or when it restarts with the same id',
       );
     }
-    await Promise.all([...this.loops.values()].map(({ blocking }) => quit(blocking)));
     this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
   }
 

@@ -1,3 +1,4 @@
+import { WakeSignals } from '../../../lib/core/worker/wake-signals.js';
 import { resolveTransportOptions } from '../../../lib/core/config/options.js';
 import { patternSettings } from '../../../lib/core/config/pattern-settings.js';
 import { encodeEntry, type TaskEnvelope } from '../../../lib/core/model/codec.js';
@@ -102,7 +103,13 @@ export function workerOptions(changes: Partial<WorkerOptions> = {}): WorkerOptio
     backoff: { type: 'fixed', delayMs: 100 },
   });
   // spread-ok: a test fixture
-  return { ...resolved, tracing: undefined, patterns: patternSettings(new Map(), resolved), ...changes };
+  return {
+    ...resolved,
+    tracing: undefined,
+    patterns: patternSettings(new Map(), resolved),
+    wakeSignals: new WakeSignals(),
+    ...changes,
+  };
 }
 
 export function envelope(changes: Partial<TaskEnvelope> = {}): TaskEnvelope {

@@ -163,7 +163,7 @@ end
 -- worker's timer still does it when nothing else claims). Back on the ring before they leave the set.
 if limited then
   for _, client in ipairs(redis.call('ZRANGEBYSCORE', throttled, '-inf', now, 'LIMIT', 0, RELEASE_PER_CLAIM)) do
-    healingCall(faults, 'list', 'RPUSH', ring, client)
+    wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, client), 1)
     redis.call('ZREM', throttled, client)
   end
 end
@@ -199,7 +199,7 @@ local function holdAll(claimed, count, owners)
     end
     for client in pairs(clients) do
       if not redis.call('LPOS', ring, client) then
-        redis.call('RPUSH', ring, client)
+        wakeWorkers(ring, redis.call('RPUSH', ring, client), 1)
       end
     end
     error(written)

@@ -144,7 +144,12 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
       if not owedRing then
         return answer(results)
       end
-      if #owedRing <= RING_SLICE and type(redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))) == 'number' then
+      local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
+      if type(ringLength) == 'number' then
+        -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
+        if ringLength == #owedRing then
+          redis.call('PUBLISH', root .. ':wake', '')
+        end
         return answer(results)
       end
     end
@@ -163,7 +168,9 @@ if owedCount > 0 then
 end
 if owedRing then
   for i = 1, #owedRing, RING_SLICE do
-    healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, math.min(i + RING_SLICE - 1, #owedRing)))
+    local slice = math.min(i + RING_SLICE - 1, #owedRing)
+    local length = healingCall(faults, 'list', 'RPUSH', root .. ':ring', unpack(owedRing, i, slice))
+    wakeWorkers(root .. ':ring', length, slice - i + 1)
   end
 end
 if a > count then
@@ -269,7 +276,7 @@ while a <= count do
           end
           healingIncr(k.faults, k.pendingCount, 1, 1)
           if size == 1 then
-            healingCall(k.faults, 'list', 'RPUSH', k.ring, client)
+            wakeWorkers(k.ring, healingCall(k.faults, 'list', 'RPUSH', k.ring, client), 1)
           end
         else
           -- A priority, or a client's list of another type (the failed RPUSH changed nothing).

@@ -24,7 +24,7 @@ local client = ARGV[1]
 if redis.call('LPOS', KEYS[1], client) or redis.call('SISMEMBER', KEYS[2], client) == 1 or redis.call('ZSCORE', KEYS[3], client) then
   return 0
 end
-redis.call('RPUSH', KEYS[1], client)
+wakeWorkers(KEYS[1], redis.call('RPUSH', KEYS[1], client), 1)
 healingIncr(KEYS[7], KEYS[6], waiting, waiting)
 recordFault(KEYS[7], KEYS[4], 'had ' .. waiting .. ' pending task(s) but its client was off the ring; put back')
 return waiting

@@ -14,7 +14,7 @@ expectTypes(KEYS[1], 'zset', KEYS[2], 'list')
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
 for _, client in ipairs(due) do
   redis.call('ZREM', KEYS[1], client)
-  redis.call('RPUSH', KEYS[2], client)
+  wakeWorkers(KEYS[2], redis.call('RPUSH', KEYS[2], client), 1)
 end
 local next = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local nextDue = 0

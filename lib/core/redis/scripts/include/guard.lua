@@ -110,5 +110,16 @@ local function healingIncr(faults, key, by, reset)
   return reply
 end
 
+-- wakeWorkers(ring, length, pushed): after `pushed` clients went onto a ring that is now `length` long:
+--   when it was empty before, the workers of its queue that wait for work are told, on the pub/sub
+--   channel `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs no message: its
+--   workers are claiming (the claim that empties it tells them to wait). Every push onto a ring goes
+--   through here (test/lua/wake.spec.ts checks each script).
+local function wakeWorkers(ring, length, pushed)
+  if length == pushed then
+    redis.call('PUBLISH', string.gsub(ring, 'ring$', 'wake'), '')
+  end
+end
+
 -- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
 local UNKNOWN_COUNT = 1000000000

@@ -40,9 +40,9 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
   healingIncr(faults, pendingCount, 1, 1)
   if size == 1 then
     if atHead then
-      healingCall(faults, 'list', 'LPUSH', ring, clientId)
+      wakeWorkers(ring, healingCall(faults, 'list', 'LPUSH', ring, clientId), 1)
     else
-      healingCall(faults, 'list', 'RPUSH', ring, clientId)
+      wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, clientId), 1)
     end
   end
 end

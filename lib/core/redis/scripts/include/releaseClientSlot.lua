@@ -19,9 +19,9 @@ local function releaseClientSlot(counted, inflight, parked, ring, token, atHead)
   end
   if redis.call('SREM', parked, client) == 1 then
     if atHead then
-      redis.call('LPUSH', ring, client)
+      wakeWorkers(ring, redis.call('LPUSH', ring, client), 1)
     else
-      redis.call('RPUSH', ring, client)
+      wakeWorkers(ring, redis.call('RPUSH', ring, client), 1)
     end
   end
 end

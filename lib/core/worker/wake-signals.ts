@@ -1,0 +1,74 @@
+/**
+ * How a worker process hears that an idle queue shard has work, on one connection whatever its number of
+ * patterns: a script that puts a client on an empty ring publishes on the shard's `<base>:wake` channel
+ * (include/guard.lua's wakeWorkers), the process's one subscriber connection hears it, and the claim
+ * loop of that shard claims. A message can be missed (the subscriber was reconnecting, a failover moved
+ * it), so every loop is woken when the subscriber is back, and a loop that heard nothing claims anyway
+ * after its backstop (`blockTimeoutMs`).
+ */
+export class WakeSignals {
+  // table-ok: one entry per queue shard of the process
+  private readonly wakers = new Map<string, Waker>();
+
+  /** The wake-up of the shard whose channel this is (one per channel). */
+  waker(channel: string): Waker {
+    let waker = this.wakers.get(channel);
+    if (!waker) {
+      waker = new Waker();
+      this.wakers.set(channel, waker);
+    }
+    return waker;
+  }
+
+  /** A message came on `channel`: true when it is a wake channel of this process. */
+  heard(channel: string): boolean {
+    const waker = this.wakers.get(channel);
+    waker?.wake();
+    return waker !== undefined;
+  }
+
+  /** Every loop claims once (the subscriber reconnected: what it missed meanwhile is found so). */
+  wakeAll(): void {
+    for (const waker of this.wakers.values()) waker.wake();
+  }
+}
+
+/** One queue shard's wake-up: a flag set by each message and cleared by each claim sent after it. */
+export class Waker {
+  private pending = false;
+  private end: (() => void) | undefined;
+
+  /** A claim is on its way: it finds what any message heard so far announced. */
+  claiming(): void {
+    this.pending = false;
+  }
+
+  wake(): void {
+    this.pending = true;
+    this.end?.();
+  }
+
+  /**
+   * Resolves at the next message (at once if one came since the last claim was sent), after
+   * `timeoutMs`, when `signal` aborts, or when the wait is cut.
+   */
+  next(timeoutMs: number, signal: AbortSignal): Promise<void> {
+    if (this.pending || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.end = undefined;
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      signal.addEventListener('abort', done, { once: true });
+      this.end = done;
+    });
+  }
+
+  /** Ends a wait under way (the loop is closing). */
+  cut(): void {
+    this.end?.();
+  }
+}

@@ -1,0 +1,75 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller, type Type } from '@nestjs/common';
+import { EventPattern } from '@nestjs/microservices';
+import { firstValueFrom } from 'rxjs';
+import { RedisTaskRecordBuilder } from '../../lib/index.js';
+import { startProducer, startWorker } from '../support/nest.js';
+import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
+
+// A worker process holds the same connections whatever its number of patterns: its command connection and
+// one subscriber (due times, resumes, and the wake messages of idle queue shards). It used to hold one
+// blocking connection per pattern shard more (102 for 100 patterns).
+
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+let prefix = '';
+const ran: string[] = [];
+
+/** A controller with an @EventPattern handler for each of `count` patterns, `p0` to `p<count-1>`. */
+function controllerOf(count: number): Type {
+  @Controller()
+  class Handlers {}
+  for (let n = 0; n < count; n++) {
+    const key = `p${n}`;
+    Object.defineProperty(Handlers.prototype, key, {
+      value: function handle(): void {
+        ran.push(key);
+      },
+      writable: true,
+      configurable: true,
+    });
+    EventPattern(key)(Handlers.prototype, key, Object.getOwnPropertyDescriptor(Handlers.prototype, key)!);
+  }
+  return Handlers;
+}
+
+/** The connections a worker of this id holds, by name. */
+async function connectionNames(workerId: string): Promise<string[]> {
+  return String(await redis.client('LIST'))
+    .split('\n')
+    .map((line) => / name=(\S+)/.exec(line)?.[1] ?? '')
+    .filter((name) => name.startsWith(`tasks:worker:${workerId}`))
+    .sort();
+}
+
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  ran.length = 0;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+describe('connections per worker process', () => {
+  it.each([[1], [20], [100]])(
+    'holds two connections with %i pattern(s), and every idle pattern wakes at its first task',
+    async (patterns) => {
+      prefix = testPrefix(`conns-${patterns}`);
+      const { client, module } = await startProducer(prefix);
+      started.push(module);
+      // A backstop far longer than the test: every task must be claimed because its wake message came.
+      const { app, transport } = await startWorker(prefix, [controllerOf(patterns)], { blockTimeoutMs: 300_000 });
+      started.push(app);
+      const { workerId } = transport.options;
+      expect(await connectionNames(workerId)).toEqual([`tasks:worker:${workerId}`, `tasks:worker:${workerId}:due`]);
+      for (let n = 0; n < patterns; n++) {
+        await firstValueFrom(client.emit(`p${n}`, new RedisTaskRecordBuilder({ n }).build()));
+      }
+      await waitFor(() => ran.length === patterns, `the ${patterns} tasks to run`, { timeoutMs: 20_000 });
+      expect(new Set(ran).size).toBe(patterns);
+      expect(await connectionNames(workerId)).toHaveLength(2);
+    },
+  );
+});
