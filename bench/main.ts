@@ -7,6 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
+import { CONNECTIONS_INTRO, connectionsTable } from './connections.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
@@ -960,6 +961,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'connections') {
+    log(`\n${await connectionsTable(url)}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'coalesce') {
     log(`\n${await coalesceTable()}`);
     await redis.quit();
@@ -1055,6 +1061,7 @@ async function main(): Promise<void> {
   const tracking = await trackingRows();
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
+  const connections = await connectionsTable(url);
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1122,6 +1129,10 @@ async function main(): Promise<void> {
     ...BATCH_INTRO,
     '',
     batchesTable,
+    '',
+    ...CONNECTIONS_INTRO,
+    '',
+    connections,
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {

@@ -55,7 +55,8 @@ describe('chaos: worker processes killed with SIGKILL', () => {
   // that holds a prefetched batch must lose none of them and repeat only those it held.
   it.each([
     { total: 20_000, concurrency: 8, prefetch: 1, clientCap: 0 },
-    { total: 20_000, concurrency: 16, prefetch: 16, clientCap: 0 },
+    // Twice the tasks: at 16 × 16 the drain takes under two seconds, too short for three kills on a quiet machine.
+    { total: 40_000, concurrency: 16, prefetch: 16, clientCap: 0 },
     { total: 10_000, concurrency: 16, prefetch: 16, clientCap: 2 },
   ])(
     'completes $total tasks from 4 clients (a fifth of them prioritized, a seventh tracked) with prefetch $prefetch and client cap $clientCap while a worker is killed and replaced every ~0.5 s',

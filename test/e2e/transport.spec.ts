@@ -215,23 +215,34 @@ describe('emit', () => {
     expect(transport.options.blockTimeoutMs).toBe(120_000);
   });
 
-  it('holds two connections for its five patterns: woken on its subscriber, it claims on its command connection', async () => {
+  it('holds three connections for its five patterns: idle loops are woken by their message, a loop with work blocks on the one blocking connection', async () => {
     fresh('wakeclaim');
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000 });
     const { workerId } = transport.options;
     await listening(5);
+    const names = [`tasks:worker:${workerId}`, `tasks:worker:${workerId}:due`, `tasks:worker:${workerId}:wait`];
+    await waitFor(async () => Object.keys(await connectionsOf(workerId)).length === 3, 'its three connections');
     const connections = await connectionsOf(workerId);
-    expect(Object.keys(connections).sort()).toEqual([`tasks:worker:${workerId}`, `tasks:worker:${workerId}:due`]);
+    expect(Object.keys(connections).sort()).toEqual(names);
     const queue = keys.queue('avatar.resize');
-    const claims = await watchScripts('1', queue.base, undefined, workerId); // claimTasks: its base, any number wanted, the worker id
-    try {
-      await firstValueFrom(client.emit('avatar.resize', { n: 1 }));
-      await waitFor(() => seenFor('avatar.resize').length === 1 && claims.sources.length > 0, 'the handler to run');
-      expect(claims.sources[0]).toBe(connections[`tasks:worker:${workerId}`]);
-    } finally {
-      claims.stop();
-    }
+    /** The connection the claim that took the pattern's next task came from. */
+    const claimedOn = async (n: number): Promise<string> => {
+      const claims = await watchScripts('1', queue.base, undefined, workerId); // claimTasks: its base, any number wanted, the worker id
+      try {
+        await firstValueFrom(client.emit('avatar.resize', { n }));
+        await waitFor(() => seenFor('avatar.resize').length === n && claims.sources.length > 0, `task ${n} to run`);
+        return claims.sources[0];
+      } finally {
+        claims.stop();
+      }
+    };
+    // No loop has had work yet: each waits for its wake message, sending nothing; the claim goes on the command connection.
+    expect(String(await redis.client('LIST'))).not.toContain('cmd=blmove');
+    expect(await claimedOn(1)).toBe(connections[names[0]]);
+    // Its wait brought a task: its next wait holds the blocking connection, BLMOVE with the claim pipelined behind.
+    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blmove'), 'the loop blocked in BLMOVE');
+    expect(await claimedOn(2)).toBe(connections[names[2]]);
   });
 
   it('claims once per task when tasks come one at a time: the claim that took the last waiting task sends the loop straight back to its wait', async () => {

@@ -133,7 +133,7 @@ describe('self-healing worker', () => {
     }
     await waitFor(() => handled.size >= 1_000, 'the run to be under way', { timeoutMs: 30_000 });
     const killed = await killWorkerConnections('healer');
-    expect(killed).toBe(2); // commands, and the subscriber (due times, resumes, wake-ups)
+    expect(killed).toBe(3); // commands, the blocking read, and the subscriber (due times, resumes, wake-ups)
     await waitFor(() => handled.size >= 3_000, 'claiming to resume after CLIENT KILL', { timeoutMs: 30_000 });
     await admin.client('PAUSE', 2_000, 'ALL');
     await waitFor(() => handled.size === total, 'every task handled', { timeoutMs: 60_000, intervalMs: 50 });

@@ -39,7 +39,7 @@ export interface ClaimLoopHooks {
  */
 export interface ClaimLoopRedis {
   readonly gateway: Pick<ScriptGateway, 'claim'>;
-  readonly idle: Pick<IdleWait, 'wait' | 'cut'>;
+  readonly idle: Pick<IdleWait, 'wait' | 'cut' | 'connection'>;
   /** When the loop's connection went down (undefined while it is up). */
   readonly downSince: () => number | undefined;
 }
@@ -164,8 +164,9 @@ export class ClaimLoop {
     let woken = false;
     while (!this.stopped) {
       if (empty) {
-        // The queue looked empty: let the calls under way land, then wait for a wake message.
+        // The queue looked empty: let the calls under way land, then wait (unless one of them found more).
         await Promise.all(calls.values());
+        if (!empty) continue;
         // Woken with tasks claimed and more waiting: go on claiming. The claim after the wait found none
         // (a timeout, or another worker took what woke it), or took the last: block again.
         empty = !this.stopped && (await this.waitForWork());
@@ -189,10 +190,10 @@ export class ClaimLoop {
       // Up to two calls overlap: while one batch's reply travels, the slots it did not take can be refilled.
       const call: Promise<number> = this.call(wanted, acks).then(({ count, drained }) => {
         calls.delete(slot, call);
-        // The claim left no client waiting (it took the last task, or found none): the next claim would find
-        // nothing until a wake message. A claim that failed, found the queue paused or the worker
-        // unregistered has waited, slept or registered already: the loop claims again.
-        if (wanted > 0 && drained) empty = true;
+        // The latest claim decides (calls run in the order sent): one that left no client waiting means wait
+        // for a wake-up; one that left some (no wake message comes for a ring that was not empty), or failed,
+        // met a pause or an unregistered worker (it slept, waited or registered already), claiming on.
+        if (wanted > 0) empty = drained;
         this.wakeLoop?.();
         return count;
       });
@@ -243,7 +244,7 @@ export class ClaimLoop {
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay
-      .track('command', this.options.blockTimeoutMs, waiting)
+      .track(this.idle.connection, this.options.blockTimeoutMs, waiting)
       .catch((error: unknown): WaitEnd => ({ error }));
     this.flush.release();
     if (end === undefined || this.stopped) return false;

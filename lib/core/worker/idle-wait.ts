@@ -1,11 +1,14 @@
-import type { ClaimReply, ClaimRequest, ScriptGateway } from '../redis/gateway.js';
+import { Redis } from 'ioredis';
+import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
+import { defineScripts, type RedisConnection } from '../redis/scripts.js';
 import { unlessAborted } from '../support/abortable.js';
+import type { LoopConnection } from './overdue.js';
 import type { Waker } from './wake-signals.js';
 
 /** How an idle wait ended, with the reply of the claim made at its end. */
 export interface WaitEnd {
-  /** Set when the wait itself failed. */
+  /** Set when the blocking read itself failed. */
   readonly error?: unknown;
   /** The claim's reply; absent only when the wait could not be made at all. */
   readonly claim?: PromiseSettledResult<ClaimReply>;
@@ -13,22 +16,86 @@ export interface WaitEnd {
 
 /** At most this share of the backstop is taken off at random, so idle loops' backstop claims spread out. */
 const BACKSTOP_JITTER = 0.2;
+/** Longest a loop keeps the blocking connection while nothing comes: then it is another's to take. */
+const BLOCKING_HOLD_MS = 1_000;
 
 /**
- * The wait of a claim loop with nothing pending: no connection of its own and no command while it waits.
- * It ends when the shard's wake message comes (a script put a client on its empty ring; see
- * WakeSignals), or after the backstop; then it claims, on the worker's command connection.
+ * The worker process's one blocking connection, lent to one idle claim loop at a time: that loop waits
+ * in `BLMOVE ring ring` with its claim pipelined behind it, so Redis runs the claim the moment an enqueue
+ * ends the wait (no message to hear, no second round trip: the lowest wake-up latency). The other idle
+ * loops wait for their wake message. A process holds this one connection whatever its number of patterns.
+ * It goes to the loops that have work: a loop takes it only if its last wait brought tasks (a loop's
+ * first wait does not), and gives it up after a second without any (then it waits for its message, and
+ * another busy loop takes it).
+ */
+export class BlockingSlot {
+  private holder: object | undefined;
+  private readonly gateway: ScriptGateway;
+
+  constructor(readonly connection: RedisConnection) {
+    this.gateway = gatewayOf(defineScripts(connection));
+  }
+
+  /** Lends the connection to `owner` if no loop holds it: its claim gateway, or undefined. */
+  take(owner: object): ScriptGateway | undefined {
+    if (this.holder !== undefined) return undefined;
+    this.holder = owner;
+    return this.gateway;
+  }
+
+  give(owner: object): void {
+    if (this.holder === owner) this.holder = undefined;
+  }
+
+  holds(owner: object): boolean {
+    return this.holder === owner;
+  }
+}
+
+/**
+ * The wait of a claim loop with nothing pending. With the process's blocking connection free, it blocks
+ * on it (see BlockingSlot); otherwise it sends nothing while it waits: it ends when the shard's wake
+ * message comes (a script put a client on its empty ring; see WakeSignals), or after the backstop, then
+ * claims on the worker's command connection.
  */
 export class IdleWait {
+  /** The connection the wait under way (or the last) holds: the watchdog's to reconnect if it hangs. */
+  private held: LoopConnection = 'command';
+  /**
+   * No wait of this loop brought a task yet, or the last did not: its next leaves the blocking connection
+   * to loops with work.
+   */
+  private cold = true;
+
   constructor(
     private readonly waker: Waker,
     private readonly gateway: Pick<ScriptGateway, 'claim'>,
     private readonly keys: QueueKeys,
     private readonly backstopMs: number,
+    private readonly blocking: BlockingSlot,
   ) {}
 
-  /** Resolves when the wait ends (woken or the backstop passed) with the claim's reply, or with undefined as soon as `signal` aborts. */
+  get connection(): LoopConnection {
+    return this.held;
+  }
+
+  /** Resolves when the wait ends (woken or timed out) with the claim's reply, or with undefined as soon as `signal` aborts. */
   async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
+    const end = await this.waitOnce(claim, signal);
+    this.cold = end?.claim !== undefined && claimedCount(end.claim) === 0;
+    return end;
+  }
+
+  private async waitOnce(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
+    const lent = this.cold ? undefined : this.blocking.take(this);
+    this.held = lent ? 'blocking' : 'command';
+    if (lent) {
+      try {
+        return await this.blocked(lent, claim, signal);
+      } finally {
+        this.blocking.give(this);
+      }
+    }
     await this.waker.next(this.backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
     if (signal.aborted) return undefined;
     // Closing does not wait for a claim that waits for Redis (an outage): what it took, if it ran, is
@@ -37,8 +104,41 @@ export class IdleWait {
     return settled && { claim: settled[0] };
   }
 
-  /** Interrupts a wait (the loop is closing). */
+  /** BLMOVE ring→ring (non-destructive, so cutting it mid-wait loses nothing) with the claim pipelined behind it. */
+  private async blocked(
+    gateway: ScriptGateway,
+    claim: ClaimRequest,
+    signal: AbortSignal,
+  ): Promise<WaitEnd | undefined> {
+    const { connection } = this.blocking;
+    const { ring } = this.keys;
+    // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
+    const stream = connection instanceof Redis && connection.status === 'ready' ? connection.stream : undefined;
+    stream?.cork();
+    let blocked: Promise<unknown>;
+    let claimed: Promise<ClaimReply>;
+    try {
+      blocked = connection.blmove(ring, ring, 'LEFT', 'RIGHT', Math.min(this.backstopMs, BLOCKING_HOLD_MS) / 1000);
+      this.waker.claiming(); // the claim behind the wait answers what any wake message announced
+      claimed = gateway.claim(this.keys, claim);
+    } finally {
+      stream?.uncork();
+    }
+    // close() cuts the connection, but ioredis leaves a command waiting for a reconnection pending
+    // forever when it is cut between two attempts: stopping must not wait for it. A claim that ran but
+    // whose reply was cut off leaves its tasks in the processing hash, which the worker's release (or,
+    // in an outage, the orphan check) returns to their queue.
+    const settled = await unlessAborted(Promise.allSettled([blocked, claimed]), signal);
+    if (settled === undefined) return undefined;
+    const [wait, reply] = settled;
+    const end = { claim: reply };
+    // spread-ok: a failed wait only
+    return wait.status === 'rejected' ? { ...end, error: wait.reason } : end;
+  }
+
+  /** Interrupts a wait (the loop is closing): a blocked one only by cutting its connection. */
   cut(): void {
+    if (this.blocking.holds(this)) this.blocking.connection.disconnect();
     this.waker.cut();
   }
 }

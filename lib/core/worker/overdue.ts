@@ -1,10 +1,11 @@
 import { SlotSet } from '../support/churn-tables.js';
 
 /**
- * Which connection an operation waits on: a claim loop has only the worker's command connection (an idle
- * wait sends nothing until it ends, then claims on it).
+ * Which connection an operation waits on: the worker's command connection, or its one blocking
+ * connection (lent to one idle loop at a time; an idle wait without it sends nothing until it ends, then
+ * claims on the command connection).
  */
-export type LoopConnection = 'command';
+export type LoopConnection = 'blocking' | 'command';
 
 /** An operation that Redis has not answered for longer than it should take. */
 export interface Overdue {

@@ -7,14 +7,16 @@ import type { Lease } from './lease.js';
 import type { RunningTasks } from './running.js';
 import type { WorkerOptions } from './worker-types.js';
 
-/** A shard's claim loop. */
+/** A shard's claim loop and the connection it blocks on. */
 export interface WatchedLoop {
   readonly loop: ClaimLoop;
+  readonly blocking: RedisConnection;
 }
 
 /** What the watchdog reads of a claim loop (a unit test scripts it). */
 export interface LoopHealth {
   readonly loop: Pick<ClaimLoop, 'died' | 'restart' | 'overdue'>;
+  readonly blocking: RedisConnection;
 }
 
 /**
@@ -81,7 +83,7 @@ export class Watchdog {
   inspect(now = Date.now()): void {
     this.running.warnSlow(now, this.options.slowRunMs, this.logger);
     let stalled = false;
-    for (const [keys, { loop }] of this.loops) {
+    for (const [keys, { loop, blocking }] of this.loops) {
       const died = loop.died;
       if (died) {
         this.logger.error(
@@ -89,10 +91,12 @@ export class Watchdog {
         );
         loop.restart();
       }
-      const overdue = loop.overdue(now, () => this.connections.readySince(this.redis));
+      const overdue = loop.overdue(now, (which) =>
+        this.connections.readySince(which === 'blocking' ? blocking : this.redis),
+      );
       if (overdue && overdue.overdueMs > this.options.watchdogTimeoutMs) {
         stalled = true;
-        const connection = this.redis;
+        const connection = overdue.connection === 'blocking' ? blocking : this.redis;
         if (this.connections.retryingAfterLoss(connection, now, this.options.watchdogTimeoutMs)) {
           // Not a half-open socket: ioredis knows Redis is gone and is already trying again.
           this.stall.failed(

@@ -8,15 +8,16 @@ import {
   type StartBatch,
 } from './turn-batch.js';
 import { Completer } from './completer.js';
-import { watchOf } from '../redis/connection.js';
+import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import { SettingsWriter } from '../redis/settings-writer.js';
-import type { TaskRedis } from '../redis/scripts.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { errorMessage, settledBy, type TaskLogger } from '../support/logger.js';
 import { ClaimLoop } from './claim-loop.js';
-import { IdleWait } from './idle-wait.js';
+import { BlockingSlot, IdleWait } from './idle-wait.js';
+import type { Waker } from './wake-signals.js';
 import { ClaimedTask } from './claimed-task.js';
 import { GiveBack } from './give-back.js';
 import { Lease } from './lease.js';
@@ -55,6 +56,8 @@ export class TaskWorker {
   /** When the worker's connection went down (undefined while it is up). */
   private readonly downSince: () => number | undefined;
   private shards: QueueKeys[] = [];
+  /** The process's one blocking connection (opened when claiming starts). */
+  private blocking: RedisConnection | undefined;
   private closing: Promise<void> | undefined;
 
   private readonly redis: TaskRedis;
@@ -167,16 +170,13 @@ export class TaskWorker {
   /** Starts the lease, a claim loop per registered shard, and the watchdog. */
   startClaiming(): void {
     this.lease.start(() => this.shards);
+    // One blocking connection for the process, lent to one idle loop at a time (see BlockingSlot).
+    const blocking = new BlockingSlot(openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`));
+    this.blocking = blocking.connection;
     for (const keys of this.shards) {
       const waker = this.options.wakeSignals.waker(keys.wakeChannel);
-      // Every claim of the loop with tasks wanted answers the wake messages heard before it was sent.
-      const gateway = {
-        claim: (shard: QueueKeys, request: ClaimRequest) => {
-          if (request.wanted > 0) waker.claiming();
-          return this.gateway.claim(shard, request);
-        },
-      };
-      const idle = new IdleWait(waker, gateway, keys, this.options.blockTimeoutMs);
+      const gateway = wakingGateway(this.gateway, waker);
+      const idle = new IdleWait(waker, gateway, keys, this.options.blockTimeoutMs, blocking);
       const loop = new ClaimLoop(
         { gateway, idle, downSince: this.downSince },
         keys,
@@ -195,7 +195,7 @@ export class TaskWorker {
         },
         this.logger,
       );
-      this.loops.set(keys, { loop });
+      this.loops.set(keys, { loop, blocking: blocking.connection });
       loop.start();
     }
     this.watchdog.start();
@@ -261,6 +261,7 @@ export class TaskWorker {
           'they return to their queue when its lease expires (a reaper recovers them) or when it restarts with the same id',
       );
     }
+    if (this.blocking) await quit(this.blocking);
     this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
   }
 
@@ -283,4 +284,14 @@ export class TaskWorker {
       this.givingBack.afterInternalError(task);
     });
   }
+}
+
+/** A loop's claim gateway: each claim that asks for tasks answers the wake messages heard before it was sent. */
+function wakingGateway(gateway: ScriptGateway, waker: Waker): Pick<ScriptGateway, 'claim'> {
+  return {
+    claim: (shard: QueueKeys, request: ClaimRequest) => {
+      if (request.wanted > 0) waker.claiming();
+      return gateway.claim(shard, request);
+    },
+  };
 }

@@ -21,6 +21,7 @@ class ScriptedClaims {
 /** The idle wait, scripted: it blocks until the test wakes it (with the reply of the claim behind it) or it is cut. */
 class ScriptedIdle {
   readonly requests: ClaimRequest[] = [];
+  readonly connection = 'blocking';
   private pending: ((end: WaitEnd | undefined) => void) | undefined;
 
   get waiting(): boolean {

@@ -48,7 +48,8 @@ class ScriptedLoop {
 function watchdogWith(options: { beatingFor?: () => number | undefined } = {}) {
   const connections = new ScriptedConnections();
   const loop = new ScriptedLoop();
-  const loops = new Map<QueueKeys, LoopHealth>([[new QueueKeys('unit', 'mail.send'), { loop }]]);
+  const blocking = connection('blocking');
+  const loops = new Map<QueueKeys, LoopHealth>([[new QueueKeys('unit', 'mail.send'), { loop, blocking }]]);
   const stalls: boolean[] = [];
   const logger = new CapturingLogger();
   const slowChecks: number[] = [];
@@ -77,20 +78,20 @@ describe('Watchdog, one inspection at a time (no Redis, no timers)', () => {
 
   it('cuts a connection that stopped answering past watchdogTimeoutMs, once per timeout, and reports the stall and its end', () => {
     const { watchdog, loop, connections, stalls, logger } = watchdogWith();
-    loop.overdueNow = { connection: 'command', overdueMs: 999 };
+    loop.overdueNow = { connection: 'blocking', overdueMs: 999 };
     watchdog.inspect(10_000);
     expect(connections.reconnected).toEqual([]); // within its allowance
-    loop.overdueNow = { connection: 'command', overdueMs: 1_500 };
+    loop.overdueNow = { connection: 'blocking', overdueMs: 1_500 };
     watchdog.inspect(10_000);
     watchdog.inspect(10_500);
-    expect(connections.reconnected).toEqual(['command']); // the last reconnection gets time to work
+    expect(connections.reconnected).toEqual(['blocking']); // the last reconnection gets time to work
     watchdog.inspect(11_001);
-    expect(connections.reconnected).toEqual(['command', 'command']);
+    expect(connections.reconnected).toEqual(['blocking', 'blocking']);
     expect(stalls).toEqual([true]);
     loop.overdueNow = undefined;
     watchdog.inspect(12_000);
     expect(stalls).toEqual([true, false]);
-    expect(logger.lines.join('\n')).toMatch(/no reply for 1500 ms past its due time on the command connection/);
+    expect(logger.lines.join('\n')).toMatch(/no reply for 1500 ms past its due time on the blocking connection/);
   });
 
   it('leaves a connection ioredis is already reconnecting alone, reporting Redis unreachable', () => {

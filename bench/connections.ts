@@ -1,0 +1,125 @@
+import 'reflect-metadata';
+import { randomBytes } from 'node:crypto';
+import { Controller, Module, type INestMicroservice, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { EventPattern, Transport } from '@nestjs/microservices';
+import BeeQueue from 'bee-queue';
+import { Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { RedisTaskTransport } from '../lib/index.js';
+
+/** The pattern (queue) counts of the rows. */
+const PATTERNS = [1, 20, 100] as const;
+const LIBRARIES = ['nestjs-redis-tasks', 'BullMQ', 'Bee-Queue', 'Nest Transport.REDIS'] as const;
+type Library = (typeof LIBRARIES)[number];
+
+export const CONNECTIONS_INTRO = [
+  '## Connections per worker process',
+  '',
+  'Redis connections one worker process holds when it consumes N patterns (queues), counted with `CLIENT LIST`',
+  'once the worker is ready and idle (the count before it started taken off). Each library as its documentation',
+  'sets it up: BullMQ one `Worker` per queue sharing one ioredis connection (each worker adds its blocking',
+  "connection); Bee-Queue one worker `Queue` per queue; Nest's `Transport.REDIS` and ours one microservice with N",
+  'handlers. Ours: the command connection, one subscriber (due times, resumes, wake messages) and one blocking',
+  'connection lent to one idle loop at a time (ARCHITECTURE.md, "Waking idle workers"); before this change,',
+  'one blocking connection per pattern shard (3, 22 and 102).',
+];
+
+/** A controller with an @EventPattern handler for each of `count` patterns. */
+function handlersFor(count: number, prefix: string): Type {
+  @Controller()
+  class Handlers {}
+  for (let n = 0; n < count; n++) {
+    const key = `h${n}`;
+    Object.defineProperty(Handlers.prototype, key, { value: () => undefined, writable: true, configurable: true });
+    EventPattern(`${prefix}.p${n}`)(Handlers.prototype, key, Object.getOwnPropertyDescriptor(Handlers.prototype, key)!);
+  }
+  return Handlers;
+}
+
+function moduleWith(controller: Type): Type {
+  @Module({ controllers: [controller] })
+  class ConnectionsModule {}
+  return ConnectionsModule;
+}
+
+async function clientCount(admin: Redis): Promise<number> {
+  return String(await admin.client('LIST'))
+    .split('\n')
+    .filter((line) => line.startsWith('id=')).length;
+}
+
+/** Waits until the count has not changed for 300 ms (connections opened lazily have come), then answers it. */
+async function settledCount(admin: Redis): Promise<number> {
+  let last = await clientCount(admin);
+  for (let stable = 0; stable < 3;) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const now = await clientCount(admin);
+    stable = now === last ? stable + 1 : 0;
+    last = now;
+  }
+  return last;
+}
+
+/** Starts a worker of `library` for `patterns` patterns; resolves with its close. */
+async function startWorker(library: Library, url: string, patterns: number): Promise<() => Promise<unknown>> {
+  const prefix = `conn${randomBytes(3).toString('hex')}`;
+  const names = Array.from({ length: patterns }, (_, n) => `${prefix}.p${n}`);
+  if (library === 'BullMQ') {
+    const connection = new Redis(url, { maxRetriesPerRequest: null });
+    const workers = names.map((name) => new Worker(name, () => Promise.resolve(), { connection, prefix }));
+    await Promise.all(workers.map((worker) => worker.waitUntilReady()));
+    return async () => {
+      await Promise.all(workers.map((worker) => worker.close()));
+      connection.disconnect();
+    };
+  }
+  if (library === 'Bee-Queue') {
+    const { hostname, port } = new URL(url);
+    const redis = { host: hostname, port: Number(port || 6379) };
+    const queues = names.map((name) => new BeeQueue(name, { prefix, redis, getEvents: false, sendEvents: false }));
+    for (const queue of queues) queue.process(() => Promise.resolve());
+    await Promise.all(queues.map((queue) => queue.ready()));
+    return () => Promise.all(queues.map((queue) => queue.close()));
+  }
+  const module = moduleWith(handlersFor(patterns, prefix));
+  const app: INestMicroservice =
+    library === 'Nest Transport.REDIS'
+      ? await NestFactory.createMicroservice(module, {
+          transport: Transport.REDIS,
+          options: { host: new URL(url).hostname, port: Number(new URL(url).port || 6379) },
+          logger: false,
+        })
+      : await NestFactory.createMicroservice(module, {
+          strategy: new RedisTaskTransport({ connection: url, prefix }),
+          logger: false,
+        });
+  await app.listen();
+  return () => app.close();
+}
+
+/** The table: connections per worker process, per library and pattern count. */
+export async function connectionsTable(url: string): Promise<string> {
+  const admin = new Redis(url);
+  const counts = new Map<string, number>();
+  try {
+    for (const patterns of PATTERNS) {
+      for (const library of LIBRARIES) {
+        const before = await settledCount(admin);
+        const close = await startWorker(library, url, patterns);
+        counts.set(`${library} ${patterns}`, (await settledCount(admin)) - before);
+        await close();
+      }
+    }
+  } finally {
+    admin.disconnect();
+  }
+  const rows = LIBRARIES.map(
+    (library) => `| ${library} | ${PATTERNS.map((patterns) => counts.get(`${library} ${patterns}`)).join(' | ')} |`,
+  );
+  return [
+    `| library | ${PATTERNS.map((n) => `${n} pattern${n > 1 ? 's' : ''}`).join(' | ')} |`,
+    '|---|---:|---:|---:|',
+    ...rows,
+  ].join('\n');
+}
