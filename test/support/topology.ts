@@ -45,14 +45,18 @@ function stopAll(servers: RedisServer[], dir: string): () => Promise<void> {
 }
 
 /**
- * A Redis Cluster of `primaries` primaries (no replicas), slots split evenly by `redis-cli --cluster create`.
- * With `aof`, every write is fsynced to each node's append-only file, and `restart(i)` kills node i and
- * starts it again on its port from its files (its cluster config and AOF), once the cluster is ok again.
+ * A Redis Cluster of `primaries` primaries, slots split evenly by `redis-cli --cluster create`, with
+ * `replicas` replicas each (servers `primaries` and on; none by default). With `aof`, every write is
+ * fsynced to each node's append-only file, and `restart(i)` kills node i and starts it again on its port
+ * from its files (its cluster config and AOF), once the cluster is ok again.
  */
 export async function startCluster(
   primaries = 3,
-  options: { aof?: boolean } = {},
-): Promise<Topology & { nodes: { host: string; port: number }[]; restart(i: number): Promise<void> }> {
+  options: { aof?: boolean; replicas?: number } = {},
+): Promise<
+  Topology & { nodes: { host: string; port: number }[]; servers: RedisServer[]; restart(i: number): Promise<void> }
+> {
+  const replicas = options.replicas ?? 0;
   const dir = mkdtempSync(join(tmpdir(), 'nrt-cluster-'));
   const servers: RedisServer[] = [];
   const stop = stopAll(servers, dir);
@@ -82,7 +86,7 @@ export async function startCluster(
     await clusterOk();
   };
   try {
-    for (let i = 0; i < primaries; i++) servers.push(await startRedisServer(argsOf(i)));
+    for (let i = 0; i < primaries * (1 + replicas); i++) servers.push(await startRedisServer(argsOf(i)));
     const created = spawnSync(
       'redis-cli',
       [
@@ -90,7 +94,7 @@ export async function startCluster(
         'create',
         ...servers.map((server) => `127.0.0.1:${server.port}`),
         '--cluster-replicas',
-        '0',
+        String(replicas),
         '--cluster-yes',
       ],
       { encoding: 'utf8', timeout: 30_000 },
