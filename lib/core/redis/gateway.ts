@@ -1,6 +1,7 @@
 import type { PrefixKeys, QueueKeys, TrackedKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
 import { randomBytes } from 'node:crypto';
+import { Cluster } from 'ioredis';
 import { CALL_MARKER } from './script-command.js';
 import { ScriptKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
@@ -280,8 +281,36 @@ function clientArgs<T extends { readonly clientId: string }>(
   return { keys: scriptKeys.args, fields };
 }
 
-/** The enqueue and a WAIT as one pipeline: the script's answer, and how many replicas acknowledged. */
+/** A node's answer that it did not run the command: the slot is served elsewhere (moved, failed over). */
+const REDIRECTED = /^(MOVED|ASK) /;
+/** Times an enqueue redirected that way is sent again, each after the slot map was read again. */
+const ENQUEUE_REDIRECTS = 3;
+
+/**
+ * The enqueue and a WAIT as one pipeline: the script's answer, and how many replicas acknowledged. On a
+ * Cluster, a pipeline whose enqueue was redirected (MOVED, ASK: the script did not run) while its WAIT
+ * answered is not followed by ioredis (it follows a pipeline only when every command was redirected
+ * alike): the slot map is read again and the pipeline sent again, to the node that serves the slot now.
+ */
 async function enqueueAndWait(
+  redis: TaskRedis,
+  keys: QueueKeys,
+  args: (string | number)[],
+  replicas: number,
+  timeoutMs: number,
+): Promise<[(0 | string)[] | -1, number]> {
+  for (let redirects = 0; ; redirects++) {
+    try {
+      return await enqueueAndWaitOnce(redis, keys, args, replicas, timeoutMs);
+    } catch (error) {
+      const redirected = error instanceof Error && REDIRECTED.test(error.message);
+      if (!redirected || !(redis instanceof Cluster) || redirects >= ENQUEUE_REDIRECTS) throw error;
+      await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
+    }
+  }
+}
+
+async function enqueueAndWaitOnce(
   redis: TaskRedis,
   keys: QueueKeys,
   args: (string | number)[],
