@@ -4,6 +4,7 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Queue, Worker } from 'bullmq';
+import { Cluster } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskClient, RedisTaskRecordBuilder, RedisTaskTransport } from '../lib/index.js';
 
@@ -29,6 +30,8 @@ export interface BenchTask {
   readonly i: number;
   /** performance.now() at enqueue (same process). */
   readonly t: number;
+  /** Filler making the payload about 1 KB or 16 KB (the payload rows); absent elsewhere. */
+  readonly pad?: string;
 }
 
 let onTask: (data: BenchTask) => void = () => undefined;
@@ -61,7 +64,16 @@ export class OursDriver implements Driver {
     private readonly workerOptions: { prefetch?: (concurrency: number) => number; reaperIntervalMs?: number } = {},
     /** Whether every task is tracked (the client's `track` option). */
     private readonly track = false,
+    /** A Redis Cluster's nodes and the shard count of the queue, instead of `url` (the per-node rows). */
+    private readonly cluster?: { readonly nodes: readonly { host: string; port: number }[]; readonly shards: number },
   ) {}
+
+  /** The connection and shard options of the client and the transport. */
+  private get connectionOptions() {
+    return this.cluster
+      ? { connection: { nodes: this.cluster.nodes.map((node) => ({ ...node })) }, shards: this.cluster.shards }
+      : { connection: this.url };
+  }
 
   get keyPattern(): string {
     return `${this.prefix}:*`;
@@ -70,7 +82,7 @@ export class OursDriver implements Driver {
   async begin(phase: string): Promise<void> {
     await this.client?.close();
     this.prefix = `rt${randomBytes(3).toString('hex')}-${phase}`;
-    this.client = new RedisTaskClient({ connection: this.url, prefix: this.prefix, track: this.track });
+    this.client = new RedisTaskClient({ ...this.connectionOptions, prefix: this.prefix, track: this.track });
     await this.client.connect();
   }
 
@@ -119,7 +131,7 @@ export class OursDriver implements Driver {
     for (const group of groups) {
       const app = await NestFactory.createMicroservice(BenchWorkerModule, {
         strategy: new RedisTaskTransport({
-          connection: this.url,
+          ...this.connectionOptions,
           prefix: this.prefix,
           concurrency,
           group,
@@ -151,14 +163,31 @@ export class OursDriver implements Driver {
 /** BullMQ: Queue.add / addBulk and a Worker, completed jobs removed (removeOnComplete). */
 export class BullMqDriver implements Driver {
   readonly name = 'BullMQ';
-  private readonly prefix = `bl${randomBytes(3).toString('hex')}`;
+  /** On a Cluster, in a hash tag (BullMQ's documented way: every key of the queue in one slot). */
+  private readonly prefix: string;
   private queueName = '';
   private queue: Queue | undefined;
   private worker: Worker | undefined;
+  private readonly clusters: Cluster[] = [];
 
-  constructor(private readonly url: string) {}
+  constructor(
+    private readonly url: string,
+    /** A Redis Cluster's nodes instead of `url` (the per-node rows). */
+    private readonly nodes?: readonly { host: string; port: number }[],
+  ) {
+    const prefix = `bl${randomBytes(3).toString('hex')}`;
+    this.prefix = nodes ? `{${prefix}}` : prefix;
+  }
 
   private get connection() {
+    if (this.nodes) {
+      const cluster = new Cluster(
+        this.nodes.map((node) => ({ ...node })),
+        { redisOptions: { maxRetriesPerRequest: null } },
+      );
+      this.clusters.push(cluster);
+      return cluster;
+    }
     const url = new URL(this.url);
     return { host: url.hostname, port: Number(url.port || 6379), maxRetriesPerRequest: null };
   }
@@ -203,6 +232,7 @@ export class BullMqDriver implements Driver {
   async close(): Promise<void> {
     await this.stopWorker();
     await this.queue?.close();
+    for (const cluster of this.clusters.splice(0)) cluster.disconnect();
   }
 
   private requireQueue(): Queue {

@@ -8,6 +8,7 @@ import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
 import { CONNECTIONS_INTRO, connectionsTable } from './connections.js';
+import { NODES_INTRO, nodesTable } from './nodes.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
@@ -61,8 +62,12 @@ interface Figures {
   emitParallel: Sample;
   emitCpuMicros: Sample;
   emitSequential: Sample;
-  /** Bare ioredis PINGs one at a time, measured right after this library's single emits. */
+  /** Bare ioredis PINGs one at a time, in blocks taking turns with this library's single emits. */
   pingFloor?: Sample;
+  /** Bare ioredis EVALSHA of an empty script, one at a time, taking turns alike. */
+  scriptFloor?: Sample;
+  /** This library's single emits over the PINGs of the same run (per run, then the median). */
+  emitOverPing?: Sample;
   bytesPerEmit: number;
   /** Bytes scavenges promoted to the old generation per emit, at 10 emits per ms with no worker. */
   promotedPerEmit?: Sample;
@@ -79,12 +84,19 @@ interface Figures {
   keysLeftAfterDrain?: number;
   bytesLeftAfterDrain?: number;
   fairnessDelayMs?: number;
+  /** Tasks padded to about N bytes (PAYLOAD_SIZES): emits 64 in flight, and a queue's drain at concurrency 16. */
+  payload?: Record<number, { emit: Sample; drain?: Sample }>;
+  /** Latency at half this library's highest drain rate (its own rate), concurrency 64. */
+  halfRate?: { perSecond: number; latency: Latency };
 }
 
 const redis = new Redis(url);
 const done = new Completion();
-const tasks = (n: number, from = 0): BenchTask[] =>
-  Array.from({ length: n }, (_, i) => ({ i: from + i, t: performance.now() }));
+/** Filler of every task made while a payload row runs (see payloadRun); none otherwise. */
+let padding: string | undefined;
+const task = (i: number): BenchTask =>
+  padding === undefined ? { i, t: performance.now() } : { i, t: performance.now(), pad: padding };
+const tasks = (n: number, from = 0): BenchTask[] => Array.from({ length: n }, (_, i) => task(from + i));
 const log = (line: string) => console.log(line);
 const LATENCY_CONCURRENCIES = (process.env.BENCH_LATENCY_CONCURRENCIES ?? '1,16,64').split(',').map(Number);
 
@@ -104,31 +116,49 @@ async function bytesReceived(server: Redis): Promise<number> {
   return Number(/total_net_input_bytes:(\d+)/.exec(await server.info('stats'))?.[1] ?? Number.NaN);
 }
 
-/** One awaited emit at a time (no worker running); also the bytes sent to Redis per emit. */
-async function emitSequential(driver: Driver): Promise<{ rate: number; bytes: number }> {
-  await driver.begin('single');
-  for (const task of tasks(2_000)) await driver.enqueue(task); // warm-up (JIT), not timed
-  const bytesBefore = await bytesReceived(redis);
-  const start = performance.now();
-  for (const task of tasks(SINGLE_TASKS)) await driver.enqueue(task);
-  const rate = SINGLE_TASKS / ((performance.now() - start) / 1000);
-  const bytes = ((await bytesReceived(redis)) - bytesBefore) / SINGLE_TASKS;
-  await deleteMatching(redis, driver.keyPattern);
-  return { rate, bytes };
+/** What the single-emit rows measure in one library's process, the floors beside its emits. */
+interface SequentialRun {
+  /** Awaited emits, one at a time (tasks/s). */
+  readonly rate: number;
+  /** Bare ioredis PINGs, one at a time, in blocks taking turns with the emits' (round trips/s). */
+  readonly ping: number;
+  /** Bare ioredis EVALSHA of a script that writes nothing (`return 0`), taking turns alike (calls/s). */
+  readonly script: number;
+  readonly bytes: number;
 }
 
+/** Emits, PINGs and empty script calls take turns in blocks of this many, so a stretch of noise hits all three. */
+const SEQUENTIAL_BLOCK = 250;
+
 /**
- * The floor of a round trip one at a time on this machine: a bare ioredis PING awaited in a loop (no
- * queue library), so the single-emit rows can be read against what the client library itself allows.
+ * One awaited emit at a time (no worker running), beside the round trip's floors measured in the same
+ * process, in blocks that take turns: a bare ioredis PING, and a bare ioredis EVALSHA of an empty script
+ * (the least an atomic enqueue through ioredis and Lua can cost). Also the bytes sent to Redis per emit.
  */
-async function pingFloor(): Promise<number> {
-  const client = new Redis(url);
-  for (let i = 0; i < 2_000; i++) await client.ping();
-  const start = performance.now();
-  for (let i = 0; i < SINGLE_TASKS; i++) await client.ping();
-  const rate = SINGLE_TASKS / ((performance.now() - start) / 1000);
-  client.disconnect();
-  return rate;
+async function emitSequential(driver: Driver): Promise<SequentialRun> {
+  await driver.begin('single');
+  const floor = new Redis(url);
+  const sha = (await floor.script('LOAD', 'return 0')) as string;
+  for (let i = 0; i < 200; i++) await floor.ping();
+  const bytesBefore = await bytesReceived(redis);
+  for (const task of tasks(2_000)) await driver.enqueue(task); // warm-up (JIT), not timed; its bytes are counted
+  const bytes = ((await bytesReceived(redis)) - bytesBefore) / 2_000;
+  const time = { emit: 0, ping: 0, script: 0 };
+  for (let done = 0; done < SINGLE_TASKS; done += SEQUENTIAL_BLOCK) {
+    let start = performance.now();
+    for (const task of tasks(SEQUENTIAL_BLOCK, done)) await driver.enqueue(task);
+    time.emit += performance.now() - start;
+    start = performance.now();
+    for (let i = 0; i < SEQUENTIAL_BLOCK; i++) await floor.ping();
+    time.ping += performance.now() - start;
+    start = performance.now();
+    for (let i = 0; i < SEQUENTIAL_BLOCK; i++) await floor.evalsha(sha, 0);
+    time.script += performance.now() - start;
+  }
+  floor.disconnect();
+  await deleteMatching(redis, driver.keyPattern);
+  const rate = (ms: number) => SINGLE_TASKS / (ms / 1000);
+  return { rate: rate(time.emit), ping: rate(time.ping), script: rate(time.script), bytes };
 }
 
 /** Runs `n` calls of `call`, `inFlight` of them awaited at all times. */
@@ -138,7 +168,7 @@ async function keepInFlight(n: number, inFlight: number, call: (task: BenchTask)
     Array.from({ length: inFlight }, async () => {
       while (next < n) {
         const i = next++;
-        await call({ i, t: performance.now() });
+        await call(task(i));
       }
     }),
   );
@@ -172,17 +202,21 @@ async function emitPromotion(driver: Driver): Promise<number> {
 }
 
 /** `inFlight` awaited emits at all times (no worker running): tasks/s and Node CPU per emit. */
-async function emitParallel(driver: Driver, inFlight = 64): Promise<{ rate: number; cpuMicros: number }> {
+async function emitParallel(
+  driver: Driver,
+  inFlight = 64,
+  count = PARALLEL_TASKS,
+): Promise<{ rate: number; cpuMicros: number }> {
   await driver.begin('par');
   const run = (n: number) => keepInFlight(n, inFlight, (task) => driver.enqueue(task));
   await run(2_000); // warm-up, not timed
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
-  await run(PARALLEL_TASKS);
+  await run(count);
   const seconds = (performance.now() - start) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
   await deleteMatching(redis, driver.keyPattern);
-  return { rate: PARALLEL_TASKS / seconds, cpuMicros: (cpu.user + cpu.system) / PARALLEL_TASKS };
+  return { rate: count / seconds, cpuMicros: (cpu.user + cpu.system) / count };
 }
 
 /** send() request/reply, `inFlight` awaited at all times, a worker of concurrency 64 answering. */
@@ -216,17 +250,42 @@ async function drain(
   concurrency: number,
   memory?: (pending: { bytes: number }) => void,
   clients?: (index: number) => string,
+  count = DRAIN_TASKS,
 ): Promise<number> {
   await driver.begin(`drain${concurrency}`);
-  await fill(driver, DRAIN_TASKS, clients);
+  await fill(driver, count, clients);
   if (memory) memory(await bytesMatching(redis, driver.keyPattern));
   done.reset();
   const start = performance.now();
   await driver.startWorker(concurrency, () => done.hit());
-  await done.until(DRAIN_TASKS);
-  const rate = DRAIN_TASKS / ((performance.now() - start) / 1000);
+  await done.until(count);
+  const rate = count / ((performance.now() - start) / 1000);
   await driver.stopWorker();
   return rate;
+}
+
+/** Tasks per run of the payload rows (16 KB each: 160 MB pending at once). */
+const PAYLOAD_TASKS = Number(process.env.BENCH_PAYLOAD_TASKS ?? 10_000);
+
+/**
+ * The payload rows: tasks padded to about `bytes` bytes, emitted 64 awaited in flight (no worker), then
+ * (a queue library) enqueued in batches and drained at concurrency 16; tasks/s of each.
+ */
+async function payloadRun(
+  driver: Driver,
+  bytes: number,
+  withDrain: boolean,
+): Promise<{ emit: number; drain?: number }> {
+  padding = 'x'.repeat(bytes);
+  try {
+    const { rate: emit } = await emitParallel(driver, 64, PAYLOAD_TASKS);
+    if (!withDrain) return { emit };
+    const rate = await drain(driver, 16, undefined, undefined, PAYLOAD_TASKS);
+    await deleteMatching(redis, driver.keyPattern);
+    return { emit, drain: rate };
+  } finally {
+    padding = undefined;
+  }
 }
 
 /** One drain run, and with `measureMemory`, the bytes per pending task and what the drain left. */
@@ -279,6 +338,7 @@ async function latency(
   driver: LatencyDriver,
   concurrency: number,
   server = redis,
+  perMs = 2,
 ): Promise<{ p50: number; p99: number }> {
   await driver.begin(`latency${concurrency}`);
   const samples: number[] = [];
@@ -287,14 +347,14 @@ async function latency(
     samples.push(performance.now() - task.t);
     done.hit();
   });
-  // A warm-up of one second at the rate, not timed (code compiled, pools at their working size).
-  const warmup = 2_000;
-  const total = warmup + LATENCY_TASKS;
+  // A warm-up of one second at the rate, not timed (code compiled, pools at their working size); then 3 s timed.
+  const warmup = Math.round(perMs * 1_000);
+  const total = warmup + (perMs === 2 ? LATENCY_TASKS : Math.round(perMs * 3_000));
   const start = performance.now();
   const inFlight: Promise<void>[] = [];
   let sent = 0;
   while (sent < total) {
-    const due = Math.floor((performance.now() - start) * 2); // 2 tasks per ms
+    const due = Math.floor((performance.now() - start) * perMs);
     while (sent < Math.min(due, total)) {
       inFlight.push(driver.enqueue({ i: sent, t: performance.now() }));
       sent++;
@@ -375,6 +435,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
   const runs = libraries.map(() => ({
     sequential: [] as number[],
     ping: [] as number[],
+    script: [] as number[],
+    ratio: [] as number[],
     parallel: [] as number[],
     cpu: [] as number[],
     send: [] as number[],
@@ -389,10 +451,12 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
   }
   for (let round = 0; round < REPEATS; round++) {
     for (const [d, library] of libraries.entries()) {
-      const { rate, bytes } = await library.call<{ rate: number; bytes: number }>('emitSequential', url);
-      runs[d].sequential.push(rate);
-      all[d].bytesPerEmit = bytes;
-      runs[d].ping.push(await library.call<number>('pingFloor'));
+      const run = await library.call<SequentialRun>('emitSequential', url);
+      runs[d].sequential.push(run.rate);
+      runs[d].ping.push(run.ping);
+      runs[d].script.push(run.script);
+      runs[d].ratio.push(run.rate / run.ping);
+      all[d].bytesPerEmit = run.bytes;
     }
     for (const [d, library] of libraries.entries()) {
       const { rate, cpuMicros } = await library.call<{ rate: number; cpuMicros: number }>('emitParallel', url);
@@ -410,6 +474,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     const figures = all[d];
     figures.emitSequential = sampleOf(runs[d].sequential);
     figures.pingFloor = sampleOf(runs[d].ping);
+    figures.scriptFloor = sampleOf(runs[d].script);
+    figures.emitOverPing = sampleOf(runs[d].ratio);
     figures.emitParallel = sampleOf(runs[d].parallel);
     figures.emitCpuMicros = sampleOf(runs[d].cpu);
     if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
@@ -419,6 +485,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
       `emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`,
     );
     log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
+    log(`floor: bare ioredis EVALSHA of an empty script, one at a time: ${spread(figures.scriptFloor)} calls/s`);
+    log(`emit / PING, same run: ${spread(figures.emitOverPing, 2)}`);
     log(
       `emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`,
     );
@@ -467,6 +535,51 @@ async function latencyRows(
     }
   }
   await floor.close();
+}
+
+/** Payload sizes of the payload rows (bytes of filler per task). */
+const PAYLOAD_SIZES = [1_024, 16_384];
+
+/** The payload rows of every library (the queues drain too), libraries taking turns in each round. */
+async function payloadRows(
+  entries: readonly { library: LibraryProcess; figures: Figures; queue: boolean }[],
+): Promise<void> {
+  for (const bytes of PAYLOAD_SIZES) {
+    await rounds(entries, ({ library, queue }) => library.call('payload', url, bytes, queue), 1); // not timed (compiling)
+    const runs = await rounds(entries, ({ library, queue }) =>
+      library.call<{ emit: number; drain?: number }>('payload', url, bytes, queue),
+    );
+    entries.forEach(({ library, figures }, d) => {
+      const drains = runs[d].flatMap((run) => (run.drain === undefined ? [] : [run.drain]));
+      const row = {
+        emit: sampleOf(runs[d].map((run) => run.emit)),
+        drain: drains.length ? sampleOf(drains) : undefined,
+      };
+      (figures.payload ??= {})[bytes] = row;
+      log(
+        `${library.name}: ${bytes}-byte payloads: emit, 64 in flight ${spread(row.emit)} tasks/s` +
+          (row.drain ? `; drain ${PAYLOAD_TASKS} at concurrency 16 ${spread(row.drain)} tasks/s` : ''),
+      );
+    });
+  }
+}
+
+/**
+ * Latency at half of each queue library's highest drain rate in this run (its own rate: what a queue
+ * running at half its capacity sees), concurrency 64, libraries taking turns.
+ */
+async function halfRateLatencyRows(entries: readonly { library: LibraryProcess; figures: Figures }[]): Promise<void> {
+  const rates = entries.map(({ figures }) => Math.max(...Object.values(figures.drain).map((s) => s.median)) / 2);
+  const runs = await rounds(entries, ({ library }, d) =>
+    library.call<{ p50: number; p99: number }>('latency', url, 64, rates[d] / 1000),
+  );
+  entries.forEach(({ library, figures }, d) => {
+    figures.halfRate = { perSecond: rates[d], latency: latencyOf(runs[d]) };
+    const { p50, p99 } = figures.halfRate.latency;
+    log(
+      `${library.name}: enqueue -> handler start at ${rates[d].toFixed(0)} tasks/s (half its highest drain rate), concurrency 64: p50 ${spread(p50, 2)} ms, p99 ${spread(p99, 2)} ms`,
+    );
+  });
 }
 
 const warmedAofServers = new WeakSet<Redis>();
@@ -611,9 +724,20 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     { label: 'emit, 64 awaited in flight (tasks/s)', get: (f) => f.emitParallel, better: 'higher' },
     { label: 'emit, one awaited at a time (tasks/s)', get: (f) => f.emitSequential, better: 'higher' },
     {
-      label: 'floor: bare ioredis PING, one awaited at a time, measured after each (round trips/s)',
+      label: 'floor: bare ioredis PING, one awaited at a time, taking turns with its emits (round trips/s)',
       get: (f) => f.pingFloor,
       better: 'higher',
+    },
+    {
+      label: 'floor: bare ioredis EVALSHA of an empty script, one at a time, taking turns alike (calls/s)',
+      get: (f) => f.scriptFloor,
+      better: 'higher',
+    },
+    {
+      label: 'single emit / PING of the same run',
+      get: (f) => f.emitOverPing,
+      better: 'higher',
+      digits: 2,
     },
     { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
     { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
@@ -633,6 +757,35 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
       get: (f) => f.drain[c],
       better: 'higher',
     })),
+    ...PAYLOAD_SIZES.flatMap((bytes): Row[] => [
+      {
+        label: `emit, 64 awaited in flight, payload ${bytes / 1024} KB (tasks/s)`,
+        get: (f) => f.payload?.[bytes]?.emit,
+        better: 'higher',
+      },
+      {
+        label: `drain ${PAYLOAD_TASKS}, concurrency 16, payload ${bytes / 1024} KB (tasks/s)`,
+        get: (f) => f.payload?.[bytes]?.drain,
+        better: 'higher',
+      },
+    ]),
+    {
+      label: "half the library's highest drain rate above: the rate of the next two rows (tasks/s)",
+      get: (f) => f.halfRate?.perSecond,
+      better: 'higher',
+    },
+    {
+      label: 'enqueue → handler start at that rate, concurrency 64: p50 (ms)',
+      get: (f) => f.halfRate?.latency.p50,
+      better: 'lower',
+      digits: 2,
+    },
+    {
+      label: 'enqueue → handler start at that rate, concurrency 64: p99 (ms)',
+      get: (f) => f.halfRate?.latency.p99,
+      better: 'lower',
+      digits: 2,
+    },
     ...latencyRows(
       'enqueue → handler start at 2,000/s',
       (f) => f.latency,
@@ -850,6 +1003,13 @@ async function durability(): Promise<string> {
   ].join('\n');
 }
 
+/** The per-node section, on the Cluster scripts/bench.mjs started (BENCH_CLUSTER_PORTS), or why it is missing. */
+async function nodesSection(): Promise<string> {
+  const ports = (process.env.BENCH_CLUSTER_PORTS ?? '').split(',').filter(Boolean).map(Number);
+  const table = ports.length > 0 ? await nodesTable(ports) : '(not measured: no redis-server to start a Cluster with)';
+  return [...NODES_INTRO, '', table].join('\n');
+}
+
 /** The library a bench process of its own runs (see isolation.ts), on the Redis at `at`. */
 function newDriver(kind: LibraryKind, at: string): Driver {
   switch (kind) {
@@ -893,7 +1053,6 @@ function libraryOps(kind: LibraryKind): LibraryOps {
   };
   return {
     emitSequential: (at: string) => emitSequential(driverAt(at)),
-    pingFloor: () => pingFloor(),
     emitParallel: (at: string) => emitParallel(driverAt(at)),
     sendParallel: async (at: string) => {
       const driver = driverAt(at);
@@ -903,7 +1062,9 @@ function libraryOps(kind: LibraryKind): LibraryOps {
     enqueueBatch: (at: string) => enqueueBatch(driverAt(at)),
     drain: (at: string, concurrency: number, measureMemory: boolean) =>
       drainRun(driverAt(at), concurrency, measureMemory),
-    latency: (at: string, concurrency: number) => latency(driverAt(at), concurrency, serverAt(at)),
+    latency: (at: string, concurrency: number, perMs?: number) =>
+      latency(driverAt(at), concurrency, serverAt(at), perMs),
+    payload: (at: string, bytes: number, withDrain: boolean) => payloadRun(driverAt(at), bytes, withDrain),
     endToEnd: (at: string) => endToEnd(driverAt(at)),
     fairness: (at: string) => fairness(driverAt(at)),
     close: async () => {
@@ -966,6 +1127,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'nodes') {
+    log(`\n${await nodesSection()}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'coalesce') {
     log(`\n${await coalesceTable()}`);
     await redis.quit();
@@ -991,6 +1157,18 @@ async function main(): Promise<void> {
     // The batch and drain rows alone, for every queue library (quick to iterate on the worker path).
     const libraries = onlyLibraries(['ours', 'bull', 'bee']);
     await throughputRows(libraries.map((library) => ({ library, figures: {} as Figures })));
+    await closeLibraries(libraries);
+    await redis.quit();
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'payloads') {
+    // The payload rows and the latency at half the highest drain rate (which needs the drain rows first).
+    const libraries = onlyLibraries(['ours', 'bull', 'bee', 'nest']);
+    const entries = libraries.map((library) => ({ library, figures: {} as Figures, queue: library.kind !== 'nest' }));
+    await payloadRows(entries);
+    const queues = entries.filter((entry) => entry.queue);
+    await throughputRows(queues);
+    await halfRateLatencyRows(queues);
     await closeLibraries(libraries);
     await redis.quit();
     return;
@@ -1035,6 +1213,13 @@ async function main(): Promise<void> {
   ];
   log('\n== batch enqueue and drains, libraries taking turns in each round');
   await throughputRows(queues);
+  log('\n== payloads of 1 KB and 16 KB, libraries taking turns in each round');
+  await payloadRows([
+    ...queues.map((entry) => ({ ...entry, queue: true })),
+    { library: libraries[3], figures: n, queue: false },
+  ]);
+  log("\n== latency at half each queue's highest drain rate, libraries taking turns in each round");
+  await halfRateLatencyRows(queues);
   log('\n== latency, libraries taking turns in each round');
   await latencyRows([...queues, { library: libraries[3], figures: n }], { url, server: redis, aof: false });
   if (aofUrl && aofServer) await latencyRows(queues, { url: aofUrl, server: aofServer, aof: true });
@@ -1062,6 +1247,7 @@ async function main(): Promise<void> {
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
   const connections = await connectionsTable(url);
+  const nodes = await nodesSection();
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1085,12 +1271,16 @@ async function main(): Promise<void> {
     '',
     `Produced by \`npm run bench\` on ${new Date().toISOString().slice(0, 10)}; every library in the same run, on the same Redis,`,
     'each in a Node process of its own (its producer and worker in that one process: libraries sharing a process slowed',
-    'each other through the ioredis code two of them share with BullMQ), no-op handler, tiny payloads (`{ i, t }`); BullMQ jobs with `removeOnComplete`,',
+    'each other through the ioredis code two of them share with BullMQ), no-op handler, tiny payloads (`{ i, t }`) except in the',
+    `payload rows (a filler string of 1 KB or 16 KB in each task, ${PAYLOAD_TASKS} tasks a run); BullMQ jobs with \`removeOnComplete\`,`,
     "Bee-Queue jobs with `removeOnSuccess` (and `storeJobs: false`); Nest's `Transport.REDIS` is pub/sub (no backlog: no drain rows).",
     `Each figure is the median of ${REPEATS} runs (latency rows: ${LATENCY_REPEATS}), with the lowest and highest in parentheses. Ratios are ours against each`,
     'anchor, "×" meaning that many times better (higher rate, or lower time, bytes or CPU). Emit rows run with no worker;',
     'latency rows send 2,000 tasks/s to a worker of the given concurrency (the AOF rows: on a throwaway `redis-server` with',
-    "`appendfsync everysec` on the project's disk), each run after a one-second warm-up at the rate (not timed).",
+    "`appendfsync everysec` on the project's disk), each run after a one-second warm-up at the rate (not timed); the",
+    'half-rate rows send each queue library half of its own highest drain rate above (3 s timed, concurrency 64).',
+    'The single-emit row and its two floors (a bare ioredis PING, a bare ioredis EVALSHA of an empty script) are measured',
+    "in blocks of 250 that take turns in the library's own process, so noise hits the three alike.",
     'Runs are taken in rounds, the libraries taking turns in each (emit, batch, drain and latency rows alike; the emit, send, batch',
     "and drain rows after one round not timed: a process's first runs measure V8 compiling the code), so a",
     "stretch of this machine's noise hits every library of a round instead of whichever ran all its runs then.",
@@ -1133,6 +1323,8 @@ async function main(): Promise<void> {
     ...CONNECTIONS_INTRO,
     '',
     connections,
+    '',
+    nodes,
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { findRedis, hasRedisServer, probe, startRedisServer } from './redis-server.mjs';
+import { createCluster, findRedis, hasRedisServer, probe, startRedisServer } from './redis-server.mjs';
 
 const require = createRequire(import.meta.url);
 
@@ -66,6 +66,26 @@ if (hasRedisServer() && process.env.BENCH_DURABILITY !== '0') {
   const primaryAlways = await aof('primary-always', 'always', ['--repl-diskless-sync-delay', '0']);
   await replicate(primaryAlways, 'always');
   env.BENCH_REPLICATED_ALWAYS_URL = primaryAlways.url;
+}
+
+// The per-node rows: a Cluster of 3 primaries, slots split evenly (bench/nodes.ts).
+if (hasRedisServer() && process.env.BENCH_CLUSTER !== '0') {
+  const dir = mkdtempSync(join(dataDir, 'cluster-'));
+  const nodes = [];
+  for (let i = 0; i < 3; i++) {
+    const node = await startRedisServer([
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      `nodes-${i}.conf`,
+      '--dir',
+      dir,
+    ]);
+    extra.push(node);
+    nodes.push(node);
+  }
+  await createCluster(nodes);
+  env.BENCH_CLUSTER_PORTS = nodes.map((node) => node.port).join(',');
 }
 
 async function probeReplication(url) {

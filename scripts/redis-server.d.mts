@@ -19,3 +19,5 @@ export function freePort(): Promise<number>;
 export function hasRedisServer(): boolean;
 export function startRedisServer(extraArgs?: string[], port?: number, configFile?: string): Promise<RedisServer>;
 export function findRedis(): Promise<FoundRedis>;
+export function clusterOk(servers: readonly RedisServer[]): Promise<void>;
+export function createCluster(servers: readonly RedisServer[], replicas?: number): Promise<void>;

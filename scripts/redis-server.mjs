@@ -122,3 +122,56 @@ export async function findRedis() {
   }
   throw new Error(HOW_TO_GET_REDIS);
 }
+
+/** A server's `cluster_state` (ok, fail), or undefined when it does not answer. */
+async function clusterState(port) {
+  const redis = new Redis({
+    host: '127.0.0.1',
+    port,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return /^cluster_state:(\S+)/m.exec(await redis.call('CLUSTER', 'INFO'))?.[1];
+  } catch {
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Waits until every server (started with --cluster-enabled yes) reports cluster_state ok (30 s at most each). */
+export async function clusterOk(servers) {
+  for (const server of servers) {
+    const deadline = Date.now() + 30_000;
+    while ((await clusterState(server.port)) !== 'ok') {
+      if (Date.now() > deadline) throw new Error(`cluster node ${server.port} did not report state ok within 30 s`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
+/**
+ * Makes a Redis Cluster of servers started with --cluster-enabled yes: slots split evenly over the
+ * first servers by `redis-cli --cluster create`, `replicas` replicas each; resolves once every node
+ * reports state ok.
+ */
+export async function createCluster(servers, replicas = 0) {
+  const created = spawnSync(
+    'redis-cli',
+    [
+      '--cluster',
+      'create',
+      ...servers.map((server) => `127.0.0.1:${server.port}`),
+      '--cluster-replicas',
+      String(replicas),
+      '--cluster-yes',
+    ],
+    { encoding: 'utf8', timeout: 30_000 },
+  );
+  if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+  await clusterOk(servers);
+}

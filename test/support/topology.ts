@@ -3,12 +3,11 @@
  * N primaries, a primary with a replica, and a Sentinel watching them. Every server runs on a free
  * loopback port from `redis-server` on PATH, in its own temporary directory, and is stopped by pid.
  */
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
+import { clusterOk, createCluster, startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { waitFor } from './redis.js';
 
 export interface Topology {
@@ -16,7 +15,7 @@ export interface Topology {
   stop(): Promise<void>;
 }
 
-async function infoField(port: number, section: string, field: string, command = 'info'): Promise<string | undefined> {
+async function infoField(port: number, section: string, field: string): Promise<string | undefined> {
   const redis = new Redis({
     host: '127.0.0.1',
     port,
@@ -27,8 +26,7 @@ async function infoField(port: number, section: string, field: string, command =
   redis.on('error', () => undefined);
   try {
     await redis.connect();
-    const text =
-      command === 'cluster info' ? ((await redis.call('CLUSTER', 'INFO')) as string) : await redis.info(section);
+    const text = await redis.info(section);
     return new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1];
   } catch {
     return undefined;
@@ -71,44 +69,14 @@ export async function startCluster(
     '2000',
     ...(options.aof ? ['--appendonly', 'yes', '--appendfsync', 'always', '--appenddirname', `aof-${i}`] : []),
   ];
-  const clusterOk = async () => {
-    for (const server of servers) {
-      await waitFor(
-        async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok',
-        `cluster node ${server.port} to report state ok`,
-        { timeoutMs: 30_000, intervalMs: 100 },
-      );
-    }
-  };
   const restart = async (i: number) => {
     await servers[i].kill();
     servers[i] = await startRedisServer(argsOf(i), servers[i].port);
-    await clusterOk();
+    await clusterOk(servers);
   };
   try {
     for (let i = 0; i < primaries * (1 + replicas); i++) servers.push(await startRedisServer(argsOf(i)));
-    const created = spawnSync(
-      'redis-cli',
-      [
-        '--cluster',
-        'create',
-        ...servers.map((server) => `127.0.0.1:${server.port}`),
-        '--cluster-replicas',
-        String(replicas),
-        '--cluster-yes',
-      ],
-      { encoding: 'utf8', timeout: 30_000 },
-    );
-    if (created.status !== 0) {
-      throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
-    }
-    for (const server of servers) {
-      await waitFor(
-        async () => (await infoField(server.port, '', 'cluster_state', 'cluster info')) === 'ok',
-        `cluster node ${server.port} to report state ok`,
-        { timeoutMs: 30_000, intervalMs: 100 },
-      );
-    }
+    await createCluster(servers, replicas);
     return { servers, stop, restart, nodes: servers.map((server) => ({ host: '127.0.0.1', port: server.port })) };
   } catch (error) {
     await stop();
