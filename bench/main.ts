@@ -9,6 +9,7 @@ import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
 import { CONNECTIONS_INTRO, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
+import { TABLE_READINGS } from './readings.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
@@ -20,9 +21,12 @@ import {
   measure,
   percentile,
   promotedDuring,
+  roundSample,
   serverSnapshot,
+  shownSample,
   sleep,
   type Cost,
+  type RoundSample,
 } from './measure.js';
 
 const url = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -39,18 +43,15 @@ const REPEATS = Number(process.env.BENCH_REPEATS ?? 3);
 /** Latency rows take more rounds: a tail is the noisiest figure here (one run in three can be 5-10× the others). */
 const LATENCY_REPEATS = Number(process.env.BENCH_LATENCY_REPEATS ?? Math.max(REPEATS, 5));
 
-async function median(run: () => Promise<number>): Promise<number> {
+/** REPEATS runs of one measurement: their median and spread. */
+async function samples(run: () => Promise<number>): Promise<Sample> {
   const results: number[] = [];
   for (let i = 0; i < REPEATS; i++) results.push(await run());
-  return results.sort((a, b) => a - b)[Math.floor(results.length / 2)];
+  return sampleOf(results);
 }
 
 /** A figure measured over several runs: the median, and the spread. */
-interface Sample {
-  readonly median: number;
-  readonly min: number;
-  readonly max: number;
-}
+type Sample = RoundSample;
 
 interface Latency {
   readonly p50: Sample;
@@ -68,7 +69,7 @@ interface Figures {
   scriptFloor?: Sample;
   /** This library's single emits over the PINGs of the same run (per run, then the median). */
   emitOverPing?: Sample;
-  bytesPerEmit: number;
+  bytesPerEmit: Sample;
   /** Bytes scavenges promoted to the old generation per emit, at 10 emits per ms with no worker. */
   promotedPerEmit?: Sample;
   sendParallel?: Sample;
@@ -80,10 +81,12 @@ interface Figures {
   latencyFloor?: Latency;
   aofLatencyFloor?: Latency;
   cost?: Cost;
-  bytesPerPending?: number;
+  bytesPerPending?: Sample;
   keysLeftAfterDrain?: number;
   bytesLeftAfterDrain?: number;
-  fairnessDelayMs?: number;
+  fairnessDelayMs?: Sample;
+  /** What a task costs end to end, per run (see endToEnd). */
+  costs?: { commands: Sample; redisCpu: Sample; nodeCpu: Sample };
   /** Tasks padded to about N bytes (PAYLOAD_SIZES): emits 64 in flight, and a queue's drain at concurrency 16. */
   payload?: Record<number, { emit: Sample; drain?: Sample }>;
   /** Latency at half this library's highest drain rate (its own rate), concurrency 64. */
@@ -418,13 +421,8 @@ async function fairness(driver: Driver): Promise<number> {
   return startedAt - sentAt;
 }
 
-const spread = (s: Sample, digits = 0) =>
-  `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
-
-const sampleOf = (values: number[]): Sample => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)], min: sorted[0], max: sorted[sorted.length - 1] };
-};
+const spread = (s: Sample, digits = 0) => shownSample(s, digits);
+const sampleOf = (values: number[]): Sample => roundSample(values);
 
 /**
  * The producer-side rows, which every library (Nest's pub/sub transport included) can run. Rounds
@@ -437,6 +435,7 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     ping: [] as number[],
     script: [] as number[],
     ratio: [] as number[],
+    bytes: [] as number[],
     parallel: [] as number[],
     cpu: [] as number[],
     send: [] as number[],
@@ -456,7 +455,7 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
       runs[d].ping.push(run.ping);
       runs[d].script.push(run.script);
       runs[d].ratio.push(run.rate / run.ping);
-      all[d].bytesPerEmit = run.bytes;
+      runs[d].bytes.push(run.bytes);
     }
     for (const [d, library] of libraries.entries()) {
       const { rate, cpuMicros } = await library.call<{ rate: number; cpuMicros: number }>('emitParallel', url);
@@ -476,13 +475,14 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     figures.pingFloor = sampleOf(runs[d].ping);
     figures.scriptFloor = sampleOf(runs[d].script);
     figures.emitOverPing = sampleOf(runs[d].ratio);
+    figures.bytesPerEmit = sampleOf(runs[d].bytes);
     figures.emitParallel = sampleOf(runs[d].parallel);
     figures.emitCpuMicros = sampleOf(runs[d].cpu);
     if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
     figures.promotedPerEmit = sampleOf(runs[d].promoted);
     log(`\n== ${driver.name}: producer side`);
     log(
-      `emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${figures.bytesPerEmit.toFixed(0)} bytes sent to Redis per emit`,
+      `emit, one awaited at a time: ${spread(figures.emitSequential)} tasks/s; ${spread(figures.bytesPerEmit)} bytes sent to Redis per emit`,
     );
     log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
     log(`floor: bare ioredis EVALSHA of an empty script, one at a time: ${spread(figures.scriptFloor)} calls/s`);
@@ -612,12 +612,14 @@ async function throughputRows(entries: readonly { library: LibraryProcess; figur
     figures.enqueueBatch = sampleOf(batch[d]);
     log(`${driver.name}: enqueue, batches of ${BATCH}: ${spread(figures.enqueueBatch)} tasks/s`);
   });
+  const pendingBytes = entries.map((): number[] => []);
   for (const concurrency of [1, 16, 64]) {
     const rates = await rounds(libraries, async (library, d) => {
       const figures = entries[d].figures;
       const run = await library.call<DrainRun>('drain', url, concurrency, concurrency === 16);
       if (concurrency === 16) {
-        figures.bytesPerPending = run.bytesPerPending;
+        if (run.bytesPerPending !== undefined) pendingBytes[d].push(run.bytesPerPending);
+        figures.bytesPerPending = sampleOf(pendingBytes[d]);
         figures.keysLeftAfterDrain = run.keysLeft;
         figures.bytesLeftAfterDrain = run.bytesLeft;
       }
@@ -630,30 +632,40 @@ async function throughputRows(entries: readonly { library: LibraryProcess; figur
       );
       if (concurrency === 16) {
         log(
-          `${driver.name}: memory: ${figures.bytesPerPending?.toFixed(0)} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`,
+          `${driver.name}: memory: ${figures.bytesPerPending ? spread(figures.bytesPerPending) : 'n/a'} bytes per pending task; after the drain ${figures.keysLeftAfterDrain} keys (${figures.bytesLeftAfterDrain} bytes) left`,
         );
       }
     });
   }
 }
 
-/** One library's single-shot rows: what a task costs end to end, and fairness. */
-async function costRows(library: LibraryProcess, figures: Figures): Promise<void> {
-  log(`\n== ${library.name}`);
-  figures.cost = await library.call<Cost>('endToEnd', url);
-  const c = figures.cost;
-  log(
-    `end to end (c=16): ${(c.tasks / c.seconds).toFixed(0)} tasks/s; per task ${c.redisCommandsPerTask.toFixed(2)} Redis commands (Lua included), ` +
-      `${c.clientCommandsPerTask.toFixed(2)} client commands, Redis CPU ${c.redisCpuMicrosPerTask.toFixed(1)} µs, Node CPU ${c.nodeCpuMicrosPerTask.toFixed(1)} µs`,
-  );
-  figures.fairnessDelayMs = await library.call<number>('fairness', url);
-  log(
-    `fairness: another client's task started ${formatMs(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`,
-  );
+/** What a task costs end to end, and fairness, for each queue library: libraries taking turns in each round. */
+async function costRows(entries: readonly { library: LibraryProcess; figures: Figures }[]): Promise<void> {
+  const costs = await rounds(entries, ({ library }) => library.call<Cost>('endToEnd', url));
+  const delays = await rounds(entries, ({ library }) => library.call<number>('fairness', url));
+  entries.forEach(({ library, figures }, d) => {
+    const of = (pick: (cost: Cost) => number) => sampleOf(costs[d].map(pick));
+    figures.cost = costs[d][0];
+    figures.costs = {
+      commands: of((c) => c.redisCommandsPerTask),
+      redisCpu: of((c) => c.redisCpuMicrosPerTask),
+      nodeCpu: of((c) => c.nodeCpuMicrosPerTask),
+    };
+    figures.fairnessDelayMs = sampleOf(delays[d]);
+    const { commands, redisCpu, nodeCpu } = figures.costs;
+    log(`\n== ${library.name}`);
+    log(
+      `end to end (c=16): ${of((c) => c.tasks / c.seconds).median.toFixed(0)} tasks/s; per task ${spread(commands, 2)} Redis commands (Lua included), ` +
+        `Redis CPU ${spread(redisCpu, 1)} µs, Node CPU ${spread(nodeCpu, 1)} µs`,
+    );
+    log(
+      `fairness: another client's task started ${formatDelay(figures.fairnessDelayMs)} after its enqueue, behind ${FLOOD_TASKS} pending of one client`,
+    );
+  });
 }
 
 /** Median drain rates with 10 and with 10,000 clients, runs interleaved so drift hits both alike. */
-async function scale(driver: OursDriver): Promise<[number, number]> {
+async function scale(driver: OursDriver): Promise<[Sample, Sample]> {
   const few: number[] = [];
   const many: number[] = [];
   for (let i = 0; i < REPEATS; i++) {
@@ -662,8 +674,7 @@ async function scale(driver: OursDriver): Promise<[number, number]> {
     many.push(await drain(driver, 16, undefined, (index) => `client-${index % 10_000}`));
     await deleteMatching(redis, driver.keyPattern);
   }
-  const mid = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
-  return [mid(few), mid(many)];
+  return [sampleOf(few), sampleOf(many)];
 }
 
 type Cell = Sample | number | undefined;
@@ -679,7 +690,7 @@ interface Row {
 }
 
 /** The side-by-side table: ours, the three anchors, then ours against each anchor. */
-function comparisonTable(all: Figures[], few: number, many: number, oneGroup: number, threeGroups: number): string {
+function comparisonTable(all: Figures[], few: Sample, many: Sample, oneGroup: Sample, threeGroups: Sample): string {
   const [ours] = all;
   const median = (cell: Cell) => (typeof cell === 'number' ? cell : cell?.median);
   const show = (cell: Cell, digits: number) =>
@@ -798,19 +809,19 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
     ),
     {
       label: 'Redis commands per task, end to end (Lua included)',
-      get: (f) => f.cost?.redisCommandsPerTask,
+      get: (f) => f.costs?.commands,
       better: 'lower',
       digits: 2,
     },
     {
       label: 'Redis CPU per task, end to end (µs)',
-      get: (f) => f.cost?.redisCpuMicrosPerTask,
+      get: (f) => f.costs?.redisCpu,
       better: 'lower',
       digits: 1,
     },
     {
       label: 'Node CPU per task, producer + worker (µs)',
-      get: (f) => f.cost?.nodeCpuMicrosPerTask,
+      get: (f) => f.costs?.nodeCpu,
       better: 'lower',
       digits: 1,
     },
@@ -824,7 +835,7 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   );
   const keysLeft = (f: Figures) =>
     f.keysLeftAfterDrain === undefined ? 'n/a' : `${f.keysLeftAfterDrain} (${f.bytesLeftAfterDrain})`;
-  const fair = (f: Figures) => (f.fairnessDelayMs === undefined ? 'n/a' : formatMs(f.fairnessDelayMs));
+  const fair = (f: Figures) => (f.fairnessDelayMs === undefined ? 'n/a' : formatDelay(f.fairnessDelayMs));
   lines.push(['keys (bytes) left after the drain', ...all.map(keysLeft), '', '', '']);
   lines.push([
     `fairness: other client's task start, ${FLOOD_TASKS} pending of one client`,
@@ -835,7 +846,7 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   ]);
   lines.push([
     'consumer groups: tasks/s with 1 vs 3 groups (each task run once per group)',
-    `${oneGroup.toFixed(0)} vs ${threeGroups.toFixed(0)} (${((threeGroups / oneGroup) * 100).toFixed(1)}%; ${(threeGroups * 3).toFixed(0)} runs/s)`,
+    `${spread(oneGroup)} vs ${spread(threeGroups)} (${((threeGroups.median / oneGroup.median) * 100).toFixed(1)}%; ${(threeGroups.median * 3).toFixed(0)} runs/s)`,
     'n/a (no fan-out)',
     'n/a',
     'n/a',
@@ -845,7 +856,7 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   ]);
   lines.push([
     'scale: drain rate, 10 vs 10,000 active clients (tasks/s)',
-    `${few.toFixed(0)} vs ${many.toFixed(0)} (${((many / few) * 100).toFixed(1)}%)`,
+    `${spread(few)} vs ${spread(many)} (${((many.median / few.median) * 100).toFixed(1)}%)`,
     'n/a (no per-client lists)',
     'n/a',
     'n/a',
@@ -860,8 +871,12 @@ function comparisonTable(all: Figures[], few: number, many: number, oneGroup: nu
   ].join('\n');
 }
 
-function formatMs(ms: number): string {
-  return Number.isFinite(ms) ? `${ms.toFixed(1)} ms` : '> 120 s (not started)';
+/** A delay's median and spread in ms; a run whose task never started (Infinity) shows as such. */
+function formatDelay(delay: Sample): string {
+  if (!Number.isFinite(delay.median)) return '> 120 s (not started)';
+  return Number.isFinite(delay.max)
+    ? `${spread(delay, 1)} ms`
+    : `${spread({ ...delay, max: delay.median }, 1)} ms, one run > 120 s`;
 }
 
 /**
@@ -981,24 +996,24 @@ async function durability(): Promise<string> {
     for (const setting of settings) results.push(await measureDurability(setting));
     rounds.push(results);
   }
-  const mid = (values: number[]) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)];
-  const figures = settings.map((setting, i): DurabilityFigures => ({
+  const figures = settings.map((setting, i) => ({
     name: setting.name,
-    single: mid(rounds.map((round) => round[i].single)),
-    batch: mid(rounds.map((round) => round[i].batch)),
+    single: sampleOf(rounds.map((round) => round[i].single)),
+    batch: sampleOf(rounds.map((round) => round[i].batch)),
   }));
   for (const result of figures) {
     log(
-      `${result.name}: single awaited emit ${result.single.toFixed(0)} tasks/s, emitBatch of 1,000 ${result.batch.toFixed(0)} tasks/s`,
+      `${result.name}: single awaited emit ${spread(result.single)} tasks/s, emitBatch of 1,000 ${spread(result.batch)} tasks/s`,
     );
   }
   const base = figures[0];
+  const share = (x: Sample, of: Sample) => `${((x.median / of.median) * 100).toFixed(0)}%`;
   return [
     '| setting | single awaited emit (tasks/s) | vs. none | emitBatch of 1,000 (tasks/s) | vs. none |',
     '|---|---:|---:|---:|---:|',
     ...figures.map(
       (f) =>
-        `| ${f.name} | ${f.single.toFixed(0)} | ${((f.single / base.single) * 100).toFixed(0)}% | ${f.batch.toFixed(0)} | ${((f.batch / base.batch) * 100).toFixed(0)}% |`,
+        `| ${f.name} | ${spread(f.single)} | ${share(f.single, base.single)} | ${spread(f.batch)} | ${share(f.batch, base.batch)} |`,
     ),
   ].join('\n');
 }
@@ -1093,8 +1108,8 @@ async function closeLibraries(libraries: readonly LibraryProcess[]): Promise<voi
 async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'groups') {
     const driver = new OursDriver(url);
-    const one = await median(() => groupsDrain(driver, 1));
-    const three = await median(() => groupsDrain(driver, 3));
+    const one = (await samples(() => groupsDrain(driver, 1))).median;
+    const three = (await samples(() => groupsDrain(driver, 3))).median;
     log(
       `1 group: ${one.toFixed(0)} tasks/s; 3 groups: ${three.toFixed(0)} tasks/s (${((three / one) * 100).toFixed(1)}%)`,
     );
@@ -1176,7 +1191,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_ONLY === 'cost') {
     // What a task costs end to end (Redis commands, Redis and Node CPU per task), alone: for refactors of the hot path.
     const libraries = onlyLibraries(['ours', 'bull', 'bee']);
-    for (const library of libraries) await costRows(library, {} as Figures);
+    await costRows(libraries.map((library) => ({ library, figures: {} as Figures })));
     await closeLibraries(libraries);
     await redis.quit();
     return;
@@ -1224,20 +1239,20 @@ async function main(): Promise<void> {
   await latencyRows([...queues, { library: libraries[3], figures: n }], { url, server: redis, aof: false });
   if (aofUrl && aofServer) await latencyRows(queues, { url: aofUrl, server: aofServer, aof: true });
   await aofServer?.quit();
-  for (const { library, figures } of queues) await costRows(library, figures);
+  await costRows(queues);
   await closeLibraries(libraries);
   // Our own rows (scale, groups, durability, dashboard) run here, in a process no other library ran in.
   const ours = new OursDriver(url);
   log('\n== scale (nestjs-redis-tasks): drain 20,000 at concurrency 16');
   const [few, many] = await scale(ours);
   log(
-    `10 clients: ${few.toFixed(0)} tasks/s; 10,000 clients: ${many.toFixed(0)} tasks/s (${((many / few) * 100).toFixed(1)}%)`,
+    `10 clients: ${spread(few)} tasks/s; 10,000 clients: ${spread(many)} tasks/s (${((many.median / few.median) * 100).toFixed(1)}%)`,
   );
   log('\n== consumer groups (nestjs-redis-tasks): drain 20,000, one worker of concurrency 16 per group');
-  const oneGroup = await median(() => groupsDrain(ours, 1));
-  const threeGroups = await median(() => groupsDrain(ours, 3));
+  const oneGroup = await samples(() => groupsDrain(ours, 1));
+  const threeGroups = await samples(() => groupsDrain(ours, 3));
   log(
-    `1 group: ${oneGroup.toFixed(0)} tasks/s; 3 groups: ${threeGroups.toFixed(0)} tasks/s, each task run 3 times (${((threeGroups / oneGroup) * 100).toFixed(1)}%)`,
+    `1 group: ${spread(oneGroup)} tasks/s; 3 groups: ${spread(threeGroups)} tasks/s, each task run 3 times (${((threeGroups.median / oneGroup.median) * 100).toFixed(1)}%)`,
   );
   await ours.close();
   const durabilityTable = await durability();
@@ -1328,7 +1343,10 @@ async function main(): Promise<void> {
   ].join('\n');
   log(`\n${table}\n\n${durabilityTable}\n\n${dashboard}\n\n${schedules}`);
   if (process.env.BENCH_WRITE !== '0') {
-    writeFileSync(new URL('../../bench/RESULTS.md', import.meta.url), `${header}\n${table}\n\n${durabilitySection}\n`);
+    writeFileSync(
+      new URL('../../bench/RESULTS.md', import.meta.url),
+      `${header}\n${table}\n\n${TABLE_READINGS.join('\n')}\n\n${durabilitySection}\n`,
+    );
     log('\nwritten to bench/RESULTS.md');
   }
   await redis.quit();

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
-import { Completion, serverSnapshot, type ServerSnapshot } from './measure.js';
+import { Completion, roundSample, serverSnapshot, shownSample, type ServerSnapshot } from './measure.js';
 
 /** Tasks per run: enqueued in batches of 1,000 from CLIENTS clients, then drained at concurrency 64. */
 const TASKS = Number(process.env.BENCH_NODE_TASKS ?? 30_000);
@@ -89,12 +89,8 @@ async function nodeRun(driver: Driver, servers: readonly Redis[], ours: boolean,
   };
 }
 
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const spreadOf = (values: number[], digits = 0): string => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const f = (value: number) => value.toFixed(digits);
-  return `${f(median(values))} (${f(sorted[0])}–${f(sorted[sorted.length - 1])})`;
-};
+const median = (values: number[]): number => roundSample(values).median;
+const spreadOf = (values: number[], digits = 0): string => shownSample(roundSample(values), digits);
 
 /** The row of one library: per primary CPU per own task, shares, the ceiling and the model. */
 function rowOf({ name, runs }: NodeFigures, ours: boolean): string {

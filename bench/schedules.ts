@@ -6,23 +6,44 @@ import { defineScripts } from '../lib/core/redis/scripts.js';
 import { SCHEDULE_LIMITS } from '../lib/core/schedules/tick-firer.js';
 import { ScheduleTicker } from '../lib/core/schedules/ticker.js';
 import { silentLogger } from '../lib/core/support/logger.js';
-import { deleteMatching, serverSnapshot, sleep } from './measure.js';
+import { deleteMatching, roundSample, serverSnapshot, shownSample, sleep, type RoundSample } from './measure.js';
 
 export interface ScheduleFigures {
   /** Schedules stored, none due, for the idle row. */
   readonly idleSchedules: number;
-  /** Redis commands per second per process while nothing is due (Lua included). */
-  readonly idleCommandsPerSecond: number;
+  /** Redis commands per second per process while nothing is due (Lua included), per window. */
+  readonly idleCommandsPerSecond: RoundSample;
   /** Redis CPU per second (µs) meanwhile: the server's own idle work (its cron) included. */
-  readonly idleRedisMicrosPerSecond: number;
+  readonly idleRedisMicrosPerSecond: RoundSample;
   /** Firing processes of the ticking row. */
   readonly processes: number;
-  /** Ticks fired (one task each) in the ticking row. */
+  /** Ticks fired (one task each) in the ticking row, over all windows. */
   readonly ticks: number;
-  /** Redis commands per tick, every process's checks included (Lua included). */
-  readonly commandsPerTick: number;
-  /** Redis CPU per tick (µs). */
-  readonly redisMicrosPerTick: number;
+  /** Redis commands per tick, every process's checks included (Lua included), per window. */
+  readonly commandsPerTick: RoundSample;
+  /** Redis CPU per tick (µs), per window. */
+  readonly redisMicrosPerTick: RoundSample;
+}
+
+/** Each row is measured over WINDOWS consecutive windows of WINDOW_MS (10 s in all): the spread is theirs. */
+const WINDOWS = 5;
+const WINDOW_MS = 2_000;
+
+/**
+ * Server snapshots at the edges of WINDOWS windows, and before each window's start what `mark` reads
+ * (one command of its own at most, counted out by the caller).
+ */
+async function windows(server: Redis, mark: () => Promise<number>) {
+  const edges = [{ snapshot: await serverSnapshot(server), mark: await mark() }];
+  for (let w = 0; w < WINDOWS; w++) {
+    await sleep(WINDOW_MS);
+    edges.push({ snapshot: await serverSnapshot(server), mark: await mark() });
+  }
+  return edges.slice(1).map((edge, w) => ({
+    commands: edge.snapshot.commands - edges[w].snapshot.commands,
+    cpuMicros: edge.snapshot.cpuMicros - edges[w].snapshot.cpuMicros,
+    marked: edge.mark - edges[w].mark,
+  }));
 }
 
 /**
@@ -51,9 +72,7 @@ export async function scheduleCost(url: string): Promise<ScheduleFigures> {
     }
     const idle = ticker();
     await sleep(500);
-    const idleBefore = await serverSnapshot(server);
-    await sleep(10_000);
-    const idleAfter = await serverSnapshot(server);
+    const idleWindows = await windows(server, async () => 0);
     await idle.close();
     await deleteMatching(server, `${prefix}:*`);
 
@@ -62,21 +81,18 @@ export async function scheduleCost(url: string): Promise<ScheduleFigures> {
     const processes = 3;
     const tickers = Array.from({ length: processes }, () => ticker());
     await sleep(1_000);
-    const before = await serverSnapshot(server);
-    const ticksBefore = await server.llen(queue);
-    await sleep(10_000);
-    const ticks = (await server.llen(queue)) - ticksBefore;
-    const after = await serverSnapshot(server);
+    // The LLEN at each window's start is this measure's, not the schedules'.
+    const firing = await windows(server, () => server.llen(queue));
     await Promise.all(tickers.map((each) => each.close()));
+    const seconds = WINDOW_MS / 1000;
     return {
       idleSchedules,
-      idleCommandsPerSecond: (idleAfter.commands - idleBefore.commands) / 10,
-      idleRedisMicrosPerSecond: (idleAfter.cpuMicros - idleBefore.cpuMicros) / 10,
+      idleCommandsPerSecond: roundSample(idleWindows.map((w) => w.commands / seconds)),
+      idleRedisMicrosPerSecond: roundSample(idleWindows.map((w) => w.cpuMicros / seconds)),
       processes,
-      ticks,
-      // The two LLENs of this measure are not the schedules' own.
-      commandsPerTick: (after.commands - before.commands - 2) / ticks,
-      redisMicrosPerTick: (after.cpuMicros - before.cpuMicros) / ticks,
+      ticks: firing.reduce((sum, w) => sum + w.marked, 0),
+      commandsPerTick: roundSample(firing.map((w) => (w.commands - 1) / w.marked)),
+      redisMicrosPerTick: roundSample(firing.map((w) => w.cpuMicros / w.marked)),
     };
   } finally {
     await deleteMatching(server, `${prefix}:*`);
@@ -87,9 +103,10 @@ export async function scheduleCost(url: string): Promise<ScheduleFigures> {
 
 export function scheduleLine(figures: ScheduleFigures): string {
   return (
-    `idle: ${figures.idleCommandsPerSecond.toFixed(2)} Redis commands per second per process with ${figures.idleSchedules} schedules stored, none due ` +
-    `(Redis CPU ${figures.idleRedisMicrosPerSecond.toFixed(0)} µs per second, its own idle work included); ` +
-    `firing: ${figures.commandsPerTick.toFixed(1)} Redis commands and ${figures.redisMicrosPerTick.toFixed(0)} µs of Redis CPU per tick ` +
-    `(a 100 ms rhythm fired by ${figures.processes} processes at once, ${figures.ticks} ticks in 10 s, each one task)`
+    `idle: ${shownSample(figures.idleCommandsPerSecond, 2)} Redis commands per second per process with ${figures.idleSchedules} schedules stored, none due ` +
+    `(Redis CPU ${shownSample(figures.idleRedisMicrosPerSecond, 0)} µs per second, its own idle work included); ` +
+    `firing: ${shownSample(figures.commandsPerTick, 1)} Redis commands and ${shownSample(figures.redisMicrosPerTick, 0)} µs of Redis CPU per tick ` +
+    `(a 100 ms rhythm fired by ${figures.processes} processes at once, ${figures.ticks} ticks in ${(WINDOWS * WINDOW_MS) / 1000} s, each one task; ` +
+    `median of ${WINDOWS} windows of ${WINDOW_MS / 1000} s, lowest and highest in parentheses)`
   );
 }

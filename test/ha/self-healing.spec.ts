@@ -68,6 +68,16 @@ async function worker(url: string, prefix: string, options: RedisTaskTransportOp
   return { transport, statuses, logger };
 }
 
+/** A connection of the test server by name (CLIENT LIST): blocked in a command or not, and seconds since its last. */
+async function connectionNamed(name: string): Promise<{ blocked: boolean; idleSeconds: number } | undefined> {
+  const line = String(await admin.client('LIST'))
+    .split('\n')
+    .find((entry) => entry.includes(` name=${name} `));
+  if (!line) return undefined;
+  const field = (key: string) => new RegExp(` ${key}=(\\S*)`).exec(line)?.[1] ?? '';
+  return { blocked: field('flags').includes('b'), idleSeconds: Number(field('idle')) };
+}
+
 /** Closes an app; resolves 'closed', or says it is still closing once `ms` passed (a hang, not a slow close). */
 async function closeWithin(app: { close(): Promise<unknown> }, ms: number): Promise<string> {
   let timer: NodeJS.Timeout | undefined;
@@ -179,6 +189,40 @@ describe('self-healing worker', () => {
     const stalled = statuses.indexOf(RedisTaskStatus.STALLED);
     expect(stalled).toBeGreaterThan(0);
     expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
+  }, 60_000);
+
+  it('has the watchdog reconnect a subscriber gone silent (half-open), so an idle worker still hears its wake messages', async () => {
+    proxy = await startProxy(server.port);
+    const prefix = testPrefix('deaf');
+    const { client, module } = await startProducer(prefix, { connection: server.url });
+    started.push(module);
+    const { logger } = await worker(proxy.url, prefix, {
+      workerId: 'deaf',
+      blockTimeoutMs: 120_000, // the backstop is not what finds the task below
+      watchdogTimeoutMs: 500,
+    });
+    await firstValueFrom(client.emit('heal', { key: 'deaf-before' }));
+    await waitFor(() => handled.has('deaf-before'), 'the first task');
+    // The loop that ran it waits on the blocking connection for at most a second, then gives it up: from
+    // then on only a wake message heard on the subscriber starts it.
+    await waitFor(async () => {
+      const wait = await connectionNamed('tasks:worker:deaf:wait');
+      return wait !== undefined && !wait.blocked && wait.idleSeconds >= 2;
+    }, 'the idle loop to leave its blocking wait');
+    proxy.freeze('tasks:worker:deaf:due'); // the subscriber's socket now goes nowhere, and nothing tells it
+    await firstValueFrom(client.emit('heal', { key: 'deaf-after' }));
+    await waitFor(() => handled.has('deaf-after'), 'the task emitted after the subscriber went silent', {
+      timeoutMs: 20_000,
+    });
+    const failed = 'error The subscriber connection of worker deaf failed: no reply to PING for';
+    expect(logger.lines.filter((line) => line.startsWith(failed))).toHaveLength(1);
+    await waitFor(
+      () =>
+        logger.lines.some((line) =>
+          /^log The subscriber connection of worker deaf recovered: it was down for \d+ ms$/.test(line),
+        ),
+      'the recovery logged with its length',
+    );
   }, 60_000);
 });
 

@@ -8,8 +8,11 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 export interface TcpProxy {
   readonly port: number;
   readonly url: string;
-  /** Stops forwarding on every connection open now; neither side is told. */
-  freeze(): void;
+  /**
+   * Stops forwarding on every connection open now (with `marker`, on those whose client sent it, such
+   * as a connection name: the others go on); neither side is told.
+   */
+  freeze(marker?: string): void;
   /**
    * Cuts every connection open now, and from then on accepts each new one but forwards nothing and
    * closes it after `holdMs`: a server that is gone, each reconnection attempt failing within `holdMs`.
@@ -26,6 +29,8 @@ export interface TcpProxy {
 
 export async function startProxy(targetPort: number): Promise<TcpProxy> {
   const pairs = new Set<[Socket, Socket]>();
+  /** The first bytes each client sent (its handshake: CLIENT SETNAME and the like), for freeze(marker). */
+  const opening = new WeakMap<[Socket, Socket], string>();
   const held = new Set<Socket>();
   let dropAfterMs: number | undefined;
   let losing: { marker: string; done: () => void } | undefined;
@@ -41,6 +46,8 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
     pairs.add(pair);
     let armed = false;
     client.on('data', (chunk: Buffer) => {
+      const sent = opening.get(pair) ?? '';
+      if (sent.length < 4_096) opening.set(pair, sent + chunk.toString('latin1'));
       if (losing && chunk.includes(losing.marker)) armed = true;
       upstream.write(chunk);
     });
@@ -68,8 +75,9 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
-    freeze() {
+    freeze(marker) {
       for (const pair of pairs) {
+        if (marker !== undefined && !(opening.get(pair) ?? '').includes(marker)) continue;
         const [client, upstream] = pair;
         client.removeAllListeners('data');
         upstream.removeAllListeners('data');

@@ -14,6 +14,7 @@ import type { ScheduleSpec } from '../model/schedule.js';
 import { ScheduleBook } from '../schedules/schedule-book.js';
 import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../schedules/tick-firer.js';
 import { ScheduleTicker } from '../schedules/ticker.js';
+import { SubscriberWatch, subscriberSocket } from './subscriber-watch.js';
 import { WakeSignals } from './wake-signals.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor, TaskProgressEvent } from './worker-types.js';
@@ -61,6 +62,7 @@ export class WorkerRuntime {
   private readonly declared: readonly DeclaredSchedule[];
   private readonly logger: TaskLogger;
   private subscriber: RedisConnection | undefined;
+  private subscriberWatch: SubscriberWatch | undefined;
   private readonly book: ScheduleBook;
   private readonly ticker: ScheduleTicker | undefined;
   /** Wake-ups of idle claim loops, heard on the one subscriber connection. */
@@ -161,6 +163,7 @@ export class WorkerRuntime {
     await settledBy(this.ticker?.close() ?? Promise.resolve(), Date.now() + SCHEDULE_STOP_MS);
     // A sweep under way waits for Redis: during an outage, close does not wait for it to end.
     await settledBy(this.schedule.stop(), Date.now() + SCHEDULE_STOP_MS);
+    this.subscriberWatch?.stop();
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     if (subscriber) await quit(subscriber);
@@ -190,5 +193,14 @@ export class WorkerRuntime {
     // heard, so every idle loop claims once.
     subscriber.on('ready', () => this.wakeSignals.wakeAll());
     await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel, keys.wakeChannel]));
+    // A half-open subscriber raises nothing: PINGed, and cut when it stops answering (see SubscriberWatch).
+    this.subscriberWatch = new SubscriberWatch(
+      subscriberSocket(subscriber),
+      this.options.watchdogTimeoutMs,
+      this.logger,
+      this.options.workerId,
+      () => this.wakeSignals.wakeAll(),
+    );
+    this.subscriberWatch.start();
   }
 }

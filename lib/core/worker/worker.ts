@@ -170,6 +170,7 @@ export class TaskWorker {
   /** Starts the lease, a claim loop per registered shard, and the watchdog. */
   startClaiming(): void {
     this.lease.start(() => this.shards);
+    if (this.shards.length === 0) return; // no handler: no claim loop, so no connection to lend one
     // One blocking connection for the process, lent to one idle loop at a time (see BlockingSlot).
     const blocking = new BlockingSlot(openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`));
     this.blocking = blocking.connection;
