@@ -20,5 +20,7 @@ export const TABLE_READINGS = [
   '- **Half the highest drain rate.** Each queue library gets its own rate (half of what it drained from a',
   "  full queue above), its producer and worker in one process on this 2-core machine: the producer's work at",
   "  that rate competes with the worker's and with Redis for the two cores, so these rows show each library's",
-  '  tail when it is half busy here; on machines of their own the tail is shorter for all.',
+  '  tail when it is half busy here; on machines of their own the tail is shorter for all. Their ratios are left',
+  "  out: they would compare different loads. The rows at one rate for all (half of the slowest queue's highest",
+  '  rate) compare the libraries under the same load.',
 ];

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { createCluster, findRedis, hasRedisServer, probe, startRedisServer } from './redis-server.mjs';
+import { clusterNodeArgs, createCluster, findRedis, hasRedisServer, probe, startRedisServer } from './redis-server.mjs';
 
 const require = createRequire(import.meta.url);
 
@@ -73,14 +73,7 @@ if (hasRedisServer() && process.env.BENCH_CLUSTER !== '0') {
   const dir = mkdtempSync(join(dataDir, 'cluster-'));
   const nodes = [];
   for (let i = 0; i < 3; i++) {
-    const node = await startRedisServer([
-      '--cluster-enabled',
-      'yes',
-      '--cluster-config-file',
-      `nodes-${i}.conf`,
-      '--dir',
-      dir,
-    ]);
+    const node = await startRedisServer(clusterNodeArgs(i, dir));
     extra.push(node);
     nodes.push(node);
   }

@@ -21,3 +21,5 @@ export function startRedisServer(extraArgs?: string[], port?: number, configFile
 export function findRedis(): Promise<FoundRedis>;
 export function clusterOk(servers: readonly RedisServer[]): Promise<void>;
 export function createCluster(servers: readonly RedisServer[], replicas?: number): Promise<void>;
+export function infoField(port: number, section: string, field: string): Promise<string | undefined>;
+export function clusterNodeArgs(i: number, dir: string): string[];

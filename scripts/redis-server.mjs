@@ -123,8 +123,11 @@ export async function findRedis() {
   throw new Error(HOW_TO_GET_REDIS);
 }
 
-/** A server's `cluster_state` (ok, fail), or undefined when it does not answer. */
-async function clusterState(port) {
+/**
+ * A field of a server's INFO `section` (or, for section 'cluster', of CLUSTER INFO), or undefined when
+ * the server does not answer.
+ */
+export async function infoField(port, section, field) {
   const redis = new Redis({
     host: '127.0.0.1',
     port,
@@ -135,7 +138,8 @@ async function clusterState(port) {
   redis.on('error', () => undefined);
   try {
     await redis.connect();
-    return /^cluster_state:(\S+)/m.exec(await redis.call('CLUSTER', 'INFO'))?.[1];
+    const text = section === 'cluster' ? await redis.call('CLUSTER', 'INFO') : await redis.info(section);
+    return new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1];
   } catch {
     return undefined;
   } finally {
@@ -143,11 +147,16 @@ async function clusterState(port) {
   }
 }
 
+/** The arguments that make server `i` of a Cluster whose files are in `dir` a cluster node. */
+export function clusterNodeArgs(i, dir) {
+  return ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`, '--dir', dir];
+}
+
 /** Waits until every server (started with --cluster-enabled yes) reports cluster_state ok (30 s at most each). */
 export async function clusterOk(servers) {
   for (const server of servers) {
     const deadline = Date.now() + 30_000;
-    while ((await clusterState(server.port)) !== 'ok') {
+    while ((await infoField(server.port, 'cluster', 'cluster_state')) !== 'ok') {
       if (Date.now() > deadline) throw new Error(`cluster node ${server.port} did not report state ok within 30 s`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }

@@ -6,33 +6,19 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
-import { clusterOk, createCluster, startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
+import {
+  clusterNodeArgs,
+  clusterOk,
+  createCluster,
+  infoField,
+  startRedisServer,
+  type RedisServer,
+} from '../../scripts/redis-server.mjs';
 import { waitFor } from './redis.js';
 
 export interface Topology {
   readonly servers: RedisServer[];
   stop(): Promise<void>;
-}
-
-async function infoField(port: number, section: string, field: string): Promise<string | undefined> {
-  const redis = new Redis({
-    host: '127.0.0.1',
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    const text = await redis.info(section);
-    return new RegExp(`^${field}:(\\S+)`, 'm').exec(text)?.[1];
-  } catch {
-    return undefined;
-  } finally {
-    redis.disconnect();
-  }
 }
 
 function stopAll(servers: RedisServer[], dir: string): () => Promise<void> {
@@ -59,12 +45,7 @@ export async function startCluster(
   const servers: RedisServer[] = [];
   const stop = stopAll(servers, dir);
   const argsOf = (i: number) => [
-    '--cluster-enabled',
-    'yes',
-    '--cluster-config-file',
-    `nodes-${i}.conf`,
-    '--dir',
-    dir,
+    ...clusterNodeArgs(i, dir),
     '--cluster-node-timeout',
     '2000',
     ...(options.aof ? ['--appendonly', 'yes', '--appendfsync', 'always', '--appenddirname', `aof-${i}`] : []),

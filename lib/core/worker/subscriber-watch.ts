@@ -34,13 +34,18 @@ export function subscriberSocket(connection: RedisConnection): SubscriberSocket 
  * (`blockTimeoutMs`). It PINGs the subscriber (allowed in subscriber mode) every half `timeoutMs` unless
  * one is unanswered; one unanswered for `timeoutMs` cuts the socket (ioredis reconnects and subscribes
  * again), logged once, and the first PING answered after that logs the recovery and calls `recovered`
- * (every idle loop claims once: what was published meanwhile was not heard). One PING per half
- * `timeoutMs` per process, whatever the number of patterns.
+ * (every idle loop claims once: what was published meanwhile was not heard). On a Cluster, ioredis moves
+ * the subscriptions to another node by itself when theirs goes (a failover) and tells nobody: the first
+ * PING the new node answers calls `recovered` too. One PING per half `timeoutMs` per process, whatever the
+ * number of patterns.
  */
 export class SubscriberWatch {
   private timer: NodeJS.Timeout | undefined;
   /** When the unanswered PING was sent (Date.now() ms), if one is. */
   private sentAt: number | undefined;
+  /** The socket the last PING went to, and whether it replaced another (a Cluster's subscriber moved). */
+  private pinged: object | undefined;
+  private moved = false;
   private readonly outage: OutageReporter;
 
   constructor(
@@ -72,10 +77,13 @@ export class SubscriberWatch {
     if (this.sentAt === undefined) {
       const sentAt = now;
       this.sentAt = sentAt;
+      if (this.pinged !== undefined && this.pinged !== current) this.moved = true;
+      this.pinged = current;
       const answered = () => {
         if (this.sentAt !== sentAt) return;
         this.sentAt = undefined;
-        if (!this.outage.down) return;
+        if (!this.outage.down && !this.moved) return;
+        this.moved = false;
         this.outage.succeeded();
         this.recovered();
       };

@@ -7,8 +7,22 @@ class ScriptedSocket implements SubscriberSocket {
   status = 'ready';
   cuts = 0;
   readonly pings: { answer: () => void; drop: () => void }[] = [];
+  /** Which connection holds the subscriptions (a Cluster's subscriber node may change). */
+  node = 1;
+  private readonly nodes = new Map<number, ReturnType<SubscriberSocket['current']>>();
 
   current() {
+    const known = this.nodes.get(this.node);
+    if (known) {
+      (known as { status: string }).status = this.status;
+      return known;
+    }
+    const made = this.make();
+    this.nodes.set(this.node, made);
+    return made;
+  }
+
+  private make() {
     return {
       status: this.status,
       ping: () =>
@@ -90,5 +104,28 @@ describe('SubscriberWatch', () => {
     expect(socket.pings).toHaveLength(2);
     subject.inspect(6_000);
     expect(socket.cuts).toBe(0);
+  });
+
+  it("makes every idle loop claim once when a Cluster's subscriptions moved to another node, at its first PING answered", async () => {
+    const { socket, logger, subject, recovered } = watch(1_000);
+    subject.inspect(0);
+    socket.pings[0].answer();
+    await settle();
+    subject.inspect(500);
+    socket.pings[1].answer();
+    await settle();
+    expect(recovered()).toBe(0); // the same node: nothing was missed
+    socket.node = 2; // ioredis picked another subscriber node after its own went
+    subject.inspect(1_000);
+    expect(recovered()).toBe(0); // not before the new node answers
+    socket.pings[2].answer();
+    await settle();
+    expect(recovered()).toBe(1);
+    subject.inspect(1_500);
+    socket.pings[3].answer();
+    await settle();
+    expect(recovered()).toBe(1);
+    expect(socket.cuts).toBe(0);
+    expect(logger.lines).toEqual([]); // no outage of its own: nothing logged
   });
 });
