@@ -25,6 +25,19 @@ export const CONNECTIONS_INTRO = [
   'one blocking connection per pattern shard (3, 22 and 102).',
 ];
 
+/**
+ * The wake-up latency of the change that made the count constant, before and after: measured once, the two
+ * builds back to back (the build before it is not in this tree, so a run cannot measure it again).
+ */
+export const CONNECTIONS_LATENCY = [
+  'Wake-up latency before and after (the latency rows of `npm run bench`, ours alone, concurrency 1, 2,000',
+  'tasks/s, 3 runs each, median (min–max), the two builds one after the other on this machine, 2026-11-26):',
+  'before (a blocking connection per pattern) p50 0.46 ms (0.41–0.48), p99 1.94 ms (1.39–2.19); after p50 0.50 ms',
+  '(0.47–0.53), p99 1.94 ms (1.94–2.99). The spreads overlap; a loop woken by its message rather than on the',
+  'blocking connection pays one claim round trip more (see ARCHITECTURE.md). Measured once, when the change',
+  "was made; the latency rows above are this run's.",
+];
+
 /** A controller with an @EventPattern handler for each of `count` patterns. */
 function handlersFor(count: number, prefix: string): Type {
   @Controller()

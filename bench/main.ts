@@ -7,7 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
-import { CONNECTIONS_INTRO, connectionsTable } from './connections.js';
+import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
 import { TABLE_READINGS } from './readings.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
@@ -1376,6 +1376,8 @@ async function main(): Promise<void> {
     ...CONNECTIONS_INTRO,
     '',
     connections,
+    '',
+    ...CONNECTIONS_LATENCY,
     '',
     nodes,
   ].join('\n');
