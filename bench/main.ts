@@ -80,7 +80,6 @@ interface Figures {
   /** The bare RPUSH → BLPOP hand-off measured right after this library's latency rows. */
   latencyFloor?: Latency;
   aofLatencyFloor?: Latency;
-  cost?: Cost;
   bytesPerPending?: Sample;
   keysLeftAfterDrain?: number;
   bytesLeftAfterDrain?: number;
@@ -662,7 +661,6 @@ async function costRows(entries: readonly { library: LibraryProcess; figures: Fi
   const delays = await rounds(entries, ({ library }) => library.call<number>('fairness', url));
   entries.forEach(({ library, figures }, d) => {
     const of = (pick: (cost: Cost) => number) => sampleOf(costs[d].map(pick));
-    figures.cost = costs[d][0];
     figures.costs = {
       commands: of((c) => c.redisCommandsPerTask),
       redisCpu: of((c) => c.redisCpuMicrosPerTask),

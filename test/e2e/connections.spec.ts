@@ -4,7 +4,7 @@ import { EventPattern } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskRecordBuilder } from '../../lib/index.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { clientList, deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
 // A worker process holds the same connections whatever its number of patterns: its command connection, one
 // subscriber (due times, resumes, and the wake messages of idle queue shards) and one blocking connection
@@ -36,9 +36,8 @@ function controllerOf(count: number): Type {
 
 /** The connections a worker of this id holds, by name. */
 async function connectionNames(workerId: string): Promise<string[]> {
-  return String(await redis.client('LIST'))
-    .split('\n')
-    .map((line) => / name=(\S+)/.exec(line)?.[1] ?? '')
+  return (await clientList(redis))
+    .map((client) => client.name)
     .filter((name) => name.startsWith(`tasks:worker:${workerId}`))
     .sort();
 }

@@ -18,7 +18,7 @@ import {
 } from '../../lib/index.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
-import { claimAs, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, clientList, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 import { monitor } from '../support/monitor.js';
 
 const redis = openRedis();
@@ -127,11 +127,10 @@ async function listening(count: number): Promise<void> {
 
 /** The worker's connections to Redis, by name (`tasks:worker:<id>`, and its subscriber's `...:due`): name -> address. */
 async function connectionsOf(workerId: string): Promise<Record<string, string>> {
-  const lines = String(await redis.client('LIST')).split('\n');
   return Object.fromEntries(
-    lines
-      .map((line) => [/ name=(\S+)/.exec(line)?.[1] ?? '', /addr=(\S+)/.exec(line)?.[1] ?? ''])
-      .filter(([name]) => name.startsWith(`tasks:worker:${workerId}`)),
+    (await clientList(redis))
+      .filter((client) => client.name.startsWith(`tasks:worker:${workerId}`))
+      .map((client) => [client.name, client.addr]),
   );
 }
 

@@ -15,7 +15,7 @@ import {
 import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startProducer } from '../support/nest.js';
-import { testPrefix, waitFor } from '../support/redis.js';
+import { clientList, testPrefix, waitFor } from '../support/redis.js';
 import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const handled = new Map<string, number>();
@@ -70,12 +70,8 @@ async function worker(url: string, prefix: string, options: RedisTaskTransportOp
 
 /** A connection of the test server by name (CLIENT LIST): blocked in a command or not, and seconds since its last. */
 async function connectionNamed(name: string): Promise<{ blocked: boolean; idleSeconds: number } | undefined> {
-  const line = String(await admin.client('LIST'))
-    .split('\n')
-    .find((entry) => entry.includes(` name=${name} `));
-  if (!line) return undefined;
-  const field = (key: string) => new RegExp(` ${key}=(\\S*)`).exec(line)?.[1] ?? '';
-  return { blocked: field('flags').includes('b'), idleSeconds: Number(field('idle')) };
+  const found = (await clientList(admin)).find((client) => client.name === name);
+  return found && { blocked: found.flags.includes('b'), idleSeconds: Number(found.idle) };
 }
 
 /** Closes an app; resolves 'closed', or says it is still closing once `ms` passed (a hang, not a slow close). */
@@ -90,12 +86,9 @@ async function closeWithin(app: { close(): Promise<unknown> }, ms: number): Prom
 }
 
 async function killWorkerConnections(workerId: string): Promise<number> {
-  const list = (await admin.client('LIST')) as string;
-  const ids = list
-    .split('\n')
-    .filter((line) => line.includes(` name=tasks:worker:${workerId}`))
-    .map((line) => /^id=(\d+)/.exec(line)?.[1])
-    .filter((id): id is string => id !== undefined);
+  const ids = (await clientList(admin))
+    .filter((client) => client.name.startsWith(`tasks:worker:${workerId}`))
+    .map((client) => client.id);
   for (const id of ids) {
     await admin.client('KILL', 'ID', id);
   }

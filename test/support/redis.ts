@@ -25,6 +25,21 @@ export function openRedis(): TestRedis {
   return defineScripts(new Redis(redisUrl())) as TestRedis;
 }
 
+/** The server's connections (CLIENT LIST), each as its fields: `id`, `name`, `addr`, `flags`, `idle`, `cmd`, ... */
+export async function clientList(redis: Redis): Promise<Record<string, string>[]> {
+  return String(await redis.client('LIST'))
+    .split('\n')
+    .filter((line) => line.startsWith('id='))
+    .map((line) =>
+      Object.fromEntries(
+        line
+          .trim()
+          .split(' ')
+          .map((field) => field.split(/=(.*)/s, 2)),
+      ),
+    );
+}
+
 /** Every key under a test prefix (test support only: the library itself never scans). */
 export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
   const found: string[] = [];

@@ -95,6 +95,16 @@ export function forceReconnect(connection: RedisConnection): void {
   destroySockets(connection, (node) => node.disconnect(true));
 }
 
+/**
+ * The connection a subscriber's subscriptions are on: the subscriber itself, or for a Cluster the node
+ * connection ioredis keeps them on (its ClusterSubscriber, which ioredis's typings leave out), if any now.
+ */
+export function subscribedNode(subscriber: RedisConnection): Redis | undefined {
+  if (!(subscriber instanceof Cluster)) return subscriber;
+  const inner = (subscriber as unknown as { subscriber?: { getInstance?(): Redis | null } }).subscriber;
+  return inner?.getInstance?.() ?? undefined;
+}
+
 /** Destroys the sockets of a connection that is closing, so a silent peer cannot hold it open. */
 function destroySockets(connection: RedisConnection, withoutSocket?: (node: Redis) => void): void {
   const nodes = connection instanceof Cluster ? connection.nodes() : [connection];

@@ -1,4 +1,5 @@
-import { Cluster, type Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { forceReconnect, subscribedNode } from '../redis/connection.js';
 import type { RedisConnection } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
 
@@ -12,17 +13,11 @@ export interface SubscriberSocket {
 
 /** The subscriber socket of a connection as ioredis runs it. */
 export function subscriberSocket(connection: RedisConnection): SubscriberSocket {
-  // ioredis keeps a Cluster's subscriptions on one node connection of its own (ClusterSubscriber).
-  const current = (): Redis | undefined =>
-    connection instanceof Cluster
-      ? ((connection as unknown as { subscriber?: { getInstance?(): Redis | null } }).subscriber?.getInstance?.() ??
-        undefined)
-      : connection;
   return {
-    current,
+    current: () => subscribedNode(connection),
     cut: () => {
-      const socket = current();
-      if (socket?.stream && !socket.stream.destroyed) socket.stream.destroy();
+      const node = subscribedNode(connection);
+      if (node) forceReconnect(node);
     },
   };
 }
