@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../lib/core/admin/admin.js';
 import { PrefixKeys } from '../lib/core/redis/keys.js';
+import { QueueLayouts } from '../lib/core/redis/layouts.js';
 import { defineScripts } from '../lib/core/redis/scripts.js';
 import { SCHEDULE_LIMITS } from '../lib/core/schedules/tick-firer.js';
 import { ScheduleTicker } from '../lib/core/schedules/ticker.js';
@@ -76,6 +77,8 @@ export async function scheduleCost(url: string): Promise<ScheduleFigures> {
     await idle.close();
     await deleteMatching(server, `${prefix}:*`);
 
+    // The pattern's workers have run (its shard count is on record): a schedule never decides it.
+    await new QueueLayouts(open(), new PrefixKeys(prefix), 1).layout('bench.sched');
     await admin.upsertSchedule('pulse', { pattern: 'bench.sched', everyMs: 100, overlap: 'allow' });
     const queue = new PrefixKeys(prefix).queue('bench.sched').pending('schedules');
     const processes = 3;

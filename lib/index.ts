@@ -80,6 +80,7 @@ export {
   WorkerIdInUseError,
   PrefixInUseError,
   InvalidScheduleError,
+  ScheduleHeldError,
   ScheduleNotFoundError,
   TaskCancelledError,
   TaskReplacedError,

@@ -59,7 +59,7 @@ function listing(listed: readonly ScheduleInfo[]): string {
   if (listed.length === 0) return 'no schedules under this prefix';
   const when = (ms: number | undefined) => (ms === undefined ? '-' : new Date(ms).toISOString());
   return table(
-    ['id', 'pattern', 'rhythm', 'state', 'next ticks', 'last tick', 'last task', 'fired', 'skipped', 'missed'],
+    ['id', 'pattern', 'rhythm', 'state', 'next ticks', 'last tick', 'last task', 'fired', 'skipped', 'missed', 'held'],
     listed.map((schedule) => [
       schedule.id,
       schedule.spec.pattern,
@@ -72,13 +72,16 @@ function listing(listed: readonly ScheduleInfo[]): string {
           ? 'paused'
           : schedule.ended
             ? 'ended'
-            : 'active',
+            : schedule.heldReason
+              ? `HELD (no worker of ${schedule.spec.pattern} yet)`
+              : 'active',
       schedule.nextTicks.map((tick) => when(tick)).join(', ') || '-',
       `${when(schedule.state.lastTick)}${schedule.state.lastOutcome ? ` ${schedule.state.lastOutcome}` : ''}`,
       schedule.state.lastTaskId ?? '-',
       schedule.state.fired,
       schedule.state.skipped,
       schedule.state.missed,
+      schedule.state.held ?? 0,
     ]),
   );
 }

@@ -19,7 +19,8 @@ export type RedisTaskEvents = {
   task: (event: TaskOutcomeEvent) => void;
   /**
    * Transport only: what each tick of a recurring schedule this process fired came to (`fired` with its
-   * task id, `skipped` while the previous task lives, `missed`), told by the one process that handled it.
+   * task id, `skipped` while the previous task lives, `missed`, `held` while its pattern has no worker yet),
+   * told by the one process that handled it.
    */
   schedule: (event: ScheduleTickEvent) => void;
   /** Transport only: each progress value a handler reported (`ctx.progress()`), once Redis took it. */

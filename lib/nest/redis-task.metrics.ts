@@ -129,15 +129,16 @@ export class RedisTaskMetrics {
       () =>
         new Counter({
           name: name('schedule_ticks_total'),
-          help: 'Ticks of each recurring schedule by outcome (fired: a task written; skipped: its previous task still lived, overlap skip; missed: passed while nothing ran), as recorded in Redis by whichever process handled them',
+          help: 'Ticks of each recurring schedule by outcome (fired: a task written; skipped: its previous task still lived, overlap skip; missed: passed while no process ran; held: no worker or producer had used the pattern yet), as recorded in Redis by whichever process handled them',
           labelNames: ['schedule', 'outcome'],
           registers: [this.registry],
           collect: async function collect(this: Counter<'schedule' | 'outcome'>) {
             const schedules = await metrics.currentSchedules();
             this.reset();
             for (const { id, state } of schedules) {
-              for (const outcome of ['fired', 'skipped', 'missed'] as const) {
-                if (state[outcome] > 0) this.inc({ schedule: id, outcome }, state[outcome]);
+              for (const outcome of ['fired', 'skipped', 'missed', 'held'] as const) {
+                const count = state[outcome] ?? 0;
+                if (count > 0) this.inc({ schedule: id, outcome }, count);
               }
             }
           },

@@ -1,7 +1,7 @@
 import { COALESCE_MODE_CODES, encodeEntry, type CoalesceMode } from '../../lib/core/model/codec.js';
 import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
-import { scheduleGatewayOf } from '../../lib/core/redis/schedule-gateway.js';
+import { scheduleGatewayOf, type DueSchedule } from '../../lib/core/redis/schedule-gateway.js';
 import { claimAs, type TestRedis } from '../support/redis.js';
 
 /** A script's call on a sound queue: the state it expects, and the call as its caller makes it. */
@@ -416,14 +416,24 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       setup: (keys) => storeSchedule(keys, 'existing'),
       run: (keys) => schedules.change(new PrefixKeys(keys.prefix).schedules, 'upsert', 'nightly', ...upsertArgs()),
     },
-    dueSchedules: {
+    claimSchedules: {
       setup: (keys) => storeSchedule(keys, 'nightly', 1),
-      run: (keys) => schedules.due(new PrefixKeys(keys.prefix).schedules, 10),
+      run: (keys) => schedules.take(new PrefixKeys(keys.prefix).schedules, 10),
     },
     advanceSchedule: {
-      setup: (keys) => storeSchedule(keys, 'nightly', 1),
-      run: (keys) =>
-        schedules.advance(new PrefixKeys(keys.prefix).schedules, 'nightly', '1', 1, Date.now() + 60_000, '{"fired":1}'),
+      setup: async (keys) => {
+        await storeSchedule(keys, 'nightly', 1);
+        const [taken] = (await schedules.take(new PrefixKeys(keys.prefix).schedules, 10)).due;
+        return taken;
+      },
+      run: (keys, taken) =>
+        schedules.advance(
+          new PrefixKeys(keys.prefix).schedules,
+          taken as DueSchedule,
+          '1',
+          Date.now() + 60_000,
+          '{"fired":1}',
+        ),
     },
   };
 }

@@ -4,6 +4,7 @@ import { decodeEntry } from '../../lib/core/model/codec.js';
 import { InvalidScheduleError, ScheduleNotFoundError } from '../../lib/core/model/errors.js';
 import { tickTaskId } from '../../lib/core/model/schedule.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
+import { QueueLayouts } from '../../lib/core/redis/layouts.js';
 import { TaskStore } from '../../lib/core/redis/store.js';
 import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../../lib/core/schedules/tick-firer.js';
 import { ScheduleTicker } from '../../lib/core/schedules/ticker.js';
@@ -14,9 +15,16 @@ const redis = openRedis();
 let prefix = '';
 const tickers: ScheduleTicker[] = [];
 
-function fresh(name: string): { admin: TaskAdmin; keys: PrefixKeys } {
+/**
+ * A fresh prefix whose `patterns` were used (their shard count on record, as a worker's or producer's first
+ * use leaves it): a schedule fires only into a pattern whose shard count is decided.
+ */
+async function fresh(name: string, ...patterns: string[]): Promise<{ admin: TaskAdmin; keys: PrefixKeys }> {
   prefix = testPrefix(`sched-${name}`);
-  return { admin: TaskAdmin.forPrefix(redis, prefix), keys: new PrefixKeys(prefix) };
+  const keys = new PrefixKeys(prefix);
+  const layouts = new QueueLayouts(redis, keys, 1);
+  for (const pattern of patterns) await layouts.layout(pattern);
+  return { admin: TaskAdmin.forPrefix(redis, prefix), keys };
 }
 
 function ticker(events: ScheduleTickEvent[] = [], checkMs = 1_000): ScheduleTicker {
@@ -51,7 +59,7 @@ afterAll(async () => {
 
 describe('recurring schedules (core, real Redis)', () => {
   it('refuses an invalid spec naming the field, and writes nothing', async () => {
-    const { admin, keys } = fresh('invalid');
+    const { admin, keys } = await fresh('invalid');
     await expect(admin.upsertSchedule('r', { pattern: 'p' })).rejects.toThrow(/exactly one of "cron" and "everyMs"/);
     await expect(admin.upsertSchedule('r', { pattern: 'p', cron: 'every day' })).rejects.toThrow(InvalidScheduleError);
     await expect(admin.upsertSchedule('r', { pattern: 'p', cron: '0 3 * * *', tz: 'Mars/Olympus' })).rejects.toThrow(
@@ -65,7 +73,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('5 replicas storing the same schedule at once leave one; a changed spec is a new version', async () => {
-    const { admin } = fresh('upsert');
+    const { admin } = await fresh('upsert');
     const spec = { pattern: 'report', cron: '0 3 * * *', tz: 'Europe/Berlin', payload: { kind: 'nightly' } };
     const replicas = Array.from({ length: 5 }, () => TaskAdmin.forPrefix(openRedis(), prefix));
     try {
@@ -85,7 +93,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('fires each tick of a 200 ms rhythm exactly once while three processes fire it', async () => {
-    const { admin, keys } = fresh('once');
+    const { admin, keys } = await fresh('once', 'pulse');
     const events: ScheduleTickEvent[] = [];
     await admin.upsertSchedule('pulse', { pattern: 'pulse', everyMs: 200, overlap: 'allow' });
     ticker(events);
@@ -105,7 +113,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('takes a changed spec from its next tick: the new rhythm from then on, no tick twice', async () => {
-    const { admin, keys } = fresh('change');
+    const { admin, keys } = await fresh('change', 'beat');
     await admin.upsertSchedule('beat', { pattern: 'beat', everyMs: 200, overlap: 'allow' });
     ticker();
     await waitFor(async () => (await queued(keys, 'beat')).length >= 3, 'three ticks at 200 ms');
@@ -122,7 +130,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it("with overlap 'skip', a tick whose previous task still waits produces nothing, and says so", async () => {
-    const { admin, keys } = fresh('overlap');
+    const { admin, keys } = await fresh('overlap', 'sync');
     const events: ScheduleTickEvent[] = [];
     await admin.upsertSchedule('sync', { pattern: 'sync', everyMs: 200 });
     ticker(events);
@@ -135,7 +143,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it("triggers nothing while the previous task still lives (overlap 'skip'), and says which task holds it", async () => {
-    const { admin, keys } = fresh('trigger-overlap');
+    const { admin, keys } = await fresh('trigger-overlap', 'report');
     await admin.upsertSchedule('report', { pattern: 'report', cron: '0 3 * * *' });
     const first = await admin.triggerSchedule('report');
     expect(first.fired).toBe(true);
@@ -145,7 +153,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('stops after endAt, and lists the schedule as ended', async () => {
-    const { admin, keys } = fresh('ended');
+    const { admin, keys } = await fresh('ended', 'short');
     const startAt = Date.now() + 100;
     await admin.upsertSchedule('short', {
       pattern: 'short',
@@ -162,7 +170,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('keeps a paused schedule paused when the same spec is stored again (a worker restarting with its decorator)', async () => {
-    const { admin } = fresh('paused-upsert');
+    const { admin } = await fresh('paused-upsert');
     const spec = { pattern: 'p', everyMs: 60_000 };
     await admin.upsertSchedule('kept', spec);
     await admin.pauseSchedule('kept');
@@ -171,7 +179,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('pauses, resumes from the next tick, triggers one run now, and removes', async () => {
-    const { admin, keys } = fresh('ops');
+    const { admin, keys } = await fresh('ops', 'job');
     await admin.upsertSchedule('hourly', { pattern: 'job', cron: '0 * * * *', overlap: 'allow' });
     await admin.pauseSchedule('hourly');
     expect((await admin.listSchedules())[0]).toMatchObject({ paused: true, nextTicks: [] });
@@ -190,7 +198,7 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it("after a stop, fires the missed ticks as 'missed' says: skip none, once the latest, { max } the latest max", async () => {
-    const { admin, keys } = fresh('missed');
+    const { admin, keys } = await fresh('missed', 'm-skip', 'm-once', 'm-max');
     const now = Date.now();
     // Each schedule's first tick was 55 s ago (every 10 s since): five ticks are past the grace of 10 s.
     const startAt = now - 55_000;
@@ -228,13 +236,136 @@ describe('recurring schedules (core, real Redis)', () => {
   });
 
   it('drops a due entry with no schedule behind it, and fires nothing for it', async () => {
-    const { keys } = fresh('stray');
+    const { keys } = await fresh('stray');
     await redis.zadd(keys.schedules.due, 1, 'ghost');
     await redis.hset(keys.schedules.records, 'junk', 'not a schedule');
     await redis.zadd(keys.schedules.due, 1, 'junk');
     ticker();
     await waitFor(async () => (await redis.zcard(keys.schedules.due)) === 0, 'the stray entries to go');
     expect(await redis.hexists(keys.schedules.records, 'junk')).toBe(0);
+  });
+
+  it("never decides a sharded pattern's shard count: ticks wait (and say why) until its workers record 3 shards, then fire into them", async () => {
+    const { admin, keys } = await fresh('held', 'other');
+    const events: ScheduleTickEvent[] = [];
+    // Stored before `b` ever ran (a deploy script writing schedules first); fired by processes of other patterns.
+    await admin.upsertSchedule('b-every', { pattern: 'b', everyMs: 300, overlap: 'allow' });
+    await expect(admin.triggerSchedule('b-every')).rejects.toMatchObject({
+      name: 'ScheduleHeldError',
+      code: 'SCHEDULE_HELD',
+      pattern: 'b',
+    });
+    ticker(events);
+    ticker(events);
+    await waitFor(async () => ((await admin.listSchedules())[0].state.held ?? 0) >= 3, 'three held ticks');
+    const [listed] = await admin.listSchedules();
+    expect(listed.heldReason).toMatch(/pattern "b".*shard count is not on record/);
+    expect(listed.state).toMatchObject({ fired: 0, lastOutcome: 'held' });
+    // Nothing written for b: no count on record, no unsharded keys.
+    expect(await redis.exists(keys.shardCount('b'), keys.queue('b').ring, keys.queue('b').pendingCount)).toBe(0);
+    // b's workers start with 3 shards: not refused, and the ticks go where their clients live.
+    const layout = await new QueueLayouts(redis, keys, 3).layout('b');
+    const shard = layout.shardOf('schedules');
+    await waitFor(async () => (await redis.llen(shard.pending('schedules'))) >= 2, "two ticks in b's shard");
+    expect(await redis.exists(keys.queue('b').ring)).toBe(0);
+    expect((await admin.listSchedules())[0].heldReason).toBeUndefined();
+    const triggered = await admin.triggerSchedule('b-every');
+    expect(triggered.fired).toBe(true);
+    const fired = events.filter((event) => event.outcome === 'fired').length;
+    expect(fired).toBeGreaterThanOrEqual(2);
+  });
+
+  it("holds a tick stored just before the pattern's first worker and fires it once the count is on record (within the grace)", async () => {
+    const { admin, keys } = await fresh('held-deploy');
+    const events: ScheduleTickEvent[] = [];
+    await admin.upsertSchedule('daily', { pattern: 'late', cron: '0 3 * * *' });
+    // Its tick came 200 ms ago; no worker of `late` has run yet.
+    await redis.zadd(keys.schedules.due, Date.now() - 200, 'daily');
+    ticker(events);
+    await waitFor(async () => (await admin.listSchedules())[0].state.lastOutcome === 'held', 'the tick held');
+    await new QueueLayouts(redis, keys, 1).layout('late');
+    await waitFor(() => events.some((event) => event.outcome === 'fired'), 'the held tick fired');
+    expect(await queued(keys, 'late')).toHaveLength(1);
+    expect((await admin.listSchedules())[0].state).toMatchObject({ fired: 1, held: 0, missed: 0 });
+  });
+
+  it('shares 3,000 schedules due at one tick between three processes: each fired once, counted once, none missed', async () => {
+    const { admin, keys } = await fresh('crowd', 'crowd');
+    const count = 3_000;
+    const events: ScheduleTickEvent[] = [];
+    for (let i = 0; i < count; i += 500) {
+      await Promise.all(
+        Array.from({ length: Math.min(500, count - i) }, (_, j) =>
+          admin.upsertSchedule(`c${i + j}`, { pattern: 'crowd', cron: '0 3 * * *', payload: { n: i + j } }),
+        ),
+      );
+    }
+    // All due at the same moment (as a cron of every 30 s makes them).
+    const due = Date.now() - 200;
+    const members: (string | number)[] = [];
+    for (let i = 0; i < count; i++) members.push(due, `c${i}`);
+    await redis.zadd(keys.schedules.due, ...members);
+    ticker(events);
+    ticker(events);
+    ticker(events);
+    await waitFor(() => events.length >= count, 'every tick told', { timeoutMs: 60_000 });
+    expect(events.every((event) => event.outcome === 'fired')).toBe(true);
+    expect(new Set(events.map((event) => event.scheduleId)).size).toBe(count);
+    expect(await redis.llen(keys.queue('crowd').pending('schedules'))).toBe(count);
+    const states = await admin.listSchedules();
+    expect(states.filter((listed) => listed.state.fired === 1 && listed.state.missed === 0)).toHaveLength(count);
+    expect(await redis.hlen(keys.schedules.firing)).toBe(0);
+  });
+
+  it('fires late, and counts as fired, ticks past the grace that processes busy since had already seen', async () => {
+    const { admin, keys } = await fresh('seen', 'seen');
+    const events: ScheduleTickEvent[] = [];
+    await admin.upsertSchedule('s', { pattern: 'seen', cron: '0 3 * * *' });
+    // Its tick was due 20 s ago and processes have been taking work since (a long list ahead of it).
+    const now = Date.now();
+    await redis.zadd(keys.schedules.due, now - 20_000, 's');
+    await redis.set(keys.schedules.checked, `${now - 25_000}|${now - 50}`, 'PX', 60_000);
+    ticker(events);
+    await waitFor(() => events.length > 0, 'the tick told');
+    expect(events).toEqual([expect.objectContaining({ outcome: 'fired', scheduleId: 's' })]);
+    expect((await admin.listSchedules())[0].state).toMatchObject({ fired: 1, missed: 0 });
+  });
+
+  it('counts every tick that ran while an operator pauses and resumes between its task written and its schedule moved on', async () => {
+    const { admin, keys } = await fresh('pause-race', 'pr');
+    await admin.upsertSchedule('pr', { pattern: 'pr', everyMs: 100, overlap: 'allow' });
+    // The firer's process is slow between writing a tick's task and moving its schedule on (a long GC pause,
+    // a busy event loop): 40 ms, in which the operator pauses and resumes.
+    const slow = openRedis();
+    const advance = slow.advanceSchedule.bind(slow);
+    slow.advanceSchedule = async (...args: Parameters<typeof advance>) => {
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      return advance(...args);
+    };
+    const firing = new ScheduleTicker(
+      TaskStore.recorded(slow, prefix),
+      { checkMs: 50, limits: SCHEDULE_LIMITS },
+      silentLogger,
+    );
+    tickers.push(firing);
+    firing.start();
+    const pending = keys.queue('pr').pending('schedules');
+    try {
+      for (let round = 0; round < 20; round++) {
+        const written = await redis.llen(pending);
+        await waitFor(async () => (await redis.llen(pending)) > written, 'the next tick written', { intervalMs: 2 });
+        await admin.pauseSchedule('pr');
+        await admin.resumeSchedule('pr');
+      }
+      await admin.pauseSchedule('pr');
+      await waitFor(async () => (await redis.hlen(keys.schedules.firing)) === 0, 'no fire under way');
+      const ran = await redis.llen(pending);
+      expect(ran).toBeGreaterThanOrEqual(20);
+      expect((await admin.listSchedules())[0].state.fired).toBe(ran);
+    } finally {
+      await firing.close();
+      slow.disconnect();
+    }
   });
 
   it('names each tick task by its schedule and time', () => {

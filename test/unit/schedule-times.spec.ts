@@ -68,6 +68,24 @@ describe('schedule ticks (croner, no Redis)', () => {
     expect(plan({ max: 2 }).fire).toEqual([base + 15_000, base + 20_000, base + 25_000, base + 30_000]);
   });
 
+  it('fires late, never counts missed, the ticks a working deployment saw while on time (busy processes, not none)', () => {
+    const base = Date.parse('2026-11-25T12:00:00Z');
+    const spec = checkSchedule('s', { pattern: 'p', everyMs: 5_000 });
+    // Takes have gone on since +1 s, the last one at +31 s: every tick up to +31 s was seen on time.
+    expect(ticksToFire(spec, base, base + 32_000, base, { start: base + 1_000, last: base + 31_000 })).toEqual({
+      fire: [base, base + 5_000, base + 10_000, base + 15_000, base + 20_000, base + 25_000, base + 30_000],
+      missed: 0,
+      next: base + 35_000,
+    });
+    // A run of takes that began 25 s after the tick: the tick at +0 was past its grace when first seen.
+    expect(ticksToFire(spec, base, base + 32_000, base, { start: base + 25_000, last: base + 31_000 })).toMatchObject({
+      fire: [base + 15_000, base + 20_000, base + 25_000, base + 30_000],
+      missed: 3,
+    });
+    // The first take after a stop (no run under way): the older ticks were missed.
+    expect(ticksToFire(spec, base, base + 32_000, base, { start: 0, last: 0 }).missed).toBe(5);
+  });
+
   it('stores the same spec as the same JSON whatever order its fields came in (replicas compare it)', () => {
     const a = checkSchedule('s', { pattern: 'p', cron: '0 3 * * *', tz: 'UTC', payload: { a: 1 } });
     const b = checkSchedule('s', { payload: { a: 1 }, tz: 'UTC', cron: '0 3 * * *', pattern: 'p' });

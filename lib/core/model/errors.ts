@@ -78,6 +78,23 @@ export class ScheduleNotFoundError extends RedisTaskError {
   }
 }
 
+/**
+ * A schedule's pattern has no shard count on record yet (no worker or producer has used it under this
+ * prefix): `triggerSchedule` writes nothing, for a schedule never decides how many shards a pattern has.
+ * Start the pattern's workers (or emit to it once) first.
+ */
+export class ScheduleHeldError extends RedisTaskError {
+  constructor(
+    readonly scheduleId: string,
+    readonly pattern: string,
+  ) {
+    super(
+      'SCHEDULE_HELD',
+      `nestjs-redis-tasks: schedule "${scheduleId}" cannot fire yet: no worker or producer has used pattern "${pattern}" under this prefix, so its shard count is not on record; start its workers (or emit to it once) first`,
+    );
+  }
+}
+
 /** The serialized payload is larger than `maxPayloadBytes`. Nothing was written to Redis. */
 export class PayloadTooLargeError extends RedisTaskError {
   constructor(

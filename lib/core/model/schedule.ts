@@ -149,11 +149,29 @@ export interface TickPlan {
 }
 
 /**
- * Ticks from `due` up to `now`: those within SCHEDULE_GRACE_MS of `now` are on time and all fire (a
- * restart or a slow check delays them, never drops them); older ones were missed while nothing ran, and
- * `missed` picks: `skip` none, `once` the latest, `{ max }` the latest `max`.
+ * The ticks a working deployment saw while they were on time (see `ticksToFire`): those due from the grace
+ * before the start of the run of takes under way (`start`; takes of due work with no gap longer than the
+ * grace between them) up to the previous take (`last`). Both 0: this take starts a run.
  */
-export function ticksToFire(spec: StoredSpec, due: number, now: number, anchor: number): TickPlan {
+export interface SeenTicks {
+  readonly start: number;
+  readonly last: number;
+}
+
+/**
+ * Ticks from `due` up to `now`: those within SCHEDULE_GRACE_MS of `now` are on time and all fire (a
+ * restart or a slow check delays them, never drops them), and so do older ones that a working deployment
+ * saw while they were on time (`seen`: they waited for busy processes, they were not missed); the rest
+ * passed while no process was taking work, and `missed` picks: `skip` none, `once` the latest, `{ max }`
+ * the latest `max`.
+ */
+export function ticksToFire(
+  spec: StoredSpec,
+  due: number,
+  now: number,
+  anchor: number,
+  seen: SeenTicks = { start: 0, last: 0 },
+): TickPlan {
   const clock = tickClock(spec, anchor);
   const ticks: number[] = [];
   let at: number | undefined = due;
@@ -163,7 +181,8 @@ export function ticksToFire(spec: StoredSpec, due: number, now: number, anchor: 
   }
   // Enumeration stopped at MAX_TICKS: the rest of the gap is missed too; the next tick is the first after now.
   const next = at !== undefined && at <= now ? clock(now) : at;
-  const onTime = ticks.filter((tick) => now - tick <= SCHEDULE_GRACE_MS);
+  const wasSeen = (tick: number) => seen.last > 0 && tick <= seen.last && tick >= seen.start - SCHEDULE_GRACE_MS;
+  const onTime = ticks.filter((tick) => now - tick <= SCHEDULE_GRACE_MS || wasSeen(tick));
   const late = ticks.length - onTime.length;
   const keep = spec.missed === 'skip' ? 0 : spec.missed === 'once' ? 1 : spec.missed.max;
   const fromMissed = keep === 0 || late === 0 ? [] : ticks.slice(Math.max(0, late - keep), late);
@@ -177,14 +196,26 @@ export function tickGap(spec: StoredSpec, at: number, anchor: number): number {
   return next === undefined ? 60_000 : Math.max(1_000, next - at);
 }
 
+/** Most parsed cron expressions kept (building one costs ~30 µs; a firing process reads each many times). */
+const CRON_CACHE_SIZE = 1_000;
+// table-ok: bounded to CRON_CACHE_SIZE, the oldest entry leaving first
+const parsedCrons = new Map<string, Cron>();
+
 function cronOf(expression: string, tz: string | undefined, fail?: (message: string) => never): Cron {
+  const key = `${tz ?? ''} ${expression}`;
+  const known = parsedCrons.get(key);
+  if (known) return known;
+  let cron: Cron;
   try {
     // Paused: the library only computes times here; firing is the schedules' own (from Redis time).
-    return new Cron(expression, { timezone: tz, paused: true, mode: '5-or-6-parts' });
+    cron = new Cron(expression, { timezone: tz, paused: true, mode: '5-or-6-parts' });
   } catch (error) {
     if (!fail) throw error;
     return fail(`"cron" is not a cron expression (${error instanceof Error ? error.message : String(error)})`);
   }
+  if (parsedCrons.size >= CRON_CACHE_SIZE) parsedCrons.delete(parsedCrons.keys().next().value as string);
+  parsedCrons.set(key, cron);
+  return cron;
 }
 
 function validZone(tz: unknown): boolean {
@@ -242,10 +273,10 @@ export function parseScheduleRecord(stored: string): ScheduleRecord | undefined 
 
 /** What a schedule's ticks did, as stored with it (written by the process that moved it on). */
 export interface ScheduleState {
-  /** The last tick handled (fired, skipped or missed), Redis time in ms. */
+  /** The last tick handled (fired, skipped, missed or held), Redis time in ms. */
   readonly lastTick?: number;
   /** What it did. */
-  readonly lastOutcome?: 'fired' | 'skipped' | 'missed';
+  readonly lastOutcome?: 'fired' | 'skipped' | 'missed' | 'held';
   /** The task the last fired tick produced. */
   readonly lastTaskId?: string;
   /** When that tick fired (Redis time, ms). */
@@ -254,16 +285,27 @@ export interface ScheduleState {
   readonly fired: number;
   /** Ticks that produced nothing because the previous task was still pending, delayed or running (`overlap: 'skip'`). */
   readonly skipped: number;
-  /** Ticks passed over while nothing ran (`missed`). */
+  /** Ticks passed over while no process was running (`missed`). */
   readonly missed: number;
+  /**
+   * Ticks that produced nothing because the pattern's shard count was not on record yet (no worker or producer
+   * had used the pattern: a schedule never decides how many shards a pattern has). Absent in states stored
+   * before it existed.
+   */
+  readonly held?: number;
+  /** While its ticks are held: why, in words (cleared by the next fired or skipped tick). */
+  readonly heldReason?: string;
 }
 
 export function parseScheduleState(stored: string | null): ScheduleState {
-  const empty: ScheduleState = { fired: 0, skipped: 0, missed: 0 };
+  const empty: ScheduleState = { fired: 0, skipped: 0, missed: 0, held: 0 };
   if (stored === null) return empty;
   try {
-    const state = JSON.parse(stored) as ScheduleState;
-    return typeof state === 'object' && state !== null && typeof state.fired === 'number' ? state : empty;
+    const state = JSON.parse(stored) as { -readonly [field in keyof ScheduleState]: ScheduleState[field] };
+    if (typeof state !== 'object' || state === null || typeof state.fired !== 'number') return empty;
+    // A state stored before `held` existed counts none.
+    state.held ??= 0;
+    return state;
   } catch {
     return empty;
   }

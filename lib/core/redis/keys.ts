@@ -263,7 +263,7 @@ export class QueueLayout {
   }
 }
 
-/** The keys of a prefix's recurring schedules (see changeSchedule-3.lua). */
+/** The keys of a prefix's recurring schedules (see changeSchedule-4.lua). */
 export interface ScheduleKeys {
   /** Hash: schedule id -> the stored schedule (`<version>|<flags>|<anchor>|<source>|<spec JSON>`). */
   readonly records: string;
@@ -271,6 +271,10 @@ export interface ScheduleKeys {
   readonly due: string;
   /** Hash: schedule id -> what its last ticks did (JSON). */
   readonly state: string;
+  /** Hash: schedule id -> `<tick>|<lease end>` while a process fires it (see claimSchedules-5.lua). */
+  readonly firing: string;
+  /** String: Redis ms of the last take of due schedules (kept a minute; see claimSchedules-5.lua). */
+  readonly checked: string;
 }
 
 /** Keys that do not belong to one queue. */
@@ -299,7 +303,13 @@ export class PrefixKeys {
     this.batchCounters = `${prefix}:{%B}:counters`;
     // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
     const root = `${prefix}:{%S}`;
-    this.schedules = { records: `${root}:schedules`, due: `${root}:due`, state: `${root}:state` };
+    this.schedules = {
+      records: `${root}:schedules`,
+      due: `${root}:due`,
+      state: `${root}:state`,
+      firing: `${root}:firing`,
+      checked: `${root}:checked`,
+    };
   }
 
   /**

@@ -71,6 +71,19 @@ export class QueueLayouts {
     return Promise.all(queues.map(async (queue) => this.layout(queue)));
   }
 
+  /**
+   * The layout of a queue as on record, or undefined while none is (no producer or worker has used it): for
+   * those that must never decide a queue's shard count (a schedule's ticks).
+   */
+  async onRecord(queue: string): Promise<QueueLayout | undefined> {
+    const known = this.verified.get(queue);
+    if (known) return known;
+    const recorded = await this.redis.get(this.keys.shardCount(queue));
+    if (recorded === null) return undefined;
+    const count = Number(recorded);
+    return this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1, this.group);
+  }
+
   private async verify(queue: string, configured: number): Promise<QueueLayout> {
     const recorded = await this.record(queue, configured);
     if (recorded !== configured) {

@@ -1,31 +1,44 @@
 import type { PreparedTask } from '../model/prepared-task.js';
+import { SCHEDULE_GRACE_MS } from '../model/schedule.js';
 import { pushEnqueueFields } from './gateway.js';
 import type { QueueKeys, ScheduleKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
 import { CALL_MARKER } from './script-command.js';
 import type { TaskRedis } from './scripts.js';
 
-/** A schedule whose tick has come, as dueSchedules read it. */
+/** A schedule whose tick has come, taken for this process to fire by claimSchedules. */
 export interface DueSchedule {
   readonly id: string;
   /** The tick it is due at (Redis time, ms). */
   readonly tick: number;
+  /** The take (`<tick>|<lease end>`): only its holder finishes the fire (advanceSchedule). */
+  readonly take: string;
   /** The stored schedule (`<version>|<flags>|<anchor>|<source>|<spec JSON>`), or null when it is gone. */
   readonly stored: string | null;
   /** What its last ticks did (JSON), or null. */
   readonly state: string | null;
 }
 
-/** What a check of the due set found: Redis time, the earliest tick after it (0: none), the due ones. */
+/** What a take of the due set found: Redis time, the earliest tick after it (0: none), the due ones taken. */
 export interface DueCheck {
   readonly now: number;
   readonly later: number;
+  /**
+   * The run of takes this one belongs to (takes of due work with no gap longer than the grace between them):
+   * its start and the previous take (Redis ms; both 0 when this take starts a run).
+   */
+  readonly run: { readonly start: number; readonly last: number };
   readonly due: readonly DueSchedule[];
 }
 
+/** How long a take holds its schedules (ms): a process that dies firing them leaves them to others then. */
+export const TAKE_LEASE_MS = 5_000;
+/** How long the time of the last take is kept (ms): longer than any gap between takes of a working deployment. */
+const CHECKED_KEEP_MS = 60_000;
+
 /**
  * The schedule scripts, one method each (like ScriptGateway for the queues): changeSchedule,
- * dueSchedules, advanceSchedule, and a tick's task written through enqueueTasks under a call record
+ * claimSchedules, advanceSchedule, and a tick's task written through enqueueTasks under a call record
  * named for the tick, which makes every later fire of that tick (another process, a resend, a retry
  * after a crash) find the first one's answer instead of writing a second task.
  */
@@ -39,36 +52,63 @@ export class ScheduleGateway {
     id: string,
     ...args: (string | number)[]
   ): Promise<string | number> {
-    return this.redis.changeSchedule(keys.records, keys.due, keys.state, op, id, ...args);
+    return this.redis.changeSchedule(keys.records, keys.due, keys.state, keys.firing, op, id, ...args);
   }
 
-  /** dueSchedules: the schedules due by Redis time (at most `limit`). */
-  async due(keys: ScheduleKeys, limit: number): Promise<DueCheck> {
-    const reply = await this.redis.dueSchedules(keys.records, keys.due, keys.state, limit);
+  /** claimSchedules: takes the schedules due by Redis time (at most `limit`) for this process to fire. */
+  async take(keys: ScheduleKeys, limit: number): Promise<DueCheck> {
+    const reply = await this.redis.claimSchedules(
+      keys.records,
+      keys.due,
+      keys.state,
+      keys.firing,
+      keys.checked,
+      limit,
+      TAKE_LEASE_MS,
+      CHECKED_KEEP_MS,
+      SCHEDULE_GRACE_MS,
+    );
     const due: DueSchedule[] = [];
-    for (let i = 2; i + 3 < reply.length; i += 4) {
+    for (let i = 4; i + 4 < reply.length; i += 5) {
+      const tick = Number(reply[i + 1]);
       due.push({
         id: String(reply[i]),
-        tick: Number(reply[i + 1]),
+        tick,
+        take: `${tick}|${Number(reply[i + 4])}`,
         stored: typeof reply[i + 2] === 'string' ? (reply[i + 2] as string) : null,
         state: typeof reply[i + 3] === 'string' ? (reply[i + 3] as string) : null,
       });
     }
-    return { now: Number(reply[0]), later: Number(reply[1]), due };
+    const run = { start: Number(reply[2]), last: Number(reply[3]) };
+    return { now: Number(reply[0]), later: Number(reply[1]), run, due };
   }
 
-  /** advanceSchedule: true when this call moved the schedule on from `tick` (the first of all firers). */
+  /**
+   * advanceSchedule: finishes a take, recording `state` and moving the schedule on to `next` (undefined: it
+   * ended; `{ againAt }`: the same tick is taken again then). True when the take was still this caller's.
+   */
   async advance(
     keys: ScheduleKeys,
-    id: string,
+    due: DueSchedule,
     version: string,
-    tick: number,
-    next: number | undefined,
+    next: number | undefined | { readonly againAt: number },
     state: string,
   ): Promise<boolean> {
-    return (
-      (await this.redis.advanceSchedule(keys.records, keys.due, keys.state, id, version, tick, next ?? 0, state)) === 1
+    const again = typeof next === 'object' ? next.againAt : 0;
+    const to = typeof next === 'object' ? -1 : (next ?? 0);
+    const answer = await this.redis.advanceSchedule(
+      keys.records,
+      keys.due,
+      keys.state,
+      keys.firing,
+      due.id,
+      version,
+      due.take,
+      to,
+      state,
+      again,
     );
+    return answer === 1;
   }
 
   /**

@@ -183,20 +183,33 @@ export interface TaskCommands {
     records: string,
     due: string,
     state: string,
+    firing: string,
     op: 'upsert' | 'pause' | 'resume' | 'orphan' | 'remove',
     id: string,
     ...args: (string | number)[]
   ): Promise<string | number>;
-  dueSchedules(records: string, due: string, state: string, limit: number): Promise<(string | number | null)[]>;
+  claimSchedules(
+    records: string,
+    due: string,
+    state: string,
+    firing: string,
+    checked: string,
+    limit: number,
+    leaseMs: number,
+    keepCheckedMs: number,
+    graceMs: number,
+  ): Promise<(string | number | null)[]>;
   advanceSchedule(
     records: string,
     due: string,
     stateKey: string,
+    firing: string,
     id: string,
     version: string,
-    tick: number,
+    take: string,
     next: number,
     newState: string,
+    again: number,
   ): Promise<0 | 1>;
   recordShardCount(shardCount: string, ring: string, delayed: string, workers: string, count: number): Promise<number>;
   rejoinClient(

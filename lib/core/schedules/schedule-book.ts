@@ -1,4 +1,4 @@
-import { ScheduleNotFoundError } from '../model/errors.js';
+import { ScheduleHeldError, ScheduleNotFoundError } from '../model/errors.js';
 import {
   checkSchedule,
   nextTick,
@@ -32,8 +32,13 @@ export interface ScheduleInfo {
   readonly nextTicks: readonly number[];
   /** No tick is left (past `endAt`): neither paused nor orphaned, it will not fire again. */
   readonly ended: boolean;
-  /** What its ticks did: the last one, its task, and counts of fired, skipped and missed ticks. */
+  /** What its ticks did: the last one, its task, and counts of fired, skipped, missed and held ticks. */
   readonly state: ScheduleState;
+  /**
+   * Why its ticks produce nothing now, while they do not: its pattern's shard count is not on record yet (no
+   * worker or producer has used it), so ticks are held (see `state.held`). Undefined while it fires.
+   */
+  readonly heldReason?: string;
 }
 
 /** What `triggerSchedule` did: a task written now, or none because the previous one still runs (`overlap: 'skip'`). */
@@ -105,7 +110,9 @@ export class ScheduleBook {
   async trigger(id: string): Promise<TriggerResult> {
     const record = await this.record(id);
     const now = await this.redisNow();
-    const queue = await this.firer.queueOf(record);
+    const layout = await this.firer.layoutOf(record.spec.pattern);
+    if (!layout) throw new ScheduleHeldError(id, record.spec.pattern);
+    const queue = layout.shardOf(record.spec.clientId);
     const callId = newTaskId();
     const taskId = `${id}@manual.${callId}`;
     const event = await this.firer.fireTick(id, record, queue, now, now, `sch.${id}.manual.${callId}`, taskId);
@@ -116,13 +123,18 @@ export class ScheduleBook {
   async list(): Promise<ScheduleInfo[]> {
     const keys = this.keys;
     const redis = this.store.redis;
-    const [records, states, due] = await Promise.all([
+    const [records, states, due, firing] = await Promise.all([
       redis.hgetall(keys.records) as Promise<Record<string, string>>,
       redis.hgetall(keys.state) as Promise<Record<string, string>>,
       redis.zrange(keys.due, '0', '-1', 'WITHSCORES'),
+      redis.hgetall(keys.firing) as Promise<Record<string, string>>,
     ]);
     const dueAt = new Map<string, number>();
-    for (let i = 0; i + 1 < due.length; i += 2) dueAt.set(due[i], Number(due[i + 1]));
+    for (let i = 0; i + 1 < due.length; i += 2) {
+      // An entry a process has taken is scored at its lease's end; the tick it fires is in its firing entry.
+      const [took, ends] = (firing[due[i]] ?? '').split('|');
+      dueAt.set(due[i], ends !== undefined && Number(ends) === Number(due[i + 1]) ? Number(took) : Number(due[i + 1]));
+    }
     const infos: ScheduleInfo[] = [];
     for (const id of Object.keys(records).sort()) {
       const record = parseScheduleRecord(records[id]);
@@ -162,5 +174,6 @@ function infoOf(id: string, record: ScheduleRecord, nextTicks: number[], state: 
     nextTicks,
     ended: !record.paused && !record.orphaned && nextTicks.length === 0,
     state,
+    ...(state.heldReason === undefined ? {} : { heldReason: state.heldReason }),
   };
 }

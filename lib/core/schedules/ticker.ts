@@ -1,5 +1,5 @@
 import type { ItemLimits } from '../producer/task-items.js';
-import { scheduleGatewayOf, type ScheduleGateway } from '../redis/schedule-gateway.js';
+import { scheduleGatewayOf, TAKE_LEASE_MS, type ScheduleGateway } from '../redis/schedule-gateway.js';
 import { TaskStore } from '../redis/store.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { watchOf } from '../redis/connection.js';
@@ -7,8 +7,8 @@ import { unlessAborted } from '../support/abortable.js';
 import { errorMessage, OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import { TickFirer, type ScheduleTickEvent } from './tick-firer.js';
 
-/** Most due schedules one check fires (more are fired by the check right after). */
-const DUE_LIMIT = 100;
+/** Most due schedules one check takes and fires at once (more are taken by the check right after). */
+const DUE_LIMIT = 200;
 /** Longest random delay added to a wait, so processes waking for one tick do not all fire it. */
 const MAX_JITTER_MS = 20;
 
@@ -22,8 +22,9 @@ export interface TickerOptions {
 
 /**
  * Fires the recurring schedules of a prefix from one process. Every worker and reaper process runs one;
- * they need no lock or leader: each check reads the due schedules by Redis time (one read-only script
- * call) and fires them through TickFirer, which makes each tick one task whoever else fires it. Between
+ * they need no lock or leader: each check takes a slice of the due schedules by Redis time (one script
+ * call; a slice is this process's for a lease of a few seconds, so processes share a long list instead of
+ * repeating each other) and fires them through TickFirer, which makes each tick one task whoever fires it. Between
  * checks it sleeps until the earliest next tick, at most `checkMs` (an idle process makes one call per
  * `checkMs`, whatever the number of schedules).
  */
@@ -60,30 +61,38 @@ export class ScheduleTicker {
     await this.done;
   }
 
-  /** One check: fires what is due now; how long to wait before the next (ms). */
+  /**
+   * One check: takes a slice of what is due now (processes checking at once take disjoint slices) and fires
+   * it, every schedule of the slice at once (their commands pipelined on the connection); how long to wait
+   * before the next check (ms).
+   */
   private async check(): Promise<number> {
-    const { now, later, due } = await this.gateway.due(this.store.keys.schedules, DUE_LIMIT);
+    const { now, later, run, due } = await this.gateway.take(this.store.keys.schedules, DUE_LIMIT);
+    const take = TickFirer.context(now, run);
     let failed = false;
     // The earliest tick waiting after this check: the ones not due yet, and the next of each fired now.
     let next = later > 0 ? later : Number.POSITIVE_INFINITY;
-    for (const schedule of due) {
-      if (this.stop.signal.aborted) break;
-      try {
-        const fired = await this.firer.fire(schedule, now);
-        for (const event of fired.events) this.options.onTick?.(event);
-        if (fired.next !== undefined) next = Math.min(next, fired.next);
-      } catch (error) {
-        failed = true;
-        this.logger.error(
-          `could not fire schedule "${schedule.id}": ${errorMessage(error)}; the next check tries again`,
-        );
-      }
-    }
-    if (failed) return this.options.checkMs;
-    // More were due than one check takes: look again at once.
+    await Promise.all(
+      due.map(async (schedule) => {
+        if (this.stop.signal.aborted) return;
+        try {
+          const fired = await this.firer.fire(schedule, take);
+          for (const event of fired.events) this.options.onTick?.(event);
+          if (fired.next !== undefined) next = Math.min(next, fired.next);
+        } catch (error) {
+          // Its take's lease ends in a few seconds: then this process or another fires it from the same tick.
+          failed = true;
+          this.logger.error(
+            `could not fire schedule "${schedule.id}": ${errorMessage(error)}; it is fired again once its take's lease ends`,
+          );
+        }
+      }),
+    );
+    if (failed) return Math.min(this.options.checkMs, TAKE_LEASE_MS);
+    // More were due than one take holds: take the next slice at once.
     if (due.length === DUE_LIMIT) return 0;
-    // Every process wakes for the same tick: a few ms of jitter let the first one fire it while the others
-    // find it moved on (one read each) instead of all firing it (the second and third find the record).
+    // Every process wakes for the same tick: a few ms of jitter let the first one take it while the others
+    // find nothing due (one call each).
     const jitter = Math.random() * Math.min(MAX_JITTER_MS, this.options.checkMs / 10);
     return Math.max(0, Math.min(this.options.checkMs, next - now) + jitter);
   }

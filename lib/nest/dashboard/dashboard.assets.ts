@@ -441,13 +441,15 @@ export const APP_JS = String.raw`
         el('td', null, row.id, row.source === 'code' ? el('span', { class: 'badge' }, '@TaskSchedule') : null),
         el('td', null, link('/pattern', { name: spec.pattern, group: 'default' }, spec.pattern)),
         el('td', null, spec.cron !== undefined ? 'cron ' + spec.cron + (spec.tz ? ' (' + spec.tz + ')' : '') : 'every ' + num(spec.everyMs) + ' ms'),
-        el('td', { 'data-field': 'state' }, row.orphaned ? el('span', { class: 'bad' }, 'orphaned: decorator gone') : row.paused ? 'paused' : row.ended ? 'ended' : 'active'),
+        el('td', { 'data-field': 'state' }, row.orphaned ? el('span', { class: 'bad' }, 'orphaned: decorator gone') : row.paused ? 'paused' : row.ended ? 'ended' :
+          row.heldReason ? el('span', { class: 'bad', title: row.heldReason }, 'held: no worker of ' + spec.pattern + ' yet') : 'active'),
         el('td', null, row.nextTicks.length === 0 ? '–' : row.nextTicks.map(function (t) { return el('div', null, when(t)); })),
         el('td', null, when(state.lastTick), state.lastOutcome ? el('span', { class: 'muted' }, ' ' + state.lastOutcome) : null,
           state.lastTaskId ? el('div', { class: 'muted' }, state.lastTaskId) : null),
         el('td', { class: 'num', 'data-field': 'fired' }, num(state.fired)),
         el('td', { class: 'num', 'data-field': 'skipped' }, num(state.skipped)),
         el('td', { class: 'num', 'data-field': 'missed' }, num(state.missed)),
+        el('td', { class: 'num', 'data-field': 'held' }, num(state.held || 0)),
         config.actions ? el('td', null, row.paused || row.orphaned ? action(row, 'Resumed', 'resume') : action(row, 'Paused', 'pause'), ' ',
           action(row, 'Triggered', 'trigger'), ' ', action(row, 'Removed', 'remove', true)) : null);
     });
@@ -457,7 +459,7 @@ export const APP_JS = String.raw`
         el('table', { 'data-testid': 'schedules' },
           el('thead', null, el('tr', null, el('th', null, 'Schedule'), el('th', null, 'Pattern'), el('th', null, 'Rhythm'), el('th', null, 'State'),
             el('th', null, 'Next ticks (UTC)'), el('th', null, 'Last tick'), el('th', { class: 'num' }, 'Fired'), el('th', { class: 'num' }, 'Skipped'),
-            el('th', { class: 'num' }, 'Missed'), config.actions ? el('th', null, '') : null)),
+            el('th', { class: 'num' }, 'Missed'), el('th', { class: 'num', title: 'Ticks that produced nothing because no worker or producer had used the pattern yet' }, 'Held'), config.actions ? el('th', null, '') : null)),
           el('tbody', null, rows)),
     ];
   }

@@ -1,4 +1,4 @@
--- changeSchedule-3.lua
+-- changeSchedule-4.lua
 -- Purpose: store, pause, resume, orphan or remove a recurring schedule, atomically with its entry in the
 --   due set. A stored schedule is one string, `<version>|<flags>|<anchor>|<source>|<spec JSON>`: flags
 --   `p` (paused by an operator) and `o` (orphaned: its decorator left the code); the anchor is the Redis
@@ -9,6 +9,7 @@
 -- KEYS[1]: schedules (hash: schedule id -> the stored schedule)
 -- KEYS[2]: due (sorted set: schedule id -> its next tick, Redis time in ms; absent while paused or ended)
 -- KEYS[3]: state (hash: schedule id -> what its last ticks did, JSON)
+-- KEYS[4]: firing (hash: schedule id -> `<tick>|<lease end>` while a process fires it; see claimSchedules)
 -- ARGV[1]: the operation: 'upsert', 'pause', 'resume', 'orphan' or 'remove'
 -- ARGV[2]: the schedule id
 -- ARGV[3..] for 'upsert': spec JSON, source ('api' or 'code'), anchor (Redis time in ms), next tick
@@ -17,9 +18,9 @@
 -- Returns: 'upsert': 'created', 'updated' (a new version: it takes effect from the next tick) or
 --   'unchanged'; 'resume': 1, 0 (no such schedule) or -1 (its spec changed since the caller read it);
 --   the others: 1, or 0 when there is no such schedule.
--- Side effects: SET/DEL of the schedule's field in schedules (and in state on 'remove'); ZADD/ZREM of
---   its due entry.
-expectTypes(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash')
+-- Side effects: SET/DEL of the schedule's field in schedules (and in state and firing on 'remove');
+--   ZADD/ZREM of its due entry.
+expectTypes(KEYS[1], 'hash', KEYS[2], 'zset', KEYS[3], 'hash', KEYS[4], 'hash')
 local op, id = ARGV[1], ARGV[2]
 local stored = redis.call('HGET', KEYS[1], id)
 local version, flags, anchor, source, spec
@@ -60,6 +61,7 @@ if not stored then
   if op == 'remove' then
     redis.call('HDEL', KEYS[1], id)
     redis.call('HDEL', KEYS[3], id)
+    redis.call('HDEL', KEYS[4], id)
     redis.call('ZREM', KEYS[2], id)
   end
   return 0
@@ -88,6 +90,7 @@ end
 if op == 'remove' then
   redis.call('HDEL', KEYS[1], id)
   redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
   redis.call('ZREM', KEYS[2], id)
   return 1
 end
