@@ -63,6 +63,7 @@ export {
   HandlerTimeoutError,
   InvalidOptionError,
   InvalidTaskError,
+  BatchIdInUseError,
   NonRetryableTaskError,
   PayloadTooLargeError,
   RedisConfigurationError,

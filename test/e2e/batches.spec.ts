@@ -132,6 +132,39 @@ describe('batches: fan-out, then a callback exactly once', () => {
     expect(summaries).toHaveLength(1);
   });
 
+  it('refuses an id whose sealed batch still lives with BatchIdInUseError saying until when; once its keys expired, the id makes a new batch that calls back once', async () => {
+    prefix = testPrefix('batch-reuse');
+    const { client, admin } = await producer();
+    await worker();
+    const open = () => client.batch({ id: 'album-9', onComplete: { pattern: 'album.publish' }, keepMs: 1_500 });
+    const first = open();
+    await first.add('image.resize', images(0, 2));
+    await first.seal();
+    await waitFor(() => summaries.length === 1, 'the first callback');
+    // Its keys live 1.5 s after the callback settled: the id is in use, and the error says until when.
+    await waitFor(async () => {
+      const ttl = await redis.pttl(new PrefixKeys(prefix).batch('album-9').record);
+      return ttl > 0 && ttl <= 1_500;
+    }, 'the countdown from the callback settled');
+    const refused = await open()
+      .add('image.resize', images(10, 1))
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(InvalidTaskError);
+    expect(refused).toMatchObject({ name: 'BatchIdInUseError', code: 'BATCH_ID_IN_USE', batchId: 'album-9' });
+    const until = (refused as { until?: Date }).until;
+    expect(until).toBeInstanceOf(Date);
+    expect((until as Date).getTime()).toBeGreaterThan(Date.now());
+    expect((until as Date).getTime()).toBeLessThan(Date.now() + 2_000);
+    await waitFor(async () => (await admin.getBatch('album-9')).state === 'unknown', 'the first batch to expire');
+    const second = open();
+    await second.add('image.resize', images(20, 3));
+    await second.seal();
+    await waitFor(() => summaries.length === 2, 'the second callback');
+    expect(summaries[1].summary).toMatchObject({ batchId: 'album-9', total: 3, succeeded: 3 });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(summaries).toHaveLength(2);
+  });
+
   it('fires onSuccess as well when every task succeeded, and not when one failed', async () => {
     prefix = testPrefix('batch-success');
     const { client } = await producer();

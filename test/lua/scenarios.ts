@@ -136,7 +136,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
   /** Batch b1 opened with children c1 and c2, and `events` (seq, task id, outcome...) folded into it. */
   async function openBatchOf(keys: QueueKeys, events: string[]): Promise<void> {
     await gateway.batch.open(batchKeys(keys), { pattern: 'cb' }, undefined, 60_000);
-    await gateway.batch.add(batchKeys(keys), ['c1', 'c2']);
+    await gateway.batch.add(batchKeys(keys), 'q', ['c1', 'c2']);
     await gateway.batch.fold(batchKeys(keys), events);
   }
 
@@ -299,7 +299,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     },
     addBatchChildren: {
       setup: (keys) => gateway.batch.open(batchKeys(keys), { pattern: 'cb' }, undefined, 60_000),
-      run: (keys) => gateway.batch.add(batchKeys(keys), ['c1', 'c2']),
+      run: (keys) => gateway.batch.add(batchKeys(keys), 'q', ['c1', 'c2']),
     },
     sealBatch: {
       // Every task settled (one dead) before the seal: the seal fires it.

@@ -1,11 +1,21 @@
-import { BATCH_DEFAULT_KEEP_MS, type BatchFire, type BatchSummary } from '../model/batch.js';
+import {
+  BATCH_DEFAULT_KEEP_MS,
+  callbackGuard,
+  callbackKindOf,
+  callbackTaskId,
+  type BatchFire,
+  type BatchSummary,
+} from '../model/batch.js';
 import { enqueueAnswer, gatewayOf } from '../redis/gateway.js';
-import type { PrefixKeys } from '../redis/keys.js';
+import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { prepareTask } from '../producer/task-items.js';
 
-/** How long a callback's deduplication key holds (ms): far past any re-fire (they stop once the callbacks are on record). */
+/**
+ * How long a callback's deduplication key holds at most (ms): far past any re-fire (they stop once the
+ * callbacks are on record). It goes sooner: once its callback settled (see BatchFolder).
+ */
 const CALLBACK_GUARD_MS = 7 * BATCH_DEFAULT_KEEP_MS;
 /** The longest wait for Redis per callback enqueue (ms). */
 const CALLBACK_TIMEOUT_MS = 10_000;
@@ -13,9 +23,10 @@ const CALLBACK_TIMEOUT_MS = 10_000;
 /**
  * Enqueues a completed batch's callbacks, exactly once however often it is called (by the seal, by reapers
  * folding events at once, again after a crash): each callback has a fixed task id and a deduplication key
- * that no settle frees (it is not in the task's envelope), kept a week. Then records them on the batch (no
- * reaper enqueues them again; the record expires `keep` ms later) and drops the batch from the due index.
- * Returns the callback task ids.
+ * of its batch's generation that no settle frees (it is not in the task's envelope). Then records them on
+ * the batch (no reaper enqueues them again; its keys expire `keep` ms after every callback settled), drops
+ * the guards of callbacks that settled already (the others go when their settle is folded), and drops the
+ * batch from the due index. Returns the callback task ids.
  */
 export async function enqueueCallbacks(
   redis: TaskRedis,
@@ -34,12 +45,14 @@ export async function enqueueCallbacks(
     failedIds: fire.failedIds,
   };
   const ids: string[] = [];
+  // table-ok: lives for one call (at most two callbacks)
+  const guards = new Map<string, { shard: QueueKeys; guard: string }>();
   for (const [which, callback] of [
     ['complete', fire.complete],
     ['success', fire.success],
   ] as const) {
     if (!callback) continue;
-    const taskId = `batch.${id}.${which}`;
+    const taskId = callbackTaskId(id, which);
     const payload = callback.payload === undefined ? summary : { ...summary, payload: callback.payload };
     // A task of its batch too: its settle starts the countdown of the batch's record (foldBatch-2.lua).
     const task = prepareTask(
@@ -52,7 +65,9 @@ export async function enqueueCallbacks(
       },
     );
     const shard = (await layouts.layout(callback.pattern)).shardOf(task.clientId);
-    const guarded = { ...task, deduplicationKey: `batch:${id}:${which}`, deduplicationTtlMs: CALLBACK_GUARD_MS };
+    const guard = callbackGuard(id, fire.created, which);
+    const guarded = { ...task, deduplicationKey: guard, deduplicationTtlMs: CALLBACK_GUARD_MS };
+    guards.set(taskId, { shard, guard });
     enqueueAnswer(
       await gateway.enqueue(shard, {
         deadline: Date.now() + CALLBACK_TIMEOUT_MS,
@@ -62,8 +77,13 @@ export async function enqueueCallbacks(
     );
     ids.push(taskId);
   }
+  const closed = await gateway.batch.close(keys.batch(id), ids);
   // Counted for metrics by whichever call recorded them (a crash between loses one count).
-  if (await gateway.batch.close(keys.batch(id), ids)) await redis.hincrby(keys.batchCounters, 'completed', 1);
+  if (closed.recorded) await redis.hincrby(keys.batchCounters, 'completed', 1);
+  for (const settled of closed.settled) {
+    const held = guards.get(settled);
+    if (held && callbackKindOf(id, settled)) await redis.del(held.shard.dedup(held.guard));
+  }
   await redis.zrem(keys.batchesDue, id);
   return ids;
 }

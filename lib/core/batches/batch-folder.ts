@@ -1,3 +1,4 @@
+import { callbackGuard, callbackKindOf } from '../model/batch.js';
 import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
@@ -47,8 +48,11 @@ export class BatchFolder {
         if (fields) fields.push(seq, child, outcome);
         else byBatch.set(batch, [seq, child, outcome]);
       }
-      for (const [batch, fields] of byBatch)
-        await this.settle(batch, await this.gateway.batch.fold(this.keys.batch(batch), fields));
+      for (const [batch, fields] of byBatch) {
+        const answer = await this.gateway.batch.fold(this.keys.batch(batch), fields);
+        await this.settle(batch, answer);
+        if (answer.kind === 'done') await this.dropGuards(queue, batch, answer.created, fields);
+      }
       await this.gateway.batch.trim(queue.batchEvents, events);
       folded += events.length;
       if (events.length < FOLD_SLICE) return folded;
@@ -67,6 +71,19 @@ export class BatchFolder {
       if (answer.kind === 'unknown' || answer.kind === 'done') await this.redis.zrem(due, id);
       else if (answer.kind === 'fire') await this.settle(id, answer);
       else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
+    }
+  }
+
+  /**
+   * A callback that settled (its event folded while the callbacks are on record) can never be enqueued
+   * again: its deduplication guard, in this shard (where it ran), goes now instead of outliving the batch.
+   */
+  private async dropGuards(queue: QueueKeys, batch: string, created: string, fields: readonly string[]): Promise<void> {
+    for (let i = 0; i + 2 < fields.length; i += 3) {
+      const which = callbackKindOf(batch, fields[i + 1]);
+      if (which && (fields[i + 2] === 's' || fields[i + 2] === 'd')) {
+        await this.redis.del(queue.dedup(callbackGuard(batch, created, which)));
+      }
     }
   }
 

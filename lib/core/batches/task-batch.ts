@@ -1,4 +1,4 @@
-import { InvalidTaskError, RedisUnavailableError } from '../model/errors.js';
+import { BatchIdInUseError, InvalidTaskError, RedisUnavailableError } from '../model/errors.js';
 import { BATCH_DEFAULT_KEEP_MS, type BatchCallback, type BatchOptions } from '../model/batch.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { BatchKeys, PrefixKeys } from '../redis/keys.js';
@@ -82,9 +82,8 @@ export class TaskBatch {
     await this.open();
     const children = items.map((item) => ({ ...item, id: item.id ?? newTaskId(), batch: this.options.id }));
     const ids = children.map((child) => child.id);
-    // Where a cancel looks for its tasks (recorded first: a pattern recorded in vain costs a look, nothing more).
-    await this.parts.redis.sadd(this.keys.patterns, queue);
-    const state = await gatewayOf(this.parts.redis).batch.add(this.keys, ids);
+    // Counted first, with the pattern a cancel looks for them in (a pattern recorded in vain costs a look).
+    const state = await gatewayOf(this.parts.redis).batch.add(this.keys, queue, ids);
     if (state !== 'open')
       throw new InvalidTaskError(`batch "${this.options.id}" is ${state}: no task can be added to it`);
     try {
@@ -115,11 +114,10 @@ export class TaskBatch {
       const { redis, keys } = this.parts;
       await redis.zadd(keys.batchesDue, 'NX', Date.now() + BATCH_RECHECK_MS, this.options.id);
       const { onComplete, onSuccess, keepMs } = this.options;
-      const state = await gatewayOf(redis).batch.open(this.keys, onComplete, onSuccess, keepMs);
+      const { state, ttlMs } = await gatewayOf(redis).batch.open(this.keys, onComplete, onSuccess, keepMs);
       // Counted for metrics (once per batch: only the open that made it; a crash here loses one count).
       if (state === 'opened') await redis.hincrby(keys.batchCounters, 'opened', 1);
-      else if (state !== 'open')
-        throw new InvalidTaskError(`batch "${this.options.id}" is ${state}: it cannot be opened again`);
+      else if (state !== 'open') throw new BatchIdInUseError(this.options.id, state, ttlMs);
     })().catch((error: unknown) => {
       this.opened = undefined;
       throw error;

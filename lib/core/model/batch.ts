@@ -15,7 +15,10 @@ export interface BatchOptions {
   readonly onComplete: BatchCallback;
   /** Enqueued as well (exactly once) when every child succeeded. */
   readonly onSuccess?: BatchCallback;
-  /** How long the batch's record is kept once its callback settled (ms; default 1 day; a week at most while it has not). */
+  /**
+   * How long the batch's keys are kept once its callbacks settled (ms; default 1 day; a week at least while
+   * they have not). Its id can be used again once they expired.
+   */
   readonly keepMs?: number;
 }
 
@@ -62,6 +65,8 @@ export interface BatchFire {
   readonly dead: number;
   readonly cancelled: number;
   readonly failedIds: string[];
+  /** The batch's generation (its record's creation, Redis ms): names its callbacks' deduplication guards. */
+  readonly created: string;
 }
 
 /** What `cancelBatch` did: cancelled (its waiting tasks removed, its running ones stopped), or no such batch. */
@@ -78,3 +83,27 @@ export type BatchCancelResult =
   | { readonly cancelled: false; readonly state: 'unknown' };
 
 export const BATCH_DEFAULT_KEEP_MS = 86_400_000;
+
+/** A batch's callbacks: `complete` always, `success` when every child succeeded. */
+export type BatchCallbackKind = 'complete' | 'success';
+
+/** The task id of a batch's callback: fixed, so enqueueing it again is seen as the same task. */
+export function callbackTaskId(batchId: string, which: BatchCallbackKind): string {
+  return `batch.${batchId}.${which}`;
+}
+
+/** Which callback of batch `batchId` the task `taskId` is, if it is one. */
+export function callbackKindOf(batchId: string, taskId: string): BatchCallbackKind | undefined {
+  if (taskId === callbackTaskId(batchId, 'complete')) return 'complete';
+  if (taskId === callbackTaskId(batchId, 'success')) return 'success';
+  return undefined;
+}
+
+/**
+ * The deduplication key that keeps a callback of one generation of a batch (`created`) enqueued once, however
+ * often the batch fires (reapers at once, after a crash). It goes once the callback settled (nothing can
+ * enqueue it again then); a batch id used again later is another generation, with guards of its own.
+ */
+export function callbackGuard(batchId: string, created: string, which: BatchCallbackKind): string {
+  return `batch:${batchId}:${created}:${which}`;
+}

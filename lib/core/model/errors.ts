@@ -95,6 +95,29 @@ export class ScheduleHeldError extends RedisTaskError {
   }
 }
 
+/**
+ * A batch id still in use by a batch that was sealed or cancelled: nothing can be added to it, and it cannot
+ * be opened again until its keys expired (`keepMs` after its callbacks settled): `until` says when (absent
+ * while its callbacks have not all settled). Use a new id (a date or a run number in it) to start another.
+ */
+export class BatchIdInUseError extends InvalidTaskError {
+  /** When the id can be used again (absent: not known yet, its callbacks have not all settled). */
+  readonly until?: Date;
+
+  constructor(
+    readonly batchId: string,
+    readonly state: string,
+    ttlMs: number,
+  ) {
+    const until = ttlMs > 0 ? new Date(Date.now() + ttlMs) : undefined;
+    super(
+      `batch "${batchId}" is ${state}: it cannot be opened again ${until ? `until its keys expire at ${until.toISOString()}` : 'until its callbacks have settled and its keepMs has passed'}; use another id for a new batch`,
+    );
+    Object.defineProperty(this, 'code', { value: 'BATCH_ID_IN_USE' });
+    this.until = until;
+  }
+}
+
 /** The serialized payload is larger than `maxPayloadBytes`. Nothing was written to Redis. */
 export class PayloadTooLargeError extends RedisTaskError {
   constructor(

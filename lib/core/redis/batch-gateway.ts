@@ -5,7 +5,7 @@ import type { TaskRedis } from './scripts.js';
 /** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
 export type FireAnswer =
   | { readonly kind: 'none' }
-  | { readonly kind: 'done' }
+  | { readonly kind: 'done'; readonly created: string }
   | { readonly kind: 'unknown' }
   | ({ readonly kind: 'fire' } & BatchFire);
 
@@ -13,25 +13,34 @@ export type FireAnswer =
 export class BatchGateway {
   constructor(private readonly redis: TaskRedis) {}
 
-  /** openBatch: 'opened' when opened now, 'open' when open before, else the batch's state. */
-  open(keys: BatchKeys, complete: BatchCallback, success: BatchCallback | undefined, keepMs: number): Promise<string> {
-    return this.redis.openBatch(
+  /**
+   * openBatch: 'opened' when opened now, 'open' when open before, else the batch's state, with the ms until
+   * its keys expire (-1: not set yet).
+   */
+  async open(
+    keys: BatchKeys,
+    complete: BatchCallback,
+    success: BatchCallback | undefined,
+    keepMs: number,
+  ): Promise<{ state: string; ttlMs: number }> {
+    const [state, ttlMs] = await this.redis.openBatch(
       keys.record,
       keys.children,
       JSON.stringify(complete),
       success ? JSON.stringify(success) : '',
       keepMs,
     );
+    return { state, ttlMs: Number(ttlMs ?? -1) };
   }
 
-  /** addBatchChildren: 'open' when the ids were added, else the batch's state (nothing added). */
-  add(keys: BatchKeys, ids: readonly string[]): Promise<string> {
-    return this.redis.addBatchChildren(keys.record, keys.children, '+', ...ids);
+  /** addBatchChildren: 'open' when the ids were added (to `pattern`), else the batch's state (nothing added). */
+  add(keys: BatchKeys, pattern: string, ids: readonly string[]): Promise<string> {
+    return this.redis.addBatchChildren(keys.record, keys.children, keys.patterns, '+', pattern, ...ids);
   }
 
   /** addBatchChildren: children whose enqueue wrote nothing taken back (the batch does not wait for them). */
   takeBack(keys: BatchKeys, ids: readonly string[]): Promise<string> {
-    return this.redis.addBatchChildren(keys.record, keys.children, '-', ...ids);
+    return this.redis.addBatchChildren(keys.record, keys.children, keys.patterns, '-', '', ...ids);
   }
 
   async seal(keys: BatchKeys): Promise<FireAnswer> {
@@ -40,12 +49,21 @@ export class BatchGateway {
 
   /** foldBatch: the events (seq, task id, outcome per event) applied; whether the batch fires. */
   async fold(keys: BatchKeys, events: readonly string[]): Promise<FireAnswer> {
-    return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, ...events));
+    return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, keys.patterns, keys.id, ...events));
   }
 
-  /** closeBatch: its callbacks on record as enqueued (true when recorded now); its record expires `keep` ms from now. */
-  async close(keys: BatchKeys, callbackIds: readonly string[]): Promise<boolean> {
-    return (await this.redis.closeBatch(keys.record, keys.children, callbackIds.join(','))) === 1;
+  /**
+   * closeBatch: its callbacks on record as enqueued (`recorded`: now, by this call), with those that settled
+   * already (their deduplication guards can go); its keys expire once every callback settled, `keep` ms later.
+   */
+  async close(keys: BatchKeys, callbackIds: readonly string[]): Promise<{ recorded: boolean; settled: string[] }> {
+    const [code, ...settled] = await this.redis.closeBatch(
+      keys.record,
+      keys.children,
+      keys.patterns,
+      callbackIds.join(','),
+    );
+    return { recorded: code === 1, settled: settled.map(String) };
   }
 
   /** cancelBatch: the batch cancelled; its state before ('unknown': no record) and the patterns of its tasks. */
@@ -79,9 +97,9 @@ export class BatchGateway {
 
 function fireAnswer(reply: (number | string)[]): FireAnswer {
   if (reply[0] === -1) return { kind: 'unknown' };
-  if (reply[0] === 2) return { kind: 'done' };
+  if (reply[0] === 2) return { kind: 'done', created: String(reply[1]) };
   if (reply[0] !== 1) return { kind: 'none' };
-  const [, complete, success, total, succeeded, dead, cancelled, ...failedIds] = reply;
+  const [, complete, success, total, succeeded, dead, cancelled, created, ...failedIds] = reply;
   return {
     kind: 'fire',
     complete: JSON.parse(String(complete)) as BatchCallback,
@@ -90,6 +108,7 @@ function fireAnswer(reply: (number | string)[]): FireAnswer {
     succeeded: Number(succeeded),
     dead: Number(dead),
     cancelled: Number(cancelled),
+    created: String(created),
     failedIds: failedIds.map(String),
   };
 }

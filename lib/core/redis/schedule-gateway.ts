@@ -33,8 +33,8 @@ export interface DueCheck {
 
 /** How long a take holds its schedules (ms): a process that dies firing them leaves them to others then. */
 export const TAKE_LEASE_MS = 5_000;
-/** How long the time of the last take is kept (ms): longer than any gap between takes of a working deployment. */
-const CHECKED_KEEP_MS = 60_000;
+/** How long the run of takes is kept after its last take (ms): a longer gap ends the run anyway. */
+const CHECKED_KEEP_MS = SCHEDULE_GRACE_MS + 1_000;
 
 /**
  * The schedule scripts, one method each (like ScriptGateway for the queues): changeSchedule,

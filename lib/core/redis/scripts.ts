@@ -122,11 +122,30 @@ export interface TaskCommands {
   ): Promise<number>;
   startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
   startCoalesced(base: string, workerId: string, ...tasks: string[]): Promise<(0 | 1 | 2 | string)[]>;
-  openBatch(record: string, children: string, complete: string, success: string, keepMs: number): Promise<string>;
-  addBatchChildren(record: string, children: string, change: '+' | '-', ...ids: string[]): Promise<string>;
+  openBatch(
+    record: string,
+    children: string,
+    complete: string,
+    success: string,
+    keepMs: number,
+  ): Promise<[state: string, ttlMs?: number]>;
+  addBatchChildren(
+    record: string,
+    children: string,
+    patterns: string,
+    change: '+' | '-',
+    pattern: string,
+    ...ids: string[]
+  ): Promise<string>;
   sealBatch(record: string, children: string): Promise<(number | string)[]>;
-  foldBatch(record: string, children: string, ...events: string[]): Promise<(number | string)[]>;
-  closeBatch(record: string, children: string, callbacks: string): Promise<0 | 1 | 2>;
+  foldBatch(
+    record: string,
+    children: string,
+    patterns: string,
+    batchId: string,
+    ...events: string[]
+  ): Promise<(number | string)[]>;
+  closeBatch(record: string, children: string, patterns: string, callbacks: string): Promise<(number | string)[]>;
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
   dropHeld(

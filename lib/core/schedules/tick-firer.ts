@@ -44,6 +44,9 @@ export interface TakeContext {
   readonly layouts: Map<string, Promise<QueueLayout | undefined>>;
 }
 
+/** The shortest life of a tick's call record (s). */
+const MIN_TICK_RECORD_S = 20;
+
 /** How soon a held tick (its pattern's shard count not on record yet) is looked at again (ms). */
 export const HOLD_RECHECK_MS = 1_000;
 
@@ -183,9 +186,10 @@ export class TickFirer {
       undefined,
       this.limits,
     );
-    // Kept while any process could still fire this tick again: ten gaps (and the ticks `missed` may fire).
+    // Kept while any process could still fire this tick again: ten gaps (and the ticks `missed` may fire),
+    // at least a take's lease and the grace twice over (a take sent again, a firer killed and its take retaken).
     const keep = typeof spec.missed === 'object' ? spec.missed.max : 1;
-    const ttlSeconds = Math.min(30 * 86_400, Math.max(60, Math.ceil(((keep + 10) * gap) / 1_000)));
+    const ttlSeconds = Math.min(30 * 86_400, Math.max(MIN_TICK_RECORD_S, Math.ceil(((keep + 10) * gap) / 1_000)));
     const answer = await this.gateway.enqueueOnce(queue, recordId, ttlSeconds, task);
     const base = { scheduleId, pattern: spec.pattern, tick };
     return answer === 0 ? { ...base, outcome: 'fired', taskId } : { ...base, outcome: 'skipped', heldBy: answer };

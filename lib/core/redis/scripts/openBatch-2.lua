@@ -6,12 +6,13 @@
 -- KEYS[2]: its children (hash: task id -> outcome and seq)
 -- ARGV[1]: the complete callback (JSON); ARGV[2]: the success callback (JSON, '' none); ARGV[3]: how long
 --   the record is kept once a callback settled (ms)
--- Returns: 'opened' when opened now; else the batch's state ('open' when open already, sealed, cancelled)
+-- Returns: { 'opened' } when opened now; else { the batch's state ('open' when open already, sealed,
+--   cancelled), ms until its keys expire (-1: they do not yet: its callbacks have not all settled) }
 -- Side effects: HSET of the record's fields when it is new.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'hash')
 local state = redis.call('HGET', KEYS[1], 'state')
 if state then
-  return state
+  return { state, redis.call('PTTL', KEYS[1]) }
 end
 local time = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'state', 'open', 'total', 0, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'complete', ARGV[1],
@@ -19,4 +20,4 @@ redis.call('HSET', KEYS[1], 'state', 'open', 'total', 0, 'succeeded', 0, 'dead',
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'success', ARGV[2])
 end
-return 'opened'
+return { 'opened' }
