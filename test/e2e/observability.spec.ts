@@ -124,8 +124,11 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     const module = await app();
     const metrics = module.get(RedisTaskMetrics);
     const admin = module.get(RedisTaskAdmin);
+    // The pattern was used (its shard count on record) but no worker runs its tasks: the first tick fires, the
+    // next ones are skipped (overlap: 'skip'). A schedule of a pattern nobody used holds its ticks.
+    await firstValueFrom(module.get(RedisTaskClient).emit('obs.work', {}));
     await admin.upsertSchedule('obs-pulse', { pattern: 'obs.work', everyMs: 100 });
-    // No worker runs the tasks: the first tick fires, the next ones are skipped (overlap: 'skip').
+    await admin.upsertSchedule('obs-unused', { pattern: 'obs.nobody', everyMs: 100 });
     const { transport } = await startWorker(prefix, [], { workerId: 'ticker-only' });
     started.push(transport);
     await waitFor(
@@ -139,6 +142,15 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     );
     const text = await metrics.registry.metrics();
     expect(sample(text, 'redis_tasks_schedule_ticks_total', 'schedule="obs-pulse",outcome="fired"')).toBe(1);
+    await waitFor(
+      async () =>
+        (sample(
+          await metrics.registry.metrics(),
+          'redis_tasks_schedule_ticks_total',
+          'schedule="obs-unused",outcome="held"',
+        ) ?? 0) >= 1,
+      'held ticks counted',
+    );
   });
 
   it('counts the batches opened and completed, as recorded in Redis', async () => {

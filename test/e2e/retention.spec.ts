@@ -1,18 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller } from '@nestjs/common';
-import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { Redis } from 'ioredis';
-import { firstValueFrom } from 'rxjs';
-import {
-  RedisTaskAdmin,
-  RedisTaskRecordBuilder,
-  type RedisTaskClient,
-  type RedisTaskContext,
-} from '../../lib/index.js';
+import { RedisTaskAdmin } from '../../lib/index.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { keysUnder, testPrefix, waitFor } from '../support/redis.js';
+import { Everything, FEATURES, KEEP_MS, seen } from './fixtures/feature-tour.js';
 
 /**
  * Nothing outlives its retention (DESIGN §3.18), generated over every feature: each one runs to its end on a
@@ -46,177 +39,6 @@ function documentedKeys(prefix: string): { pattern: RegExp; lasting: boolean; ro
     });
   });
 }
-
-let handled = new Set<string>();
-let callbacks = 0;
-
-@Controller()
-class Everything {
-  private failedOnce = new Set<string>();
-
-  @EventPattern<string>('r.plain')
-  plain(@Payload() task: { n: number; fail?: boolean }): void {
-    if (task.fail && !this.failedOnce.has(String(task.n))) {
-      this.failedOnce.add(String(task.n));
-      throw new Error('once');
-    }
-    handled.add(`plain-${task.n}`);
-  }
-
-  @EventPattern<string>('r.dead')
-  dead(): void {
-    throw new Error('always');
-  }
-
-  @EventPattern<string>('r.slow')
-  async slow(@Payload() task: { n: number }, @Ctx() ctx: RedisTaskContext): Promise<void> {
-    await new Promise((resolve) => setTimeout(resolve, 30));
-    await ctx.progress({ n: task.n });
-    handled.add(`slow-${task.n}`);
-  }
-
-  @EventPattern<string>('r.done')
-  done(): void {
-    callbacks++;
-  }
-
-  @MessagePattern('r.send')
-  send(@Payload() n: number): number {
-    return n * 2;
-  }
-}
-
-/** A feature run to its end on its own prefix (through `client`), and how long its keys are documented to stay (ms). */
-interface Feature {
-  readonly name: string;
-  readonly retentionMs: number;
-  run(client: RedisTaskClient, admin: RedisTaskAdmin, snapshot: () => Promise<void>): Promise<void>;
-}
-
-const KEEP_MS = 500;
-// An enqueue call's record: its deadline (enqueueTimeoutMs, 1 s here) and 10 s more.
-const CALL_RECORD_MS = 11_000;
-
-const FEATURES: Feature[] = [
-  {
-    name: 'plain tasks (emit, emitBatch, a delay, a retry, a dead letter purged)',
-    retentionMs: CALL_RECORD_MS,
-    async run(client, admin, snapshot) {
-      await client.emitBatch(
-        'r.plain',
-        Array.from({ length: 50 }, (_, n) => ({ n, fail: n % 10 === 0 })),
-      );
-      for (let n = 50; n < 60; n++) await firstValueFrom(client.emit('r.plain', { n }));
-      await firstValueFrom(client.emit('r.plain', new RedisTaskRecordBuilder({ n: 60 }).setDelay(200).build()));
-      await firstValueFrom(client.emit('r.dead', new RedisTaskRecordBuilder({}).setMaxAttempts(1).build()));
-      await snapshot();
-      await waitFor(
-        () => Array.from({ length: 61 }, (_, n) => handled.has(`plain-${n}`)).every(Boolean),
-        'plain tasks',
-      );
-      await waitFor(async () => (await admin.stats('r.dead')).deadLetters === 1, 'a dead letter');
-      await admin.purgeDeadLetters('r.dead', 'all');
-    },
-  },
-  {
-    name: 'tracked tasks (status, progress, a cancel)',
-    retentionMs: CALL_RECORD_MS,
-    async run(client, admin, snapshot) {
-      const receipts = await client.emitBatch(
-        'r.slow',
-        Array.from({ length: 20 }, (_, n) => new RedisTaskRecordBuilder({ n }).setTracked({ keepMs: KEEP_MS }).build()),
-      );
-      const cancelled = await firstValueFrom(
-        client.emit(
-          'r.slow',
-          new RedisTaskRecordBuilder({ n: 99 }).setTracked({ keepMs: KEEP_MS }).setDelay(60_000).build(),
-        ),
-      );
-      await snapshot();
-      await admin.cancel('r.slow', cancelled.id);
-      await waitFor(() => receipts.every((_, n) => handled.has(`slow-${n}`)), 'tracked tasks');
-    },
-  },
-  {
-    name: 'coalescing keys (replace, keep-last, debounce, supersede) and deduplication keys',
-    retentionMs: CALL_RECORD_MS + 1_000,
-    async run(client, _admin, snapshot) {
-      for (const mode of ['replace', 'keep-last', 'debounce', 'supersede'] as const) {
-        for (let i = 0; i < 10; i++) {
-          const record = new RedisTaskRecordBuilder({ n: 1_000 + i })
-            .setCoalesceKey(`k-${mode}-${i % 3}`, { mode, delayMs: mode === 'debounce' ? 50 : undefined })
-            .build();
-          await firstValueFrom(client.emit('r.slow', record));
-        }
-      }
-      for (let i = 0; i < 10; i++) {
-        const record = new RedisTaskRecordBuilder({ n: 2_000 + i })
-          .setDeduplicationKey(`d-${i % 4}`, { ttlMs: 1_000, keepAfterSuccess: i % 2 === 0 })
-          .build();
-        await firstValueFrom(client.emit('r.slow', record));
-      }
-      await snapshot();
-      await waitFor(() => handled.has('slow-1009') && handled.has('slow-2000'), 'the newest coalesced tasks');
-    },
-  },
-  {
-    name: 'batches (both callbacks, an id used again once its keys expired)',
-    // A callback's enqueue call waits 10 s at most: its record lives 20 s.
-    retentionMs: 20_000 + KEEP_MS,
-    async run(client, admin, snapshot) {
-      const before = callbacks;
-      const runBatches = async (round: number) => {
-        for (let b = 0; b < 20; b++) {
-          const batch = client.batch({
-            id: `album-${b}`,
-            onComplete: { pattern: 'r.done' },
-            onSuccess: { pattern: 'r.done' },
-            keepMs: KEEP_MS,
-          });
-          await batch.add('r.plain', [{ n: 5_000 + round * 100 + b }]);
-          await batch.seal();
-        }
-        if (round === 0) await snapshot();
-        await waitFor(async () => {
-          const states = await Promise.all(Array.from({ length: 20 }, (_, b) => admin.getBatch(`album-${b}`)));
-          return states.every((state) => state.state === 'unknown');
-        }, `round ${round}'s batches to expire`);
-      };
-      await runBatches(0);
-      // The README's own `album-${albumId}`, used again once its keys expired: works in full (every callback once).
-      await runBatches(1);
-      expect(callbacks - before).toBe(2 * 20 * 2);
-    },
-  },
-  {
-    name: 'a recurring schedule, to its end and removal',
-    // A tick's call record: ten gaps, at least 20 s.
-    retentionMs: 21_000,
-    async run(client, admin, snapshot) {
-      await firstValueFrom(client.emit('r.plain', { n: 9_999 })); // the pattern in use: its count on record
-      const startAt = Date.now() + 200;
-      await admin.upsertSchedule('pulse', {
-        pattern: 'r.plain',
-        everyMs: 100,
-        startAt,
-        endAt: startAt + 500,
-        payload: { n: 8_000 },
-      });
-      await waitFor(async () => (await admin.listSchedules())[0]?.ended, 'the schedule to end');
-      await snapshot();
-      await admin.removeSchedule('pulse');
-    },
-  },
-  {
-    name: 'send() replies',
-    retentionMs: CALL_RECORD_MS,
-    async run(client, _admin, snapshot) {
-      const answers = await Promise.all(Array.from({ length: 20 }, (_, n) => firstValueFrom(client.send('r.send', n))));
-      expect(answers).toEqual(Array.from({ length: 20 }, (_, n) => n * 2));
-      await snapshot();
-    },
-  },
-];
 
 let server: RedisServer;
 let redis: Redis;
@@ -261,7 +83,7 @@ describe('nothing outlives its retention (every feature, keys and memory)', () =
       const documented = documentedKeys(prefix);
       const undocumented = (key: string) => !documented.some((entry) => entry.pattern.test(key));
       const lasting = (key: string) => documented.some((entry) => entry.lasting && entry.pattern.test(key));
-      handled = new Set();
+      seen.handled = new Set();
       const memoryBefore = await usedMemory();
       let worker: Worker | undefined;
       const { client, module } = await startProducer(prefix, { connection: server.url, enqueueTimeoutMs: 1_000 });

@@ -467,11 +467,13 @@ export class RedisPermissionError extends RedisTaskError {
     readonly prefix: string,
     /** Redis's own words (which command, or that a key is outside the user's patterns). */
     readonly reply: string,
+    /** The command refused, when Redis (or the refused script's line) tells it. */
+    readonly command?: string,
   ) {
     super(
       'REDIS_PERMISSION',
-      `nestjs-redis-tasks: the Redis ACL user is not allowed what this library needs (${reply}); ` +
-        `allow keys ~${prefix}:* and channels &${prefix}:* and the commands of aclRule("${prefix}") (see the README's least-privilege ACL)`,
+      `nestjs-redis-tasks: the Redis ACL user is not allowed what this library needs (${reply}${command ? `; command: ${command}` : ''}); ` +
+        `give it the rule aclRule("${prefix}") (keys ~${prefix}:{* and ~${prefix}:queues, its channels and commands; see the README's least-privilege ACL)`,
     );
   }
 }

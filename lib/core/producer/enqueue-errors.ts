@@ -1,4 +1,4 @@
-import { isPermissionError } from '../redis/guardrails.js';
+import { permissionRefusal } from '../redis/refusals.js';
 import { RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
 import { scrubRedisError } from '../support/redact.js';
 import { ReplicationShortfall, TIMED_OUT, type EnqueuePart } from './enqueue-coalescer.js';
@@ -33,7 +33,8 @@ export class EnqueueErrors {
 
   /** An ACL refusal heals by no retry: say so, with what to allow; any other error loses its arguments. */
   mapped(error: unknown): Error {
-    if (isPermissionError(error)) return new RedisPermissionError(this.prefix, (error as Error).message);
+    const refused = permissionRefusal(error);
+    if (refused) return new RedisPermissionError(this.prefix, refused.reply, refused.command);
     return scrubRedisError(error) as Error;
   }
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { ResolvedClientOptions } from '../config/options.js';
 import { RedisUnavailableError } from '../model/errors.js';
 import {
@@ -14,7 +15,7 @@ import { QueueLayouts } from '../redis/layouts.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { printableLogger, type TaskLogger } from '../support/logger.js';
 import { loadTracing } from '../support/tracing.js';
-import { newTaskId, TaskProducer } from './producer.js';
+import { TaskProducer } from './producer.js';
 import { redisReplyRoute, ReplyInbox } from './replies.js';
 
 /**
@@ -50,9 +51,12 @@ export class ProducerRuntime {
     return new ProducerRuntime(options, replyChannel, logger, watch, tracing);
   }
 
-  /** The reply channel of a client instance (`<prefix>:replies:<id>`): one per `RedisTaskClient`. */
+  /**
+   * The reply channel of a client instance (`<prefix>:replies:<id>`, the id 16 lower-case hex digits, as
+   * `aclRule` grants them): one per `RedisTaskClient`.
+   */
   static replyChannel(options: ResolvedClientOptions): string {
-    return new PrefixKeys(options.prefix).replyChannel(newTaskId());
+    return new PrefixKeys(options.prefix).replyChannel(randomBytes(8).toString('hex'));
   }
 
   private constructor(

@@ -1,3 +1,4 @@
+import { permissionRefusal } from './refusals.js';
 import { Cluster, type Redis } from 'ioredis';
 import { RedisTaskError } from '../model/errors.js';
 import type { QueueLayout } from './keys.js';
@@ -16,9 +17,9 @@ export class UnsafeRedisError extends RedisTaskError {
 
 export const MINIMUM_REDIS_VERSION = '6.2.0';
 
-/** A Redis NOPERM reply: the ACL user may not run the command (or touch the key). */
+/** A Redis NOPERM reply (or its form inside a script): the ACL user may not run the command (or touch the key). */
 export function isPermissionError(error: unknown): boolean {
-  return error instanceof Error && error.message.startsWith('NOPERM');
+  return permissionRefusal(error) !== undefined;
 }
 
 /** True when `version` (e.g. "7.0.15") is at least `minimum`. */

@@ -32,7 +32,7 @@ export class OutageReporter {
       const message = errorMessage(error);
       // A refused permission is no outage: say what would fix it (it is retried, in case it is granted).
       this.logger.error(
-        message.startsWith('NOPERM')
+        message.startsWith('NOPERM') || message.includes("The user executing the script can't")
           ? `${this.what} failed: ${message}; the Redis ACL user lacks a permission this library needs (aclRule(prefix) gives the rule); retrying until it is granted`
           : `${this.what} failed: ${message}; retrying until Redis answers`,
       );

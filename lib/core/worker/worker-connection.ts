@@ -8,7 +8,8 @@ import {
   watchOf,
   type OwnedConnection,
 } from '../redis/connection.js';
-import { checkServer, isPermissionError } from '../redis/guardrails.js';
+import { checkServer } from '../redis/guardrails.js';
+import { permissionRefusal } from '../redis/refusals.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import type { TaskLogger } from '../support/logger.js';
 import { scrubRedisError } from '../support/redact.js';
@@ -81,9 +82,8 @@ export class WorkerConnection {
 
   /** What a start that failed reports: an ACL refusal named as such, any other Redis error without its command arguments. */
   startupError(error: unknown): unknown {
-    return isPermissionError(error)
-      ? new RedisPermissionError(this.options.prefix, (error as Error).message)
-      : scrubRedisError(error);
+    const refused = permissionRefusal(error);
+    return refused ? new RedisPermissionError(this.options.prefix, refused.reply, refused.command) : scrubRedisError(error);
   }
 
   async close(): Promise<void> {
