@@ -44,6 +44,7 @@ export type { TaskProgressEvent } from './core/worker/worker-types.js';
 export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
 export type { CoalesceMode, CoalesceOptions } from './core/model/coalesce.js';
 export type { BatchCallback, BatchCancelResult, BatchOptions, BatchStatus, BatchSummary } from './core/model/batch.js';
+export type { RedisMemory } from './core/admin/memory.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
 export { REDIS_TASK_TRANSPORT } from './nest/constants.js';
@@ -67,6 +68,7 @@ export {
   NonRetryableTaskError,
   PayloadTooLargeError,
   RedisConfigurationError,
+  RedisFullError,
   RedisPermissionError,
   RedisTaskError,
   RedisUnavailableError,

@@ -18,7 +18,8 @@ import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
 import { DEFAULT_GROUP } from '../core/config/options.js';
 import { validateGroup } from '../core/config/rules.js';
-import { answeredWithin } from '../core/admin/readiness.js';
+import { answeredWithin, refusedAs } from '../core/admin/readiness.js';
+import { readMemory, type RedisMemory } from '../core/admin/memory.js';
 import { readyBy } from './ready-by.js';
 import { RedisTaskClient } from './redis-task.client.js';
 
@@ -68,6 +69,17 @@ export class RedisTaskAdmin {
    */
   async getBatch(id: string): Promise<BatchStatus> {
     return this.call((admin) => admin.getBatch(id));
+  }
+
+  /**
+   * How full Redis is (`INFO memory`; on a Cluster, its fullest primary): `full` while it refuses enqueues
+   * (`maxmemory` reached with `noeviction`), which workers keep draining.
+   */
+  async memory(): Promise<RedisMemory> {
+    const { connection, enqueueTimeoutMs } = this.client.options;
+    return answeredWithin(connection, enqueueTimeoutMs, 'the admin API', (deadline) =>
+      readyBy(this.client, deadline, 'the admin API').then(readMemory),
+    );
   }
 
   /** How many batches were opened and completed under the prefix (counted in Redis, by every process). */
@@ -211,8 +223,11 @@ export class RedisTaskAdmin {
     const { connection, enqueueTimeoutMs, prefix } = this.client.options;
     return answeredWithin(connection, enqueueTimeoutMs, 'the admin API', (deadline) =>
       readyBy(this.client, deadline, 'the admin API').then((redis) =>
-        // Errors reach users' loggers without the Redis command arguments ioredis attaches to them.
-        work(scrubbing(TaskAdmin.forPrefix(redis, prefix, this.group))),
+        // Errors reach users' loggers without the Redis command arguments ioredis attaches to them; an ACL
+        // refusal or a full Redis as its typed error.
+        work(scrubbing(TaskAdmin.forPrefix(redis, prefix, this.group))).catch((error: unknown) => {
+          throw refusedAs(error, prefix, connection);
+        }),
       ),
     );
   }

@@ -52,6 +52,13 @@ export class RedisTaskHealthIndicator {
       const latency = await Promise.race([this.ping(), timeout]);
       const data: Record<string, unknown> = { redis: 'up', pingMs: latency };
       let healthy = true;
+      // A full Redis refuses enqueues (workers still drain it): down, saying so.
+      const memory = await Promise.race([this.admin.memory(), timeout]);
+      if (memory.full) {
+        healthy = false;
+        data.redis = 'full';
+        data.message = `Redis is full (used_memory ${memory.usedBytes} of maxmemory ${memory.maxBytes}, noeviction): enqueues are refused until workers drain it or maxmemory is raised`;
+      }
       if (options.transport) {
         data.worker = options.transport.currentStatus;
         healthy &&= options.transport.consuming;

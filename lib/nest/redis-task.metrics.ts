@@ -93,6 +93,19 @@ export class RedisTaskMetrics {
           },
         }),
     );
+    this.metric(
+      name('redis_full'),
+      () =>
+        new Gauge({
+          name: name('redis_full'),
+          help: '1 while Redis is full (maxmemory reached with noeviction: enqueues are refused, workers keep draining), 0 otherwise or when INFO is not allowed',
+          registers: [this.registry],
+          collect: async function collect(this: Gauge) {
+            const memory = await metrics.inTime(metrics.admin.memory());
+            this.set(memory?.full ? 1 : 0);
+          },
+        }),
+    );
     this.duration = this.metric(
       name('handler_duration_seconds'),
       () =>

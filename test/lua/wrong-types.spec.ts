@@ -15,7 +15,16 @@ const redis = openRedis();
 const worker = 'w1';
 const SCENARIOS = scenarios(redis, worker);
 const scripts = readScriptDefinitions();
-const shas = new Map(scripts.map((script) => [script.sha, script.name]));
+// By either SHA: the script as written, or under its Redis 7 flags line (as the library sends it there).
+const shas = new Map(
+  scripts.flatMap(
+    (script) =>
+      [
+        [script.sha, script.name],
+        [script.flagged.sha, script.name],
+      ] as const,
+  ),
+);
 
 afterAll(async () => {
   await redis.quit();

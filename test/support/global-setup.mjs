@@ -10,6 +10,8 @@ const require = createRequire(import.meta.url);
 export default async function globalSetup() {
   const redis = await findRedis();
   process.env.REDIS_URL = redis.url;
+  // The scripts run as the library runs them on this server: with Redis 7's flags where it reads them.
+  process.env.TASKS_TEST_REDIS_VERSION = redis.version;
   globalThis.__tasksRedis = redis;
   console.log(`\ntests use Redis ${redis.version} at ${redis.url} (${redis.source})`);
   execFileSync(process.execPath, ['scripts/clean.mjs', '.chaos-build'], { stdio: 'inherit' });

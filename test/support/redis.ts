@@ -3,6 +3,8 @@ import { Redis } from 'ioredis';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import type { QueueKeys } from '../../lib/core/redis/keys.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import { useScriptFlags } from '../../lib/core/redis/script-flags.js';
+import { versionAtLeast } from '../../lib/core/redis/guardrails.js';
 import { defineScripts, type TaskCommands } from '../../lib/core/redis/scripts.js';
 
 /** The Redis the global setup found or started (never a mock). */
@@ -20,6 +22,9 @@ export function testPrefix(name: string): string {
 }
 
 export type TestRedis = Redis & TaskCommands;
+
+// Scripts tested as a worker or producer sends them to this server (flagged on Redis 7, see script-flags.ts).
+useScriptFlags(versionAtLeast(process.env.TASKS_TEST_REDIS_VERSION ?? '0', '7.0.0'));
 
 export function openRedis(): TestRedis {
   return defineScripts(new Redis(redisUrl())) as TestRedis;

@@ -1,4 +1,5 @@
-import { RedisUnavailableError } from '../model/errors.js';
+import { RedisFullError, RedisPermissionError, RedisUnavailableError } from '../model/errors.js';
+import { isRedisFull, permissionRefusal } from '../redis/refusals.js';
 import { describeServer, watchOf, type RedisTaskConnection } from '../redis/connection.js';
 import type { RedisConnection } from '../redis/scripts.js';
 
@@ -20,6 +21,17 @@ export async function answeringBy(
   } catch {
     throw unanswered(connection, timeoutMs, `${what} could not reach Redis`);
   }
+}
+
+/**
+ * What an admin call's error becomes: an ACL refusal a `RedisPermissionError` naming the command, a full
+ * Redis a `RedisFullError`; any other error as it is.
+ */
+export function refusedAs(error: unknown, prefix: string, connection: RedisTaskConnection): unknown {
+  const refused = permissionRefusal(error);
+  if (refused) return new RedisPermissionError(prefix, refused.reply, refused.command);
+  if (isRedisFull(error)) return new RedisFullError('', describeServer(connection));
+  return error;
 }
 
 /** The error of an admin call that got no answer in time (nothing was changed). */

@@ -412,6 +412,29 @@ export class RedisUnavailableError extends RedisTaskError {
 }
 
 /**
+ * Redis is full (`maxmemory` reached, policy `noeviction`) and refused the enqueue before writing anything
+ * (`written: false`: retrying later is safe). Workers keep draining a full Redis (they may run then; see the
+ * README's "A full Redis"): start or scale up the pattern's workers, raise `maxmemory`, or purge dead letters.
+ */
+export class RedisFullError extends RedisTaskError {
+  readonly written = false as const;
+
+  constructor(
+    /** The pattern of the tasks. */
+    readonly pattern: string,
+    /** The server, as host:port (never with credentials). */
+    readonly server: string,
+  ) {
+    super(
+      'REDIS_FULL',
+      `nestjs-redis-tasks: Redis at ${server} is full (maxmemory reached, maxmemory-policy noeviction)` +
+        (pattern ? ` and refused the tasks of "${pattern}"` : '') +
+        '; nothing was written. Start (or scale up) workers to drain the backlog, raise maxmemory, or purge dead letters',
+    );
+  }
+}
+
+/**
  * A worker started with the `workerId` of a worker that is still alive: its heartbeat went on advancing
  * while this one waited. Two processes with one id would take each other's running tasks for leftovers
  * of a previous run and run them again, so the second is refused. Give each process its own id (or

@@ -1,5 +1,10 @@
-import { permissionRefusal } from '../redis/refusals.js';
-import { RedisPermissionError, RedisUnavailableError, ReplicationTimeoutError } from '../model/errors.js';
+import { isRedisFull, permissionRefusal } from '../redis/refusals.js';
+import {
+  RedisFullError,
+  RedisPermissionError,
+  RedisUnavailableError,
+  ReplicationTimeoutError,
+} from '../model/errors.js';
 import { scrubRedisError } from '../support/redact.js';
 import { ReplicationShortfall, TIMED_OUT, type EnqueuePart } from './enqueue-coalescer.js';
 import type { ProducerOptions } from './producer-types.js';
@@ -28,13 +33,17 @@ export class EnqueueErrors {
         part.tasks.map((task) => task.id),
       );
     }
-    return this.mapped(error);
+    return this.mapped(error, queue);
   }
 
-  /** An ACL refusal heals by no retry: say so, with what to allow; any other error loses its arguments. */
-  mapped(error: unknown): Error {
+  /**
+   * An ACL refusal heals by no retry: say so, with what to allow; a full Redis wrote nothing: say so, with
+   * what drains it; any other error loses its arguments.
+   */
+  mapped(error: unknown, queue: string): Error {
     const refused = permissionRefusal(error);
     if (refused) return new RedisPermissionError(this.prefix, refused.reply, refused.command);
+    if (isRedisFull(error)) return new RedisFullError(queue, this.options.server);
     return scrubRedisError(error) as Error;
   }
 

@@ -209,7 +209,7 @@ export class TaskProducer {
         ]),
       );
     } catch (error) {
-      throw this.errors.mapped(error);
+      throw this.errors.mapped(error, queue);
     } finally {
       clearTimeout(timer);
       this.calls.delete(onClose);

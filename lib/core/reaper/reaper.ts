@@ -11,6 +11,7 @@ import type { QueueLayouts } from '../redis/layouts.js';
 import { TaskStore } from '../redis/store.js';
 import { RingAudit } from './ring-audit.js';
 import { BatchFolder } from '../batches/batch-folder.js';
+import { isRedisFull } from '../redis/refusals.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -127,16 +128,27 @@ export class TaskReaper {
     return found;
   }
 
+  /**
+   * Takes the queue's recovery lock; false when another reaper holds it. A full Redis refuses the lock's
+   * write: then this reaper recovers without it (recovery is fenced and idempotent; the lock only spares
+   * reapers doing the same work at once), so a full Redis's dead workers are still recovered.
+   */
+  private async lock(keys: QueueKeys): Promise<boolean> {
+    try {
+      return (await this.redis.set(keys.reaperLock, this.owner, 'PX', this.options.lockMs, 'NX')) === 'OK';
+    } catch (error) {
+      if (isRedisFull(error)) return true;
+      throw error;
+    }
+  }
+
   private async sweepQueue(keys: QueueKeys): Promise<SweepResult> {
     const now = await this.now();
     const result: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
     const dead = await this.redis.zrangebyscore(keys.workers, '-inf', now);
     // The lock only keeps reapers from recovering the same queue at the same moment; it is released
     // right after (and expires by itself if this process dies mid-way).
-    if (
-      dead.length > 0 &&
-      (await this.redis.set(keys.reaperLock, this.owner, 'PX', this.options.lockMs, 'NX')) === 'OK'
-    ) {
+    if (dead.length > 0 && (await this.lock(keys))) {
       try {
         await this.recover(keys, dead, now, result);
       } finally {

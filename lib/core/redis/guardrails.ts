@@ -1,4 +1,5 @@
 import { permissionRefusal } from './refusals.js';
+import { useScriptFlags } from './script-flags.js';
 import { Cluster, type Redis } from 'ioredis';
 import { RedisTaskError } from '../model/errors.js';
 import type { QueueLayout } from './keys.js';
@@ -16,6 +17,8 @@ export class UnsafeRedisError extends RedisTaskError {
 }
 
 export const MINIMUM_REDIS_VERSION = '6.2.0';
+/** The first Redis that reads script flags (`#!lua flags=…`). */
+const SCRIPT_FLAGS_VERSION = '7.0.0';
 
 /** A Redis NOPERM reply (or its form inside a script): the ACL user may not run the command (or touch the key). */
 export function isPermissionError(error: unknown): boolean {
@@ -67,6 +70,8 @@ async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logg
       `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`,
     );
   }
+  // Redis 7 runs scripts with flags: the ones a worker drains a full Redis with may run then (script-flags.ts).
+  if (versionAtLeast(version, SCRIPT_FLAGS_VERSION)) useScriptFlags(true);
   if (evictionPolicy === 'off') {
     return;
   }

@@ -22,8 +22,9 @@ export function permissionRefusal(error: unknown): PermissionRefusal | undefined
   if (reply.startsWith('NOPERM')) return { reply, command: NOPERM_COMMAND.exec(reply)?.[1] };
   const inScript = IN_SCRIPT.exec(reply);
   if (!inScript) return undefined;
-  const script = scriptDefinitions().find((each) => each.sha === inScript[2]);
-  const line = script?.source.split('\n')[Number(inScript[3]) - 1] ?? '';
+  const script = scriptDefinitions().find((each) => each.sha === inScript[2] || each.flagged.sha === inScript[2]);
+  const source = script && (script.sha === inScript[2] ? script.source : script.flagged.source);
+  const line = source?.split('\n')[Number(inScript[3]) - 1] ?? '';
   const command = /'([A-Z][A-Z]+)'/.exec(line)?.[1]?.toLowerCase();
   const what = inScript[1] === 'access' ? 'a key outside the user\'s key patterns' : `the command ${command ?? '(unknown)'}`;
   return {

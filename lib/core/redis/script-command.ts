@@ -1,4 +1,5 @@
 import { Command } from 'ioredis';
+import { scriptFlagsOn } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 type Arg = string | number;
@@ -32,8 +33,7 @@ export function scriptCommand(
   script: ScriptDefinition,
   generic: ScriptFunction,
 ): ScriptFunction {
-  const sha = script.sha;
-  const source = script.source;
+  const { sha, source, flagged } = script;
   // A `-F+n` script's caller passes numkeys first; the others have a fixed count.
   const numKeys = script.variableKeys ? undefined : String(script.fixedKeys);
   // Sized at once, not a literal grown by push: an array literal is an allocation site, and V8 can
@@ -61,14 +61,16 @@ export function scriptCommand(
   };
   return function (this: unknown, ...args: Arg[]): unknown {
     if (this !== connection) return generic.apply(this, args);
-    const sent = wire(sha, args);
+    // Redis 7 reads what a script may do when Redis is full from its first line (script-flags.ts).
+    const flags = scriptFlagsOn();
+    const sent = wire(flags ? flagged.sha : sha, args);
     const command = commandOf('evalsha', sent);
     if (recordAt > 0 && sent[recordAt]?.startsWith(CALL_MARKER)) resentAs(command, sent, recordAt);
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);
       const retried = sent.slice(); // the EVALSHA itself stays as written (Cluster may resend it)
-      retried[0] = source;
+      retried[0] = flags ? flagged.source : source;
       const again = commandOf('eval', retried);
       again.promise.then(command.resolve, reject);
       void connection.sendCommand(again);

@@ -21,4 +21,6 @@ export interface ScriptDefinition {
   readonly source: string;
   /** SHA1 of `source` (what EVALSHA names), computed once per process, not per connection. */
   readonly sha: string;
+  /** `source` under its Redis 7 flags line (what it may do when Redis is full, see script-flags.ts), and its SHA1. */
+  readonly flagged: { readonly source: string; readonly sha: string };
 }

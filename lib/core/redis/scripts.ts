@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
 import { scriptCommand, type ScriptFunction } from './script-command.js';
+import { shebangOf, WHEN_FULL } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 export type { RedisConnection, ScriptDefinition } from './script-types.js';
@@ -45,6 +46,9 @@ export function readScriptDefinitions(): ScriptDefinition[] {
       }
       const lua = LUA_SCRIPTS[fileName];
       const source = withIncludes(fileName, lua);
+      const whenFull = WHEN_FULL[match[1]];
+      if (whenFull === undefined) throw new Error(`${fileName} does not say what it may do when Redis is full (script-flags.ts)`);
+      const flagged = shebangOf(whenFull) + source;
       return {
         name: match[1],
         fileName,
@@ -53,6 +57,7 @@ export function readScriptDefinitions(): ScriptDefinition[] {
         lua,
         source,
         sha: createHash('sha1').update(source).digest('hex'),
+        flagged: { source: flagged, sha: createHash('sha1').update(flagged).digest('hex') },
       };
     });
 }

@@ -132,26 +132,12 @@ export class TaskWorker {
       this.logger,
     );
     this.shards = shards;
-    const writes: Promise<unknown>[] = [];
-    const settings = new SettingsWriter(this.redis);
-    for (const layout of layouts) {
-      const rate = this.options.patterns.rateLimit(layout.queue);
-      const cap = this.options.patterns.clientConcurrency(layout.queue);
-      for (const keys of layout.shards) {
-        // From now on every task emitted for the pattern gets a copy for this group.
-        writes.push(this.redis.sadd(keys.groups, keys.group));
-        writes.push(settings.rate(keys, '*', rate));
-        writes.push(settings.clientConcurrency(keys, cap));
-      }
-      for (const [clientId, weight] of Object.entries(this.options.clientWeights ?? {})) {
-        const keys = layout.shardOf(clientId);
-        writes.push(settings.weight(keys, clientId, weight));
-      }
-    }
-    if (queues.length > 0) {
-      writes.push(this.redis.sadd(this.keys.queues, ...queues));
-    }
-    await Promise.all(writes);
+    await new SettingsWriter(this.redis, this.logger).register(
+      layouts,
+      this.keys.queues,
+      this.options.patterns,
+      this.options.clientWeights,
+    );
     for (const [index, keys] of this.shards.entries()) {
       if (!previous[index]) continue;
       const { requeued, malformed } = await requeueProcessing(this.redis, keys, this.options, {
