@@ -12,6 +12,7 @@ import { NODES_INTRO, nodesTable } from './nodes.js';
 import { TABLE_READINGS } from './readings.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { crowdFigures, crowdLines } from './schedule-crowd.js';
+import { recordBytes, recordLines } from './records.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { LibraryProcess, serveLibrary, type LibraryKind, type LibraryOps } from './isolation.js';
@@ -1159,6 +1160,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'records') {
+    log(recordLines(await recordBytes(url)));
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'schedules') {
     log(scheduleLine(await scheduleCost(url)));
     log(crowdLines(await crowdFigures(url)));
@@ -1295,6 +1301,7 @@ async function main(): Promise<void> {
   await ours.close();
   const durabilityTable = await durability();
   const dashboard = dashboardLine(await dashboardScale(url));
+  const records = recordLines(await recordBytes(url));
   const scheduleCostLine = scheduleLine(await scheduleCost(url));
   const crowd = crowdLines(await crowdFigures(url));
   const schedules = `${scheduleCostLine}\n${crowd}`;
@@ -1358,6 +1365,12 @@ async function main(): Promise<void> {
     '## What the dashboard costs',
     '',
     `- ${dashboard} (one \`readOverview\` script call per pattern, pipelined; median of 7 refreshes).`,
+    '',
+    '## Bytes per record',
+    '',
+    'What Redis spends on each per-task or per-call record (MEMORY USAGE, median of 50; the README\'s figures):',
+    '',
+    records,
     '',
     '## What recurring schedules cost',
     '',

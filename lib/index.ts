@@ -69,6 +69,7 @@ export {
   PayloadTooLargeError,
   RedisConfigurationError,
   RedisFullError,
+  ResultTooLargeError,
   RedisPermissionError,
   RedisTaskError,
   RedisUnavailableError,

@@ -15,6 +15,8 @@ export interface RedisTaskRecordOptions extends TaskOptions {
   readonly expiresInMs?: number;
   /** `send()` only: called with each progress value the handler reports (`ctx.progress()`), in order, before the result. */
   readonly onProgress?: (value: unknown) => void;
+  /** The task's id (default: generated), so the caller knows it before the task is written (`setId`). */
+  readonly id?: string;
 }
 
 /** A payload with per-task settings; pass it to `emit`, `send` or `emitBatch` in place of the payload. */
@@ -54,6 +56,20 @@ export class RedisTaskRecordBuilder<TData = unknown> {
       throw new InvalidTaskError(`setClientId() got ${describe(clientId)}: a client id ${problem}`);
     }
     return this.set({ clientId });
+  }
+
+  /**
+   * Sets the task's id (default: a generated one), so a caller knows it up front: a `send()` caller can look
+   * its task up (`getTask`) or cancel it (`cancel`) while it waits for the result. Unique per task (a `send()`
+   * with the id of a task still waiting for its reply is refused); at most 200 characters, no braces, spaces,
+   * commas or control characters.
+   */
+  setId(id: string): this {
+    const problem = nameProblem(id) ?? (id.includes(',') ? 'must not contain commas' : undefined);
+    if (problem) {
+      throw new InvalidTaskError(`setId() got ${describe(id)}: a task id ${problem}`);
+    }
+    return this.set({ id });
   }
 
   /** Runs allowed in all (the first included): an integer from 1. */
@@ -254,7 +270,7 @@ export function recordItem(
     track: options.track,
     coalesce: options.coalesce,
     wantsProgress: options.onProgress ? true : undefined,
-    id: send?.id,
+    id: send?.id ?? options.id,
     replyTo: send?.replyTo,
   };
 }

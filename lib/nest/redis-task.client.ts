@@ -219,7 +219,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     }
     const inbox = runtime.inbox;
     const queue = this.normalizePattern(packet.pattern);
-    const id = newTaskId();
+    // The caller's own id (RedisTaskRecordBuilder.setId), so it can look the task up or cancel it, or a new one.
+    const id = (packet.data instanceof RedisTaskRecord ? packet.data.options.id : undefined) ?? newTaskId();
     // toItem gives a send() task the id and reply channel it is handed.
     const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & {
       readonly id: string;

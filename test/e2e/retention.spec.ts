@@ -121,8 +121,14 @@ describe('nothing outlives its retention (every feature, keys and memory)', () =
       ).reduce((sum, bytes) => sum + bytes, 0);
       expect(lastingBytes).toBeLessThan(16 * 1024);
       if (left.length > 0) await redis.del(...left);
-      // The data's memory back where it was (the allocator's rounding varies by a few KB).
-      expect(await usedMemory()).toBeLessThan(memoryBefore + 64 * 1024);
+      // The data's memory back where it was (the allocator's rounding varies by a few KB; emptied tables shrink
+      // on Redis's cron, a few ticks later).
+      await waitFor(async () => (await usedMemory()) < memoryBefore + 64 * 1024, 'the data\'s memory back', {
+        timeoutMs: 5_000,
+        intervalMs: 100,
+      }).catch(async () => {
+        expect(await usedMemory()).toBeLessThan(memoryBefore + 64 * 1024);
+      });
     }, 90_000);
   }
 });

@@ -15,8 +15,10 @@ import {
 } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { claimAs, deleteKeys, gate, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
+import { claimAs, deleteKeys, gate, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import { DashboardService } from '../../lib/nest/dashboard/dashboard.service.js';
+import { resolveSettings } from '../../lib/nest/dashboard/dashboard.options.js';
 import { requeueProcessing } from '../../lib/core/redis/requeue.js';
 
 const redis = openRedis();
@@ -441,5 +443,50 @@ describe('progress', () => {
       firstValueFrom(client.emit('job.steps', new RedisTaskRecordBuilder({}).onProgress(() => undefined).build())),
     ).rejects.toThrow(/onProgress needs send/);
     expect(() => new RedisTaskRecordBuilder({}).setTracked({ keepMs: 0 })).toThrow(/keepMs must be an integer/);
+  });
+});
+
+describe("the dashboard's task lookup", () => {
+  it("shows a running task's progress only where payloads are shown (progress values are payload)", async () => {
+    prefix = testPrefix('track-dash');
+    const { client } = await producer({ track: true });
+    await worker();
+    const id = await emitted(client, 'job.long', {});
+    const hidden = new DashboardService(resolveSettings({ connection: redisUrl(), prefix }, {}));
+    const shown = new DashboardService(
+      resolveSettings({ connection: redisUrl(), prefix, showPayloads: true }, { allowPayloadsWithoutGuard: true }),
+    );
+    try {
+      await waitFor(async () => (await hidden.task({ name: 'job.long', id })).state === 'running', 'the task running');
+      await waitFor(async () => (await shown.task({ name: 'job.long', id })).progress !== undefined, 'its progress');
+      const withoutPayloads = await hidden.task({ name: 'job.long', id });
+      expect(withoutPayloads).toMatchObject({ state: 'running', progressHidden: true });
+      expect(withoutPayloads).not.toHaveProperty('progress');
+      expect(JSON.stringify(withoutPayloads)).not.toContain('"step"');
+      expect(await shown.task({ name: 'job.long', id })).toMatchObject({ progress: { step: 'started' } });
+    } finally {
+      hold.open();
+      await hidden.onModuleDestroy();
+      await shown.onModuleDestroy();
+    }
+  });
+});
+
+describe("a send() caller's own task id", () => {
+  it('knows its task by the id it gave (setId): looks it up and cancels it while it waits for the result; the id twice at once is refused', async () => {
+    prefix = testPrefix('track-own-id');
+    const { client, admin } = await producer({ track: true });
+    await worker();
+    const record = new RedisTaskRecordBuilder({}).setId('report-2026-11-27').build();
+    const result = firstValueFrom(client.send('job.long', record)).catch((caught: unknown) => caught);
+    await waitFor(
+      async () => (await admin.getTask('job.long', 'report-2026-11-27')).state === 'running',
+      'the task running under its given id',
+    );
+    const twice = await firstValueFrom(client.send('job.long', record)).catch((caught: unknown) => caught);
+    expect(twice).toMatchObject({ name: 'InvalidTaskError', message: expect.stringMatching(/still waits/) });
+    expect(await admin.cancel('job.long', 'report-2026-11-27')).toMatchObject({ cancelled: true });
+    expect(await result).toMatchObject({ name: 'TaskCancelledError' });
+    expect(() => new RedisTaskRecordBuilder({}).setId('has space')).toThrow(/setId\(\)/);
   });
 });

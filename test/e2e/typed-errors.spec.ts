@@ -6,6 +6,7 @@ import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import {
   PrefixKeys,
   RedisTaskError,
+  ResultTooLargeError,
   RedisTaskRecordBuilder,
   TaskFailedError,
   type RedisTaskClient,
@@ -33,6 +34,12 @@ class MaskingFilter implements RpcExceptionFilter {
 
 @Controller()
 class Handlers {
+  @MessagePattern('big.result')
+  bigResult(@Payload() size: number): string {
+    ran++;
+    return 'x'.repeat(size);
+  }
+
   @MessagePattern('quota')
   quota(@Payload() p: { user: string }): never {
     ran++;
@@ -99,6 +106,23 @@ afterAll(async () => {
 });
 
 describe('errors that keep their type across the transport', () => {
+  it('completes a task whose result is over maxResultBytes, stores and publishes none of it, and gives the send() caller ResultTooLargeError', async () => {
+    const { client, keys } = await setUp('big-result', { maxResultBytes: 10_000 });
+    expect(await firstValueFrom(client.send('big.result', 9_000))).toHaveLength(9_000);
+    const error = await firstValueFrom(client.send('big.result', 50_000)).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(ResultTooLargeError);
+    expect(error).toMatchObject({ code: 'RESULT_TOO_LARGE', pattern: 'big.result', limit: 10_000 });
+    expect((error as ResultTooLargeError).bytes).toBeGreaterThan(50_000);
+    expect(ran).toBe(2); // not run again: its work was done
+    const queue = keys.queue('big.result');
+    await waitFor(async () => (await redis.hget(queue.counters, 'completed')) === '2', 'both tasks completed');
+    expect(await redis.hget(queue.counters, 'deadLettered')).toBeNull();
+    const results = await Promise.all(
+      (await redis.keys(`${queue.root}:result:*`)).map(async (key) => (await redis.strlen(key)) as number),
+    );
+    expect(Math.max(...results)).toBeLessThan(10_000);
+  });
+
   it("gives a send() caller an Error with the handler error's name, message and code, the task id and attempt, and no stack", async () => {
     const { client, keys } = await setUp('typed-error');
     const error = await failure(client.send('quota', { user: 'ann' }));

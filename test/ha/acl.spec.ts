@@ -133,10 +133,15 @@ describe('an ACL that refuses one command the claim script uses', () => {
       );
       const stats = new RedisTaskAdmin(client);
       // While refused: every task is pending, held by the worker, or handled; none vanished.
-      for (let round = 0; round < 10; round++) {
+      // stats() reads the pending lists, then the processing hashes: a task claimed between the two reads is in
+      // neither. A lost task is missing from every read; one that moved shows in the next: the best of three.
+      const accounted = async () => {
         const now = await stats.stats('acl.task');
-        const handledHere = keys.filter((key) => handled.has(key)).length;
-        expect(now.pending.total + now.inFlight.total + handledHere).toBeGreaterThanOrEqual(keys.length);
+        return now.pending.total + now.inFlight.total + keys.filter((key) => handled.has(key)).length;
+      };
+      for (let round = 0; round < 10; round++) {
+        const best = Math.max(await accounted(), await accounted(), await accounted());
+        expect(best).toBeGreaterThanOrEqual(keys.length);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       await admin.call('ACL', 'SETUSER', 'nolrem', '+lrem');

@@ -16,6 +16,7 @@ import { scriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startProducer } from '../support/nest.js';
 import { clientList, testPrefix, waitFor } from '../support/redis.js';
+import { scriptFlagsOn } from '../../lib/core/redis/script-flags.js';
 import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const handled = new Map<string, number>();
@@ -231,8 +232,9 @@ describe('Redis that forgot the scripts (SCRIPT FLUSH, as after a restart or a f
     // The enqueue script: only this test's producer runs it (the worker's own scripts may be loaded again
     // by its heartbeat or claims at any moment after the flush).
     const enqueueScript = scriptDefinitions().find((script) => script.name === 'enqueueTasks');
+    // As this server is sent it: under its Redis 7 flags line where the server reads flags.
     const sha = createHash('sha1')
-      .update(enqueueScript?.source ?? '')
+      .update((scriptFlagsOn() ? enqueueScript?.flagged.source : enqueueScript?.source) ?? '')
       .digest('hex');
     const cached = async () => ((await admin.script('EXISTS', sha)) as number[])[0];
     expect(await cached()).toBe(1);

@@ -134,6 +134,11 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   /** How long a `send()` result stays in Redis for a caller that missed the live reply. Default 60 s. */
   resultTtlMs?: number;
   /**
+   * Largest `send()` result (its JSON, bytes) stored and published. A larger one completes its task (the work
+   * is done) and its caller gets `ResultTooLargeError`. Default 1 MiB, as `maxPayloadBytes`.
+   */
+  maxResultBytes?: number;
+  /**
    * Longest an idle claim loop waits for its wake message before it claims anyway (the backstop against a
    * message lost to a reconnection), and longest a paused queue's loop waits before it looks again. Default 5 s.
    */
@@ -251,6 +256,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   shutdownTimeoutMs: 10_000,
   deadLetterCap: 10_000,
   resultTtlMs: 60_000,
+  maxResultBytes: CLIENT_DEFAULTS.maxPayloadBytes,
   blockTimeoutMs: 5_000,
   clientConcurrency: 0,
   watchdogTimeoutMs: 15_000,
@@ -367,6 +373,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   shutdownTimeoutMs: integer(0),
   deadLetterCap: integer(1),
   resultTtlMs: integer(1),
+  maxResultBytes: integer(1, 512 * 1024 * 1024),
   blockTimeoutMs: integer(10, 300_000),
   clientConcurrency: (option, value) => validateClientConcurrency(option, value),
   watchdogTimeoutMs: integer(100, 3_600_000),

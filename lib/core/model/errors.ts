@@ -324,6 +324,25 @@ export class UnserializableResultError extends RedisTaskError {
 }
 
 /**
+ * A `@MessagePattern` handler's result is larger than the worker's `maxResultBytes`: it is neither stored nor
+ * published (a 20 MB reply would hold Redis and every subscriber up). The task completed (its work is done,
+ * and is not run again); the `send()` caller receives this error.
+ */
+export class ResultTooLargeError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      'RESULT_TOO_LARGE',
+      `nestjs-redis-tasks: the result of task ${taskId} of "${pattern}" is ${bytes} bytes, more than the worker's maxResultBytes (${limit}); the task completed, its result was not sent (store large results elsewhere and return a reference)`,
+    );
+  }
+}
+
+/**
  * A handler ran longer than its `handlerTimeoutMs`: its `ctx.signal` was aborted with this error, the
  * run counted as a failed attempt, and the task was retried or dead-lettered with reason `timeout`.
  */

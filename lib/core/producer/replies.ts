@@ -1,10 +1,12 @@
 import {
   ClosedError,
   DuplicateTaskError,
+  InvalidTaskError,
   ReplyTimeoutError,
+  ResultTooLargeError,
   TaskCancelledError,
-  TaskReplacedError,
   TaskFailedError,
+  TaskReplacedError,
 } from '../model/errors.js';
 import { errorMessage } from '../support/logger.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
@@ -90,6 +92,13 @@ export class ReplyInbox {
     onProgress?: (value: unknown) => void,
   ): () => void {
     const id = item.id;
+    if (this.waiting.get(id) !== undefined) {
+      // A caller's own id (setId) given twice while the first still waits: its reply would go to one of them.
+      answer({
+        err: new InvalidTaskError(`a send() of task id "${id}" still waits for its reply: give each task its own id`),
+      });
+      return () => undefined;
+    }
     // A stored reply is found in the task's shard: picked by its coalescing key when it has one.
     const stop = this.expect(id, queue, item.coalesce?.key ?? item.clientId, answer, onProgress);
     const enqueued: EnqueueAnswer = {
@@ -307,6 +316,10 @@ function replyErrorOf(err: unknown, queue: string): unknown {
     if (err.name === 'TaskReplacedError' && err.code === 'TASK_REPLACED') {
       const by = (err as { replacedBy?: unknown }).replacedBy;
       return new TaskReplacedError(queue, err.taskId, typeof by === 'string' ? by : '');
+    }
+    if (err.name === 'ResultTooLargeError' && err.code === 'RESULT_TOO_LARGE') {
+      const { bytes, limit } = err as { bytes?: unknown; limit?: unknown };
+      return new ResultTooLargeError(queue, err.taskId, Number(bytes), Number(limit));
     }
     if (err.name === 'TaskCancelledError' && err.code === 'TASK_CANCELLED') {
       const detail = (err as { detail?: unknown }).detail;

@@ -13,7 +13,8 @@ export interface PermissionRefusal {
 }
 
 const NOPERM_COMMAND = /^NOPERM .*'([a-z|]+)' command/;
-const IN_SCRIPT = /The user executing the script can't (run this command|access)[^]*?script: ([0-9a-f]{40}), on @user_script:(\d+)/;
+const IN_SCRIPT =
+  /The user executing the script can't (run this command|access)[^]*?script: ([0-9a-f]{40}), on @user_script:(\d+)/;
 
 /** The ACL refusal `error` is, or undefined. */
 export function permissionRefusal(error: unknown): PermissionRefusal | undefined {
@@ -26,7 +27,8 @@ export function permissionRefusal(error: unknown): PermissionRefusal | undefined
   const source = script && (script.sha === inScript[2] ? script.source : script.flagged.source);
   const line = source?.split('\n')[Number(inScript[3]) - 1] ?? '';
   const command = /'([A-Z][A-Z]+)'/.exec(line)?.[1]?.toLowerCase();
-  const what = inScript[1] === 'access' ? 'a key outside the user\'s key patterns' : `the command ${command ?? '(unknown)'}`;
+  const what =
+    inScript[1] === 'access' ? "a key outside the user's key patterns" : `the command ${command ?? '(unknown)'}`;
   return {
     reply: `NOPERM in script ${script?.name ?? inScript[2]} (line ${inScript[3]}): ${what} was refused`,
     command: inScript[1] === 'access' ? undefined : command,

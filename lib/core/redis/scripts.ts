@@ -47,7 +47,8 @@ export function readScriptDefinitions(): ScriptDefinition[] {
       const lua = LUA_SCRIPTS[fileName];
       const source = withIncludes(fileName, lua);
       const whenFull = WHEN_FULL[match[1]];
-      if (whenFull === undefined) throw new Error(`${fileName} does not say what it may do when Redis is full (script-flags.ts)`);
+      if (whenFull === undefined)
+        throw new Error(`${fileName} does not say what it may do when Redis is full (script-flags.ts)`);
       const flagged = shebangOf(whenFull) + source;
       return {
         name: match[1],

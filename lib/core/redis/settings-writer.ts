@@ -44,7 +44,9 @@ export class SettingsWriter {
             await write();
           } catch (error) {
             if (!isRedisFull(error)) throw error;
-            this.logger?.warn(`Redis is full: could not record ${what}; the worker runs without it until its next start`);
+            this.logger?.warn(
+              `Redis is full: could not record ${what}; the worker runs without it until its next start`,
+            );
           }
         }),
       );

@@ -1,6 +1,11 @@
 import { decodeEntry, type DecodedEntry, type TaskEnvelope } from '../model/codec.js';
 import { inspectableThrown } from '../model/dead-letter.js';
-import { DeadLetterTaskError, RetryTaskError, UnserializableResultError } from '../model/errors.js';
+import {
+  DeadLetterTaskError,
+  ResultTooLargeError,
+  RetryTaskError,
+  UnserializableResultError,
+} from '../model/errors.js';
 import { admit, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
@@ -189,7 +194,8 @@ export class TaskRunner {
     if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
       // Serialized before settling: a result that cannot be sent fails the task now (with an error the
       // caller receives), instead of a settle that could never be written.
-      const reply = serializeReply(envelope.id, outcome.response);
+      let reply = serializeReply(envelope.id, outcome.response);
+      if (typeof reply === 'string') reply = this.capped(reply, envelope.id, queue, attempt);
       outcome =
         typeof reply === 'string'
           ? { status: 'succeeded', response: outcome.response, reply }
@@ -198,6 +204,23 @@ export class TaskRunner {
     // Decide, settle, report.
     if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
     return this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
+  }
+
+  /**
+   * A result within `maxResultBytes` as it is; a larger one becomes a `ResultTooLargeError` reply: the task
+   * completes (its work is done), the caller is told, and Redis holds and publishes a few hundred bytes.
+   */
+  private capped(reply: string, taskId: string, queue: string, attempt: number): string {
+    const limit = this.options.maxResultBytes ?? Number.POSITIVE_INFINITY;
+    // Characters first: a string this short cannot be longer in bytes than 3 per character.
+    if (reply.length * 3 <= limit) return reply;
+    const bytes = Buffer.byteLength(reply);
+    if (bytes <= limit) return reply;
+    const error = new ResultTooLargeError(queue, taskId, bytes, limit);
+    this.logger.warn(`task ${taskId} of "${queue}": ${error.message.replace('nestjs-redis-tasks: ', '')}`);
+    const { name, code, message } = error;
+    const err = { name, code, message, bytes, limit, taskId, pattern: queue, attempt, reason: 'failed' };
+    return JSON.stringify({ id: taskId, err });
   }
 
   /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */

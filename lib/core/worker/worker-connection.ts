@@ -83,7 +83,9 @@ export class WorkerConnection {
   /** What a start that failed reports: an ACL refusal named as such, any other Redis error without its command arguments. */
   startupError(error: unknown): unknown {
     const refused = permissionRefusal(error);
-    return refused ? new RedisPermissionError(this.options.prefix, refused.reply, refused.command) : scrubRedisError(error);
+    return refused
+      ? new RedisPermissionError(this.options.prefix, refused.reply, refused.command)
+      : scrubRedisError(error);
   }
 
   async close(): Promise<void> {

@@ -71,6 +71,8 @@ export type TaskOutcome =
 export type TaskExecutor = (execution: TaskExecution) => Promise<TaskOutcome>;
 
 export interface WorkerOptions extends SettleOptions {
+  /** Largest `send()` result sent back (its JSON, bytes); a larger one answers `ResultTooLargeError`. */
+  readonly maxResultBytes?: number;
   /** Each pattern's retry policy, per-client concurrency, rate limit and handler timeout. */
   readonly patterns: PatternSettings;
   readonly concurrency: number;

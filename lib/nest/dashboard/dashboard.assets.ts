@@ -310,7 +310,7 @@ export const APP_JS = String.raw`
       ['Waiting in its client', data.clientPending], ['Due', data.dueAt && when(data.dueAt)], ['Why', data.why],
       ['Worker', data.workerId], ['Attempt', data.attempt], ['Started', data.startedAt && when(data.startedAt)],
       ['Lease until', data.leaseExpiresAt && when(data.leaseExpiresAt)], ['Was', data.was], ['Reason', data.reason],
-      ['Detail', data.detail], ['Progress', data.progress === undefined ? undefined : JSON.stringify(data.progress)],
+      ['Detail', data.detail], ['Progress', data.progressHidden ? 'reported (hidden: progress values are payload; showPayloads shows them)' : data.progress === undefined ? undefined : JSON.stringify(data.progress)],
       ['Result', data.result === undefined ? undefined : JSON.stringify(data.result)],
       ['Error', data.error === undefined ? undefined : JSON.stringify(data.error)],
     ].filter(function (f) { return f[1] !== undefined && f[1] !== null; });

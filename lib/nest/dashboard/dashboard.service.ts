@@ -169,12 +169,13 @@ export class DashboardService implements OnModuleDestroy {
     return applyScheduleAction((await this.core()).admin, id, action);
   }
 
-  /** A tracked task by id (a `send()` result only where payloads are shown). */
-  async task(query: Record<string, unknown>): Promise<TaskStatus> {
+  /** A tracked task by id, as `taskView` shows it. */
+  async task(query: Record<string, unknown>): Promise<TaskView> {
     const pattern = await this.knownPattern(query.name);
-    const { result, ...status } = await (await this.admin(query.group)).getTask(pattern, taskIdOf(query.id));
-    // spread-ok: per dashboard request
-    return this.settings.showPayloads && result !== undefined ? { ...status, result: preview(result) } : status;
+    return taskView(
+      await (await this.admin(query.group)).getTask(pattern, taskIdOf(query.id)),
+      this.settings.showPayloads,
+    );
   }
 
   /** Cancels a tracked task wherever it is (behind the dashboard's guard and its CSRF check). */
@@ -353,4 +354,23 @@ function batchIdOf(id: unknown): string {
     throw new BadRequestException('"id" must name a batch (1 to 200 characters)');
   }
   return id;
+}
+
+/** A tracked task as the dashboard shows it (`progressHidden`: a progress value is there, not shown). */
+export type TaskView = TaskStatus & { progressHidden?: true };
+
+/**
+ * A task's `send()` result and its progress values are payload (a handler reports what it likes): shown only
+ * where payloads are (`showPayloads`, behind the guard), as previews; otherwise the page says a progress value
+ * is there, not what it is.
+ */
+function taskView({ result, progress, ...status }: TaskStatus, showPayloads: boolean): TaskView {
+  // spread-ok: per dashboard request
+  if (!showPayloads) return progress === undefined ? status : { ...status, progressHidden: true };
+  // spread-ok: per dashboard request
+  return {
+    ...status,
+    ...(progress === undefined ? {} : { progress: preview(progress) }),
+    ...(result === undefined ? {} : { result: preview(result) }),
+  };
 }
