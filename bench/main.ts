@@ -1368,7 +1368,7 @@ async function main(): Promise<void> {
     '',
     '## Bytes per record',
     '',
-    'What Redis spends on each per-task or per-call record (MEMORY USAGE, median of 50; the README\'s figures):',
+    "What Redis spends on each per-task or per-call record (MEMORY USAGE, median of 50; the README's figures):",
     '',
     records,
     '',

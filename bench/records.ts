@@ -22,7 +22,9 @@ async function usage(redis: Redis, pattern: string): Promise<number> {
     cursor = next;
     keys.push(...found);
   } while (cursor !== '0');
-  const bytes = await Promise.all(keys.map(async (key) => Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0)));
+  const bytes = await Promise.all(
+    keys.map(async (key) => Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0)),
+  );
   const sorted = bytes.sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }

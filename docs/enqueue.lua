@@ -371,9 +371,10 @@ end
 --             d), or nowhere yet (where p, "parked": keep-last, while another task of the key runs)
 --   entry     the slot's entry as it lies there; client, priority: where a parked slot goes; first: when
 --             the slot was placed (a debounce never waits past first + maxWait)
---   latest    the entry the slot runs (the last emit's: an emit while a slot waits replaces it here, so
---             the slot keeps its place and runs the newest payload); last: its task id; reply, ttl: its
---             send() caller's channel ('' none) and how long a reply is kept (ms)
+--   latest    the entry the slot runs once an emit replaced it (an emit while a slot waits puts its entry
+--             here, so the slot keeps its place and runs the newest payload; absent while the slot's own
+--             entry is the newest); last: the newest task id; reply, ttl: its send() caller's channel ('' none)
+--             and how long a reply is kept (ms)
 --   r:<token> one per running task of the key: `<worker>\n<task id>\n<reply channel>\n<ttl>`
 -- Every step that moves a task of the key updates the record in the same script call: the emit
 -- (enqueueTasks), the start (startCoalesced: the slot takes the latest entry, becomes a runner), and each
@@ -575,8 +576,9 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
     pushTask(base .. ':pending:' .. client, base .. ':priority:' .. client, base .. ':ring', base .. ':sequence',
       base .. ':prioritized', client, entry, priority, false, faults, base .. ':pending-count')
   end
+  -- No `latest` while the slot's own entry is the newest (last = id): the payload is kept once more, not twice.
   redis.call('HSET', record, 'mode', c.mode, 'root', root, 'id', id, 'entry', entry, 'where', where, 'client', client,
-    'priority', priority, 'first', now, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+    'priority', priority, 'first', now, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
   return answer, due
 end
 

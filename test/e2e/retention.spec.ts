@@ -123,7 +123,7 @@ describe('nothing outlives its retention (every feature, keys and memory)', () =
       if (left.length > 0) await redis.del(...left);
       // The data's memory back where it was (the allocator's rounding varies by a few KB; emptied tables shrink
       // on Redis's cron, a few ticks later).
-      await waitFor(async () => (await usedMemory()) < memoryBefore + 64 * 1024, 'the data\'s memory back', {
+      await waitFor(async () => (await usedMemory()) < memoryBefore + 64 * 1024, "the data's memory back", {
         timeoutMs: 5_000,
         intervalMs: 100,
       }).catch(async () => {

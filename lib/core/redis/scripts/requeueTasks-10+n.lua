@@ -82,8 +82,8 @@ for i = 4, #ARGV, 7 do
         -- It waits again, as its key's slot (it was, or it is the newest of its key).
         redis.call('HSET', record, 'id', c.id, 'entry', returned, 'where', 'q')
         if again == 'new' then
-          redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'latest', returned, 'last', c.id,
-            'reply', c.reply)
+          redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'last', c.id, 'reply', c.reply)
+          redis.call('HDEL', record, 'latest')
         end
         fields.id = c.id
         coalesceLeft(base, record, fields, token)
