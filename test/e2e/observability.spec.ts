@@ -3,22 +3,20 @@ import { resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { Test, type TestingModule } from '@nestjs/testing';
-import { Registry } from 'prom-client';
+import { HealthCheckService } from '@nestjs/terminus';
+import { type TestingModule } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
 import {
   NonRetryableTaskError,
   RedisTaskAdmin,
   RedisTaskClient,
   RedisTaskContext,
-  RedisTaskModule,
   RedisTaskRecordBuilder,
 } from '../../lib/index.js';
-import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { RedisTaskMetrics } from '../../lib/metrics.js';
 import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
-import { startWorker } from '../support/nest.js';
-import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { startWorker, startOpsModule } from '../support/nest.js';
+import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
 const redis = openRedis();
 const started: { close(): Promise<unknown> }[] = [];
@@ -43,16 +41,7 @@ class Handlers {
 
 async function app(): Promise<TestingModule> {
   prefix = testPrefix('obs');
-  const module = await Test.createTestingModule({
-    imports: [RedisTaskModule.forRoot({ connection: redisUrl(), prefix, reaperIntervalMs: false }), TerminusModule],
-    providers: [
-      RedisTaskMetrics,
-      RedisTaskHealthIndicator,
-      { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } },
-    ],
-  }).compile();
-  module.useLogger(false);
-  await module.init();
+  const module = await startOpsModule({ prefix, reaperIntervalMs: false });
   started.push(module);
   return module;
 }

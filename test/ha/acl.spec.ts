@@ -2,19 +2,17 @@ import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
-import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { Test } from '@nestjs/testing';
+import { HealthCheckService } from '@nestjs/terminus';
 import { Redis } from 'ioredis';
-import { Registry } from 'prom-client';
 import { firstValueFrom } from 'rxjs';
-import { aclRule, RedisTaskAdmin, RedisTaskClient, RedisTaskModule, RedisTaskRecordBuilder } from '../../lib/index.js';
-import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { aclRule, RedisTaskAdmin, RedisTaskClient, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { RedisTaskMetrics } from '../../lib/metrics.js';
 import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
 import { DashboardService } from '../../lib/nest/dashboard/dashboard.service.js';
 import { resolveSettings } from '../../lib/nest/dashboard/dashboard.options.js';
 import { Everything, FEATURES, KEEP_MS } from '../e2e/fixtures/feature-tour.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
-import { startProducer, startWorker } from '../support/nest.js';
+import { startProducer, startWorker, startOpsModule } from '../support/nest.js';
 import { testPrefix, waitFor } from '../support/redis.js';
 
 const handled = new Set<string>();
@@ -169,16 +167,7 @@ describe("the README's least-privilege rule, exactly as written", () => {
       reaperIntervalMs: 100,
       backoff: { type: 'fixed', delayMs: 50 },
     });
-    const module = await Test.createTestingModule({
-      imports: [RedisTaskModule.forRoot({ connection, prefix, enqueueTimeoutMs: 2_000 }), TerminusModule],
-      providers: [
-        RedisTaskMetrics,
-        RedisTaskHealthIndicator,
-        { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } },
-      ],
-    }).compile();
-    module.useLogger(false);
-    await module.init();
+    const module = await startOpsModule({ connection, prefix, enqueueTimeoutMs: 2_000 });
     const client = module.get(RedisTaskClient);
     const dashboard = new DashboardService(
       resolveSettings({ connection, prefix, actions: true }, { allowActionsWithoutGuard: true }),

@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { EventPattern, Payload } from '@nestjs/microservices';
-import { HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { Test } from '@nestjs/testing';
+import { HealthCheckService } from '@nestjs/terminus';
 import { Redis } from 'ioredis';
-import { Registry } from 'prom-client';
 import { firstValueFrom } from 'rxjs';
-import { RedisFullError, RedisTaskAdmin, RedisTaskClient, RedisTaskModule } from '../../lib/index.js';
-import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { RedisFullError, RedisTaskAdmin, RedisTaskClient } from '../../lib/index.js';
+import { RedisTaskMetrics } from '../../lib/metrics.js';
 import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
 import { startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
-import { startWorker } from '../support/nest.js';
+import { startWorker, startOpsModule } from '../support/nest.js';
 import { testPrefix, waitFor } from '../support/redis.js';
 
 /**
@@ -47,16 +45,7 @@ const metric = (text: string, name: string) => Number(new RegExp(`^${name} (\\S+
 describe('a full Redis', () => {
   it('refuses enqueues with RedisFullError (nothing written), says so in health and metrics, and is drained by a worker started then', async () => {
     const prefix = testPrefix('full');
-    const module = await Test.createTestingModule({
-      imports: [RedisTaskModule.forRoot({ connection: server.url, prefix }), TerminusModule],
-      providers: [
-        RedisTaskMetrics,
-        RedisTaskHealthIndicator,
-        { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } },
-      ],
-    }).compile();
-    module.useLogger(false);
-    await module.init();
+    const module = await startOpsModule({ connection: server.url, prefix });
     const client = module.get(RedisTaskClient);
     const tasks = new RedisTaskAdmin(client);
     try {

@@ -3,7 +3,7 @@ import type { Command } from 'ioredis';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { CALL_MARKER } from '../../lib/core/redis/script-command.js';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
-import { deleteKeys, openRedis, snapshotKeys, testPrefix } from '../support/redis.js';
+import { deleteKeys, openRedis, snapshotKeys, testPrefix, scriptNamesBySha } from '../support/redis.js';
 import { scenarios } from './scenarios.js';
 
 // ioredis writes a command again after a reconnection when its reply was lost (autoResendUnfulfilledCommands),
@@ -15,16 +15,7 @@ const redis = openRedis();
 const worker = 'w1';
 const SCENARIOS = scenarios(redis, worker);
 const scripts = readScriptDefinitions();
-// By either SHA: the script as written, or under its Redis 7 flags line (as the library sends it there).
-const shas = new Map(
-  scripts.flatMap(
-    (script) =>
-      [
-        [script.sha, script.name],
-        [script.flagged.sha, script.name],
-      ] as const,
-  ),
-);
+const shas = scriptNamesBySha();
 
 /** What a second run of these may change, and why that duplicates no work. */
 const RESEND_CHANGES: Record<string, { readonly why: string; readonly keys: RegExp }> = {

@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import type { Command } from 'ioredis';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
-import { deleteKeys, openRedis, snapshotKeys, testPrefix } from '../support/redis.js';
+import { deleteKeys, openRedis, snapshotKeys, testPrefix, scriptNamesBySha } from '../support/redis.js';
 import { scenarios, type Scenario } from './scenarios.js';
 
 // Generated from the scripts' contract headers: for every script and every key it is given (KEYS) or
@@ -15,16 +15,7 @@ const redis = openRedis();
 const worker = 'w1';
 const SCENARIOS = scenarios(redis, worker);
 const scripts = readScriptDefinitions();
-// By either SHA: the script as written, or under its Redis 7 flags line (as the library sends it there).
-const shas = new Map(
-  scripts.flatMap(
-    (script) =>
-      [
-        [script.sha, script.name],
-        [script.flagged.sha, script.name],
-      ] as const,
-  ),
-);
+const shas = scriptNamesBySha();
 
 afterAll(async () => {
   await redis.quit();

@@ -1,5 +1,9 @@
 import type { INestMicroservice, Type } from '@nestjs/common';
+import { TerminusModule } from '@nestjs/terminus';
 import { Test, type TestingModule } from '@nestjs/testing';
+import { Registry } from 'prom-client';
+import { REDIS_TASK_METRICS_OPTIONS, RedisTaskMetrics } from '../../lib/metrics.js';
+import { RedisTaskHealthIndicator } from '../../lib/terminus.js';
 import {
   RedisTaskClient,
   RedisTaskModule,
@@ -42,4 +46,24 @@ export async function startProducer(
   const client = module.get(RedisTaskClient);
   await client.connect();
   return { client, module };
+}
+
+/**
+ * An app's operations module: `RedisTaskModule.forRoot` with the metrics (a registry of its own, stats read
+ * on every scrape) and the Terminus health indicator, initialised.
+ */
+export async function startOpsModule(
+  options: Parameters<typeof RedisTaskModule.forRoot>[0] & { prefix: string },
+): Promise<TestingModule> {
+  const module = await Test.createTestingModule({
+    imports: [RedisTaskModule.forRoot({ connection: redisUrl(), ...options }), TerminusModule],
+    providers: [
+      RedisTaskMetrics,
+      RedisTaskHealthIndicator,
+      { provide: REDIS_TASK_METRICS_OPTIONS, useValue: { registry: new Registry(), statsTtlMs: 0 } },
+    ],
+  }).compile();
+  module.useLogger(false);
+  await module.init();
+  return module;
 }

@@ -5,7 +5,7 @@ import type { QueueKeys } from '../../lib/core/redis/keys.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { useScriptFlags } from '../../lib/core/redis/script-flags.js';
 import { versionAtLeast } from '../../lib/core/redis/guardrails.js';
-import { defineScripts, type TaskCommands } from '../../lib/core/redis/scripts.js';
+import { defineScripts, readScriptDefinitions, type TaskCommands } from '../../lib/core/redis/scripts.js';
 
 /** The Redis the global setup found or started (never a mock). */
 export function redisUrl(): string {
@@ -137,4 +137,20 @@ export async function snapshotKeys(redis: Redis, prefix: string): Promise<Record
     snapshot[key] = `${type} ${ttl >= 0 ? 'ttl' : 'no-ttl'} ${dumped?.toString('hex') ?? ''}`;
   }
   return snapshot;
+}
+
+/**
+ * Each script's name by the SHA1 an EVALSHA names it with: the script as written, or under its Redis 7 flags
+ * line (as the library sends it there).
+ */
+export function scriptNamesBySha(): Map<string, string> {
+  return new Map(
+    readScriptDefinitions().flatMap(
+      (script) =>
+        [
+          [script.sha, script.name],
+          [script.flagged.sha, script.name],
+        ] as const,
+    ),
+  );
 }
