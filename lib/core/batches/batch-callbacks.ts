@@ -54,7 +54,7 @@ export async function enqueueCallbacks(
     if (!callback) continue;
     const taskId = callbackTaskId(id, which);
     const payload = callback.payload === undefined ? summary : { ...summary, payload: callback.payload };
-    // A task of its batch too: its settle starts the countdown of the batch's record (foldBatch-2.lua).
+    // A task of its batch too: its settle starts the countdown of the batch's record (foldBatch-3.lua).
     const task = prepareTask(
       { payload, clientId: callback.clientId ?? 'default', id: taskId, batch: id },
       Date.now(),

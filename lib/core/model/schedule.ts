@@ -237,7 +237,7 @@ function timeOf(value: unknown, name: string, fail: (message: string) => never):
   return ms;
 }
 
-/** A schedule as stored (see changeSchedule-3.lua): its spec, version and flags. */
+/** A schedule as stored (see changeSchedule-4.lua): its spec, version and flags. */
 export interface ScheduleRecord {
   readonly version: string;
   /** Paused by an operator (`pauseSchedule`). */

@@ -4,7 +4,7 @@
 -- `<seq>\n<batch id>\n<task id>\n<outcome>`, outcome s (succeeded), d (dead-lettered), c (cancelled) or p
 -- (waiting again: requeued from dead letters); seq from `<base>:batch-seq` (INCR; a counter made anew starts
 -- at the Redis clock in µs, past any number it gave before), increasing within the base, where a task spends its whole life, so the batch's record applies each task's events in order
--- however often they are folded (foldBatch-2.lua; reapers fold them, see lib/core/batches). Only the
+-- however often they are folded (foldBatch-3.lua; reapers fold them, see lib/core/batches). Only the
 -- default consumer group's runs count (its base is the root, whose name ends with the hash tag's `}`).
 -- batchOf(entry)
 --   { batch, id } for a batch child's entry (`<attempts>|{"v":2,"batch":...`), else nil (other entries
