@@ -143,6 +143,26 @@ async function noRecordsLeft(): Promise<void> {
 }
 
 describe('latest wins: setCoalesceKey', () => {
+  it("keeps a waiting task's payload once (in its list), replaced or not; a replaced one's newest payload once more, to run it", async () => {
+    prefix = testPrefix('latest-once');
+    const client = await producer();
+    const big = (seq: number) =>
+      new RedisTaskRecordBuilder({ user: 'u1', seq, pad: 'x'.repeat(100_000) }).setCoalesceKey('avatar:u1').build();
+    await emitEach(client, 'avatar.quick', [big(1)]);
+    const keys = new PrefixKeys(prefix).queue('avatar.quick');
+    // Every field counted (SAMPLES 0): sampled, one large field would be counted once per field.
+    const bytes = async (key: string) => Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+    expect(await bytes(keys.pending('default'))).toBeGreaterThan(100_000);
+    expect(await bytes(keys.coalesce('avatar:u1'))).toBeLessThan(2_000);
+    // A newer payload replaces it: the slot keeps its place (its list entry), the record holds the newest.
+    await emitEach(client, 'avatar.quick', [big(2)]);
+    expect(await bytes(keys.coalesce('avatar:u1'))).toBeLessThan(130_000);
+    await worker();
+    await waitFor(() => seqs('avatar.quick').includes(2), 'the newest payload to run');
+    expect(seqs('avatar.quick')).toEqual([2]);
+    await noRecordsLeft();
+  });
+
   it('replace: 1,000 emits of one key in a burst run once, with the last payload; each receipt names the task it replaced', async () => {
     prefix = testPrefix('lw-replace');
     const client = await producer();

@@ -80,7 +80,8 @@ for i = 4, #ARGV, 7 do
       end
       if c then
         -- It waits again, as its key's slot (it was, or it is the newest of its key).
-        redis.call('HSET', record, 'id', c.id, 'entry', returned, 'where', 'q')
+        redis.call('HSET', record, 'id', c.id, 'where', 'q')
+        redis.call('HDEL', record, 'entry')
         if again == 'new' then
           redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'last', c.id, 'reply', c.reply)
           redis.call('HDEL', record, 'latest')

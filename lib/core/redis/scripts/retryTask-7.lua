@@ -55,8 +55,12 @@ releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
 if c then
-  redis.call('HSET', record, 'id', c.id, 'entry', entry, 'where', 'd', 'first', due, 'last', c.id, 'reply', c.reply)
-  redis.call('HDEL', record, 'latest')
+  redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', due, 'last', c.id, 'reply', c.reply)
+  redis.call('HDEL', record, 'latest', 'entry')
+  if c.mode == 'd' then
+    -- A debounce emit while it waits moves its due time: it must find it in the delayed set.
+    redis.call('HSET', record, 'entry', entry)
+  end
   fields.id = c.id
   coalesceLeft(base, record, fields, ARGV[1])
 end

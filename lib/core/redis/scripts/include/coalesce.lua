@@ -6,8 +6,10 @@
 --   id        the task that waits for the key (the "slot"), absent when none waits; it holds its place in
 --             line: its entry lies in its client's list or priority set (where q), the delayed set (where
 --             d), or nowhere yet (where p, "parked": keep-last, while another task of the key runs)
---   entry     the slot's entry as it lies there; client, priority: where a parked slot goes; first: when
---             the slot was placed (a debounce never waits past first + maxWait)
+--   entry     the slot's entry, kept only where the record is its one home (parked) or a debounce must find
+--             it in the delayed set (its due time moves): a payload waiting in a list is kept once; client,
+--             priority: where a parked slot goes; first: when the slot was placed (a debounce never waits
+--             past first + maxWait)
 --   latest    the entry the slot runs once an emit replaced it (an emit while a slot waits puts its entry
 --             here, so the slot keeps its place and runs the newest payload; absent while the slot's own
 --             entry is the newest); last: the newest task id; reply, ttl: its send() caller's channel ('' none)
@@ -135,7 +137,9 @@ local function coalesceLeft(base, record, fields, token)
     pushTask(base .. ':pending:' .. fields.client, base .. ':priority:' .. fields.client, base .. ':ring',
       base .. ':sequence', base .. ':prioritized', fields.client, fields.entry, tonumber(fields.priority) or 0, false,
       base .. ':faults', base .. ':pending-count')
+    -- Its list holds it now: the record keeps the payload no more.
     redis.call('HSET', record, 'where', 'q')
+    redis.call('HDEL', record, 'entry')
     fields.where = 'q'
   end
   if not fields.id and running == 0 and next(fields) ~= nil then
@@ -192,7 +196,7 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
     local replaced = fields.last or fields.id
     coalesceTell(root, fields.reply, replaced, id, fields.ttl)
     redis.call('HSET', record, 'mode', c.mode, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
-    if c.mode == 'd' and fields.where == 'd' then
+    if c.mode == 'd' and fields.where == 'd' and fields.entry then
       local at = redis.pcall('ZSCORE', base .. ':delayed', fields.entry)
       if type(at) == 'string' then
         due = math.min(now + delay, (tonumber(fields.first) or now) + c.maxWait)
@@ -213,8 +217,13 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
     pushTask(base .. ':pending:' .. client, base .. ':priority:' .. client, base .. ':ring', base .. ':sequence',
       base .. ':prioritized', client, entry, priority, false, faults, base .. ':pending-count')
   end
-  -- No `latest` while the slot's own entry is the newest (last = id): the payload is kept once more, not twice.
-  redis.call('HSET', record, 'mode', c.mode, 'root', root, 'id', id, 'entry', entry, 'where', where, 'client', client,
+  -- The payload once: the record keeps the slot's entry only where it is the entry's one home (parked) or a
+  -- debounce must find it in the delayed set to move its due time; no `latest` while the slot's own entry is
+  -- the newest (last = id).
+  redis.call('HSET', record, 'mode', c.mode, 'root', root, 'id', id, 'where', where, 'client', client,
     'priority', priority, 'first', now, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
+  if where == 'p' or (where == 'd' and c.mode == 'd') then
+    redis.call('HSET', record, 'entry', entry)
+  end
   return answer, due
 end
