@@ -131,6 +131,22 @@ async function servesWhileRedisIsDown(dir, env) {
   }
 }
 
+/**
+ * The starter's own plain e2e test (GET /, `app.init()` in beforeEach, `app.close()` after) unchanged, its
+ * AppModule importing RedisTaskModule, with Redis unreachable: it passes within the runner's default hook
+ * timeout (nothing in Nest's bootstrap waits for Redis) and the runner exits by itself (no handle left).
+ */
+async function starterE2eWithRedisDown(dir, name, env) {
+  const down = { ...env, REDIS_URL: `redis://127.0.0.1:${await freePort()}` };
+  const spec = 'test/app.e2e-spec.ts';
+  const args = name.includes('cjs') ? ['--', '--detectOpenHandles', spec] : ['--', spec];
+  const { output } = sh('npm', ['run', 'test:e2e', ...args], dir, down, 120_000);
+  if (/open handle|did not exit|close timed out|prevents .* from exiting/i.test(output))
+    throw new Error(`${name}: the plain e2e test with Redis down left open handles:\n${output}`);
+  if (!/1 passed/.test(output)) throw new Error(`${name}: the plain e2e test with Redis down did not pass:\n${output}`);
+  console.log(`${name}: the starter's plain e2e test passed and exited with Redis unreachable`);
+}
+
 const redis = await findRedis();
 try {
   const env = { ...process.env, REDIS_URL: redis.url, TASKS_PREFIX: `apps-${process.pid}`, CI: process.env.CI ?? '' };
@@ -161,6 +177,7 @@ try {
       300_000,
     );
     if (/open handle|did not exit/i.test(e2e)) throw new Error(`${name}: the e2e run left open handles:\n${e2e}`);
+    await starterE2eWithRedisDown(dir, name, env);
     sh('npm', ['run', 'build'], dir, env);
     await servesOneRequest(dir, env);
     await servesWhileRedisIsDown(dir, env);

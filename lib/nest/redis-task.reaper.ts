@@ -3,6 +3,8 @@ import { TaskReaper, type SweepResult } from '../core/reaper/reaper.js';
 import { ReaperSchedule } from '../core/reaper/schedule.js';
 import { ScheduleTicker } from '../core/schedules/ticker.js';
 import { printableLogger } from '../core/support/logger.js';
+import { describe } from '../core/support/describe.js';
+import { answered } from '../core/admin/readiness.js';
 import { REDIS_TASK_MODULE_OPTIONS, type RedisTaskModuleOptions } from './redis-task.module-definition.js';
 import { RedisTaskClient } from './redis-task.client.js';
 import { connectedRedis } from './ready-by.js';
@@ -18,6 +20,7 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
   private schedule: ReaperSchedule | undefined;
   private reaper: TaskReaper | undefined;
   private ticker: ScheduleTicker | undefined;
+  private closed = false;
 
   constructor(
     private readonly client: RedisTaskClient,
@@ -29,13 +32,35 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
     return (await this.core()).sweep();
   }
 
-  async onApplicationBootstrap(): Promise<void> {
+  /**
+   * Nothing in Nest's bootstrap waits for Redis: the schedule ticker and the sweeps start once Redis answers
+   * (at once when it does), as a worker does; an app started with Redis down serves in the meantime.
+   */
+  onApplicationBootstrap(): void {
+    this.closed = false;
+    this.startOnceAnswering().catch((error: unknown) => {
+      if (!this.closed) this.logger.error(`the reaper did not start: ${describe(error)}`);
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    this.closed = true;
+    // A start still waiting for Redis ends with the client's connection (closed after this): not waited for.
+    await this.ticker?.close();
+    this.ticker = undefined;
+    await this.schedule?.stop();
+    this.schedule = undefined;
+  }
+
+  private async startOnceAnswering(): Promise<void> {
     const interval = this.options.reaperIntervalMs ?? 1_000;
     // Recurring schedules fire here too (each tick still one task), unless turned off; a module whose
     // reaper only sweeps on demand fires none unless scheduleCheckMs says so.
     const checkMs = this.options.scheduleCheckMs ?? (interval === false ? false : 1_000);
+    if (checkMs === false && interval === false) return;
+    const redis = await connectedRedis(this.client);
+    if (!(await answered(redis, () => this.closed))) return;
     if (checkMs !== false) {
-      const redis = await connectedRedis(this.client);
       const { maxPayloadBytes, deduplicationTtlMs } = this.client.options;
       this.ticker = ScheduleTicker.forPrefix(
         redis,
@@ -45,18 +70,9 @@ export class RedisTaskReaper implements OnApplicationBootstrap, OnModuleDestroy 
       );
       this.ticker.start();
     }
-    if (interval === false) {
-      return;
-    }
+    if (interval === false) return;
     this.schedule = new ReaperSchedule(await this.core(), interval, () => undefined, this.logger);
     this.schedule.start();
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await this.ticker?.close();
-    this.ticker = undefined;
-    await this.schedule?.stop();
-    this.schedule = undefined;
   }
 
   private async core(): Promise<TaskReaper> {

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -46,17 +47,40 @@ describe('one deadline per call while Redis is unreachable', () => {
     expect(ms).toBeLessThan(2_500);
   });
 
-  it('fails a first emit() within one enqueueTimeoutMs, connecting included, and states that value', async () => {
+  it('fails a first emit() to an address nobody listens on at once (refused: no wait), nothing written', async () => {
     const client = new RedisTaskClient({
       connection: `redis://127.0.0.1:${await freePort()}`,
+      prefix: testPrefix('dl-emit'),
+      // Were the refusal waited out, the test's own timeout would end it first.
+      enqueueTimeoutMs: 60_000,
+    });
+    closing.push(client);
+    const outcome = await firstValueFrom(client.emit('dl.event', { n: 1 })).catch((error: unknown) => error);
+    expect(outcome).toBeInstanceOf(RedisUnavailableError);
+    expect(outcome).toMatchObject({ written: false, refused: true });
+    expect((outcome as Error).message).toMatch(
+      /refused the connection for "dl.event"; nothing was written \(connect ECONNREFUSED/,
+    );
+  });
+
+  it('fails a first emit() within one enqueueTimeoutMs, connecting included, and states that value', async () => {
+    // A server that accepts the connection and never answers (not refused: the emit waits its deadline).
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const client = new RedisTaskClient({
+      connection: `redis://127.0.0.1:${(silent.address() as AddressInfo).port}`,
       prefix: testPrefix('dl-emit'),
       enqueueTimeoutMs: 800,
     });
     closing.push(client);
-    const { ms, outcome } = await timed(firstValueFrom(client.emit('dl.event', { n: 1 })));
-    expect(outcome).toBeInstanceOf(RedisUnavailableError);
-    expect((outcome as Error).message).toContain('within 800 ms');
-    expect(ms).toBeLessThan(1_500);
+    try {
+      const { ms, outcome } = await timed(firstValueFrom(client.emit('dl.event', { n: 1 })));
+      expect(outcome).toBeInstanceOf(RedisUnavailableError);
+      expect((outcome as Error).message).toContain('within 800 ms');
+      expect(ms).toBeLessThan(1_500);
+    } finally {
+      silent.close();
+    }
   });
 
   it('fails a first send() of a client whose reply channel is not subscribed yet within enqueueTimeoutMs once Redis went away', async () => {

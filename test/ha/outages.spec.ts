@@ -81,6 +81,8 @@ async function waitForEmit<T>(emit: () => Promise<T>): Promise<T> {
       return await emit();
     } catch (error) {
       if (Date.now() > deadline) throw error;
+      // A refused connection fails an emit at once: let the client's reconnect timer run between tries.
+      await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
 }

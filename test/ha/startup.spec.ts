@@ -8,7 +8,17 @@ import { EventPattern, Payload } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
 import { Redis } from 'ioredis';
-import { RedisConfigurationError, RedisTaskTransport, type RedisTaskStatus } from '../../lib/index.js';
+import {
+  RedisConfigurationError,
+  RedisTaskClient,
+  RedisTaskAdmin,
+  RedisTaskModule,
+  RedisTaskReaper,
+  RedisTaskTransport,
+  RedisUnavailableError,
+  type RedisTaskStatus,
+} from '../../lib/index.js';
+import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
 import { freePort, startRedisServer, type RedisServer } from '../../scripts/redis-server.mjs';
 import { startProducer } from '../support/nest.js';
 import { testPrefix, waitFor } from '../support/redis.js';
@@ -139,6 +149,77 @@ describe('permanent misconfiguration fails fast instead of "retrying until Redis
         .then(({ client, module }) => client.emitBatch('startup.task', [{ key: 'x' }]).finally(() => module.close()))
         .catch((e: unknown) => e);
       expect(emitted).toBeInstanceOf(RedisConfigurationError);
+    }
+  });
+});
+
+/** The kinds of handle (sockets, timers) the process holds now, counted. */
+function activeResources(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const kind of process.getActiveResourcesInfo()) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  return counts;
+}
+
+describe('an HTTP app whose Redis is unreachable (the starter with RedisTaskModule, Redis down)', () => {
+  it('init() and close() wait for nothing from Redis, an emit fails at once with RedisUnavailableError, and no handle is left', async () => {
+    const port = await freePort();
+    const connection = `redis://127.0.0.1:${port}`;
+    // Anything waiting on Redis would wait this long: far past the test's own timeout.
+    const enqueueTimeoutMs = 120_000;
+    const before = activeResources();
+    const module = await Test.createTestingModule({
+      imports: [
+        RedisTaskModule.forRoot({ connection, prefix: testPrefix('down'), enqueueTimeoutMs }),
+        RedisTaskDashboardModule.forRoot({ connection, path: 'queues' }),
+      ],
+    }).compile();
+    const app = module.createNestApplication({ logger: false });
+    await app.init();
+    const client = app.get(RedisTaskClient);
+    expect(app.get(RedisTaskReaper)).toBeInstanceOf(RedisTaskReaper);
+    await expect(firstValueFrom(client.emit('down.task', { n: 1 }))).rejects.toBeInstanceOf(RedisUnavailableError);
+    await expect(firstValueFrom(client.emit('down.task', { n: 2 }))).rejects.toMatchObject({
+      code: 'REDIS_UNAVAILABLE',
+      written: false,
+    });
+    await app.close();
+    // Nothing of the app is left running: the handles are those there were before it.
+    await waitFor(
+      () => {
+        const after = activeResources();
+        return [...after].every(([kind, count]) => count <= (before.get(kind) ?? 0));
+      },
+      `no handle left after close() (before ${JSON.stringify([...before])})`,
+      { timeoutMs: 2_000 },
+    );
+  }, 15_000);
+
+  it('the reaper and the schedule ticker start by themselves once Redis answers', async () => {
+    const port = await freePort();
+    const prefix = testPrefix('late-reaper');
+    const module = await Test.createTestingModule({
+      imports: [RedisTaskModule.forRoot({ connection: `redis://127.0.0.1:${port}`, prefix, scheduleCheckMs: 100 })],
+    }).compile();
+    const app = module.createNestApplication({ logger: false });
+    await app.init();
+    try {
+      const server = await startRedisServer([], port);
+      servers.push(server);
+      const client = app.get(RedisTaskClient);
+      const admin = new RedisTaskAdmin(client);
+      // The pattern's shard count on record first (a schedule never decides it), then a schedule every 200 ms.
+      await waitFor(
+        async () => (await firstValueFrom(client.emit('late.task', { n: 0 })).catch(() => null)) !== null,
+        'an emit accepted once Redis answers',
+      );
+      await admin.upsertSchedule('late-every', { pattern: 'late.task', everyMs: 200 });
+      await waitFor(async () => {
+        const state = (await admin.listSchedules()).find((info) => info.id === 'late-every')?.state;
+        // The first tick's task waits (no worker here): later ticks are skipped (overlap 'skip'), ticks all the same.
+        return state !== undefined && state.fired === 1 && state.skipped >= 1;
+      }, 'the schedule to tick (the ticker started once Redis answered)');
+    } finally {
+      await app.close();
     }
   });
 });

@@ -1,6 +1,9 @@
 import { RedisFullError, RedisPermissionError, RedisUnavailableError } from '../model/errors.js';
 import { isRedisFull, permissionRefusal } from '../redis/refusals.js';
-import { describeServer, watchOf, type RedisTaskConnection } from '../redis/connection.js';
+import { describeServer, RefusedError, watchOf, type RedisTaskConnection } from '../redis/connection.js';
+
+/** Resolves true once the connection is ready, false if it ended or its caller gave up first (no timer held). */
+export { answered } from '../redis/connection.js';
 import type { RedisConnection } from '../redis/scripts.js';
 
 /**
@@ -17,9 +20,17 @@ export async function answeringBy(
 ): Promise<void> {
   if (redis.status === 'ready') return;
   try {
-    await watchOf(redis).whenReady(Math.max(0, deadline - Date.now()));
-  } catch {
-    throw unanswered(connection, timeoutMs, `${what} could not reach Redis`);
+    await watchOf(redis).whenReady(Math.max(0, deadline - Date.now()), { refusedForMs: timeoutMs });
+  } catch (error) {
+    const refused = error instanceof RefusedError;
+    throw new RedisUnavailableError(
+      '',
+      describeServer(connection),
+      timeoutMs,
+      false,
+      `${what} could not reach Redis`,
+      refused,
+    );
   }
 }
 

@@ -419,10 +419,16 @@ export class RedisUnavailableError extends RedisTaskError {
     readonly written: false | 'unknown',
     /** What the connection last reported (no command arguments). */
     readonly reason?: string,
+    /**
+     * Told at once, without waiting `timeoutMs`: the connection is known refused (nothing listens at the
+     * address, or no such host), and it never was ready or has been down longer than `timeoutMs`.
+     */
+    readonly refused = false,
   ) {
     super(
       'REDIS_UNAVAILABLE',
-      `nestjs-redis-tasks: Redis at ${server} did not answer within ${timeoutMs} ms` +
+      `nestjs-redis-tasks: Redis at ${server} ` +
+        (refused ? 'refused the connection' : `did not answer within ${timeoutMs} ms`) +
         (pattern ? ` for "${pattern}"` : '') +
         (written === false ? '; nothing was written' : '; the write was sent, so the task may have been enqueued') +
         (reason ? ` (${reason})` : ''),

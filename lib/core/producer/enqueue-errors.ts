@@ -47,7 +47,19 @@ export class EnqueueErrors {
     return scrubRedisError(error) as Error;
   }
 
-  unavailable(queue: string, written: false | 'unknown', reason = this.options.watch.lastError): RedisUnavailableError {
-    return new RedisUnavailableError(queue, this.options.server, this.options.enqueueTimeoutMs, written, reason);
+  unavailable(
+    queue: string,
+    written: false | 'unknown',
+    reason = this.options.watch.lastError,
+    refused = false,
+  ): RedisUnavailableError {
+    return new RedisUnavailableError(
+      queue,
+      this.options.server,
+      this.options.enqueueTimeoutMs,
+      written,
+      reason,
+      refused,
+    );
   }
 }

@@ -109,7 +109,9 @@ export class ProducerRuntime {
    */
   async ready(): Promise<void> {
     try {
-      await watchOf(this.redis).whenReady(this.options.enqueueTimeoutMs);
+      const timeoutMs = this.options.enqueueTimeoutMs;
+      // Known refused: connect() resolves now (emits then fail at once), as it does past the timeout.
+      await watchOf(this.redis).whenReady(timeoutMs, { refusedForMs: timeoutMs });
     } catch (error) {
       if (error instanceof NotReadyError) return;
       throw error;

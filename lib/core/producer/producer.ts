@@ -6,6 +6,7 @@ import { ClosedError, InvalidTaskError, RedisConfigurationError } from '../model
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
+import { RefusedError } from '../redis/connection.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
 import { KnownQueues } from './known-queues.js';
@@ -193,9 +194,12 @@ export class TaskProducer {
         Promise.race([
           failed,
           (async () => {
-            await this.options.watch.whenReady(timeoutMs + 1).catch((error: unknown) => {
+            const refusedForMs = this.options.enqueueTimeoutMs;
+            await this.options.watch.whenReady(timeoutMs + 1, { refusedForMs }).catch((error: unknown) => {
               // A refused password or an untrusted certificate: no wait will help, so fail now.
               if (error instanceof RedisConfigurationError) fail(error);
+              // Nothing listens there (an app started with Redis down, or down longer than a restart): say so now.
+              if (error instanceof RefusedError) fail(this.errors.unavailable(queue, false, undefined, true));
               return failed;
             });
             // Once the caller was told "nothing was written" (timeout, close), nothing may be sent after all.

@@ -160,6 +160,8 @@ const TLS_CODES = new Set([
   'ERR_TLS_CERT_ALTNAME_INVALID',
   'EPROTO',
 ]);
+/** Connection errors that say nothing listens there (or no such host): known refused, not slow. */
+const REFUSAL_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 /** Connections reset before any answer, in a row, that mean "this port speaks TLS" rather than an outage. */
 const RESETS_MEANING_TLS = 3;
 
@@ -179,6 +181,8 @@ export class ConnectionWatch {
   readySince: number | undefined;
   private resetsBeforeReady = 0;
   private everReady = false;
+  /** Whether the last connection attempt was refused (see REFUSAL_CODES); cleared once ready. */
+  private refusedLast = false;
 
   constructor(
     private readonly connection: RedisConnection,
@@ -203,6 +207,7 @@ export class ConnectionWatch {
       this.everReady = true;
       this.resetsBeforeReady = 0;
       this.permanent = undefined;
+      this.refusedLast = false;
     });
   }
 
@@ -210,6 +215,7 @@ export class ConnectionWatch {
     this.lastError = error.message;
     const code = (error as { code?: unknown }).code;
     const text = error.message;
+    this.refusedLast = typeof code === 'string' && REFUSAL_CODES.has(code);
     let cause: string | undefined;
     if (/^(WRONGPASS|NOAUTH|NOPERM)\b/.test(text)) {
       cause = `Redis refused the credentials or the ACL user (${text.split('\n')[0]})`;
@@ -226,14 +232,15 @@ export class ConnectionWatch {
    * else with NotReadyError after `ms`. Used so no command is handed to a connection that is down: one
    * that is not sent is known not written.
    */
-  whenReady(ms: number): Promise<void> {
+  whenReady(ms: number, failFast?: { readonly refusedForMs: number }): Promise<void> {
     const { connection } = this;
     if (connection.status === 'ready') return Promise.resolve();
     if (this.permanent) return Promise.reject(this.permanent);
+    if (failFast && this.knownRefused(failFast.refusedForMs)) return Promise.reject(this.refusal());
     // A user's instance made with lazyConnect waits for a first command; start it ourselves.
     if (connection.status === 'wait') void connection.connect().catch(() => undefined);
     return new Promise((resolve, reject) => {
-      const waiter: ReadyWaiter = { resolve, reject, timer: undefined };
+      const waiter: ReadyWaiter = { resolve, reject, timer: undefined, failFast };
       waiter.timer = setTimeout(() => {
         this.waiters.delete(waiter);
         reject(new NotReadyError(this.lastError ?? `connection ${connection.status}`));
@@ -241,6 +248,20 @@ export class ConnectionWatch {
       this.waiters.add(waiter);
       this.listenForReady();
     });
+  }
+
+  /**
+   * Whether the connection is known refused: its last attempt found nobody listening (or no such host), and
+   * it never was ready (an app started with Redis down) or has been down for `refusedForMs` (longer than a
+   * restart). A caller that opted in is then told at once instead of waiting out its timeout.
+   */
+  knownRefused(refusedForMs: number): boolean {
+    if (!this.refusedLast || this.connection.status === 'ready') return false;
+    return !this.everReady || (this.downSince !== undefined && Date.now() - this.downSince >= refusedForMs);
+  }
+
+  private refusal(): RefusedError {
+    return new RefusedError(this.lastError ?? 'the connection was refused');
   }
 
   /**
@@ -272,7 +293,18 @@ export class ConnectionWatch {
     const onEnd = () => settle(new NotReadyError('the connection was closed'));
     // Listeners run in order: this watch's own classification (added first) has already run.
     const onError = () => {
-      if (this.permanent) settle(this.permanent);
+      if (this.permanent) {
+        settle(this.permanent);
+        return;
+      }
+      // Refused: the callers that opted in are told now; the others wait on.
+      for (const waiter of this.waiters) {
+        if (waiter.failFast && this.knownRefused(waiter.failFast.refusedForMs)) {
+          this.waiters.delete(waiter);
+          clearTimeout(waiter.timer);
+          waiter.reject(this.refusal());
+        }
+      }
     };
     connection.on('ready', onReady);
     connection.on('end', onEnd);
@@ -284,6 +316,7 @@ interface ReadyWaiter {
   resolve(): void;
   reject(error: Error): void;
   timer: NodeJS.Timeout | undefined;
+  failFast: { readonly refusedForMs: number } | undefined;
 }
 
 const watches = new WeakMap<RedisConnection, ConnectionWatch>();
@@ -312,5 +345,30 @@ export function watchOf(connection: RedisConnection, server = 'Redis'): Connecti
   return watch;
 }
 
+/**
+ * Resolves true once the connection is ready, false if it ended first or `stopped()` says its caller gave up
+ * (checked at each status change). No timer: a caller waiting on an app started with Redis down holds no handle.
+ */
+export async function answered(connection: RedisConnection, stopped: () => boolean): Promise<boolean> {
+  for (;;) {
+    if (stopped() || connection.status === 'end') return false;
+    if (connection.status === 'ready') return true;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        connection.off('ready', done);
+        connection.off('end', done);
+        connection.off('reconnecting', done);
+        resolve();
+      };
+      connection.on('ready', done);
+      connection.on('end', done);
+      connection.on('reconnecting', done);
+    });
+  }
+}
+
 /** The connection did not become ready in time (internal: mapped to RedisUnavailableError by callers). */
 export class NotReadyError extends Error {}
+
+/** The connection is known refused (see ConnectionWatch.knownRefused): nothing was sent. */
+export class RefusedError extends NotReadyError {}
