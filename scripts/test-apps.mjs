@@ -147,6 +147,47 @@ async function starterE2eWithRedisDown(dir, name, env) {
   console.log(`${name}: the starter's plain e2e test passed and exited with Redis unreachable`);
 }
 
+/**
+ * Every `npm i` line of the README's bash blocks that applies to this app's Nest major (a line ending in
+ * `# Nest 11` is for Nest 11 apps; a line naming no major is for both) resolves in the fresh app, with the
+ * packed tarball for the package itself: what a user types after `nest new`.
+ */
+function readmeInstallLines(dir, name) {
+  const major = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).dependencies['@nestjs/core'].match(
+    /\d+/,
+  )[0];
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const blocks = [...readme.matchAll(/```bash\n([\s\S]*?)```/g)].map(([, body]) => body);
+  const lines = blocks.flatMap((body) => body.split('\n')).filter((line) => /^npm i(nstall)? [^&]/.test(line));
+  let checked = 0;
+  for (const line of lines) {
+    const [command, comment = ''] = line.split(/\s+#\s*/);
+    const majors = [...comment.matchAll(/Nest (\d+)/g)].map(([, m]) => m);
+    if (majors.length > 0 && !majors.includes(major)) continue;
+    const specs = command.trim().split(/\s+/).slice(2);
+    // As `nest new` made the app: without the packages the line installs (a starter that has them already
+    // would keep its own version and prove nothing), its lockfile pinning the rest.
+    const pristine = join(dir, '.install-check');
+    rmSync(pristine, { recursive: true, force: true });
+    mkdirSync(pristine);
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    for (const spec of specs) {
+      const packageName = spec.replace(/(.)@.*$/, '$1');
+      delete manifest.dependencies?.[packageName];
+      delete manifest.devDependencies?.[packageName];
+    }
+    writeFileSync(join(pristine, 'package.json'), JSON.stringify(manifest, null, 2));
+    cpSync(join(dir, 'package-lock.json'), join(pristine, 'package-lock.json'));
+    cpSync(join(dir, 'nestjs-redis-tasks.tgz'), join(pristine, 'nestjs-redis-tasks.tgz'));
+    const packages = specs.map((spec) => (spec === 'nestjs-redis-tasks' ? './nestjs-redis-tasks.tgz' : spec));
+    sh('npm', ['install', '--dry-run', '--no-audit', '--no-fund', ...packages], pristine);
+    rmSync(pristine, { recursive: true, force: true });
+    checked++;
+  }
+  if (checked === 0) throw new Error(`no README install line applies to ${name} (Nest ${major})`);
+  console.log(`${name}: ${checked} README install line(s) for Nest ${major} resolve`);
+}
+
 const redis = await findRedis();
 try {
   const env = { ...process.env, REDIS_URL: redis.url, TASKS_PREFIX: `apps-${process.pid}`, CI: process.env.CI ?? '' };
@@ -168,6 +209,7 @@ try {
     forgetTarballIntegrity(join(dir, 'package-lock.json'));
     console.log(`== ${name}`);
     sh('npm', ['install', '--no-audit', '--no-fund'], dir, env);
+    readmeInstallLines(dir, name);
     sh('npm', ['test'], dir, env, 300_000);
     const { output: e2e } = sh(
       'npm',
