@@ -441,6 +441,18 @@ describe('bad options', () => {
     }
     await expect(startWorker(prefix, [BadExtras])).rejects.toThrow(/extras of pattern "oops".maxAttempts/);
   });
+
+  it("refuses a concurrency extra above the worker's concurrency at start-up, naming the pattern and the value", async () => {
+    fresh('extras-concurrency');
+    @Controller()
+    class TooMany {
+      @EventPattern<string>('encode', { concurrency: 12 })
+      encode(): void {}
+    }
+    await expect(startWorker(prefix, [TooMany], { concurrency: 8 })).rejects.toThrow(
+      /extras of pattern "encode".concurrency.*more than the worker's concurrency \(8\)/,
+    );
+  });
 });
 
 describe('results and errors that cannot be serialized, handlers that never settle', () => {

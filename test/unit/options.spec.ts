@@ -17,6 +17,10 @@ describe('options are validated at construction', () => {
     [{ shards: 0 }, 'shards'],
     [{ shards: 257 }, 'shards'],
     [{ watchdogTimeoutMs: 10 }, 'watchdogTimeoutMs'],
+    [{ patternConcurrency: 2 }, 'patternConcurrency'],
+    [{ patternConcurrency: { 'video.encode': 0 } }, 'patternConcurrency["video.encode"]'],
+    [{ patternConcurrency: { 'video.encode': 11 } }, 'patternConcurrency["video.encode"]'],
+    [{ concurrency: 4, patternConcurrency: { 'video.encode': 5 } }, 'patternConcurrency["video.encode"]'],
   ])('the transport rejects %j naming "%s"', (options, option) => {
     const attempt = () => new RedisTaskTransport(options as never);
     expect(attempt).toThrow(InvalidOptionError);

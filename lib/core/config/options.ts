@@ -20,6 +20,7 @@ import {
   validateHandlerTimeout,
   validateMaxAttempts,
   validateName,
+  validatePatternConcurrency,
   validateRate,
   validateWeight,
 } from './rules.js';
@@ -144,6 +145,14 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    */
   blockTimeoutMs?: number;
   /**
+   * Most of this worker's handler slots (`concurrency`) each named pattern may hold at once, e.g.
+   * `{ 'video.encode': 2 }`; or per handler with the extra `@EventPattern('video.encode', { concurrency: 2 })`
+   * (the extra wins). Each from 1 to `concurrency`. A pattern named nowhere has no cap of its own, and under
+   * any setting a pattern with waiting tasks gets a slot within one task's run even while another floods the
+   * worker (a slot freed is kept for a pattern below its fair share). Default: none.
+   */
+  patternConcurrency?: Record<string, number>;
+  /**
    * Most tasks of one client in flight at once, across all workers of a pattern; 0 for no cap. 1 runs
    * each client's tasks one at a time, in order, while other clients proceed. Overridable per pattern
    * with handler extras (`@EventPattern('p', { clientConcurrency: 1 })`). All workers of a pattern must
@@ -259,6 +268,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   maxResultBytes: CLIENT_DEFAULTS.maxPayloadBytes,
   blockTimeoutMs: 5_000,
   clientConcurrency: 0,
+  patternConcurrency: {},
   watchdogTimeoutMs: 15_000,
   clientWeights: {},
   clientRateLimit: 0,
@@ -386,6 +396,11 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   scheduleCheckMs: (option, value) => {
     if (value !== false) integer(50, 60_000)(option, value);
   },
+  patternConcurrency: (option, value) => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new InvalidOptionError(option, `must be an object of pattern -> concurrency, got ${describe(value)}`);
+    }
+  },
   clientWeights: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of client id -> weight, got ${describe(value)}`);
@@ -464,6 +479,9 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
       ...backoff,
       jitter: backoff.jitter ?? defaultJitter(backoff.type),
     };
+  }
+  for (const [pattern, cap] of Object.entries(resolved.patternConcurrency)) {
+    validatePatternConcurrency(`patternConcurrency["${pattern}"]`, cap, resolved.concurrency);
   }
   if (resolved.heartbeatIntervalMs * 2 > resolved.leaseMs) {
     throw new InvalidOptionError(

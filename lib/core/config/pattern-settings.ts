@@ -1,6 +1,12 @@
 import { mergeRetry, type RetryPolicy } from '../model/retry-policy.js';
 import type { ResolvedTransportOptions } from './options.js';
-import { validateClientConcurrency, validateHandlerTimeout, validateRate, validateRetry } from './rules.js';
+import {
+  validateClientConcurrency,
+  validateHandlerTimeout,
+  validatePatternConcurrency,
+  validateRate,
+  validateRetry,
+} from './rules.js';
 
 /** What each pattern runs with: the transport's settings, overridden by its handler's extras. */
 export interface PatternSettings {
@@ -11,6 +17,8 @@ export interface PatternSettings {
   rateLimit(pattern: string): number;
   /** Longest run of a handler (0: none). */
   handlerTimeout(pattern: string): number;
+  /** Most of this worker's handler slots the pattern may hold at once (0: no cap of its own). */
+  concurrency(pattern: string): number;
 }
 
 /**
@@ -26,8 +34,13 @@ export function patternSettings(
   const caps = new Map<string, number>();
   const rates = new Map<string, number>();
   const timeouts = new Map<string, number>();
+  const concurrency = new Map<string, number>(Object.entries(options.patternConcurrency));
   for (const [pattern, extras = {}] of extrasByPattern) {
     const where = `extras of pattern "${pattern}"`;
+    if (extras.concurrency !== undefined) {
+      validatePatternConcurrency(`${where}.concurrency`, extras.concurrency, options.concurrency);
+      concurrency.set(pattern, extras.concurrency as number);
+    }
     if (extras.maxAttempts !== undefined || extras.backoff !== undefined) {
       policies.set(
         pattern,
@@ -52,5 +65,6 @@ export function patternSettings(
     clientConcurrency: (pattern) => caps.get(pattern) ?? options.clientConcurrency,
     rateLimit: (pattern) => rates.get(pattern) ?? options.clientRateLimit,
     handlerTimeout: (pattern) => timeouts.get(pattern) ?? options.handlerTimeoutMs,
+    concurrency: (pattern) => concurrency.get(pattern) ?? 0,
   };
 }

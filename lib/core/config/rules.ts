@@ -221,6 +221,20 @@ export function validateClientConcurrency(option: string, value: unknown): void 
   check(option, value, clientConcurrencyProblem(value));
 }
 
+/**
+ * A pattern's share of a worker's handler slots: 1 to the worker's `concurrency` (a larger one could never
+ * be reached, and says the author expected more slots than there are).
+ */
+export function validatePatternConcurrency(option: string, value: unknown, concurrency: number): void {
+  const problem =
+    typeof value !== 'number' || !Number.isInteger(value) || value < 1
+      ? "must be an integer from 1 to the worker's concurrency"
+      : value > concurrency
+        ? `is more than the worker's concurrency (${concurrency}), so it could never be reached: raise concurrency, or lower this`
+        : undefined;
+  check(option, value, problem);
+}
+
 export function validateHandlerTimeout(option: string, value: unknown): void {
   check(option, value, handlerTimeoutProblem(value));
 }

@@ -6,7 +6,7 @@ import { claimedCount, keepFirst, type IdleWait, type WaitEnd } from './idle-wai
 import { PauseWait } from './pause-wait.js';
 import { AckFlush, nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
-import type { Slots } from './slots.js';
+import type { PatternSlots } from './slots.js';
 import { SlotSet } from '../support/churn-tables.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
@@ -84,7 +84,7 @@ export class ClaimLoop {
     private readonly keys: QueueKeys,
     /** Acknowledgements of succeeded tasks waiting for the next call (the completer queues them). */
     private readonly acks: ClaimAcks,
-    private readonly slots: Slots,
+    private readonly slots: PatternSlots,
     private readonly options: ClaimLoopOptions,
     private readonly hooks: ClaimLoopHooks,
     logger: TaskLogger,
@@ -242,6 +242,7 @@ export class ClaimLoop {
       return false;
     }
     const wanted = Math.min(this.options.prefetch, this.slots.free);
+    this.slots.notWaiting(); // waiting on Redis now, not for a slot: none is kept for this loop meanwhile
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay
       .track(this.idle.connection, this.options.blockTimeoutMs, waiting)

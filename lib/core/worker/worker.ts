@@ -24,7 +24,7 @@ import { Lease } from './lease.js';
 import { previousRuns } from './previous-runs.js';
 import { TaskRunner } from './runner.js';
 import { RunningTasks } from './running.js';
-import { Slots } from './slots.js';
+import { Slots, type PatternSlots } from './slots.js';
 import { liveConnections, Watchdog, type WatchedLoop } from './watchdog.js';
 import type { TaskExecutor, WorkerOptions } from './worker-types.js';
 
@@ -41,6 +41,8 @@ const REDIS_SHUTDOWN_MS = 5_000;
  */
 export class TaskWorker {
   private readonly slots: Slots;
+  // table-ok: one entry per pattern this worker consumes, made at start-up
+  private readonly patternSlots = new Map<string, PatternSlots>();
   private readonly running = new RunningTasks();
   // table-ok: one entry per queue shard
   private readonly loops = new Map<QueueKeys, WatchedLoop>();
@@ -164,17 +166,19 @@ export class TaskWorker {
       const waker = this.options.wakeSignals.waker(keys.wakeChannel);
       const gateway = wakingGateway(this.gateway, waker);
       const idle = new IdleWait(waker, gateway, keys, this.options.blockTimeoutMs, blocking);
+      const slots = this.slotsOf(keys.queue);
       const loop = new ClaimLoop(
         { gateway, idle, downSince: this.downSince },
         keys,
         this.completer.shard(keys),
-        this.slots,
+        slots,
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
           onClaimed: (token, entry) =>
             this.dispatch(
               new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts, this.coalescedStarts),
+              slots,
             ),
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
@@ -252,11 +256,21 @@ export class TaskWorker {
     this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
   }
 
-  private dispatch(task: ClaimedTask): void {
+  /** The slots of a pattern (shared by the loops of its shards): its cap, and its fair share of the pool. */
+  private slotsOf(queue: string): PatternSlots {
+    let slots = this.patternSlots.get(queue);
+    if (!slots) {
+      slots = this.slots.forPattern(this.options.patterns.concurrency(queue));
+      this.patternSlots.set(queue, slots);
+    }
+    return slots;
+  }
+
+  private dispatch(task: ClaimedTask, slots: PatternSlots): void {
     const run = this.running.begin(task.keys, task.token);
     const finished = () => {
       this.running.end(run);
-      this.slots.release();
+      slots.release();
     };
     run.done = this.runner.run(task, run).then(finished, (error: unknown) => {
       // A bug of ours (or a value no code could handle) must not take the process down, nor loop: the task

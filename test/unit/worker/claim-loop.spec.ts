@@ -65,7 +65,9 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   const gateway = new ScriptedClaims();
   const idle = new ScriptedIdle();
   const acks = new ClaimAcks();
-  const slots = new Slots(options.concurrency ?? 4);
+  const pool = new Slots(options.concurrency ?? 4);
+  const slots = pool.forPattern();
+  const other = pool.forPattern(); // another pattern's loop on the same worker
   const dispatched: string[] = [];
   const events: string[] = [];
   const hooks: ClaimLoopHooks = {
@@ -86,7 +88,7 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
     hooks,
     new CapturingLogger(),
   );
-  return { loop, gateway, idle, acks, slots, dispatched, events };
+  return { loop, gateway, idle, acks, slots, other, dispatched, events };
 }
 
 describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () => {
@@ -97,18 +99,18 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     await until('the idle wait', () => idle.waiting);
     expect(gateway.requests[0]).toMatchObject({ workerId: 'unit-worker', wanted: 4, acks: [] });
     expect(dispatched).toEqual(['t1', 't2']);
-    expect(slots.inUse).toBe(2); // the two running tasks hold theirs; the rest went back
+    expect(slots.used).toBe(2); // the two running tasks hold theirs; the rest went back
     // The call after them found nothing (the script's default): the loop blocks, asking for what is free.
     expect(idle.requests[0]).toMatchObject({ wanted: 2 });
     await loop.close();
   });
 
   it('wakes from the idle wait straight into the tasks the claim behind it took, giving back what found no slot', async () => {
-    const { loop, idle, slots, dispatched, events } = loopWith({ concurrency: 2 });
+    const { loop, idle, other, dispatched, events } = loopWith({ concurrency: 2 });
     loop.start();
     await until('the idle wait', () => idle.waiting);
     expect(idle.requests[0]).toMatchObject({ wanted: 2 });
-    slots.take(1); // another queue's loop took a slot meanwhile
+    other.take(1); // another queue's loop took a slot meanwhile
     idle.wake(claimed(['w1', 'w2']));
     await until('the woken task', () => dispatched.length === 1);
     expect(dispatched).toEqual(['w1']);
@@ -169,7 +171,7 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     await until('both calls to find the queue paused', () => gateway.requests.length === 2);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect(gateway.requests).toHaveLength(2); // waiting out the pause (5 s here), not polling
-    expect(slots.inUse).toBe(0); // a paused loop holds no slot
+    expect(slots.used).toBe(0); // a paused loop holds no slot
     loop.resume();
     // Both paused calls claimed nothing: the loop claims again through its wait, which returns at once
     // when the ring holds a client (BLMOVE), the claim queued behind it taking the task.
