@@ -403,8 +403,9 @@ end
 --   running is deleted.
 -- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
 --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
---   running task of the key (its token leaves its worker's processing hash, so its heartbeat finds it
---   gone and its late settle is refused; counted `replaced`, its send() caller told). Then, while a slot waits (one
+--   running task of the key (its token leaves its worker's processing hash, its worker is told on
+--   `<base>:control` and aborts the handler, its heartbeat the backstop; its late settle is refused;
+--   counted `replaced`, its send() caller told). Then, while a slot waits (one
 --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
 --   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
 --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
@@ -533,6 +534,8 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
         if worker and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
           releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
           countOutcome(base .. ':counters', 'replaced', 1)
+          -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
+          redis.call('PUBLISH', base .. ':control', 'revoke\n' .. token .. '\ns\n' .. id)
           coalesceTell(root, reply, ran, id, ttl)
           answer = '\2' .. ran
         end

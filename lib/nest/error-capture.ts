@@ -1,10 +1,10 @@
-import { BaseRpcExceptionFilter } from '@nestjs/microservices';
+import { BaseRpcExceptionFilter, RpcException } from '@nestjs/microservices';
 import type { ArgumentsHost } from '@nestjs/common';
 import { throwError } from 'rxjs';
-import { requestOf } from '../core/model/errors.js';
 import { RedisTaskContext } from './redis-task.context.js';
 
-const captured = new WeakMap<RedisTaskContext, unknown>();
+/** What each run's handler threw (boxed: `throw undefined` is a throw too). */
+const captured = new WeakMap<RedisTaskContext, { readonly thrown: unknown }>();
 let installed = false;
 
 /**
@@ -26,18 +26,19 @@ export function installErrorCapture(): void {
   prototype.catch = function catchAndRecord(this: unknown, exception: unknown, host: ArgumentsHost) {
     const context = host?.getArgByIndex?.(1);
     if (context instanceof RedisTaskContext) {
-      captured.set(context, exception);
-      // A RetryTaskError or DeadLetterTaskError is the handler deciding its task's outcome, not a failure:
-      // the worker logs it once, at LOG/WARN, without a stack. The base filter would log it as an ERROR
-      // with its stack first; what it would answer is the same.
-      if (requestOf(exception) !== undefined)
+      captured.set(context, { thrown: exception });
+      // The worker logs each failed attempt once, at WARN, saying what happens next (retry, dead letter; a
+      // handler's own decision, RetryTaskError or DeadLetterTaskError, at LOG), with the stack at debug. The
+      // base filter would log an ERROR with the stack first, a second line for the same attempt; what it
+      // answers for an error that is not an RpcException is this.
+      if (!(exception instanceof RpcException))
         return throwError(() => ({ status: 'error', message: 'Internal server error' }));
     }
     return original.call(this, exception, host);
   };
 }
 
-/** The handler's own error for this run, if the base filter saw it. */
-export function capturedError(context: RedisTaskContext): unknown {
+/** The handler's own error for this run (`{ thrown }`, whatever value it was), if the base filter saw it. */
+export function capturedError(context: RedisTaskContext): { readonly thrown: unknown } | undefined {
   return captured.get(context);
 }

@@ -172,7 +172,8 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     } catch (error) {
       // The handler's own error, as Nest's base filter saw it (it would mask it as "Internal server
       // error"); where a user's filter handled it instead, what that filter emitted.
-      return { status: 'failed', error: capturedError(context) ?? error };
+      const seen = capturedError(context);
+      return { status: 'failed', error: seen ? seen.thrown : error };
     }
   }
 }

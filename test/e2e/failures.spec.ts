@@ -19,6 +19,7 @@ import {
   RedisTaskRecordBuilder,
   RedisTaskTransport,
   TaskFailedError,
+  UnserializableResultError,
 } from '../../lib/index.js';
 import { startWorker, type Worker } from '../support/nest.js';
 import { claimAs, deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -456,18 +457,24 @@ describe('bad options', () => {
 });
 
 describe('results and errors that cannot be serialized, handlers that never settle', () => {
-  it('fails a send() whose result cannot be JSON (a BigInt) with a clear error, dead-lettered at once, nothing left in flight', async () => {
+  it('completes a task whose send() result cannot be JSON (a BigInt): the work is done, the caller gets UnserializableResultError naming where the value is', async () => {
     fresh('bigint-result');
     const { client } = await module();
     await worker();
-    await expect(firstValueFrom(client.send('bigint.result', { n: 1 }))).rejects.toMatchObject({
-      name: 'UnserializableResultError',
-      message: expect.stringContaining('the result of the "bigint.result" handler cannot be serialized to JSON'),
+    const error = await firstValueFrom(client.send('bigint.result', { n: 1 })).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UnserializableResultError);
+    expect(error).toMatchObject({
+      code: 'UNSERIALIZABLE_RESULT',
+      pattern: 'bigint.result',
+      message: expect.stringContaining(
+        'the result of the "bigint.result" handler cannot be serialized to JSON (result.total (a BigInt)',
+      ),
     });
-    const [record] = await deadLetters('bigint.result', 1);
-    expect(record).toMatchObject({ reason: 'failed', attempts: 1, detail: 'non-retryable error' });
-    expect(runsOf('bigint.result')).toHaveLength(1);
     const queue = keys.queue('bigint.result');
+    await waitFor(async () => (await redis.hget(queue.counters, 'completed')) === '1', 'the task counted completed');
+    // Not failed: nothing to requeue (which would only run its side effects again).
+    expect(await redis.llen(queue.deadLetters)).toBe(0);
+    expect(runsOf('bigint.result')).toHaveLength(1);
     await waitFor(async () => (await redis.zrange(queue.workers, '0', '-1')).length === 1, 'the worker registry');
     const [workerId] = await redis.zrange(queue.workers, '0', '-1');
     expect(await redis.hlen(queue.processing(workerId))).toBe(0);

@@ -274,11 +274,12 @@ describe('latest wins: setCoalesceKey', () => {
     await noRecordsLeft();
   });
 
-  it('supersede: each newer emit aborts the running handler (TaskReplacedError) and refuses its result; its caller is told; the last payload completes', async () => {
+  it('supersede: each newer emit aborts the running handler at once, pushed to its worker (TaskReplacedError), and refuses its result; its caller is told; the last payload completes', async () => {
     prefix = testPrefix('lw-supersede');
     const client = await producer();
     const outcomes: TaskOutcomeEvent[] = [];
-    const { transport } = await worker({ concurrency: 8, heartbeatIntervalMs: 50 });
+    // No heartbeat within the test: only the pushed revoke can stop a run.
+    const { transport } = await worker({ concurrency: 8, heartbeatIntervalMs: 60_000, leaseMs: 120_000 });
     transport.on('task', (event) => outcomes.push(event));
     const answers: Promise<number>[] = [];
     const send = (seq: number) => {

@@ -6,7 +6,9 @@ import { firstValueFrom } from 'rxjs';
 import {
   DeadLetterTaskError,
   PrefixKeys,
+  RedisTaskAdmin,
   RedisTaskContext,
+  RedisTaskRecordBuilder,
   RedisTaskTransport,
   RetryTaskError,
   type RedisTaskClient,
@@ -46,6 +48,7 @@ class CapturingLogger implements LoggerService {
 
 let release: () => void = () => undefined;
 let slowStarted: () => void = () => undefined;
+let cancellableStarted: (id: string) => void = () => undefined;
 
 @Controller()
 class Handlers {
@@ -67,6 +70,24 @@ class Handlers {
   @MessagePattern<string>('mail.reject-throw')
   rejectByThrowing(): never {
     throw new DeadLetterTaskError('mailbox closed for good');
+  }
+
+  @EventPattern<string>('mail.fail', { maxAttempts: 2, backoff: { type: 'fixed', delayMs: 10 } })
+  fail(): never {
+    throw new Error('smtp down');
+  }
+
+  @MessagePattern<string>('mail.undefined', { maxAttempts: 1 })
+  throwUndefined(): never {
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the mistake under test
+    throw undefined;
+  }
+
+  @EventPattern<string>('mail.cancellable')
+  async cancellable(@Ctx() ctx: RedisTaskContext): Promise<void> {
+    cancellableStarted(ctx.getTaskId());
+    // What the README's handler does: wait on the signal, and rethrow why it aborted.
+    await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason as Error)));
   }
 
   @EventPattern<string>('mail.slow')
@@ -139,12 +160,53 @@ describe('what the worker logs', () => {
     expect(byContext.error?.stack).toBeUndefined();
   });
 
+  it('logs a failed attempt once, at WARN (its stack at debug), and a dead letter once: no second ERROR line from Nest', async () => {
+    const { logger, client } = await start('failure-logs');
+    await settledOnce(client, 'mail.fail', logger, /mail.fail.*moved to dead letters/);
+    const said = logger.about('smtp down');
+    expect(said.filter((line) => line.level !== 'debug').map((line) => line.level)).toEqual(['warn', 'warn']);
+    expect(said.filter((line) => line.level !== 'debug').every((line) => !/\n\s+at /.test(line.text))).toBe(true);
+    // One line each, its line breaks escaped as every log line's control characters are.
+    expect(said.filter((line) => line.level === 'debug' && /\\x0a\s+at /.test(line.text))).toHaveLength(2);
+    expect(logger.lines.filter((line) => line.level === 'error')).toEqual([]);
+  });
+
+  it('says that a non-Error value was thrown (`throw undefined`), to the caller and in the dead letter', async () => {
+    const { logger, client, keys } = await start('undefined-thrown');
+    await expect(firstValueFrom(client.send('mail.undefined', {}))).rejects.toThrow(
+      'the handler threw a non-Error value (undefined)',
+    );
+    expect((await newestDeadLetter(redis, keys.queue('mail.undefined'))).error?.message).toBe(
+      'the handler threw a non-Error value (undefined)',
+    );
+    expect(logger.lines.filter((line) => line.level === 'error')).toEqual([]);
+  });
+
+  it('logs a cancel of a running task as a cancel, at LOG, once: no lease-lost WARN, no ERROR for the rethrown TaskCancelledError', async () => {
+    const { logger, client, keys } = await start('cancel-logs');
+    const started = new Promise<string>((resolve) => (cancellableStarted = resolve));
+    await firstValueFrom(client.emit('mail.cancellable', new RedisTaskRecordBuilder({}).setTracked().build()));
+    const id = await started;
+    await expect(
+      new RedisTaskAdmin(client).cancel('mail.cancellable', id, 'the user changed their mind'),
+    ).resolves.toEqual({
+      cancelled: true,
+      was: 'running',
+    });
+    await waitFor(() => logger.about('while it ran').length > 0, 'the run to end');
+    const lines = logger.about(id).filter((line) => line.level !== 'debug');
+    expect(lines.map((line) => line.level)).toEqual(['log', 'log']);
+    expect(lines[0].text).toContain('was cancelled (the user changed their mind)');
+    expect(logger.lines.filter((line) => line.level === 'error' || /lease/.test(line.text))).toEqual([]);
+    expect(await redis.hget(keys.queue('mail.cancellable').counters, 'cancelled')).toBe('1');
+  });
+
   it('names its patterns, group, Redis and prefix when it starts, and says how long it waits for how many handlers when it stops', async () => {
     const { logger, app, client, prefix } = await start('lifecycle-logs', { shutdownTimeoutMs: 50, group: 'mailers' });
     const started = logger.about('lifecycle-logs-worker consuming');
     expect(started).toHaveLength(1);
     expect(started[0].text).toContain(
-      '5 patterns "mail.retry-throw", "mail.retry-ctx", "mail.reject-ctx", "mail.reject-throw", "mail.slow"',
+      '8 patterns "mail.retry-throw", "mail.retry-ctx", "mail.reject-ctx", "mail.reject-throw", "mail.fail", "mail.undefined", "mail.cancellable", "mail.slow"',
     );
     expect(started[0].text).toContain('group "mailers"');
     expect(started[0].text).toContain(`prefix "${prefix}"`);

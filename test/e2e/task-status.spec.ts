@@ -260,19 +260,18 @@ describe('cancel by id', () => {
     expect([...seen.keys()]).toEqual([again.id]);
   });
 
-  it('stops a running task: its signal aborts with TaskCancelledError within a heartbeat, its result is refused, its caller is told', async () => {
+  it('stops a running task: its signal aborts with TaskCancelledError at once (pushed to its worker), its result is refused, its caller is told', async () => {
     prefix = testPrefix('cancel-running');
     const { client, admin } = await producer({ track: true });
     const outcomes: TaskOutcomeEvent[] = [];
-    const { transport } = await worker({ heartbeatIntervalMs: 200 });
+    // No heartbeat within the test: only the control message can tell the worker.
+    const { transport } = await worker({ heartbeatIntervalMs: 60_000, leaseMs: 120_000 });
     transport.on('task', (event) => outcomes.push(event));
     const result = lastValueFrom(client.send('job.long', {}));
     const id = await waitFor(() => [...seen.keys()][0], 'the task to start');
     await waitFor(async () => (await admin.getTask('job.long', id)).state === 'running', 'it to be running');
-    const asked = Date.now();
     expect(await admin.cancel('job.long', id, 'stop it')).toEqual({ cancelled: true, was: 'running' });
-    await waitFor(() => seen.get(id)?.aborted, 'the handler to see its signal abort', { timeoutMs: 2_000 });
-    expect(Date.now() - asked).toBeLessThan(200 + 300);
+    await waitFor(() => seen.get(id)?.aborted, 'the handler to see its signal abort', { timeoutMs: 5_000 });
     expect(seen.get(id)?.aborted).toBeInstanceOf(TaskCancelledError);
     await expect(result).rejects.toMatchObject({ code: 'TASK_CANCELLED', reason: 'stop it' });
     await waitFor(() => outcomes.find((event) => event.id === id), 'the outcome event');

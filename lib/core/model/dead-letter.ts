@@ -108,7 +108,10 @@ export function toErrorRecord(error: unknown): ErrorRecord {
         ...(data === undefined ? {} : { data }),
       };
     }
-    return { name: 'Error', message: cap(describeThrown(error), MAX_ERROR_MESSAGE) };
+    // A thrown string is its own message; any other value (undefined, null, a number) says what it was.
+    const message =
+      typeof error === 'string' ? error : `the handler threw a non-Error value (${describeThrown(error)})`;
+    return { name: 'Error', message: cap(message, MAX_ERROR_MESSAGE) };
   } catch (failure) {
     // A value whose every look throws (a hostile Proxy): say so rather than fail the task's settle.
     return { name: 'Error', message: `a value that cannot be described was thrown (${describeThrown(failure)})` };

@@ -308,13 +308,17 @@ export function isNonRetryable(error: unknown): boolean {
 
 /**
  * A `@MessagePattern` handler returned a result that cannot be sent back as JSON (a BigInt, a circular
- * object). The task fails without further attempts (the handler would return the same), and the
- * `send()` caller receives this error.
+ * object). Its work is done, so the task completes (it is not retried or dead-lettered: requeueing it would
+ * run its side effects again); the `send()` caller receives this error, which says where in the result the
+ * value is (`result.total (a BigInt)`), never the value.
  */
 export class UnserializableResultError extends RedisTaskError {
   constructor(
     readonly pattern: string,
-    reason: string,
+    /** Where in the result, and why JSON refused it. */
+    readonly reason: string,
+    /** The task whose result it was (set on the caller's side). */
+    readonly taskId?: string,
   ) {
     super(
       'UNSERIALIZABLE_RESULT',

@@ -4,6 +4,7 @@ import {
   InvalidTaskError,
   ReplyTimeoutError,
   ResultTooLargeError,
+  UnserializableResultError,
   TaskCancelledError,
   TaskFailedError,
   TaskReplacedError,
@@ -320,6 +321,10 @@ function replyErrorOf(err: unknown, queue: string): unknown {
     if (err.name === 'ResultTooLargeError' && err.code === 'RESULT_TOO_LARGE') {
       const { bytes, limit } = err as { bytes?: unknown; limit?: unknown };
       return new ResultTooLargeError(queue, err.taskId, Number(bytes), Number(limit));
+    }
+    if (err.name === 'UnserializableResultError' && err.code === 'UNSERIALIZABLE_RESULT') {
+      const detail = (err as { detail?: unknown }).detail;
+      return new UnserializableResultError(queue, typeof detail === 'string' ? detail : err.message, err.taskId);
     }
     if (err.name === 'TaskCancelledError' && err.code === 'TASK_CANCELLED') {
       const detail = (err as { detail?: unknown }).detail;

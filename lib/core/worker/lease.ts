@@ -4,7 +4,7 @@ import { PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
-import { loseLease, type RunEnded, type RunningTasks } from './running.js';
+import { loseLease, type Run, type RunEnded, type RunningTasks } from './running.js';
 import type { WorkerOptions } from './worker-types.js';
 
 /**
@@ -79,9 +79,7 @@ export class Lease {
           const ended = await this.ended(keys, run.about);
           if (!loseLease(run, ended)) continue;
           if (ended) {
-            this.logger.log(
-              `task ${run.about?.id} of "${keys.queue}" was ${'reason' in ended ? 'cancelled' : `superseded by task ${ended.replacedBy}`}; its handler was told to stop`,
-            );
+            this.logRevoked(keys, run, ended);
           } else {
             this.logger.warn(
               `lost the lease of a task of "${keys.queue}" (token ${token}); its handler was told to stop`,
@@ -94,6 +92,29 @@ export class Lease {
     } catch (error) {
       this.outage.failed(error);
     }
+  }
+
+  /**
+   * A control message `revoke\n<token>\n<c|s>\n<reason | newer id>` (revokeTask, a superseding emit): the run
+   * holding that token, if this worker has it, is told at once why; the heartbeat stays the backstop for a
+   * message lost to a reconnection (it then finds the token gone, and asks why).
+   */
+  revoked(keys: QueueKeys, message: string): void {
+    const [kind, token, how, detail = ''] = message.split('\n');
+    if (kind !== 'revoke' || token === undefined) return;
+    const run = this.running.find(keys, token);
+    if (!run) return;
+    const ended: RunEnded = how === 's' ? { replacedBy: detail } : { reason: detail };
+    if (loseLease(run, ended)) this.logRevoked(keys, run, ended);
+  }
+
+  private logRevoked(keys: QueueKeys, run: Run, ended: RunEnded): void {
+    const id = run.about?.id ?? `(token ${run.token})`;
+    const why =
+      'reason' in ended
+        ? `cancelled${ended.reason ? ` (${ended.reason})` : ''}`
+        : `superseded by task ${ended.replacedBy}`;
+    this.logger.log(`task ${id} of "${keys.queue}" was ${why}; its handler was told to stop`);
   }
 
   /**

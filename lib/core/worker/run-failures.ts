@@ -111,6 +111,7 @@ export class RunFailures {
             ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
             : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
         );
+        if (requested === undefined) this.debugStack(envelope.id, queue, error);
       }
       return;
     }
@@ -141,9 +142,15 @@ export class RunFailures {
         this.logger.warn(
           `task ${envelope.id} of "${queue}" failed attempt ${ran.attempt}/${policy.maxAttempts} (${error.message}); retrying in ${delay} ms`,
         );
+        this.debugStack(envelope.id, queue, error);
       }
       this.options.onDelayed?.(queue, dueAt);
     }
+  }
+
+  /** A failed attempt is one WARN line; its stack (the first lines, as dead letters keep it) at debug level. */
+  private debugStack(id: string, queue: string, error: ErrorRecord): void {
+    if (error.stack) this.logger.debug?.(`task ${id} of "${queue}": ${error.stack}`);
   }
 
   /** The `send()` caller's copy of a failure (no stack unless `sendErrorStack`); none for an `emit`. */

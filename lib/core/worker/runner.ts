@@ -1,14 +1,9 @@
 import { decodeEntry, type DecodedEntry, type TaskEnvelope } from '../model/codec.js';
 import { inspectableThrown } from '../model/dead-letter.js';
-import {
-  DeadLetterTaskError,
-  ResultTooLargeError,
-  RetryTaskError,
-  UnserializableResultError,
-} from '../model/errors.js';
+import { DeadLetterTaskError, RetryTaskError } from '../model/errors.js';
 import { admit, mergeRetry, type HandlerRequest, type RetryPolicy } from '../model/retry-policy.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
-import { errorMessage, type TaskLogger } from '../support/logger.js';
+import type { TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { Completer } from './completer.js';
 import type { Run } from './running.js';
@@ -17,6 +12,7 @@ import { RunExecution, type RunningWorker } from './execution.js';
 import { withHandlerTimeout } from './handler-timeout.js';
 import { RunOutcomes, type Ran } from './run-outcomes.js';
 import { RunFailures } from './run-failures.js';
+import { resultReply } from './result-reply.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 
 /**
@@ -192,35 +188,15 @@ export class TaskRunner {
       return;
     }
     if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
-      // Serialized before settling: a result that cannot be sent fails the task now (with an error the
-      // caller receives), instead of a settle that could never be written.
-      let reply = serializeReply(envelope.id, outcome.response);
-      if (typeof reply === 'string') reply = this.capped(reply, envelope.id, queue, attempt);
-      outcome =
-        typeof reply === 'string'
-          ? { status: 'succeeded', response: outcome.response, reply }
-          : { status: 'failed', error: new UnserializableResultError(queue, reply.reason) };
+      // Serialized before settling: a result that cannot be sent still completes the task (its work is done),
+      // and its caller gets a typed error instead (see resultReply).
+      const about = { taskId: envelope.id, pattern: queue, attempt };
+      const reply = resultReply(about, outcome.response, this.options.maxResultBytes, this.logger);
+      outcome = { status: 'succeeded', response: outcome.response, reply };
     }
     // Decide, settle, report.
     if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
     return this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
-  }
-
-  /**
-   * A result within `maxResultBytes` as it is; a larger one becomes a `ResultTooLargeError` reply: the task
-   * completes (its work is done), the caller is told, and Redis holds and publishes a few hundred bytes.
-   */
-  private capped(reply: string, taskId: string, queue: string, attempt: number): string {
-    const limit = this.options.maxResultBytes ?? Number.POSITIVE_INFINITY;
-    // Characters first: a string this short cannot be longer in bytes than 3 per character.
-    if (reply.length * 3 <= limit) return reply;
-    const bytes = Buffer.byteLength(reply);
-    if (bytes <= limit) return reply;
-    const error = new ResultTooLargeError(queue, taskId, bytes, limit);
-    this.logger.warn(`task ${taskId} of "${queue}": ${error.message.replace('nestjs-redis-tasks: ', '')}`);
-    const { name, code, message } = error;
-    const err = { name, code, message, bytes, limit, taskId, pattern: queue, attempt, reason: 'failed' };
-    return JSON.stringify({ id: taskId, err });
   }
 
   /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */
@@ -283,13 +259,4 @@ function requestedError(requested: HandlerRequest, outcome: TaskOutcome): Error 
   // Made here, not by the handler: its stack would show the library's frames, which tell nothing.
   error.stack = undefined;
   return error;
-}
-
-/** The reply to a `send()` caller as JSON, or why the response cannot be one. */
-function serializeReply(id: string, response: unknown): string | { reason: string } {
-  try {
-    return JSON.stringify({ id, response: response ?? null });
-  } catch (error) {
-    return { reason: errorMessage(error) };
-  }
 }

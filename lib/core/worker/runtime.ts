@@ -186,7 +186,7 @@ export class WorkerRuntime {
     const wakes = new Set(shards.map((keys) => keys.wakeChannel));
     subscriber.on('message', (channel: string, message: string) => {
       if (wakes.has(channel)) this.wakeSignals.heard(channel);
-      else if (control.has(channel)) this.worker.resume(channel);
+      else if (control.has(channel)) this.worker.control(channel, message);
       else this.schedule.wakeAt(Number(message));
     });
     // Back after a reconnection (ioredis subscribed again first): what was published meanwhile was not

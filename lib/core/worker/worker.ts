@@ -192,10 +192,15 @@ export class TaskWorker {
     this.watchdog.start();
   }
 
-  /** A resume was announced on a queue shard's control channel: its loop claims again at once. */
-  resume(controlChannel: string): void {
+  /**
+   * A message on a queue shard's control channel: a resume (its loop claims again at once), or a running task
+   * of this worker revoked (cancelled or superseded: its handler is told now, not at the next heartbeat).
+   */
+  control(controlChannel: string, message: string): void {
     for (const [keys, { loop }] of this.loops) {
-      if (keys.controlChannel === controlChannel) loop.resume();
+      if (keys.controlChannel !== controlChannel) continue;
+      if (message === 'resume') loop.resume();
+      else this.lease.revoked(keys, message);
     }
   }
 

@@ -20,7 +20,8 @@
 --   final state (completed | cancelled | dead: nothing changed); 'unknown' (no index: not tracked, or
 --   expired)
 -- Side effects: LREM / ZREM of the waiting entry (DECR of the pending count and prioritized), or HDEL of
---   the token from the processing hash with the client's cap slot released; the deduplication key freed,
+--   the token from the processing hash with the client's cap slot released and PUBLISH on `<base>:control`
+--   of `revoke\n<token>\nc\n<reason>` (its worker aborts the handler at once); the deduplication key freed,
 --   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`; or HSET of the
 --   index's `cancel`. An index of another type is quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
@@ -49,6 +50,8 @@ if state == 'running' then
   if worker and token and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
     releaseClientSlot(counted, inflight, parked, ring, token, false)
     was = 'running'
+    -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
+    redis.call('PUBLISH', base .. ':control', 'revoke\n' .. token .. '\nc\n' .. reason)
   end
 else
   -- Waiting: in the delayed set, or (promoted meanwhile) in its client's list or priority set.
