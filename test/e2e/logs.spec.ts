@@ -79,7 +79,6 @@ class Handlers {
 
   @MessagePattern<string>('mail.undefined', { maxAttempts: 1 })
   throwUndefined(): never {
-    // eslint-disable-next-line @typescript-eslint/only-throw-error -- the mistake under test
     throw undefined;
   }
 
