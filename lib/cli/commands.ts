@@ -155,7 +155,8 @@ async function patternStats(admin: TaskAdmin, pattern: string, options: CliOptio
   const clients = Object.entries(stats.pending.byClient);
   const { counters } = stats;
   return [
-    `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered`,
+    `pattern ${stats.queue}: ${stats.state}, ${stats.shards} shard(s), ${stats.workers.alive} live worker(s) of ${stats.workers.registered} registered` +
+      (stats.consumed ? '' : '; NEVER CONSUMED: no worker ever registered for it (a misspelt pattern?)'),
     table(
       ['pending', 'in flight', 'delayed', 'dead', 'oldest pending', 'completed', 'failed', 'retried', 'dead-lettered'],
       [
@@ -208,7 +209,7 @@ async function allStats(admin: TaskAdmin, options: CliOptions): Promise<string> 
       s.deadLetters,
       duration(s.oldestPendingAgeMs),
       Object.keys(s.pending.byClient).length,
-      `${s.state}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
+      `${s.consumed ? s.state : 'never consumed'}${s.faults.length > 0 ? `, ${s.faults.length} fault(s)` : ''}`,
     ]),
   );
 }

@@ -8,6 +8,7 @@ import {
   type RedisTaskModuleOptions,
 } from './redis-task.module-definition.js';
 import { RedisTaskReaper } from './redis-task.reaper.js';
+import { TransportPresence } from './transport-presence.js';
 
 /**
  * Registers an injectable `RedisTaskClient`, the `RedisTaskReaper` (recovers dead workers' tasks,
@@ -46,6 +47,7 @@ import { RedisTaskReaper } from './redis-task.reaper.js';
     },
     RedisTaskReaper,
     RedisTaskAdmin,
+    TransportPresence,
   ],
   exports: [RedisTaskClient, RedisTaskReaper, RedisTaskAdmin],
 })

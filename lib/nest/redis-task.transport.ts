@@ -20,6 +20,7 @@ import { patternSettings } from '../core/config/pattern-settings.js';
 import { watchConnection } from './connection-events.js';
 import { REDIS_TASK_TRANSPORT } from './constants.js';
 import { capturedError, installErrorCapture } from './error-capture.js';
+import { transportMade } from './transport-presence.js';
 import { RedisTaskContext, type RedisTaskInfo } from './redis-task.context.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 import { declaredSchedules } from './task-schedule.decorator.js';
@@ -48,6 +49,7 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
     super();
     this.options = resolveTransportOptions(options);
     installErrorCapture();
+    transportMade();
   }
 
   async listen(callback: (error?: unknown) => void): Promise<void> {

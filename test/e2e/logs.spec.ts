@@ -7,11 +7,12 @@ import {
   DeadLetterTaskError,
   PrefixKeys,
   RedisTaskAdmin,
+  RedisTaskClient,
   RedisTaskContext,
+  RedisTaskModule,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
   RetryTaskError,
-  type RedisTaskClient,
 } from '../../lib/index.js';
 import { startProducer } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
@@ -198,6 +199,33 @@ describe('what the worker logs', () => {
     expect(lines[0].text).toContain('was cancelled (the user changed their mind)');
     expect(logger.lines.filter((line) => line.level === 'error' || /lease/.test(line.text))).toEqual([]);
     expect(await redis.hget(keys.queue('mail.cancellable').counters, 'cancelled')).toBe('1');
+  });
+
+  it('warns once per pattern when a producer emits to a pattern no worker ever consumed (naming the close ones), and stats say so', async () => {
+    const { prefix, client } = await start('unconsumed');
+    await firstValueFrom(client.emit('mail.fail', {})); // consumed by the worker started above
+    const logger = new CapturingLogger();
+    const module = await Test.createTestingModule({
+      imports: [RedisTaskModule.forRoot({ connection: redisUrl(), prefix, reaperIntervalMs: false })],
+    }).compile();
+    module.useLogger(logger);
+    await module.init();
+    closers.push(() => module.close());
+    const producer = module.get(RedisTaskClient);
+    await firstValueFrom(producer.emit('mail.fial', { n: 1 }));
+    await firstValueFrom(producer.emit('mail.fial', { n: 2 }));
+    await firstValueFrom(producer.emit('mail.fail', { n: 3 }));
+    await waitFor(() => logger.about('mail.fial').length > 0, 'the warning');
+    expect(logger.about('mail.fial')).toEqual([
+      {
+        level: 'warn',
+        text: 'no worker has ever consumed "mail.fial" on this prefix: its tasks wait until one registers for it (did you mean "mail.fail"?)',
+      },
+    ]);
+    expect(logger.about('consumed "mail.fail"')).toEqual([]); // a consumed pattern: not a word
+    const admin = new RedisTaskAdmin(producer);
+    expect((await admin.stats('mail.fial')).consumed).toBe(false);
+    expect((await admin.stats('mail.fail')).consumed).toBe(true);
   });
 
   it('names its patterns, group, Redis and prefix when it starts, and says how long it waits for how many handlers when it stops', async () => {

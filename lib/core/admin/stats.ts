@@ -59,6 +59,12 @@ export interface QueueStats {
   readonly paused: boolean;
   /** `paused`, `no worker` (no live worker consumes it) or `running`: the word the CLI and dashboard show. */
   readonly state: PatternState;
+  /**
+   * Whether a worker (of any group) ever registered for the pattern on this prefix. False for a pattern that
+   * was only emitted to: its tasks wait until a worker consumes it (a misspelt pattern, or a worker not
+   * deployed yet); the producer also says so in its log, once per pattern.
+   */
+  readonly consumed: boolean;
   /** Workers registered on the pattern (in this group), and how many of them hold a live lease. */
   readonly workers: { readonly registered: number; readonly alive: number };
   /** Pending tasks (ready to claim) in all, and per client, most first. */
@@ -120,6 +126,7 @@ export class QueueStatsReader extends AdminPart {
     const registered = new Set<string>();
     const alive = new Set<string>();
     const now = await this.redisNow();
+    const consumed = shards.length > 0 && (await this.redis.exists(shards[0].groups)) === 1;
     for (const keys of shards) {
       const [ring, parked, throttled, workers, delayedCount, deadCount, pausedFlag, counted, recorded] =
         await Promise.all([
@@ -151,6 +158,7 @@ export class QueueStatsReader extends AdminPart {
       shards: shards.length,
       paused,
       state: patternState({ paused, workersAlive: alive.size }),
+      consumed,
       workers: { registered: registered.size, alive: alive.size },
       pending: { total: sorted.reduce((sum, [, n]) => sum + n, 0), byClient: Object.fromEntries(sorted) },
       inFlight: {

@@ -1,6 +1,7 @@
 import type { QueueLayout } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
+import type { TaskLogger } from '../support/logger.js';
 
 /**
  * The queues a producer has enqueued to: each one's layout verified against the shard count on record,
@@ -18,6 +19,7 @@ export class KnownQueues {
   constructor(
     private readonly redis: TaskRedis,
     private readonly layouts: QueueLayouts,
+    private readonly logger?: TaskLogger,
   ) {}
 
   /** The queue's layout, if it is known already (no promise: the hot path asks this). */
@@ -33,7 +35,11 @@ export class KnownQueues {
     if (!learning) {
       learning = (async () => {
         const layout = await this.layouts.layout(queue);
-        await this.redis.sadd(this.layouts.queuesKey, queue);
+        const [, consumed] = await Promise.all([
+          this.redis.sadd(this.layouts.queuesKey, queue),
+          this.redis.exists(layout.shards[0].groups),
+        ]);
+        if (consumed === 0) void this.warnUnconsumed(queue);
         this.known.set(queue, layout);
         return layout;
       })().finally(() => this.learning.delete(queue));
@@ -41,4 +47,43 @@ export class KnownQueues {
     }
     return learning;
   }
+
+  /**
+   * No worker of any group ever registered for the pattern on this prefix (its groups set, written by each
+   * worker's start, is empty): its tasks wait until one does. Said once per pattern and producer, with the
+   * consumed patterns whose names are closest (a misspelt `avatar.resise`).
+   */
+  private async warnUnconsumed(queue: string): Promise<void> {
+    if (!this.logger) return;
+    const patterns = await this.redis.smembers(this.layouts.queuesKey).catch(() => [] as string[]);
+    const consumed: string[] = [];
+    for (const pattern of patterns) {
+      if (pattern === queue) continue;
+      const layout = await this.layouts.onRecord(pattern).catch(() => undefined);
+      if (layout && (await this.redis.exists(layout.shards[0].groups).catch(() => 0)) === 1) consumed.push(pattern);
+    }
+    const near = consumed
+      .map((pattern) => ({ pattern, distance: editDistance(pattern, queue) }))
+      .filter(({ distance }) => distance <= Math.max(2, Math.floor(queue.length / 4)))
+      .sort((a, b) => a.distance - b.distance)
+      .slice(0, 3)
+      .map(({ pattern }) => JSON.stringify(pattern));
+    this.logger.warn(
+      `no worker has ever consumed "${queue}" on this prefix: its tasks wait until one registers for it` +
+        (near.length > 0 ? ` (did you mean ${near.join(' or ')}?)` : ' (a misspelt pattern?)'),
+    );
+  }
+}
+
+/** Levenshtein distance of two short strings (pattern names). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
 }

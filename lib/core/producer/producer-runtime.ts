@@ -86,6 +86,7 @@ export class ProducerRuntime {
       ready: () => this.checked(),
       tracing,
       awaitingReply: (keys, task) => this.inbox.handed(keys, task),
+      logger: printableLogger(logger),
     });
     this.inbox = new ReplyInbox(
       redisReplyRoute(redis, this.producer),

@@ -1,3 +1,4 @@
+import type { TaskLogger } from '../support/logger.js';
 import type { DurabilityOptions } from '../config/options.js';
 import type { ConnectionWatch } from '../redis/connection.js';
 import type { TaskTracing } from '../support/tracing.js';
@@ -48,4 +49,6 @@ export interface ProducerOptions {
   readonly tracing?: TaskTracing;
   /** Told of each send() task handed over, with where it goes (the reply inbox can cancel it). */
   readonly awaitingReply?: (keys: QueueKeys, task: PreparedTask) => void;
+  /** Where the producer says what the caller should know (a pattern no worker ever consumed). */
+  readonly logger?: TaskLogger;
 }

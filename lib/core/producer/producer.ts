@@ -62,7 +62,7 @@ export class TaskProducer {
     private readonly options: ProducerOptions,
   ) {
     this.coalescer = coalescerOf(redis);
-    this.known = new KnownQueues(redis, layouts);
+    this.known = new KnownQueues(redis, layouts, options.logger);
     this.settings = {
       chunkSize: options.batchChunkSize,
       timeoutMs: options.enqueueTimeoutMs,
