@@ -228,12 +228,15 @@ for (const adapter of ['express', 'fastify'] as const) {
       await row.waitFor();
       expect(await row.textContent()).toContain('cron 0 3 * * * (Europe/Berlin)');
       expect(await row.locator('[data-field="state"]').textContent()).toBe('active');
+      // Each button says what it does (the message after it says what was done).
+      expect(await row.locator('button').allTextContents()).toEqual(['Pause', 'Trigger now', 'Remove']);
       await row.locator('button[data-action="pause"]').click();
       await waitFor(
         async () => (await admin.listSchedules())[0]?.paused === true,
         'the schedule to be paused in Redis',
       );
       await page.getByTestId('message').filter({ hasText: 'Paused dash-nightly' }).waitFor();
+      expect(await row.locator('button[data-action="resume"]').textContent()).toBe('Resume');
       await row.locator('button[data-action="resume"]').click();
       await waitFor(async () => (await admin.listSchedules())[0]?.paused === false, 'the schedule to be resumed');
       const before = runs.length;
@@ -360,6 +363,13 @@ for (const adapter of ['express', 'fastify'] as const) {
       const rows = page.getByTestId('dead-letters').locator('tbody tr');
       await waitFor(async () => (await rows.count()) === 3, 'the three dead letters of client x');
       await rows.first().locator('input[type="checkbox"]').check();
+      // Deleting for good sits apart from requeueing: its own bar, below the list.
+      const dangerZone = page.getByTestId('danger-zone');
+      expect(await dangerZone.locator('button').allTextContents()).toEqual(['Purge selected', 'Purge all matching']);
+      expect(await dangerZone.locator('button', { hasText: 'Requeue' }).count()).toBe(0);
+      const requeueAll = await page.locator('button[data-action="Requeue all matching"]').boundingBox();
+      const purgeAll = await page.locator('button[data-action="Purge all matching"]').boundingBox();
+      expect(purgeAll!.y).toBeGreaterThan(requeueAll!.y + 40);
       await page.locator('button[data-action="Purge selected"]').click();
       await waitFor(async () => (await redis.llen(dead)) === before + 3, 'the selected dead letter to be purged');
       await waitFor(async () => (await rows.count()) === 2, 'the page to show the two left');
@@ -416,6 +426,26 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect(worker[3]).toBe('1');
       expect(worker[4]).toContain(receipt.id);
       release();
+      // The pattern's chart: completed, failed attempts and dead-lettered per minute over the last hour, with
+      // both axes labelled, a legend, and a hover value per minute that agrees with the headline.
+      await page.goto(`${base}#/pattern?name=dash.fail`);
+      const chart = page.getByTestId('rates-chart');
+      await chart.waitFor();
+      expect(await chart.locator('.legend').textContent()).toBe('completedfailed attemptsdead-lettered');
+      const axis = await chart.locator('.axis text').allTextContents();
+      expect(axis).toEqual(expect.arrayContaining(['-60 min', '-30 min', 'now']));
+      expect(await chart.locator('polyline').count()).toBe(3);
+      const failHeadline = page.getByTestId('headline');
+      const deadNow = Number(await failHeadline.locator('[data-field="deadLetters"]').textContent());
+      expect(deadNow).toBeGreaterThan(0);
+      const hovers = await chart.locator('rect.hover title').allTextContents();
+      expect(hovers.length).toBeGreaterThan(0);
+      // The dead letters of this run were dead-lettered within the last hour: the chart counts them.
+      const charted = hovers
+        .map((text) => Number(/dead-lettered: ([\d.,]+)/.exec(text)?.[1].replace(',', '') ?? 0))
+        .reduce((sum, n) => sum + n, 0);
+      expect(Math.round(charted)).toBeGreaterThanOrEqual(deadNow);
+      expect(await page.getByTestId('oldest-chart').locator('.legend').textContent()).toBe('oldest waiting');
       // The reapers record the counters each minute, for the chart.
       await waitFor(
         async () => (await redis.hlen(keys.queue('dash.slow').history)) >= 1,

@@ -15,7 +15,10 @@ export interface MinuteRate {
   /** The minute (ms since the epoch, Redis clock, at its start). */
   readonly at: number;
   readonly completed: number;
+  /** Failed attempts (retried or dead-lettered). */
   readonly failed: number;
+  /** Tasks that went to dead letters. */
+  readonly deadLettered: number;
   /** The minute under way: counted so far. */
   readonly partial?: boolean;
   /** Minutes with no record of their own (no reaper ran): what the gap counted, spread evenly over them. */
@@ -289,13 +292,15 @@ function summarize(
     cancelled: sum(16),
     replaced: sum(17),
   };
-  const perMinute = new Map<number, { completed: number; failed: number; partial?: boolean }>();
+  const perMinute = new Map<number, { completed: number; failed: number; deadLettered: number; partial?: boolean }>();
   for (const reply of replies) {
-    for (const rate of ratesOf(reply[15], { at: now, completed: reply[11], failed: reply[12] })) {
-      const known = perMinute.get(rate.at) ?? { completed: 0, failed: 0 };
+    const current = { at: now, completed: reply[11], failed: reply[12], deadLettered: reply[14] };
+    for (const rate of ratesOf(reply[15], current)) {
+      const known = perMinute.get(rate.at) ?? { completed: 0, failed: 0, deadLettered: 0 };
       perMinute.set(rate.at, {
         completed: known.completed + rate.completed,
         failed: known.failed + rate.failed,
+        deadLettered: known.deadLettered + rate.deadLettered,
         ...(rate.partial ? { partial: true } : {}),
       });
     }
@@ -321,19 +326,22 @@ function summarize(
 }
 
 /**
- * Completed and failed tasks per minute from a shard's history (minute -> "<ms> <completed> <failed> ..."):
+ * Completed, failed and dead-lettered tasks per minute from a shard's history (minute -> "<ms> <completed>
+ * <failed> <retried> <deadLettered>"):
  * the difference between the counters recorded in consecutive minutes (reapers record them at their
  * first sweep of each minute), and for the minute under way, what was counted since its record (marked
  * `partial`).
  */
 export function ratesOf(
   history: readonly string[],
-  current: { at: number; completed: number; failed: number },
+  current: { at: number; completed: number; failed: number; deadLettered: number },
 ): MinuteRate[] {
-  const points: { at: number; completed: number; failed: number }[] = [];
+  const points: { at: number; completed: number; failed: number; deadLettered: number }[] = [];
   for (let i = 0; i + 1 < history.length; i += 2) {
-    const [at, completed, failed] = history[i + 1].split(' ').map(Number);
-    if ([at, completed, failed].every(Number.isFinite)) points.push({ at, completed, failed });
+    const [at, completed, failed, , dead] = history[i + 1].split(' ').map(Number);
+    // A record without its dead-letter count (none older than this release wrote one) counts none.
+    const deadLettered = Number.isFinite(dead) ? dead : 0;
+    if ([at, completed, failed].every(Number.isFinite)) points.push({ at, completed, failed, deadLettered });
   }
   points.sort((a, b) => a.at - b.at);
   const rates: MinuteRate[] = [];
@@ -343,6 +351,7 @@ export function ratesOf(
     if (to.at < from.at) continue;
     const completed = Math.max(0, to.completed - from.completed);
     const failed = Math.max(0, to.failed - from.failed);
+    const deadLettered = Math.max(0, to.deadLettered - from.deadLettered);
     const start = Math.floor(from.at / 60_000);
     // Records more than a minute apart (no reaper ran in between): what the gap counted is spread over its
     // minutes, not drawn as one minute holding all of it.
@@ -352,6 +361,7 @@ export function ratesOf(
         at: (start + m) * 60_000,
         completed: completed / minutes,
         failed: failed / minutes,
+        deadLettered: deadLettered / minutes,
         ...(i + 1 === points.length ? { partial: true } : {}),
         ...(minutes > 1 ? { spread: true } : {}),
       });

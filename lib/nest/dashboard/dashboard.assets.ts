@@ -4,6 +4,8 @@
  * gets with `textContent` (never as HTML), so whatever Redis holds shows as text.
  */
 
+import { CHART_CSS, CHART_JS } from './dashboard.chart.js';
+
 /** Escapes text for HTML (the shell's few server-side values). */
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
@@ -82,9 +84,16 @@ svg.spark circle.failed { fill: var(--bad); stroke: none; }
 .summary div { background: #fff; border: 1px solid var(--line); padding: 6px 12px; min-width: 110px; }
 .summary b { display: block; font-size: 18px; }
 .message { padding: 8px 12px; background: #fff8e1; border: 1px solid #f0d58a; margin-bottom: 10px; }
-`;
+.bar.danger-zone { margin-top: 14px; padding-top: 8px; border-top: 1px dashed #e4a9a4; }
+.bar.danger-zone .label { font-size: 12px; color: var(--bad); }
+.spark-legend { font-size: 11px; color: var(--muted); margin-top: 6px; }
+.spark-legend i { display: inline-block; width: 10px; height: 3px; margin: 0 4px 2px 8px; vertical-align: middle; }
+.spark-legend i.completed { background: var(--ok); }
+.spark-legend i.failed { background: var(--bad); }
+`.concat(CHART_CSS);
 
-export const APP_JS = String.raw`
+export const APP_JS =
+  String.raw`
 'use strict';
 (function () {
   var config = JSON.parse(document.querySelector('meta[name="dashboard-config"]').getAttribute('content'));
@@ -160,8 +169,8 @@ export const APP_JS = String.raw`
 
   function sparkline(points) {
     var svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
-    svg.setAttribute('class', 'spark'); svg.setAttribute('width', '120'); svg.setAttribute('height', '28');
-    svg.setAttribute('viewBox', '0 0 120 28');
+    svg.setAttribute('class', 'spark'); svg.setAttribute('width', '180'); svg.setAttribute('height', '36');
+    svg.setAttribute('viewBox', '0 0 120 28'); svg.setAttribute('preserveAspectRatio', 'none');
     var max = 1;
     points.forEach(function (p) { max = Math.max(max, p.completed, p.failed); });
     var now = points.length ? points[points.length - 1].at : 0;
@@ -187,12 +196,19 @@ export const APP_JS = String.raw`
     return svg;
   }
   // The last whole minute; the minute under way (so far) when it is the only one recorded yet.
+  // With what the minute under way counted so far beside it, so a burst shows at once (and agrees with the chart).
   function latest(points, kind) {
     var whole = points.filter(function (p) { return !p.partial; });
-    if (whole.length) return num(whole[whole.length - 1][kind]);
-    return points.length ? num(points[0][kind]) + ' so far' : '–';
+    var current = points.filter(function (p) { return p.partial; })[0];
+    var sofar = current ? num(Math.round(current[kind] || 0)) + ' so far' : null;
+    if (!whole.length) return sofar || '–';
+    var last = num(Math.round(whole[whole.length - 1][kind] || 0));
+    return current && current[kind] ? last + ' (' + sofar + ')' : last;
   }
 
+` +
+  CHART_JS +
+  String.raw`
   // One word per state, as the CLI and RedisTaskAdmin.stats() say it: paused, no worker, running (no badge).
   function stateBadge(row) {
     if (row.state === 'paused') return el('span', { class: 'badge paused', 'data-testid': 'state' }, 'paused');
@@ -209,9 +225,10 @@ export const APP_JS = String.raw`
     }
     return el('div', { class: 'stats', 'data-testid': 'headline' },
       stat('Pending', 'pending', num(row.pending)), stat('In flight', 'inFlight', num(row.inFlight)),
-      stat('Delayed', 'delayed', num(row.delayed)), stat('Dead letters', 'deadLetters', num(row.deadLetters)),
+      stat('Delayed', 'delayed', num(row.delayed)), stat('Dead letters (held now)', 'deadLetters', num(row.deadLetters)),
       stat('Oldest waiting', 'oldest', (row.oldestExact ? '' : '≥ ') + age(row.oldestWaitingAgeMs)),
-      stat('Completed / min', 'completed', latest(row.perMinute, 'completed')), stat('Failed / min', 'failed', latest(row.perMinute, 'failed')),
+      stat('Completed / min', 'completed', latest(row.perMinute, 'completed')), stat('Failed attempts / min', 'failed', latest(row.perMinute, 'failed')),
+      stat('Dead-lettered / min', 'deadLettered', latest(row.perMinute, 'deadLettered')),
       stat('Workers alive', 'workers', num(row.workersAlive) + ' / ' + num(row.workers)),
       stat('State', 'state', row.state));
   }
@@ -253,6 +270,8 @@ export const APP_JS = String.raw`
             el('th', { class: 'num' }, 'Oldest waiting'), el('th', { class: 'num' }, 'Completed/min'), el('th', { class: 'num' }, 'Failed/min'),
             el('th', null, 'Last hour'), el('th', null, ''))),
           el('tbody', null, rows)),
+      rows.length === 0 ? null : el('div', { class: 'spark-legend' }, 'Last hour, per minute:', el('i', { class: 'completed' }), 'completed',
+        el('i', { class: 'failed' }), 'failed attempts', ' (each pattern page has the full chart, with axes and values)'),
       batchLookup(''),
     ];
   }
@@ -264,6 +283,8 @@ export const APP_JS = String.raw`
       el('h1', null, data.pattern, data.group !== 'default' ? el('span', { class: 'badge' }, 'group ' + data.group) : null,
         data.summary ? stateBadge(data.summary) : null),
       data.summary ? headline(data.summary) : el('p', { class: 'muted' }, 'Nothing recorded for this group yet.'),
+      data.summary ? ratesChart(data.summary.perMinute, Date.now()) : null,
+      data.summary ? oldestChart(data.pattern + '|' + data.group, data.summary, Date.now()) : null,
       taskLookup(data.pattern, data.group),
       el('div', { class: 'bar' }, link('/dead', { name: data.pattern, group: data.group }, 'Dead letters'),
         data.groups.length ? el('span', { class: 'muted' }, 'Consumer groups: ') : null,
@@ -396,9 +417,8 @@ export const APP_JS = String.raw`
       el('div', { class: 'bar' }, el('label', null, 'Reason '), reason, el('label', null, 'Client '), client,
         el('span', { class: 'muted' }, num(data.total) + ' dead letters in all')),
       el('div', { class: 'bar' },
-        actions('Requeue selected', { selection: chosen }), actions('Purge selected', { purge: true, selection: chosen }, true),
-        actions(filtered ? 'Requeue all matching' : 'Requeue all', { selection: filtered ? { matching: matching } : { all: true } }),
-        actions(filtered ? 'Purge all matching' : 'Purge all', { purge: true, selection: filtered ? { matching: matching } : { all: true } }, true)),
+        actions('Requeue selected', { selection: chosen }),
+        actions(filtered ? 'Requeue all matching' : 'Requeue all', { selection: filtered ? { matching: matching } : { all: true } })),
       el('table', { 'data-testid': 'dead-letters' },
         el('thead', null, el('tr', null, config.actions ? el('th', null, '') : null, el('th', null, 'Task'), el('th', null, 'Reason'), el('th', { class: 'num' }, 'Attempts'),
           el('th', null, 'Dead at'), el('th', null, 'Error and payload'), config.actions ? el('th', null, '') : null)),
@@ -420,17 +440,22 @@ export const APP_JS = String.raw`
       el('div', { class: 'bar' },
         offset > 0 ? el('button', { onclick: function () { go({ offset: 0 }); } }, '← first page') : null,
         data.nextOffset !== null ? el('button', { 'data-testid': 'next-page', onclick: function () { go({ offset: data.nextOffset }); } }, 'next page →') : null),
+      // Deleting for good sits apart from requeueing, below the list, each behind a confirmation.
+      config.actions ? el('div', { class: 'bar danger-zone', 'data-testid': 'danger-zone' }, el('span', { class: 'label' }, 'Delete for good:'),
+        actions('Purge selected', { purge: true, selection: chosen }, true),
+        actions(filtered ? 'Purge all matching' : 'Purge all', { purge: true, selection: filtered ? { matching: matching } : { all: true } }, true)) : null,
     ];
   }
 
   function when(ms) { return ms === undefined || ms === null ? '–' : new Date(ms).toISOString().replace('T', ' ').slice(0, 19); }
   function renderSchedules(data) {
-    function action(row, label, name, danger) {
+    // The button says what it does; the message after it, what was done.
+    function action(row, label, done, name, danger) {
       return el('button', { class: danger ? 'danger' : null, 'data-action': name, onclick: function () {
         if (name === 'remove' && !window.confirm('Remove schedule ' + row.id + '?')) return;
         act(post('schedules/action', { id: row.id, action: name }), function (r) {
           if (name === 'trigger') return r.fired ? 'Triggered ' + row.id + ': task ' + r.taskId : 'Nothing triggered: the previous task of ' + row.id + ' still runs';
-          return label + ' ' + row.id;
+          return done + ' ' + row.id;
         });
       } }, label);
     }
@@ -450,8 +475,8 @@ export const APP_JS = String.raw`
         el('td', { class: 'num', 'data-field': 'skipped' }, num(state.skipped)),
         el('td', { class: 'num', 'data-field': 'missed' }, num(state.missed)),
         el('td', { class: 'num', 'data-field': 'held' }, num(state.held || 0)),
-        config.actions ? el('td', null, row.paused || row.orphaned ? action(row, 'Resumed', 'resume') : action(row, 'Paused', 'pause'), ' ',
-          action(row, 'Triggered', 'trigger'), ' ', action(row, 'Removed', 'remove', true)) : null);
+        config.actions ? el('td', null, row.paused || row.orphaned ? action(row, 'Resume', 'Resumed', 'resume') : action(row, 'Pause', 'Paused', 'pause'), ' ',
+          action(row, 'Trigger now', 'Triggered', 'trigger'), ' ', action(row, 'Remove', 'Removed', 'remove', true)) : null);
     });
     return [
       el('h1', null, 'Schedules'),
