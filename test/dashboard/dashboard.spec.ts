@@ -454,11 +454,14 @@ for (const adapter of ['express', 'fastify'] as const) {
     });
 
     if (adapter === 'express') {
-      it('saves a screenshot of the overview (used in the README)', async () => {
+      it('saves screenshots of the overview and a pattern page (used in the README)', async () => {
         await page.goto(base);
         await rowOf(page, 'dash.work').waitFor();
         mkdirSync('docs', { recursive: true });
         await page.screenshot({ path: 'docs/dashboard.png' });
+        await page.goto(`${base}#/pattern?name=dash.fail`);
+        await page.getByTestId('rates-chart').waitFor();
+        await page.screenshot({ path: 'docs/dashboard-pattern.png', fullPage: true });
       });
     }
   });

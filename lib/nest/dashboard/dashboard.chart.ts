@@ -42,7 +42,8 @@ export const CHART_JS = String.raw`
   function clock(ms) { var d = new Date(ms); return ('0' + d.getHours()).slice(-2) + ':' + ('0' + d.getMinutes()).slice(-2); }
   function rounded(n) { return Math.round(n * 10) / 10; }
 
-  // spec: { title, testid, now, series: [{ key, label, points: [{ at, value }] }], format(value), unit }
+  // spec: { title, testid, now, series: [{ key, label, points: [{ at, value }] }], format(value), unit, floor }
+  // (floor: the least top of the y axis)
   // The last 60 minutes run left to right; every series shares the y axis (0 to a round maximum).
   function chart(spec) {
     var W = 720, H = 190, left = 48, right = 12, top = 10, bottom = 26;
@@ -50,7 +51,7 @@ export const CHART_JS = String.raw`
     var from = spec.now - 60 * 60000;
     var max = 0;
     spec.series.forEach(function (s) { s.points.forEach(function (p) { if (p.at >= from) max = Math.max(max, p.value); }); });
-    max = niceMax(max);
+    max = niceMax(Math.max(max, spec.floor || 0));
     function x(at) { return left + ((at - from) / (60 * 60000)) * plotW; }
     function y(value) { return top + plotH - (value / max) * plotH; }
     var svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': spec.title });
@@ -113,7 +114,7 @@ export const CHART_JS = String.raw`
     while (samples.length && samples[0].at < now - 60 * 60000) samples.shift();
     return chart({
       title: 'Oldest waiting task (sampled by this page since it opened)', testid: 'oldest-chart', now: now, unit: 'age',
-      format: age, series: [{ key: 'oldest', label: 'oldest waiting', points: samples }],
+      format: age, floor: 1000, series: [{ key: 'oldest', label: 'oldest waiting', points: samples }],
     });
   }
 `;
