@@ -26,7 +26,7 @@ describe('chaos: cancel a task running in another process, then kill -9 it and r
     const admin = TaskAdmin.onConnection(direct, prefix);
     const client = new RedisTaskClient({ connection: server.url, prefix, track: { keepMs: 600_000 } });
     const heartbeatMs = 250;
-    const env = { REDIS_URL: server.url, PREFIX: prefix, LEASE_MS: 1_000, HEARTBEAT_MS: heartbeatMs, CONCURRENCY: 4 };
+    const env = { REDIS_URL: server.url, PREFIX: prefix, LEASE_MS: 1_000, HEARTBEAT_MS: heartbeatMs, CONCURRENCY: 5 }; // 4 tasks of one pattern, and the slot kept for idle ones (idleSlots)
     const runs = `${prefix}:runs`;
     try {
       await client.connect();

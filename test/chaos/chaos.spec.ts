@@ -470,7 +470,7 @@ describe('chaos: handlers that throw what JSON cannot hold', () => {
     const records = (await redis.lrange(queue.deadLetters, 0, -1)).map((raw) => JSON.parse(raw) as DeadLetterRecord);
     const byKind = new Map(records.map((record) => [(record.payload as { kind: string }).kind, record]));
     expect(records.every((record) => record.reason === 'failed' && record.attempts === 2)).toBe(true);
-    expect(byKind.get('bigint')?.error?.message).toBe('10n');
+    expect(byKind.get('bigint')?.error?.message).toBe('the handler threw a non-Error value (10n)');
     expect(byKind.get('object')?.error?.message).toBe('{"big":"10n"}');
     expect(byKind.get('circular')?.error?.message).toContain('not serializable');
     // Nest's exception filter itself trips on the Proxy's traps; what it throws is what gets recorded.

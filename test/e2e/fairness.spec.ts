@@ -56,6 +56,14 @@ const timeline: { event: 'start' | 'end'; pattern: string; n: number }[] = [];
 let release: (() => void) | undefined;
 let hold: Promise<void> = Promise.resolve();
 
+/** Slow tasks held one by one (EncodeOnly, SlowAvatars): each waits for its own release, oldest first. */
+const heldOneByOne: (() => void)[] = [];
+
+/** Ends the oldest running slow task (one task's run, as the test counts time). */
+function releaseOne(): void {
+  heldOneByOne.shift()?.();
+}
+
 /** Lets every held slow task finish, and holds the next ones until `openGate()` is called again. */
 function openGate(): void {
   release?.();
@@ -88,6 +96,33 @@ class CappedByExtra {
   }
 }
 
+/** The handlers of `pattern` running now, read off the timeline. */
+function running(pattern: string): number {
+  return timeline
+    .filter((item) => item.pattern === pattern)
+    .reduce((n, item) => n + (item.event === 'start' ? 1 : -1), 0);
+}
+
+@Controller()
+class EncodeOnly {
+  @EventPattern<string>('media.encode')
+  async encode(@Payload() payload: { n: number }): Promise<void> {
+    timeline.push({ event: 'start', pattern: 'media.encode', n: payload.n });
+    await new Promise<void>((resolve) => heldOneByOne.push(resolve));
+    timeline.push({ event: 'end', pattern: 'media.encode', n: payload.n });
+  }
+}
+
+@Controller()
+class SlowAvatars {
+  @EventPattern<string>('avatar.slow')
+  async resize(@Payload() payload: { n: number }): Promise<void> {
+    timeline.push({ event: 'start', pattern: 'avatar.slow', n: payload.n });
+    await new Promise<void>((resolve) => heldOneByOne.push(resolve));
+    timeline.push({ event: 'end', pattern: 'avatar.slow', n: payload.n });
+  }
+}
+
 /** The most handlers of `pattern` that ran at once, read off the timeline. */
 function mostAtOnce(pattern: string): number {
   let running = 0;
@@ -102,46 +137,74 @@ function mostAtOnce(pattern: string): number {
 describe('fairness across patterns of one worker', () => {
   afterEach(() => {
     release?.();
+    while (heldOneByOne.length > 0) releaseOne();
     timeline.length = 0;
   });
 
-  it("starts another pattern's task within one slow task's run while a flood holds every slot (default settings)", async () => {
+  it("starts another pattern's task at once while a slow flood of one pattern keeps the worker busy (default settings)", async () => {
     prefix = testPrefix('fair-patterns');
     const { client, module } = await startProducer(prefix);
     started.push(module);
-    openGate();
+    openGate(); // no slow task ends until the test says so
     const worker = await startWorker(prefix, [Mixed], { concurrency: 4 });
     started.push(worker.app);
     await client.emitBatch(
       'media.encode',
       Array.from({ length: 40 }, (_, n) => ({ n })),
     );
-    await waitFor(() => timeline.filter((item) => item.event === 'start').length === 4, 'every slot held by the flood');
+    await waitFor(() => timeline.filter((item) => item.event === 'start').length >= 3, 'the flood to be under way');
     await client.emitBatch('avatar.resize', [{ n: 0 }]);
-    // Each round lets the 4 running slow tasks end (one task's run); the avatar must start within the first.
-    let rounds = 0;
-    while (!timeline.some((item) => item.pattern === 'avatar.resize') && rounds < 10) {
+    // Not one slow task ended, and the avatar task ran: a slot was kept free for the idle pattern.
+    await waitFor(() => timeline.some((item) => item.pattern === 'avatar.resize'), 'the avatar task to start');
+    expect(timeline.filter((item) => item.event === 'end')).toEqual([]);
+    expect(mostAtOnce('media.encode')).toBe(3);
+    // Once more after it: the slot is kept again, and again taken at once.
+    await client.emitBatch('avatar.resize', [{ n: 1 }]);
+    await waitFor(
+      () => timeline.filter((item) => item.pattern === 'avatar.resize').length === 2,
+      'the second avatar task',
+    );
+    expect(timeline.filter((item) => item.event === 'end')).toEqual([]);
+    // The flood itself runs on, three at a time, to its end.
+    while (timeline.filter((item) => item.event === 'end').length < 40) {
       const ended = timeline.filter((item) => item.event === 'end').length;
       openGate();
-      rounds++;
-      await waitFor(
-        () => timeline.filter((item) => item.event === 'end').length >= ended + 4,
-        `round ${rounds}: the running slow tasks to end`,
-      );
-      await waitFor(
-        () =>
-          timeline.some((item) => item.pattern === 'avatar.resize') ||
-          timeline.filter((item) => item.event === 'start' && item.pattern === 'media.encode').length >=
-            4 * (rounds + 1),
-        `round ${rounds}: the freed slots filled`,
-      );
+      await waitFor(() => timeline.filter((item) => item.event === 'end').length > ended, 'the next slow tasks to end');
     }
-    expect(rounds).toBe(1);
-    const avatarAt = timeline.findIndex((item) => item.pattern === 'avatar.resize');
-    const encodesStartedFirst = timeline.slice(0, avatarAt).filter((item) => item.event === 'start').length;
-    // The 4 that held the slots when it was emitted, and at most the 3 others freed in the same round.
-    expect(encodesStartedFirst).toBeLessThanOrEqual(7);
-    openGate();
+    expect(mostAtOnce('media.encode')).toBe(3);
+  });
+
+  it('gives a pattern below its fair share the next freed slot: two busy patterns converge on equal shares', async () => {
+    prefix = testPrefix('fair-shares');
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    // Each slow task ends when the test releases it, oldest first.
+    const worker = await startWorker(prefix, [EncodeOnly, SlowAvatars], { concurrency: 4 });
+    started.push(worker.app);
+    await client.emitBatch(
+      'media.encode',
+      Array.from({ length: 20 }, (_, n) => ({ n })),
+    );
+    await waitFor(() => timeline.filter((item) => item.event === 'start').length >= 3, 'the flood to be under way');
+    await client.emitBatch(
+      'avatar.slow',
+      Array.from({ length: 20 }, (_, n) => ({ n })),
+    );
+    // The free slot goes to the avatars at once; after that, each slot a slow encode frees goes to the avatars
+    // until both patterns hold 2 (their fair share of 4).
+    await waitFor(() => running('avatar.slow') === 1, 'the first slow avatar to start');
+    releaseOne(); // an encode ends
+    await waitFor(() => running('avatar.slow') === 2, 'the freed slot to go to the pattern below its share');
+    expect(running('media.encode')).toBe(2);
+    releaseOne(); // another encode ends: now both hold their share, and the freed slot goes back to the encodes
+    await waitFor(
+      () =>
+        timeline.filter((item) => item.event === 'end').length === 2 &&
+        running('media.encode') === 2 &&
+        running('avatar.slow') === 2,
+      'equal shares',
+    );
+    expect(running('media.encode') + running('avatar.slow')).toBe(4);
   });
 
   it('holds a pattern to patternConcurrency (transport option) and to its handler extra, leaving the rest of the slots to others', async () => {

@@ -21,6 +21,8 @@ describe('options are validated at construction', () => {
     [{ patternConcurrency: { 'video.encode': 0 } }, 'patternConcurrency["video.encode"]'],
     [{ patternConcurrency: { 'video.encode': 11 } }, 'patternConcurrency["video.encode"]'],
     [{ concurrency: 4, patternConcurrency: { 'video.encode': 5 } }, 'patternConcurrency["video.encode"]'],
+    [{ concurrency: 4, idleSlots: 4 }, 'idleSlots'],
+    [{ idleSlots: -1 }, 'idleSlots'],
   ])('the transport rejects %j naming "%s"', (options, option) => {
     const attempt = () => new RedisTaskTransport(options as never);
     expect(attempt).toThrow(InvalidOptionError);

@@ -147,11 +147,18 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   /**
    * Most of this worker's handler slots (`concurrency`) each named pattern may hold at once, e.g.
    * `{ 'video.encode': 2 }`; or per handler with the extra `@EventPattern('video.encode', { concurrency: 2 })`
-   * (the extra wins). Each from 1 to `concurrency`. A pattern named nowhere has no cap of its own, and under
-   * any setting a pattern with waiting tasks gets a slot within one task's run even while another floods the
-   * worker (a slot freed is kept for a pattern below its fair share). Default: none.
+   * (the extra wins). Each from 1 to `concurrency`. A pattern named nowhere has no cap of its own; fairness
+   * holds whatever the caps: a slot is kept for idle patterns (`idleSlots`), and a slot freed goes first to a
+   * waiting pattern below its fair share. Default: none.
    */
   patternConcurrency?: Record<string, number>;
+  /**
+   * Handler slots a worker with several patterns keeps free for its idle ones while one pattern holds its share
+   * of all (`concurrency` ÷ patterns): an idle pattern's next task then starts at once instead of after one run
+   * of another pattern's flood (however long). 0 to let one pattern fill every slot. Default 1 from
+   * `concurrency: 4` up, else 0 (a reserve of one in two or three slots would halve a flood).
+   */
+  idleSlots?: number;
   /**
    * Most tasks of one client in flight at once, across all workers of a pattern; 0 for no cap. 1 runs
    * each client's tasks one at a time, in order, while other clients proceed. Overridable per pattern
@@ -254,7 +261,7 @@ export const DEFAULT_TASK_LIMITS = {
   deduplicationTtlMs: CLIENT_DEFAULTS.deduplicationTtlMs,
 } as const;
 
-const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'> = {
+const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch' | 'idleSlots'> = {
   ...COMMON_DEFAULTS,
   concurrency: 10,
   heartbeatIntervalMs: 5_000,
@@ -396,6 +403,7 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   scheduleCheckMs: (option, value) => {
     if (value !== false) integer(50, 60_000)(option, value);
   },
+  idleSlots: integer(0, 10_000),
   patternConcurrency: (option, value) => {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       throw new InvalidOptionError(option, `must be an object of pattern -> concurrency, got ${describe(value)}`);
@@ -472,6 +480,13 @@ export function resolveTransportOptions(options: unknown): ResolvedTransportOpti
   } as ResolvedTransportOptions;
   // Half the slots per call: two calls overlap, one refilling slots while the other's reply travels.
   resolved.prefetch ??= Math.min(Math.ceil(resolved.concurrency / 2), 1_000);
+  resolved.idleSlots ??= resolved.concurrency >= 4 ? 1 : 0;
+  if (resolved.idleSlots >= resolved.concurrency) {
+    throw new InvalidOptionError(
+      'idleSlots',
+      `must be less than concurrency (${resolved.concurrency}), got ${resolved.idleSlots}: no slot would be left to run a pattern`,
+    );
+  }
   if (given.backoff) {
     const backoff = given.backoff as BackoffOptions;
     resolved.backoff = {

@@ -1,5 +1,7 @@
 import { isRedisFull, permissionRefusal } from '../redis/refusals.js';
+import { RefusedError } from '../redis/connection.js';
 import {
+  RedisConfigurationError,
   RedisFullError,
   RedisPermissionError,
   RedisUnavailableError,
@@ -45,6 +47,22 @@ export class EnqueueErrors {
     if (refused) return new RedisPermissionError(this.prefix, refused.reply, refused.command);
     if (isRedisFull(error)) return new RedisFullError(queue, this.options.server);
     return scrubRedisError(error) as Error;
+  }
+
+  /** When a refused connection fails a call at once (see ConnectionWatch.knownRefused). */
+  get refusal(): { readonly refusedForMs: number } {
+    return { refusedForMs: this.options.enqueueTimeoutMs };
+  }
+
+  /**
+   * What a wait for the connection that failed fails the call with now, if no wait will help: a refused
+   * password or an untrusted certificate (`RedisConfigurationError`), or nothing listening there, never
+   * connected or down longer than a restart (`RedisUnavailableError`, `refused`). Undefined: wait on.
+   */
+  notReady(error: unknown, queue: string): Error | undefined {
+    if (error instanceof RedisConfigurationError) return error;
+    if (error instanceof RefusedError) return this.unavailable(queue, false, undefined, true);
+    return undefined;
   }
 
   unavailable(

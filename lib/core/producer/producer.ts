@@ -2,11 +2,10 @@ import { coalescerOf, type CallSettings, type EnqueueCoalescer, type EnqueuePart
 import { scrubbed } from '../support/redact.js';
 import { describe } from '../support/describe.js';
 import { patternProblem } from '../config/rules.js';
-import { ClosedError, InvalidTaskError, RedisConfigurationError } from '../model/errors.js';
+import { ClosedError, InvalidTaskError } from '../model/errors.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { RefusedError } from '../redis/connection.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
 import { KnownQueues } from './known-queues.js';
@@ -194,12 +193,9 @@ export class TaskProducer {
         Promise.race([
           failed,
           (async () => {
-            const refusedForMs = this.options.enqueueTimeoutMs;
-            await this.options.watch.whenReady(timeoutMs + 1, { refusedForMs }).catch((error: unknown) => {
-              // A refused password or an untrusted certificate: no wait will help, so fail now.
-              if (error instanceof RedisConfigurationError) fail(error);
-              // Nothing listens there (an app started with Redis down, or down longer than a restart): say so now.
-              if (error instanceof RefusedError) fail(this.errors.unavailable(queue, false, undefined, true));
+            await this.options.watch.whenReady(timeoutMs + 1, this.errors.refusal).catch((error: unknown) => {
+              const now = this.errors.notReady(error, queue); // where no wait will help: fail now
+              if (now) fail(now);
               return failed;
             });
             // Once the caller was told "nothing was written" (timeout, close), nothing may be sent after all.

@@ -219,7 +219,7 @@ export class ClaimLoop {
   /**
    * Nothing pending: wait until the shard's wake message (a client went onto its empty ring) or the
    * backstop, then claim at once. Resolves true when that claim found nothing or took the last waiting task (wait
-   * again); false when more are waiting, or it did not run (no free slot, a failure, stopped), so the
+   * again); false when more are waiting, or it did not run (a failure, stopped), so the
    * loop goes on as usual.
    *
    * A waiting loop holds no slots (another queue's loop may need them meanwhile): its claim asks for as
@@ -234,15 +234,14 @@ export class ClaimLoop {
     // Closed during that turn: its wakeAll() has passed, so a wait for a slot would outlast the handlers.
     if (this.stopped) return false;
     this.flush.hold(); // acknowledgements go out on their own meanwhile (nothing to claim them with)
-    // Every slot taken (running handlers, other loops' claims): wait for one first, so the claim at the
-    // wait's end can take something.
-    if (this.slots.free === 0) await this.slots.whenFree();
-    if (this.stopped || this.slots.free === 0) {
+    // Every slot taken: wait for one (no demand: the queue looked empty), so the woken claim can take one.
+    while (this.slots.free === 0 && !this.stopped) await this.slots.whenFree(false);
+    if (this.stopped) {
       this.flush.release();
       return false;
     }
     const wanted = Math.min(this.options.prefetch, this.slots.free);
-    this.slots.notWaiting(); // waiting on Redis now, not for a slot: none is kept for this loop meanwhile
+    this.slots.notWaiting(); // waiting on Redis, not for a slot: none kept for it meanwhile
     const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
     const end = await this.underWay
       .track(this.idle.connection, this.options.blockTimeoutMs, waiting)

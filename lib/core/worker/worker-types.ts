@@ -76,6 +76,8 @@ export interface WorkerOptions extends SettleOptions {
   /** Each pattern's retry policy, per-client concurrency, rate limit and handler timeout. */
   readonly patterns: PatternSettings;
   readonly concurrency: number;
+  /** Slots kept free for idle patterns while another holds its share of all (see Slots). */
+  readonly idleSlots?: number;
   readonly prefetch: number;
   readonly heartbeatIntervalMs: number;
   readonly leaseMs: number;

@@ -41,8 +41,6 @@ const REDIS_SHUTDOWN_MS = 5_000;
  */
 export class TaskWorker {
   private readonly slots: Slots;
-  // table-ok: one entry per pattern this worker consumes, made at start-up
-  private readonly patternSlots = new Map<string, PatternSlots>();
   private readonly running = new RunningTasks();
   // table-ok: one entry per queue shard
   private readonly loops = new Map<QueueKeys, WatchedLoop>();
@@ -80,7 +78,7 @@ export class TaskWorker {
     this.redis = redis;
     this.keys = store.keys;
     this.layouts = store.layouts;
-    this.slots = new Slots(options.concurrency);
+    this.slots = new Slots(options.concurrency, options.idleSlots);
     this.gateway = store.gateway;
     this.completer = new Completer(ackBatchOf(redis), options);
     this.starts = startBatchOf(redis);
@@ -166,7 +164,8 @@ export class TaskWorker {
       const waker = this.options.wakeSignals.waker(keys.wakeChannel);
       const gateway = wakingGateway(this.gateway, waker);
       const idle = new IdleWait(waker, gateway, keys, this.options.blockTimeoutMs, blocking);
-      const slots = this.slotsOf(keys.queue);
+      // The pattern's slots (shared by its shards' loops): its cap, and its fair share of the pool.
+      const slots = this.slots.ofPattern(keys.queue, this.options.patterns.concurrency(keys.queue));
       const loop = new ClaimLoop(
         { gateway, idle, downSince: this.downSince },
         keys,
@@ -259,16 +258,6 @@ export class TaskWorker {
     }
     if (this.blocking) await quit(this.blocking);
     this.logger.log(`worker ${this.workerId} stopped in ${Date.now() - started} ms`);
-  }
-
-  /** The slots of a pattern (shared by the loops of its shards): its cap, and its fair share of the pool. */
-  private slotsOf(queue: string): PatternSlots {
-    let slots = this.patternSlots.get(queue);
-    if (!slots) {
-      slots = this.slots.forPattern(this.options.patterns.concurrency(queue));
-      this.patternSlots.set(queue, slots);
-    }
-    return slots;
   }
 
   private dispatch(task: ClaimedTask, slots: PatternSlots): void {

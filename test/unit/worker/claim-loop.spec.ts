@@ -67,7 +67,6 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   const acks = new ClaimAcks();
   const pool = new Slots(options.concurrency ?? 4);
   const slots = pool.forPattern();
-  const other = pool.forPattern(); // another pattern's loop on the same worker
   const dispatched: string[] = [];
   const events: string[] = [];
   const hooks: ClaimLoopHooks = {
@@ -88,7 +87,7 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
     hooks,
     new CapturingLogger(),
   );
-  return { loop, gateway, idle, acks, slots, other, dispatched, events };
+  return { loop, gateway, idle, acks, slots, pool, dispatched, events };
 }
 
 describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () => {
@@ -106,11 +105,11 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
   });
 
   it('wakes from the idle wait straight into the tasks the claim behind it took, giving back what found no slot', async () => {
-    const { loop, idle, other, dispatched, events } = loopWith({ concurrency: 2 });
+    const { loop, idle, pool, dispatched, events } = loopWith({ concurrency: 2 });
     loop.start();
     await until('the idle wait', () => idle.waiting);
     expect(idle.requests[0]).toMatchObject({ wanted: 2 });
-    other.take(1); // another queue's loop took a slot meanwhile
+    pool.forPattern().take(1); // another queue's loop took a slot meanwhile
     idle.wake(claimed(['w1', 'w2']));
     await until('the woken task', () => dispatched.length === 1);
     expect(dispatched).toEqual(['w1']);

@@ -162,19 +162,23 @@ describe('TaskRunner, one outcome at a time', () => {
     ]);
   });
 
-  it('fails a send() task whose result is not JSON with UnserializableResultError (the caller hears it)', async () => {
-    const circular: Record<string, unknown> = {};
-    circular.self = circular;
+  it('completes a send() task whose result is not JSON (its work is done); the caller hears UnserializableResultError naming where', async () => {
+    const circular: Record<string, unknown> = { items: [] };
+    (circular.items as unknown[]).push({ parent: circular });
     const world = setup(() => ({ status: 'succeeded', response: circular }));
-    await world.runOne(claimed(world.gateway, envelope({ replyTo: 'unit:replies:c1' })));
-    // No retry could make it JSON: dead letters at once, the caller told why.
-    expect(world.gateway.calls).toMatchObject([
-      {
-        script: 'deadLetterTask',
-        detail: { reason: 'failed', attempts: 1, error: { name: 'UnserializableResultError' } },
-      },
-    ]);
-    expect(world.batch.acks).toEqual([]);
+    world.completer.shard(keys).ridden(() => undefined);
+    await world.runOne(claimed(world.gateway, envelope({ id: 'q-9', replyTo: 'unit:replies:c1' })));
+    // Not retried, not dead-lettered: requeueing it would only run its side effects again.
+    expect(world.gateway.calls.filter((call) => call.script !== 'startTasks')).toEqual([]);
+    expect(world.batch.acks).toHaveLength(1);
+    const reply = JSON.parse(world.batch.acks[0].reply?.message ?? '{}') as { err?: Record<string, unknown> };
+    expect(reply.err).toMatchObject({
+      name: 'UnserializableResultError',
+      code: 'UNSERIALIZABLE_RESULT',
+      taskId: 'q-9',
+      detail: expect.stringContaining('result.items[0].parent (a circular reference)'),
+    });
+    expect(world.events.map((event) => event.outcome)).toEqual(['completed']);
   });
 
   it('discards the outcome of a run whose lease was lost while it ran, and of one after shutdown gave the tasks back', async () => {

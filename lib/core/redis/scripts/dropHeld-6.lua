@@ -1,7 +1,8 @@
 -- dropHeld-6.lua
 -- Purpose: take a running task of a cancelled batch from the worker that holds it, through its fence: its
---   token leaves the worker's processing hash (the worker's heartbeat finds it gone and aborts the run; its
---   late settle is refused, and no recovery can return it), and its batch hears it was cancelled.
+--   token leaves the worker's processing hash (its worker is told on `<base>:control` and aborts the run, its
+--   heartbeat the backstop; its late settle is refused, and no recovery can return it), and its batch hears
+--   it was cancelled.
 -- Includes: guard, releaseClientSlot, batch
 -- Builds keys: the task's batch event list and counter (include/batch.lua) from the base of the ring in
 --   KEYS[5] (as `QueueKeys` spells them); all share the hash tag, hence the Cluster slot.
@@ -14,7 +15,7 @@
 -- ARGV[1]: fencing token; ARGV[2]: the batch id the task must belong to
 -- Returns: 1 when taken; 0 when the token is no longer held, or holds a task of another batch
 -- Side effects: HDEL from the processing hash; the client's cap slot released (releaseClientSlot); HINCRBY
---   counters cancelled; the batch event (c).
+--   counters cancelled; the batch event (c); PUBLISH on `<base>:control` of `revoke\n<token>\nc\n<why>`.
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 local child = entry and batchOf(entry)
 if not child or child.batch ~= ARGV[2] then
@@ -24,5 +25,8 @@ expectTypes(KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'set', KEYS[5], 'list')
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], false)
 countOutcome(KEYS[6], 'cancelled', 1)
-batchEvent(string.sub(KEYS[5], 1, -6), child, 'c')
+local base = string.sub(KEYS[5], 1, -6)
+batchEvent(base, child, 'c')
+-- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
+redis.call('PUBLISH', base .. ':control', 'revoke\n' .. ARGV[1] .. '\nc\nits batch ' .. ARGV[2] .. ' was cancelled')
 return 1
