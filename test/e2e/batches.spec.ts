@@ -264,7 +264,7 @@ describe('batches: fan-out, then a callback exactly once', () => {
   it('cancelBatch removes the waiting tasks, stops the running ones through their fences, and fires the callback once with the cancelled count', async () => {
     prefix = testPrefix('batch-cancel');
     const { client, admin } = await producer();
-    await worker({ concurrency: 4 });
+    await worker({ concurrency: 4, idleSlots: 0 }); // all four slots for the one busy pattern
     const slow = Array.from({ length: 30 }, (_, i) => ({ name: `slow${i}` }));
     await client.emitBatch('image.slow', slow, { batch: { id: 'c1', onComplete: { pattern: 'album.publish' } } });
     await waitFor(() => ran.size === 4, 'four tasks running');

@@ -138,6 +138,7 @@ describe('two processes with one worker id', () => {
     const first = await startWorker(prefix, [Flow], {
       workerId: 'shared-id',
       concurrency: 4,
+      idleSlots: 0, // all four slots for the one busy pattern
       heartbeatIntervalMs: 100,
       leaseMs: 2_000,
     });
