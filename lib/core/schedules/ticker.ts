@@ -82,8 +82,12 @@ export class ScheduleTicker {
         } catch (error) {
           // Its take's lease ends in a few seconds: then this process or another fires it from the same tick.
           failed = true;
-          this.logger.error(
-            `could not fire schedule "${schedule.id}": ${errorMessage(error)}; it is fired again once its take's lease ends`,
+          // Closing cut it short (the connection closed under it): not an error of the schedule.
+          const report = this.stop.signal.aborted
+            ? this.logger.log.bind(this.logger)
+            : this.logger.error.bind(this.logger);
+          report(
+            `could not fire schedule "${schedule.id}"${this.stop.signal.aborted ? ' while closing' : ''}: ${errorMessage(error)}; it is fired again once its take's lease ends`,
           );
         }
       }),
