@@ -62,15 +62,23 @@ describe('per-client rate limits', () => {
     await admin.setClientRateLimit('limited', 'free', 1_000_000);
     started.push((await startWorker(prefix, [Handlers], { concurrency: 8 })).app);
     const begin = Date.now();
-    await waitFor(() => Date.now() - begin >= 3_200, 'three seconds of running', { timeoutMs: 10_000, intervalMs: 50 });
+    // The unlimited client is not held back: all of its tasks run while the metered one (400 tasks at 50/s,
+    // about 8 s) is still far from done.
+    await waitFor(() => starts.filter((s) => s.clientId === 'free').length === 6_000, "the free client's 6,000 tasks", {
+      timeoutMs: 20_000,
+      intervalMs: 20,
+    });
+    expect(starts.filter((s) => s.clientId === 'metered').length).toBeLessThan(300);
+    const first = starts.find((s) => s.clientId === 'metered')?.at ?? begin;
+    await waitFor(() => Date.now() - first >= 3_100, "three seconds of the metered client's tasks", {
+      timeoutMs: 10_000,
+      intervalMs: 50,
+    });
     const metered = starts.filter((s) => s.clientId === 'metered').map((s) => s.at);
     // Steady rate after the first second (its burst of 5 left out): tasks per second over two seconds.
-    const first = metered[0];
     const steady = metered.filter((at) => at >= first + 1_000 && at < first + 3_000).length / 2;
     expect(steady).toBeGreaterThanOrEqual(45);
     expect(steady).toBeLessThanOrEqual(55);
-    // The unlimited client was not held back: all of its tasks ran within those seconds.
-    expect(starts.filter((s) => s.clientId === 'free').length).toBe(6_000);
   });
 
   it("counts a rate-limited client's waiting tasks as pending while it is off the ring (stats, CLI, metrics)", async () => {
