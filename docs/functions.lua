@@ -162,7 +162,30 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
   end
 
+  -- include/clock.lua — the Redis clock, for every script that reads time (its header's Includes, or a helper's
+  -- Needs, say "clock"). One TIME per script call: every step of a call sees the same instant.
+  -- redisMs(): Redis time in milliseconds (integer).
+  -- redisMicros(): Redis time in microseconds (integer), for what must increase past any earlier call's number.
+  local clockSeconds, clockMicros = nil, nil
+  local function clockRead()
+    if not clockSeconds then
+      local time = redis.call('TIME')
+      clockSeconds, clockMicros = tonumber(time[1]), tonumber(time[2])
+    end
+  end
+
+  local function redisMs()
+    clockRead()
+    return clockSeconds * 1000 + math.floor(clockMicros / 1000)
+  end
+
+  local function redisMicros()
+    clockRead()
+    return clockSeconds * 1000000 + clockMicros
+  end
+
   -- include/guard.lua — shared by the scripts whose header says "Includes: guard".
+  -- Needs: clock
   -- Redis does not roll back a script that fails midway, so a script must never fail after its first
   -- write. These helpers let it check or heal, before it writes, what a stray command could have broken.
   -- Builds keys: a quarantined key is renamed to `<key>:quarantined:<n>` (same hash tag, so same slot).
@@ -201,8 +224,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   Notes a problem found in Redis data and what was done about it, for the admin API, the CLI and the
   --   health check (hash: subject -> "<Redis time ms> <what>").
   local function recordFault(faults, subject, what)
-    local now = redis.call('TIME')
-    redis.call('HSET', faults, subject, tostring(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) .. ' ' .. what)
+    redis.call('HSET', faults, subject, tostring(redisMs()) .. ' ' .. what)
   end
 
   -- quarantineKey(faults, key, kind)
@@ -288,7 +310,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- A prioritized count that had to be reset: large, so claims keep looking at priority sets.
   local UNKNOWN_COUNT = 1000000000
 
-  -- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
+  -- include/pushTask.lua — shared by the scripts whose header says "Includes: pushTask".
+  -- Needs: guard
   -- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
   --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number
@@ -338,6 +361,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   end
 
   -- include/releaseClientSlot.lua — shared by the scripts whose header says "Includes: releaseClientSlot".
+  -- Needs: guard
   -- releaseClientSlot(counted, inflight, parked, ring, token, atHead)
   --   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
   --   lettered or returned): its client's in-flight count drops by one and, if the client had been taken
@@ -365,8 +389,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
   end
 
-  -- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce" (after guard,
-  -- pushTask and releaseClientSlot). Latest wins: tasks emitted with a coalescing key share one record per
+  -- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce".
+  -- Needs: guard, pushTask, releaseClientSlot
+  -- Latest wins: tasks emitted with a coalescing key share one record per
   -- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
   --   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
   --   root      the shard's key root (its result keys, for the send() callers told they were replaced)
@@ -679,8 +704,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
     if coalesce then
       if not now then
-        local time = redis.call('TIME')
-        now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        now = redisMs()
       end
       for i, k in ipairs(keysOf) do
         local answer, due = coalesceEmit(k.base, root, coalesce, client, entry, priority, delay, id, now)
@@ -697,8 +721,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
       results[n] = 0
       if delay > 0 then
         if not now then
-          local time = redis.call('TIME')
-          now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+          now = redisMs()
         end
         local due = now + delay
         for i, k in ipairs(keysOf) do
@@ -730,8 +753,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
       end
       if track then
         if not now then
-          local time = redis.call('TIME')
-          now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+          now = redisMs()
         end
         for _, k in ipairs(keysOf) do
           local index = k.base .. ':task:' .. id

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
+import { LUA_HELPERS, LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
 import { scriptCommand, type ScriptFunction } from './script-command.js';
 import { shebangOf, WHEN_FULL } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
@@ -7,26 +7,15 @@ import type { RedisConnection, ScriptDefinition } from './script-types.js';
 export type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 const FILE_NAME = /^([a-z][A-Za-z]+)-(\d+)(\+n)?\.lua$/;
-const INCLUDES = /^-- Includes: (.+)$/m;
 const HELPERS_HERE = /^-- @helpers$/m;
 
 /**
- * Helpers shared by several scripts (`scripts/include/<name>.lua`), where a header asks: at the
- * file's `-- @helpers` line, else before the file. scripts/embed-lua.mjs composes docs/enqueue.lua alike.
+ * Helpers shared by several scripts (`scripts/include/<name>.lua`), those the header's `Includes:` line
+ * names and what they need (each include's `Needs:` line), ordered by scripts/embed-lua.mjs: at the file's
+ * `-- @helpers` line, else before the file. scripts/embed-lua.mjs composes docs/enqueue.lua alike.
  */
 function withIncludes(fileName: string, lua: string): string {
-  const names =
-    INCLUDES.exec(lua)?.[1]
-      .split(',')
-      .map((name) => name.trim()) ?? [];
-  const helpers = names.map((name) => {
-    if (!/^[a-zA-Z]+$/.test(name)) {
-      throw new Error(`${fileName} includes "${name}", which is not a helper name`);
-    }
-    const helper = LUA_INCLUDES[name];
-    if (helper === undefined) throw new Error(`${fileName} includes "${name}", which scripts/include does not hold`);
-    return helper;
-  });
+  const helpers = (LUA_HELPERS[fileName] ?? []).map((name) => LUA_INCLUDES[name]);
   const at = HELPERS_HERE.exec(lua);
   if (!at) return [...helpers, lua].join('\n');
   return [lua.slice(0, at.index), ...helpers, lua.slice(at.index)].join('\n');

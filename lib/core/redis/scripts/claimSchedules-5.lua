@@ -22,8 +22,7 @@
 --   schedule taken five fields (the lease end is its token for advanceSchedule).
 -- Side effects: ZADD of each taken schedule's due entry (the lease's end); HSET of its firing entry; SET
 --   of KEYS[5] (PX ARGV[3]) when any was taken.
-local now = redis.call('TIME')
-local nowMs = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local nowMs = redisMs()
 local later = checkedCall('zset', 'ZRANGEBYSCORE', KEYS[2], '(' .. nowMs, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nowMs, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[1]))
 if #due == 0 then

@@ -85,8 +85,7 @@ local rawPrioritized = nil
 local now, lease = nil, nil
 if wanted > 0 then
   -- The lease is read here, before the acknowledgements write (it is checked after them).
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  now = redisMs()
   lease = checkedCall('zset', 'ZSCORE', workers, ARGV[2])
   rawPrioritized = redis.pcall('GET', prioritizedKey)
   -- One EXISTS tells whether weights or rate limits are set at all, or the queue is paused (usually none).

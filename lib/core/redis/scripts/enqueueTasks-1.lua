@@ -236,8 +236,7 @@ while a <= count do
   end
   if coalesce then
     if not now then
-      local time = redis.call('TIME')
-      now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+      now = redisMs()
     end
     for i, k in ipairs(keysOf) do
       local answer, due = coalesceEmit(k.base, root, coalesce, client, entry, priority, delay, id, now)
@@ -254,8 +253,7 @@ while a <= count do
     results[n] = 0
     if delay > 0 then
       if not now then
-        local time = redis.call('TIME')
-        now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        now = redisMs()
       end
       local due = now + delay
       for i, k in ipairs(keysOf) do
@@ -287,8 +285,7 @@ while a <= count do
     end
     if track then
       if not now then
-        local time = redis.call('TIME')
-        now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+        now = redisMs()
       end
       for _, k in ipairs(keysOf) do
         local index = k.base .. ':task:' .. id

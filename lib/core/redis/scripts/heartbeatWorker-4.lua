@@ -18,8 +18,7 @@
 usableKey(KEYS[4], KEYS[1], 'zset')
 usableKey(KEYS[4], KEYS[2], 'hash')
 usableKey(KEYS[4], KEYS[3], 'hash')
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local ms = redisMs()
 redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ms)
 local running = {}

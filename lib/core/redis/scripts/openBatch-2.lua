@@ -14,9 +14,8 @@ local state = redis.call('HGET', KEYS[1], 'state')
 if state then
   return { state, redis.call('PTTL', KEYS[1]) }
 end
-local time = redis.call('TIME')
 redis.call('HSET', KEYS[1], 'state', 'open', 'total', 0, 'succeeded', 0, 'dead', 0, 'cancelled', 0, 'complete', ARGV[1],
-  'keep', ARGV[3], 'created', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+  'keep', ARGV[3], 'created', redisMs())
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'success', ARGV[2])
 end

@@ -3,6 +3,7 @@
 --   call and without writing: the dashboard's refresh costs one round trip per shard whatever the number
 --   of clients (counts are kept by the other scripts; nothing here walks the clients' lists, but for a
 --   bounded sample read for the oldest waiting task).
+-- Includes: clock
 -- Builds keys: every key is named from the root in KEYS[1] as `QueueKeys` spells them (`<base>:ring`,
 --   `<base>:pending-count`, ...), all in the root's hash tag, hence its Cluster slot.
 -- KEYS[1]: the shard's key root, `prefix:{pattern...}` (not a key itself)
@@ -16,8 +17,7 @@
 -- Side effects: none (reads only; a key of another type reads as empty).
 local root = KEYS[1]
 local sample = tonumber(ARGV[1]) or 50
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisMs()
 
 local function read(command, key, ...)
   local reply = redis.pcall(command, key, ...)

@@ -83,7 +83,7 @@ for i = 4, #ARGV, 7 do
         redis.call('HSET', record, 'id', c.id, 'where', 'q')
         redis.call('HDEL', record, 'entry')
         if again == 'new' then
-          redis.call('HSET', record, 'first', tonumber(redis.call('TIME')[1]) * 1000, 'last', c.id, 'reply', c.reply)
+          redis.call('HSET', record, 'first', redisMs(), 'last', c.id, 'reply', c.reply)
           redis.call('HDEL', record, 'latest')
         end
         fields.id = c.id

@@ -47,8 +47,7 @@ if c then
     return -1
   end
 end
-local now = redis.call('TIME')
-local due = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + (tonumber(ARGV[2]) or 0)
+local due = redisMs() + (tonumber(ARGV[2]) or 0)
 redis.call('ZADD', KEYS[2], due, entry)
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)

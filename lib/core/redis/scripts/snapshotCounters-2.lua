@@ -2,6 +2,7 @@
 -- Purpose: record the outcome counters as they stand in the current minute (once per minute, whoever
 --   calls first: reapers on every sweep, the dashboard on every refresh), and forget the minutes older
 --   than an hour, so per-minute rates over the last hour cost one read of a small hash.
+-- Includes: clock
 -- KEYS[1]: counters (hash: outcome -> count)
 -- KEYS[2]: history (hash: minute since the epoch -> "<Redis ms> <completed> <failed> <retried> <deadLettered>")
 -- ARGV: none
@@ -15,8 +16,7 @@ for i = 1, 2 do
     return 0
   end
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = redisMs()
 local minute = math.floor(now / 60000)
 if redis.call('HEXISTS', KEYS[2], minute) == 1 then
   return 0

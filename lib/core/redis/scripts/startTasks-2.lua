@@ -47,7 +47,7 @@ for i = 2, #ARGV, 3 do
   else
     -- Recorded already under this token (a resent call): left as it is.
     if index and not (index[3] == 'running' and index[4] == token) then
-      trackState(key, index, 'running', entryKey, nil, 'worker', ARGV[1], 'token', token, 'attempt', ARGV[i + 2], 'started', trackTime())
+      trackState(key, index, 'running', entryKey, nil, 'worker', ARGV[1], 'token', token, 'attempt', ARGV[i + 2], 'started', redisMs())
     end
     results[#results + 1] = 1
   end

@@ -1,5 +1,6 @@
--- include/ackHeld.lua — shared by the scripts whose header says "Includes: ackHeld" (after guard):
--- acknowledging succeeded tasks, each fenced on its own token, as claimTasks (plain tasks riding on a
+-- include/ackHeld.lua — shared by the scripts whose header says "Includes: ackHeld".
+-- Needs: guard
+-- Acknowledging succeeded tasks, each fenced on its own token, as claimTasks (plain tasks riding on a
 -- claim) and ackTasks (tasks with a reply or a deduplication key) both do.
 -- heldOf(processing, tokens)
 --   Which tokens the worker still holds: held[i] is the entry of tokens[i], or false (the lease was lost,

@@ -1,4 +1,5 @@
--- include/batch.lua — shared by the scripts whose header says "Includes: batch" (after guard).
+-- include/batch.lua — shared by the scripts whose header says "Includes: batch".
+-- Needs: guard, clock
 -- A task of a batch (stored form version 2, its batch id first after `v`) reports each settle to its batch
 -- through its own slot, in the same script call as the settle: an event on `<base>:batch-events` (list),
 -- `<seq>\n<batch id>\n<task id>\n<outcome>`, outcome s (succeeded), d (dead-lettered), c (cancelled) or p
@@ -39,8 +40,7 @@ local function batchEvent(base, child, outcome)
     if type(seq) ~= 'number' then
       quarantineKey(faults, counter, 'string')
     end
-    local time = redis.call('TIME')
-    seq = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    seq = redisMicros()
     redis.call('SET', counter, string.format('%d', seq))
   end
   healingCall(faults, 'list', 'RPUSH', base .. ':batch-events',

@@ -1,5 +1,6 @@
--- include/batchRecord.lua — shared by the scripts whose header says "Includes: batchRecord" (after guard):
--- a batch's record, `<prefix>:{%B<batch id>}:batch` (hash; BatchKeys.record), and its children,
+-- include/batchRecord.lua — shared by the scripts whose header says "Includes: batchRecord".
+-- Needs: guard, clock
+-- A batch's record, `<prefix>:{%B<batch id>}:batch` (hash; BatchKeys.record), and its children,
 -- `<prefix>:{%B<batch id>}:children` (hash: task id -> `<outcome>/<seq>`, outcome p waiting or running, s
 -- succeeded, d dead-lettered, c cancelled; seq: the last event applied, see include/batch.lua), in a slot of
 -- their own. The record's fields: state (open: children may be added; sealed: no more; cancelled), total,
@@ -30,8 +31,7 @@ local function batchFire(record, children)
     return { 0 }
   end
   if not fields[6] then
-    local time = redis.call('TIME')
-    redis.call('HSET', record, 'fired', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+    redis.call('HSET', record, 'fired', redisMs())
   end
   local success = ''
   if fields[9] and dead == 0 and cancelled == 0 then

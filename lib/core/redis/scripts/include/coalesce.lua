@@ -1,5 +1,6 @@
--- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce" (after guard,
--- pushTask and releaseClientSlot). Latest wins: tasks emitted with a coalescing key share one record per
+-- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce".
+-- Needs: guard, pushTask, releaseClientSlot
+-- Latest wins: tasks emitted with a coalescing key share one record per
 -- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
 --   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
 --   root      the shard's key root (its result keys, for the send() callers told they were replaced)

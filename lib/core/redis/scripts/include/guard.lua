@@ -1,4 +1,5 @@
 -- include/guard.lua — shared by the scripts whose header says "Includes: guard".
+-- Needs: clock
 -- Redis does not roll back a script that fails midway, so a script must never fail after its first
 -- write. These helpers let it check or heal, before it writes, what a stray command could have broken.
 -- Builds keys: a quarantined key is renamed to `<key>:quarantined:<n>` (same hash tag, so same slot).
@@ -37,8 +38,7 @@ end
 --   Notes a problem found in Redis data and what was done about it, for the admin API, the CLI and the
 --   health check (hash: subject -> "<Redis time ms> <what>").
 local function recordFault(faults, subject, what)
-  local now = redis.call('TIME')
-  redis.call('HSET', faults, subject, tostring(tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)) .. ' ' .. what)
+  redis.call('HSET', faults, subject, tostring(redisMs()) .. ' ' .. what)
 end
 
 -- quarantineKey(faults, key, kind)

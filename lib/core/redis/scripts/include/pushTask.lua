@@ -1,4 +1,5 @@
--- include/pushTask.lua — shared by the scripts whose header says "Includes: guard, pushTask".
+-- include/pushTask.lua — shared by the scripts whose header says "Includes: pushTask".
+-- Needs: guard
 -- pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
 --   Puts an encoded entry into its client's pending tasks: priority 0 in the client's list, a higher
 --   priority in the client's priority set (score -priority; the member is a 15-digit sequence number

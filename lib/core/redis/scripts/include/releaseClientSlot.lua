@@ -1,4 +1,5 @@
 -- include/releaseClientSlot.lua — shared by the scripts whose header says "Includes: releaseClientSlot".
+-- Needs: guard
 -- releaseClientSlot(counted, inflight, parked, ring, token, atHead)
 --   A task claimed under a per-client concurrency cap left the worker (acknowledged, retried, dead-
 --   lettered or returned): its client's in-flight count drops by one and, if the client had been taken

@@ -1,5 +1,6 @@
--- include/track.lua — shared by the scripts whose header says "Includes: track" (after guard and
--- finishTask). A tracked task's index, `<base>:task:<id>` (hash; QueueKeys.task spells it), is made by
+-- include/track.lua — shared by the scripts whose header says "Includes: track".
+-- Needs: guard, finishTask, clock
+-- A tracked task's index, `<base>:task:<id>` (hash; QueueKeys.task spells it), is made by
 -- enqueueTasks alone; every later step updates it only while it exists, so a task enqueued without
 -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
 -- `keep` ms once it ended). Its fields: id, state (pending | delayed | running | completed | cancelled |
@@ -24,16 +25,6 @@
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
 local TRACK_DEFAULT_TTL = 86400000
--- Redis time (ms), read once per script call.
-local trackClock = nil
-local function trackTime()
-  if not trackClock then
-    local time = redis.call('TIME')
-    trackClock = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  end
-  return trackClock
-end
-
 local function trackedIndex(faults, key, ...)
   if key == '' then
     return false
@@ -63,7 +54,7 @@ local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
 local function trackState(key, index, state, entryKey, entry, ...)
   local drops = TRACK_DROPS[state]
   redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
-  redis.call('HSET', key, 'state', state, 'at', trackTime(), ...)
+  redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
   local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
   redis.call('PEXPIRE', key, ttl)
   if entryKey ~= '' then
