@@ -22,7 +22,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
   --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
   --   ring entries, a priority set to quarantine) and goes on from that task.
-  -- Includes: guard, pushTask, releaseClientSlot, coalesce
+  -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit
   -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
   --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
   --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -390,7 +390,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   end
 
   -- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce".
-  -- Needs: guard, pushTask, releaseClientSlot
+  -- Needs: guard, clock, pushTask, releaseClientSlot
   -- Latest wins: tasks emitted with a coalescing key share one record per
   -- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
   --   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
@@ -408,16 +408,15 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --             and how long a reply is kept (ms)
   --   r:<token> one per running task of the key: `<worker>\n<task id>\n<reply channel>\n<ttl>`
   -- Every step that moves a task of the key updates the record in the same script call: the emit
-  -- (enqueueTasks), the start (startCoalesced: the slot takes the latest entry, becomes a runner), and each
-  -- settle (ackTasks, retryTask, deadLetterTask, requeueTasks: the runner leaves; a retried or returned
-  -- task waits again only while no newer task of the key was emitted, so an older payload never runs
-  -- after a newer one). The record is deleted when nothing waits and nothing runs.
+  -- (enqueueTasks, include/coalesceEmit.lua), the start (startCoalesced: the slot takes the latest entry,
+  -- becomes a runner), and each settle through the seam (include/follow.lua: coalesceAsk, coalesceFollow; the
+  -- runner leaves; a retried or returned task waits again only while no newer task of the key was emitted, so
+  -- an older payload never runs after a newer one). The record is deleted when nothing waits and nothing runs.
   -- coalesceOf(entry)
   --   For a coalesced entry (`<attempts>|{"v":2,"coalesce":...`: the prefix alone tells, so other entries
   --   cost one string match), { key, mode, id, reply }; else nil. Read by string matches in the producer's field
   --   order; an entry written otherwise (another producer, escapes in its strings) is decoded.
-  -- coalesceKey(base, key): the record's key name; coalesceBase(ring): the base of a ring key (`<base>:ring`),
-  --   for the settle scripts, which are given their keys one by one.
+  -- coalesceKey(base, key): the record's key name.
   -- coalesceRead(faults, record): its fields as a table ({} when absent; another type quarantined).
   -- coalesceRunning(fields): how many tasks of the key run.
   -- coalesceTell(root, channel, id, by, ttl)
@@ -430,20 +429,17 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   A task of the key left the worker that ran it (`token`; '' none): its runner field goes; a parked
   --   slot with no runner left is placed in its client's list; a record with nothing waiting and nothing
   --   running is deleted.
-  -- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
-  --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
-  --   running task of the key (its token leaves its worker's processing hash, its worker is told on
-  --   `<base>:control` and aborts the handler, its heartbeat the backstop; its late settle is refused;
-  --   counted `replaced`, its send() caller told). Then, while a slot waits (one
-  --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
-  --   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
-  --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
-  --   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
-  --   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
-  --   superseded) and the due time of the delayed set it wrote (or nil).
   -- coalesceDrop(base, processing, record, fields, c, token)
   --   The task held under `token` in the processing hash is older than its key's newest: it leaves the worker without running
   --   again (its cap slot released, counted `replaced`, its send() caller told), then coalesceLeft.
+  -- coalesceAsk(task, what, processing, token)
+  --   The seam's question before a held task of the key waits again (retried, requeued): 'drop' when a newer
+  --   task of its key waits or ran (coalesceDrop: it has left its worker), else nil; the record read is kept
+  --   on `task` for coalesceFollow.
+  -- coalesceFollow(task, move)
+  --   The seam's handler of a move: completed or dead, the runner leaves (coalesceLeft); a waiting task
+  --   cancelled or dead-lettered frees the key's slot; retried, the task is its key's waiting task in the delayed set; requeued,
+  --   in its client's list.
   local COALESCE_SLOT = { 'id', 'entry', 'where', 'client', 'priority', 'first', 'latest', 'reply' }
 
   local function coalesceOf(entry)
@@ -470,10 +466,6 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
 
   local function coalesceKey(base, key)
     return base .. ':coalesce:' .. key
-  end
-
-  local function coalesceBase(ring)
-    return string.sub(ring, 1, -6)
   end
 
   local function coalesceRead(faults, record)
@@ -548,6 +540,72 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     coalesceLeft(base, record, fields, token)
   end
 
+  local function coalesceRecord(task)
+    if not task.record then
+      task.record = coalesceKey(task.base, task.head.key)
+      task.fields = coalesceRead(task.base .. ':faults', task.record)
+    end
+    return task.record, task.fields
+  end
+
+  local function coalesceAsk(task, what, processing, token)
+    if what ~= 'retried' and what ~= 'requeued' then
+      return nil
+    end
+    local record, fields = coalesceRecord(task)
+    task.again = coalesceAgain(fields, task.head.id)
+    if task.again == 'drop' then
+      coalesceDrop(task.base, processing, record, fields, task.head, token)
+      return 'drop'
+    end
+    return nil
+  end
+
+  local function coalesceFollow(task, move)
+    local c = task.head
+    local record, fields = coalesceRecord(task)
+    if move.what == 'retried' then
+      redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', move.due, 'last', c.id, 'reply', c.reply)
+      redis.call('HDEL', record, 'latest', 'entry')
+      if c.mode == 'd' then
+        -- A debounce emit while it waits moves its due time: it must find it in the delayed set.
+        redis.call('HSET', record, 'entry', move.entry)
+      end
+      fields.id = c.id
+    elseif move.what == 'requeued' then
+      -- It waits again, as its key's slot (it was, or it is the newest of its key).
+      redis.call('HSET', record, 'id', c.id, 'where', 'q')
+      redis.call('HDEL', record, 'entry')
+      if task.again == 'new' then
+        redis.call('HSET', record, 'first', redisMs(), 'last', c.id, 'reply', c.reply)
+        redis.call('HDEL', record, 'latest')
+      end
+      fields.id = c.id
+    elseif move.what ~= 'completed' and move.what ~= 'dead' and move.what ~= 'cancelled' then
+      return
+    elseif move.token == '' and fields.id == c.id then
+      -- The key's waiting task itself left its place for good (cancelled, or dead-lettered from the delayed
+      -- set): the key waits for nothing, so its next emit is placed anew.
+      redis.call('HDEL', record, unpack(COALESCE_SLOT))
+      fields.id = nil
+    end
+    coalesceLeft(task.base, record, fields, move.token)
+  end
+
+  -- include/coalesceEmit.lua — latest wins at the emit (enqueueTasks' header says "Includes: coalesceEmit"); the
+  -- record's fields and every other step are in include/coalesce.lua.
+  -- Needs: coalesce
+  -- coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
+  --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
+  --   running task of the key (its token leaves its worker's processing hash, its worker is told on
+  --   `<base>:control` and aborts the handler, its heartbeat the backstop; its late settle is refused;
+  --   counted `replaced`, its send() caller told). Then, while a slot waits (one
+  --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
+  --   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
+  --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
+  --   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
+  --   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
+  --   superseded) and the due time of the delayed set it wrote (or nil).
   local function coalesceEmit(base, root, c, client, entry, priority, delay, id, now)
     local record = coalesceKey(base, c.key)
     local faults = base .. ':faults'

@@ -12,8 +12,8 @@ export interface Scenario {
   run(keys: QueueKeys, state: unknown): Promise<unknown>;
 }
 
-/** One scenario per script (by name), run as `worker` on `redis`. */
-export function scenarios(redis: TestRedis, worker: string): Record<string, Scenario> {
+/** Helpers that put a queue in a state, as `worker` on `redis`: entries, enqueues, claims. */
+export function queueHelpers(redis: TestRedis, worker: string) {
   const gateway = gatewayOf(redis);
   function entry(
     id: string,
@@ -107,6 +107,12 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     return claimed;
   }
 
+  return { gateway, entry, enqueue, coalesced, claimAll };
+}
+
+/** One scenario per script (by name), run as `worker` on `redis`. */
+export function scenarios(redis: TestRedis, worker: string): Record<string, Scenario> {
+  const { gateway, entry, enqueue, coalesced, claimAll } = queueHelpers(redis, worker);
   const schedules = scheduleGatewayOf(redis);
   const upsertArgs = () => [JSON.stringify({ pattern: 'q', everyMs: 60_000 }), 'api', Date.now(), Date.now() + 60_000];
   /** A stored schedule `id`, due at `dueAt` when given. */

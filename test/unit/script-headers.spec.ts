@@ -3,7 +3,7 @@ import { readScriptDefinitions, type TaskRedis } from '../../lib/core/redis/scri
 import { ScriptGateway } from '../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
 import type { AckItem, PreparedTask } from '../../lib/core/model/prepared-task.js';
-import { LUA_INCLUDES } from '../../lib/core/redis/scripts/sources.generated.js';
+import { LUA_HELPERS, LUA_INCLUDES } from '../../lib/core/redis/scripts/sources.generated.js';
 
 const scripts = readScriptDefinitions();
 
@@ -73,12 +73,28 @@ describe('Lua script contract headers', () => {
       if (marker >= 0) expect(script.source.split('\nlocal function healingCall(').length).toBeLessThanOrEqual(2);
     });
 
+    it('slices no key name (a base or root it needs is a declared key)', () => {
+      expect(script.lua).not.toMatch(/string\.g?sub\(\s*KEYS\[|\bcoalesceBase\(/);
+    });
+
+    it('reaches per-task features only through the seam (include/follow.lua) when it moves a task', () => {
+      if (!(LUA_HELPERS[fileName] ?? []).includes('follow')) return;
+      const features = ['track', 'coalesce', 'batch'].flatMap((name) =>
+        [...LUA_INCLUDES[name].matchAll(/^local function ([A-Za-z_]+)/gm)].map((match) => match[1]),
+      );
+      expect(features).toContain('trackState');
+      expect(features.filter((name) => new RegExp(`\\b${name}\\(`).test(body))).toEqual([]);
+      expect(body.match(/\bfollowTask\(/g)?.length).toBe(1);
+    });
+
     it('builds no key names inside Lua (every key comes from KEYS), unless its header documents why', () => {
       // A key built in Lua would concatenate a literal containing the ':' separator. The one script
       // allowed to (the consumer-group fan-out) says so on a "-- Builds keys:" header line. A call of
-      // include/coalesce.lua's key namers (coalesceKey, coalesceBase) or include/batch.lua's batchEvent
-      // builds key names as well.
-      const builds = /\.\.\s*'[^']*:[^']*'|'[^']*:[^']*'\s*\.\.|\bcoalesce(Key|Base)\(|\bbatchEvent\(/.test(body);
+      // include/coalesce.lua's key namer (coalesceKey), include/batch.lua's batchEvent or the seam's
+      // followTask (include/follow.lua) builds key names as well.
+      const builds = /\.\.\s*'[^']*:[^']*'|'[^']*:[^']*'\s*\.\.|\bcoalesceKey\(|\bbatchEvent\(|\bfollowTask\(/.test(
+        body,
+      );
       const documented = header.some((line) => line.startsWith('-- Builds keys: '));
       expect({ builds, documented }).toEqual({ builds: documented, documented });
     });

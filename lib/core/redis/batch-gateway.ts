@@ -1,5 +1,6 @@
 import type { BatchCallback, BatchFire } from '../model/batch.js';
 import type { BatchKeys, QueueKeys } from './keys.js';
+import { settleKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
 /** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
@@ -74,19 +75,7 @@ export class BatchGateway {
 
   /** dropHeld: a running task of batch `batch` taken from its worker through its fence; false when not held. */
   async dropHeld(queue: QueueKeys, workerId: string, token: string, batch: string): Promise<boolean> {
-    const { counted, inflight, parked, ring, counters } = queue;
-    return (
-      (await this.redis.dropHeld(
-        queue.processing(workerId),
-        counted,
-        inflight,
-        parked,
-        ring,
-        counters,
-        token,
-        batch,
-      )) === 1
-    );
+    return (await this.redis.dropHeld(queue.processing(workerId), ...settleKeys(queue), token, batch)) === 1;
   }
 
   /** trimBatchEvents: the folded events dropped, if they are still the list's head. */

@@ -3,10 +3,10 @@ import { perConnection } from './per-connection.js';
 import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { CALL_MARKER } from './script-command.js';
-import { ScriptKeys } from './script-keys.js';
+import { ScriptKeys, settleKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
-import type { SettleKeys, TaskRedis } from './scripts.js';
+import type { TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 import { COALESCE_MODE_CODES } from '../model/codec.js';
 
@@ -74,16 +74,7 @@ export class ScriptGateway {
     const k = keys;
     const fields: (string | number)[] = [];
     for (const ack of acks) pushAckFields(fields, ack);
-    const results = await this.redis.ackTasks(
-      k.processing(workerId),
-      k.counted,
-      k.inflight,
-      k.parked,
-      k.ring,
-      k.counters,
-      k.root,
-      ...fields,
-    );
+    const results = await this.redis.ackTasks(k.processing(workerId), ...settleKeys(k), ...fields);
     return results.map((held) => held === 1);
   }
 
@@ -142,7 +133,7 @@ export class ScriptGateway {
     expiredBy?: number,
   ): Promise<number> {
     const fixed = [keys.processing(workerId), keys.ring, keys.sequence, keys.prioritized, keys.counted];
-    fixed.push(keys.inflight, keys.parked, keys.faults, keys.pendingCount, keys.workers);
+    fixed.push(keys.inflight, keys.parked, keys.faults, keys.pendingCount, keys.workers, keys.base, keys.root);
     const call = clientArgs(
       keys,
       fixed,
@@ -169,7 +160,8 @@ export class ScriptGateway {
 
   /** deadLetterDelayed: an entry of the delayed set that cannot run, to dead letters (once); false when already gone. */
   async deadLetterDelayed(keys: QueueKeys, entry: string, record: string, cap: number): Promise<boolean> {
-    const moved = await this.redis.deadLetterDelayed(keys.delayed, keys.deadLetters, keys.counters, entry, record, cap);
+    const { delayed, deadLetters, counters, base, root } = keys;
+    const moved = await this.redis.deadLetterDelayed(delayed, deadLetters, counters, base, root, entry, record, cap);
     return moved === 1;
   }
 
@@ -179,6 +171,7 @@ export class ScriptGateway {
     letters: readonly { raw: string; clientId: string; entry: string; priority: number }[],
   ): Promise<number> {
     const fixed = [keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount];
+    fixed.push(keys.base, keys.root);
     const args = clientArgs(
       keys,
       fixed,
@@ -402,7 +395,7 @@ export function pushEnqueueFields(args: (string | number)[], task: PreparedTask)
 }
 
 /**
- * One acknowledgement's 7 fields for ackTasks-7.lua: token, task id, deduplication key ('' none), reply
+ * One acknowledgement's 7 fields for ackTasks-8.lua: token, task id, deduplication key ('' none), reply
  * channel ('' not a send() task), reply message ('' none), result TTL (ms), index key ('' untracked).
  */
 export function pushAckFields(args: (string | number)[], ack: AckItem): void {
@@ -418,9 +411,6 @@ export function pushAckFields(args: (string | number)[], ack: AckItem): void {
 }
 
 /** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
-function settleKeys(keys: QueueKeys): SettleKeys {
-  return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters];
-}
 
 const LOST: Lost = { kind: 'lost' };
 

@@ -1,4 +1,5 @@
 import type { QueueKeys } from './keys.js';
+import type { SettleKeys } from './scripts.js';
 
 /**
  * The KEYS of one variable-key script call: the script's fixed keys, then every other key its ARGV
@@ -33,4 +34,9 @@ export class ScriptKeys {
   get args(): (string | number)[] {
     return [this.keys.length, ...this.keys];
   }
+}
+
+/** The keys every settle script ends with (see SettleKeys): the cap slot's, the counters, the base and the root. */
+export function settleKeys(keys: QueueKeys): SettleKeys {
+  return [keys.counted, keys.inflight, keys.parked, keys.ring, keys.counters, keys.base, keys.root];
 }

@@ -60,8 +60,19 @@ export function scriptDefinitions(): ScriptDefinition[] {
   return cached;
 }
 
-/** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
-export type SettleKeys = [counted: string, inflight: string, parked: string, ring: string, counters: string];
+/**
+ * The keys every settle script ends with: those releasing a per-client cap slot, the outcome counters, and
+ * the base and root what follows a task names its keys from (include/follow.lua).
+ */
+export type SettleKeys = [
+  counted: string,
+  inflight: string,
+  parked: string,
+  ring: string,
+  counters: string,
+  base: string,
+  root: string,
+];
 
 /** The commands the scripts add to a connection (see each `.lua` header for the contract). */
 export interface TaskCommands {
@@ -74,16 +85,7 @@ export interface TaskCommands {
     tokenPrefix: string,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number, drained: 0 | 1]>;
-  ackTasks(
-    processing: string,
-    counted: string,
-    inflight: string,
-    parked: string,
-    ring: string,
-    counters: string,
-    root: string,
-    ...tasks: (string | number)[]
-  ): Promise<(0 | 1)[]>;
+  ackTasks(processing: string, ...keysAndTasks: [...SettleKeys, ...(string | number)[]]): Promise<(0 | 1)[]>;
   deadLetterTask(
     processing: string,
     deadLetters: string,
@@ -143,18 +145,7 @@ export interface TaskCommands {
   closeBatch(record: string, children: string, patterns: string, callbacks: string): Promise<(number | string)[]>;
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
-  dropHeld(
-    processing: string,
-    ...keysAndArgs: [
-      counted: string,
-      inflight: string,
-      parked: string,
-      ring: string,
-      counters: string,
-      token: string,
-      batch: string,
-    ]
-  ): Promise<0 | 1>;
+  dropHeld(processing: string, ...keysAndArgs: [...SettleKeys, token: string, batch: string]): Promise<0 | 1>;
   revokeTask(
     base: string,
     root: string,
@@ -177,6 +168,8 @@ export interface TaskCommands {
     delayed: string,
     deadLetters: string,
     counters: string,
+    base: string,
+    root: string,
     entry: string,
     record: string,
     cap: number,
@@ -243,6 +236,8 @@ export interface TaskCommands {
     dedup: string,
     prioritized: string,
     pendingCount: string,
+    base: string,
+    root: string,
     entry: string,
     taskPriority: number,
     dedupHolder: string,

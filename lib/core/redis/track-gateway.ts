@@ -102,10 +102,12 @@ export class TrackGateway {
       dedup,
       keys.prioritized,
       keys.pendingCount,
+      keys.base,
+      keys.root,
       task.entry,
       task.priority,
       task.deduplicationKey === undefined ? '' : task.id,
-      ...(task.track ? [keys.tracked(task.id).index, keys.tracked(task.id).entry, keys.root] : []),
+      ...(task.track ? [keys.tracked(task.id).index, keys.tracked(task.id).entry] : []),
     );
     return removed === 1;
   }

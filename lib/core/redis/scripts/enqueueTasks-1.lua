@@ -16,7 +16,7 @@
 --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
 --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
 --   ring entries, a priority set to quarantine) and goes on from that task.
--- Includes: guard, pushTask, releaseClientSlot, coalesce
+-- Includes: guard, pushTask, releaseClientSlot, coalesceEmit
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
 --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.

@@ -6,13 +6,17 @@
 -- (waiting again: requeued from dead letters); seq from `<base>:batch-seq` (INCR; a counter made anew starts
 -- at the Redis clock in µs, past any number it gave before), increasing within the base, where a task spends its whole life, so the batch's record applies each task's events in order
 -- however often they are folded (foldBatch-3.lua; reapers fold them, see lib/core/batches). Only the
--- default consumer group's runs count (its base is the root, whose name ends with the hash tag's `}`).
+-- default consumer group's runs count (its base is the root).
 -- batchOf(entry)
 --   { batch, id } for a batch child's entry (`<attempts>|{"v":2,"batch":...`), else nil (other entries
 --   cost one string match). Read by a string match in the producer's field order; written otherwise
 --   (another producer, escapes), decoded.
--- batchEvent(base, child, outcome)
---   Records `child`'s settle (nothing for a consumer group's copy other than the default group's).
+-- batchEvent(base, root, child, outcome)
+--   Records `child`'s settle (nothing for a consumer group's copy other than the default group's: its base
+--   is not the root).
+-- batchFollow(task, move)
+--   Batches' handler of a move (include/follow.lua): completed s, dead d, cancelled and dropped c, revived p;
+--   the other moves (retried, requeued) leave the task in its batch's count as it was.
 local function batchOf(entry)
   local batch, id = string.match(entry, '^%d+|{"v":2,"batch":"([^"\\]*)","id":"([^"\\]*)"')
   if batch then
@@ -28,8 +32,8 @@ local function batchOf(entry)
   return { batch = envelope.batch, id = envelope.id }
 end
 
-local function batchEvent(base, child, outcome)
-  if string.sub(base, -1) ~= '}' then
+local function batchEvent(base, root, child, outcome)
+  if base ~= root then
     return
   end
   local faults, counter = base .. ':faults', base .. ':batch-seq'
@@ -45,4 +49,13 @@ local function batchEvent(base, child, outcome)
   end
   healingCall(faults, 'list', 'RPUSH', base .. ':batch-events',
     string.format('%d', seq) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
+end
+
+local BATCH_OUTCOMES = { completed = 's', dead = 'd', cancelled = 'c', dropped = 'c', revived = 'p' }
+
+local function batchFollow(task, move)
+  local outcome = BATCH_OUTCOMES[move.what]
+  if outcome then
+    batchEvent(task.base, task.root, task.head, outcome)
+  end
 end

@@ -24,6 +24,10 @@
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
+-- trackFollow(task, move)
+--   Tracking's handler of a move (include/follow.lua): the index named by move.tracked (while it exists)
+--   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
+--   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
 local function trackedIndex(faults, key, ...)
   if key == '' then
@@ -85,4 +89,27 @@ local function cancelledTask(key, index, root, was, reason, call, entryKey)
   end
   finishTask(dedupKey, holder, root .. ':result:' .. id, fields[2], message, tonumber(index[1]) or TRACK_DEFAULT_TTL)
   trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
+end
+
+local function trackFollow(task, move)
+  local index = move.tracked and move.tracked ~= '' and trackedIndex(nil, move.tracked)
+  if not index then
+    return
+  end
+  local what, key, entryKey = move.what, move.tracked, move.entryKey or ''
+  if what == 'completed' then
+    trackState(key, index, 'completed', entryKey, nil, 'result', move.result or '')
+  elseif what == 'retried' then
+    trackState(key, index, 'delayed', entryKey, move.entry, 'due', move.due, 'why', 'retry')
+  elseif what == 'requeued' then
+    trackState(key, index, 'pending', entryKey, move.entry)
+  elseif what == 'dead' then
+    local record = type(move.record) == 'table' and move.record or {}
+    trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
+      'detail', type(record.detail) == 'string' and record.detail or '',
+      'error', type(record.error) == 'table' and cjson.encode(record.error) or '')
+  elseif what == 'cancelled' then
+    cancelledTask(key, index, task.root, 'pending', move.reason, '', entryKey)
+    countOutcome(task.base .. ':counters', 'cancelled', 1)
+  end
 end

@@ -1,26 +1,30 @@
--- requeueDeadLetters-6+n.lua
+-- requeueDeadLetters-8+n.lua
 -- Purpose: give dead letters a fresh run: remove each record from the dead letters and append its
 --   task (attempts reset) to its client's pending tasks, atomically per record, so a record requeued
 --   by two callers at once runs once.
 --   Each task is pushed before its record leaves the dead letters, so a failure never loses it.
--- Includes: guard, pushTask, batch
--- Builds keys: a batch child's event list and counter (`<base>:batch-events`, `<base>:batch-seq`, see
---   include/batch.lua) from the base of the ring in KEYS[2] (as `QueueKeys` spells them); same hash tag, same slot.
+-- Includes: pushTask, follow
+-- Builds keys: what follows each task (include/follow.lua: a batch child's event list and counter) names its
+--   keys from the base in KEYS[7] and the root in KEYS[8] (as `QueueKeys` spells them); same hash tag, same slot.
 -- KEYS[1]: dead letters (list of JSON records)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
 -- KEYS[4]: prioritized (string counter of prioritized pending tasks)
 -- KEYS[5]: faults (hash: broken data found and what was done; see guard)
 -- KEYS[6]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
--- KEYS[7..n+6]: pending lists and priority sets the tasks go to
+-- KEYS[7]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
+--   `default`); not a key itself
+-- KEYS[8]: the shard's key root, `prefix:{pattern...}`; not a key itself
+-- KEYS[9..n+8]: pending lists and priority sets the tasks go to
 -- ARGV: per record, 6 fields: the dead-letter record (exactly as stored), index into KEYS of its
 --   client's pending list, index of its client's priority set, client id, the fresh encoded entry,
 --   priority
 -- Returns: integer, the number of dead letters requeued
 -- Side effects: LREM from the dead letters, RPUSH onto pending lists or ZADD onto priority sets (INCR of
 --   prioritized; INCR of the pending count); a
---   client with no other pending task is pushed onto the ring's tail. A task of a batch requeued records
---   for its batch that it waits again (include/batch.lua): a batch that has not fired waits for it.
+--   client with no other pending task is pushed onto the ring's tail. What follows each (include/follow.lua,
+--   move `revived`): a task of a batch records for its batch that it waits again (include/batch.lua): a
+--   batch that has not fired waits for it.
 expectTypes(KEYS[1], 'list', KEYS[2], 'list')
 local requeued = 0
 for i = 1, #ARGV, 6 do
@@ -29,10 +33,7 @@ for i = 1, #ARGV, 6 do
     pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i + 4],
       tonumber(ARGV[i + 5]) or 0, false, KEYS[5], KEYS[6])
     redis.call('LREM', KEYS[1], 1, ARGV[i])
-    local child = batchOf(ARGV[i + 4])
-    if child then
-      batchEvent(string.sub(KEYS[2], 1, -6), child, 'p')
-    end
+    followTask(followOf(KEYS[7], KEYS[8], ARGV[i + 4]), { what = 'revived', token = '' })
     requeued = requeued + 1
   end
 end

@@ -1,4 +1,4 @@
--- requeueTasks-10+n.lua
+-- requeueTasks-12+n.lua
 -- Purpose: return claimed tasks from a worker's processing hash to the HEAD of their clients' pending
 --   tasks (graceful shutdown, a restarted worker resuming its own hash, recovery of a dead worker).
 --   Only tokens still present are moved, so two processes recovering the same worker cannot requeue a
@@ -7,9 +7,9 @@
 --   before ARGV[3], so a worker that renewed its lease since the reaper found it expired keeps its tasks.
 --   Each task is pushed before it leaves the processing hash, and the keys written are type-checked
 --   (or, a client's own, healed) first, so a failure at any step never loses a task.
--- Includes: guard, pushTask, releaseClientSlot, finishTask, track, coalesce
--- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
---   the base of the ring in KEYS[2] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
+-- Includes: pushTask, releaseClientSlot, follow
+-- Builds keys: what follows each task (include/follow.lua) names its keys from the base in KEYS[11] and the
+--   root in KEYS[12] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: ring (list of client ids with pending tasks)
 -- KEYS[3]: sequence (string counter; orders equal priorities)
@@ -20,7 +20,10 @@
 -- KEYS[8]: faults (hash: broken data found and what was done; see guard)
 -- KEYS[9]: pending count (string counter of the shard's pending tasks, all clients; see pushTask)
 -- KEYS[10]: workers (sorted set: worker id -> lease expiry, Redis time in milliseconds)
--- KEYS[11..n+10]: pending lists and priority sets the tasks return to
+-- KEYS[11]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
+--   `default`); not a key itself
+-- KEYS[12]: the shard's key root, `prefix:{pattern...}`; not a key itself
+-- KEYS[13..n+12]: pending lists and priority sets the tasks return to
 -- ARGV[1]: 1 to count the interrupted run as an attempt, 0 not to
 -- ARGV[2]: the worker id whose lease must have expired ('' = no lease check); ARGV[3]: the latest lease
 --   expiry (ms) that counts as expired (when ARGV[2] is given)
@@ -33,11 +36,12 @@
 -- Side effects: HDEL from the processing hash, LPUSH onto pending lists or ZADD onto priority sets (INCR
 --   of prioritized; INCR of the pending count), the
 --   entry's attempt prefix incremented when counted; a client with no other pending task is pushed onto
---   the ring's head; the client's cap slot released (releaseClientSlot); a tracked task's index (while it
---   exists, and is a hash) becomes `pending`, its entry key holding the entry as returned (a cancel asked meanwhile stays
---   on it: startTasks applies it before the task runs again). A task with a coalescing key goes back only
---   while no newer task of its key was emitted (then it becomes its key's waiting task); else it leaves
---   the worker without running again, counted `replaced` (see include/coalesce.lua).
+--   the ring's head; the client's cap slot released (releaseClientSlot). What follows each (include/follow.lua,
+--   move `requeued`): a tracked task's index (while it exists, and is a hash) becomes `pending`, its entry key
+--   holding the entry as returned (a cancel asked meanwhile stays on it: startTasks applies it before the
+--   task runs again). A task with a coalescing key goes back only while no newer task of its key was emitted
+--   (then it becomes its key's waiting task); else it leaves the worker without running again, counted
+--   `replaced` (see include/coalesce.lua).
 local countAttempt = ARGV[1] == '1'
 -- Checked before the first write; each task is pushed before it leaves the processing hash.
 expectTypes(KEYS[1], 'hash', KEYS[2], 'list', KEYS[5], 'hash', KEYS[6], 'hash', KEYS[7], 'set')
@@ -59,36 +63,14 @@ for i = 4, #ARGV, 7 do
         returned = tostring(tonumber(attempts) + 1) .. '|' .. rest
       end
     end
-    local c = coalesceOf(entry)
-    local base, record, fields, again = nil, nil, nil, nil
-    if c then
-      base = coalesceBase(KEYS[2])
-      record = coalesceKey(base, c.key)
-      fields = coalesceRead(KEYS[8], record)
-      again = coalesceAgain(fields, c.id)
-    end
-    if again == 'drop' then
-      coalesceDrop(base, KEYS[1], record, fields, c, token)
-    else
+    local task = followOf(KEYS[11], KEYS[12], entry)
+    if followAsk(task, 'requeued', KEYS[1], token) ~= 'drop' then
       pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], returned,
         tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
       redis.call('HDEL', KEYS[1], token)
       releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
-      local index = trackedIndex(nil, ARGV[i + 5])
-      if index then
-        trackState(ARGV[i + 5], index, 'pending', ARGV[i + 6], returned)
-      end
-      if c then
-        -- It waits again, as its key's slot (it was, or it is the newest of its key).
-        redis.call('HSET', record, 'id', c.id, 'where', 'q')
-        redis.call('HDEL', record, 'entry')
-        if again == 'new' then
-          redis.call('HSET', record, 'first', redisMs(), 'last', c.id, 'reply', c.reply)
-          redis.call('HDEL', record, 'latest')
-        end
-        fields.id = c.id
-        coalesceLeft(base, record, fields, token)
-      end
+      followTask(task, { what = 'requeued', token = token, tracked = ARGV[i + 5], entryKey = ARGV[i + 6],
+        entry = returned })
     end
     requeued = requeued + 1
   end

@@ -1,12 +1,12 @@
--- retryTask-7.lua
+-- retryTask-9.lua
 -- Purpose: schedule a failed task's next attempt: move it from the worker's processing hash into the
 --   queue's delayed set, due after a backoff measured on the Redis clock, with its attempt counted.
 --   The task leaves its client's in-flight count while it waits (a retry runs after newer tasks).
 --   The delayed entry is written before the task leaves the processing hash, and the keys written are
 --   type-checked first, so a failure at any step leaves the task held, never gone.
--- Includes: guard, releaseClientSlot, finishTask, track, pushTask, coalesce
--- Builds keys: a coalescing key's record `<base>:coalesce:<key>` (and the keys a parked task goes to) from
---   the base of the ring in KEYS[6] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
+-- Includes: releaseClientSlot, follow
+-- Builds keys: what follows the task (include/follow.lua) names its keys from the base in KEYS[8] and the
+--   root in KEYS[9] (as `QueueKeys` spells them); all share the hash tag, hence the slot.
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: delayed (sorted set: encoded entry -> due time, Redis time in milliseconds)
 -- KEYS[3]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
@@ -14,6 +14,9 @@
 -- KEYS[5]: parked (set of clients taken off the ring at their cap)
 -- KEYS[6]: ring (list of client ids with pending tasks)
 -- KEYS[7]: counters (hash: outcome -> count, for the admin API and metrics)
+-- KEYS[8]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
+--   `default`); not a key itself
+-- KEYS[9]: the shard's key root, `prefix:{pattern...}`; not a key itself
 -- ARGV[1]: fencing token; ARGV[2]: backoff delay in milliseconds; ARGV[3], ARGV[4] (optional): the task's
 --   index key and entry key (`<base>:task:<id>`, `<base>:task-entry:<id>`; see include/track.lua) when tracked
 -- Returns: the due time (integer, ms) when scheduled; 0 when the token is no longer held (lease lost:
@@ -22,9 +25,9 @@
 --   `failed` and `replaced`, its send() caller told
 -- Side effects: HDEL from the processing hash; ZADD into the delayed set with the entry's attempt
 --   prefix incremented; the client's cap slot released (releaseClientSlot); HINCRBY counters failed
---   and retried; a tracked task's index (while it exists, and is a hash) becomes `delayed` (why `retry`)
---   with its due time, and its entry key holds the new entry. A task with a coalescing key retried becomes
---   its key's waiting task (see include/coalesce.lua).
+--   and retried. What follows it (include/follow.lua, move `retried`): a tracked task's index (while it
+--   exists, and is a hash) becomes `delayed` (why `retry`) with its due time, and its entry key holds the new
+--   entry; a task with a coalescing key retried becomes its key's waiting task (see include/coalesce.lua).
 local entry = checkedCall('hash', 'HGET', KEYS[1], ARGV[1])
 if not entry then
   return 0
@@ -35,17 +38,10 @@ local attempts, rest = string.match(entry, '^(%d+)|(.*)$')
 if attempts then
   entry = tostring(tonumber(attempts) + 1) .. '|' .. rest
 end
-local c = coalesceOf(entry)
-local base, record, fields = nil, nil, nil
-if c then
-  base = coalesceBase(KEYS[6])
-  record = coalesceKey(base, c.key)
-  fields = coalesceRead(base .. ':faults', record)
-  if coalesceAgain(fields, c.id) == 'drop' then
-    countOutcome(KEYS[7], 'failed', 1)
-    coalesceDrop(base, KEYS[1], record, fields, c, ARGV[1])
-    return -1
-  end
+local task = followOf(KEYS[8], KEYS[9], entry)
+if followAsk(task, 'retried', KEYS[1], ARGV[1]) == 'drop' then
+  countOutcome(KEYS[7], 'failed', 1)
+  return -1
 end
 local due = redisMs() + (tonumber(ARGV[2]) or 0)
 redis.call('ZADD', KEYS[2], due, entry)
@@ -53,18 +49,6 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
-if c then
-  redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', due, 'last', c.id, 'reply', c.reply)
-  redis.call('HDEL', record, 'latest', 'entry')
-  if c.mode == 'd' then
-    -- A debounce emit while it waits moves its due time: it must find it in the delayed set.
-    redis.call('HSET', record, 'entry', entry)
-  end
-  fields.id = c.id
-  coalesceLeft(base, record, fields, ARGV[1])
-end
-local index = trackedIndex(nil, ARGV[3] or '')
-if index then
-  trackState(ARGV[3], index, 'delayed', ARGV[4] or '', entry, 'due', due, 'why', 'retry')
-end
+followTask(task, { what = 'retried', token = ARGV[1], tracked = ARGV[3] or '', entryKey = ARGV[4] or '', entry = entry,
+  due = due })
 return due

@@ -1,0 +1,58 @@
+-- include/follow.lua — the seam: what follows a task that moves, for every per-task feature at one place.
+-- Shared by the scripts whose header says "Includes: follow": each script that moves a task (ackTasks,
+-- retryTask, deadLetterTask, deadLetterDelayed, requeueTasks, requeueDeadLetters, cancelTask, dropHeld)
+-- reads the task once (followOf) and, after its own move, hands the move to followTask; a move that puts
+-- the task back in line asks first (followAsk) whether a feature holds it back. A feature is its own
+-- include with a reader of its entry head (the first field after `v` of the stored form version 2, as the
+-- producer writes it: task-items.ts) and a handler of moves; it joins the two tables below, and no script
+-- changes. (The start of a task, claimed and about to run, is a step of its own per feature, asked for by
+-- the worker where the task's traits say so: startTasks for tracking, startCoalesced for coalescing keys.)
+-- Needs: track, coalesce, batch
+-- Moves: completed (acknowledged), dead (dead-lettered), retried (waits in the delayed set for its next
+--   attempt), requeued (back at the head of its client's list), cancelled (left its list or delayed set:
+--   nobody will run it), dropped (taken from its worker unfinished: a cancelled batch), revived (a dead
+--   letter given a fresh run).
+-- followOf(base, root, entry)
+--   The task as the features see it: { base, root, entry, kind, head }: kind names the feature whose record
+--   the entry carries ('coalesce', 'batch', or nil) and head is what that feature's reader made of it.
+-- followAsk(task, what, processing, token)
+--   Before a move that puts a held task (under `token` in `processing`) back in line (retried, requeued):
+--   'drop' when a feature holds it back (a newer task of its coalescing key was emitted: the task has left
+--   its worker, counted and answered by the feature), else nil.
+-- followTask(task, move)
+--   After the move: each feature follows it. `move` is { what, token (the fencing token it left, '' none),
+--   tracked (its tracked index key, '' none), entryKey (its tracked entry key), entry (the entry as it now
+--   waits), due (retried: its due time), result (completed: a send() task's reply), record (dead: the
+--   decoded dead-letter record), reason (cancelled: why) }.
+local FOLLOW_READERS = { coalesce = coalesceOf, batch = batchOf }
+local FOLLOW_ASK = { coalesce = coalesceAsk }
+local FOLLOW_MOVES = { coalesce = coalesceFollow, batch = batchFollow }
+
+local function followOf(base, root, entry)
+  local task = { base = base, root = root, entry = entry }
+  local kind = string.match(entry, '^%d+|{"v":2,"(%a+)":')
+  local reader = kind and FOLLOW_READERS[kind]
+  if reader then
+    task.head = reader(entry)
+    if task.head then
+      task.kind = kind
+    end
+  end
+  return task
+end
+
+local function followAsk(task, what, processing, token)
+  local ask = task.kind and FOLLOW_ASK[task.kind]
+  if ask then
+    return ask(task, what, processing, token)
+  end
+  return nil
+end
+
+local function followTask(task, move)
+  trackFollow(task, move)
+  local handler = task.kind and FOLLOW_MOVES[task.kind]
+  if handler then
+    handler(task, move)
+  end
+end
