@@ -8,6 +8,7 @@ import { InvalidTaskError, PayloadTooLargeError } from '../model/errors.js';
 import type { TraceContext } from '../support/tracing.js';
 import type { PreparedTask } from '../model/prepared-task.js';
 import { coalesceSettings, trackProblem, trackTimes } from '../config/rules.js';
+import { mayBeTracked, traitConflict } from '../model/task-traits.js';
 import type { TrackOptions } from '../model/task-status.js';
 
 export type { PreparedTask };
@@ -142,16 +143,19 @@ export function prepareTask(
     };
   }
   const coalesce = item.coalesce === undefined ? undefined : coalesceOf(item, fail);
-  if (item.batch !== undefined) batchChildProblem(item, fail);
+  const conflict = traitConflict(item);
+  if (conflict) fail(conflict);
+  if (item.batch !== undefined && item.id === undefined)
+    fail('a task of a batch needs its id given (the batch counts it before it is enqueued)');
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
   if (item.track !== undefined) {
     const problem = trackProblem(item.track);
     if (problem) fail(`track ${problem}`);
   }
   if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
-  // A coalesced task is not tracked (its id may be replaced before it runs), nor a batch's (the batch tells
-  // where its tasks are): the client's `track` passes them by.
-  const track = coalesce || item.batch !== undefined ? undefined : trackTimes(item.track ?? limits.track);
+  // A task whose traits conflict with tracking (a coalesced one: its id may be replaced before it runs; a
+  // batch's: the batch tells where its tasks are) is not tracked: the client's `track` passes it by.
+  const track = mayBeTracked(item) ? trackTimes(item.track ?? limits.track) : undefined;
   const entry = encodeNewEntry(
     {
       id,
@@ -188,32 +192,12 @@ export function prepareTask(
   };
 }
 
-/** Refuses what a batch's task cannot have: each would let the batch wait for a task that never settles in it. */
-function batchChildProblem(item: EnqueueItem, fail: (message: string) => never): void {
-  if (item.coalesce !== undefined)
-    fail('a task of a batch cannot have a coalescing key (a newer emit could replace it)');
-  if (item.deduplicationKey !== undefined)
-    fail('a task of a batch cannot have a deduplication key (it could be refused)');
-  if (item.track !== undefined && item.track !== false)
-    fail('a task of a batch cannot be tracked (getBatch tells where they are)');
-  if (item.replyTo !== undefined) fail('a task of a batch is emitted, not sent: its batch hears its outcome');
-  if (item.id === undefined) fail('a task of a batch needs its id given (the batch counts it before it is enqueued)');
-}
-
-/** A coalesced task's settings, checked against the options it cannot have beside them. */
+/** A coalesced task's settings (the options it cannot have beside them are traits' conflicts). */
 function coalesceOf(item: EnqueueItem, fail: (message: string) => never): CoalesceSettings {
   const raw: unknown = item.coalesce;
   if (typeof raw !== 'object' || raw === null) return fail(`coalesce must be { key, mode?, delayMs?, maxWaitMs? }`);
   const { key, ...options } = raw as { key?: unknown };
   const settings = coalesceSettings(key, options, fail);
-  if (item.deduplicationKey !== undefined) {
-    fail(
-      'a task takes a coalescing key or a deduplication key, not both (a coalescing key already keeps one task per key)',
-    );
-  }
-  if (item.track !== undefined && item.track !== false) {
-    fail('a task with a coalescing key cannot be tracked (a newer emit may replace it before it runs)');
-  }
   if (settings.mode === 'debounce' && (item.delayMs !== undefined || item.runAt !== undefined)) {
     fail('a debounced task takes its delay from setCoalesceKey({ delayMs }), not setDelay() or setRunAt()');
   }

@@ -3,6 +3,7 @@ import type { QueueKeys } from '../redis/keys.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { AckBatch } from './turn-batch.js';
 import { ClaimAcks } from './claim-acks.js';
+import { ridesOnClaim } from '../model/task-traits.js';
 import type { ClaimedTask } from './claimed-task.js';
 
 /**
@@ -35,20 +36,11 @@ export class Completer {
 
   /**
    * A plain success rides on its shard's next claim call: true, and `answer` hears whether the worker still
-   * held the task once the call came back. False when it cannot ride (a reply to send or a deduplication key
-   * to free, a tracked task's index, a coalescing key's record or a batch to tell, no claim loop, or the tasks
-   * were given back): `acknowledge` it instead.
+   * held the task once the call came back. False when it cannot ride (a trait of the task settles on its own:
+   * model/task-traits.ts; no claim loop, or the tasks were given back): `acknowledge` it instead.
    */
   ride(task: ClaimedTask, envelope: TaskEnvelope, answer: (held: boolean) => void): boolean {
-    if (
-      this.given ||
-      envelope.replyTo !== undefined ||
-      freedOnSuccess(envelope) !== undefined ||
-      envelope.track === 1 ||
-      envelope.coalesce !== undefined ||
-      envelope.batch !== undefined
-    )
-      return false;
+    if (this.given || !ridesOnClaim(envelope)) return false;
     const acks = this.shards.get(task.keys);
     if (!acks?.rides) return false;
     acks.add(task.token, answer);

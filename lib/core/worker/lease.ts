@@ -1,10 +1,11 @@
-import { COALESCE_MODE_CODES, type TaskEnvelope } from '../model/codec.js';
+import type { TaskEnvelope } from '../model/codec.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
 import { loseLease, type Run, type RunEnded, type RunningTasks } from './running.js';
+import { revokerOf } from '../model/task-traits.js';
 import type { WorkerOptions } from './worker-types.js';
 
 /**
@@ -123,16 +124,17 @@ export class Lease {
    * running one; a recovery would have found the newer one too, and dropped it).
    */
   private async ended(keys: QueueKeys, about: TaskEnvelope | undefined): Promise<RunEnded | undefined> {
-    if (about?.coalesceMode === COALESCE_MODE_CODES.supersede && about.coalesce !== undefined) {
-      const last = await this.redis.hget(keys.coalesce(about.coalesce), 'last').catch(() => null);
+    const revoker = about && revokerOf(about);
+    if (!about || !revoker) return undefined;
+    if (revoker === 'supersede') {
+      const last = await this.redis.hget(keys.coalesce(about.coalesce ?? ''), 'last').catch(() => null);
       return last === about.id ? undefined : { replacedBy: last ?? 'a newer task' };
     }
-    if (about?.batch !== undefined) {
-      const record = new PrefixKeys(keys.prefix).batch(about.batch).record;
+    if (revoker === 'batch-cancel') {
+      const record = new PrefixKeys(keys.prefix).batch(about.batch ?? '').record;
       const state = await this.redis.hget(record, 'state').catch(() => null);
       return state === 'cancelled' ? { reason: `its batch ${about.batch} was cancelled` } : undefined;
     }
-    if (about?.track !== 1) return undefined;
     const [state, reason] = await this.redis.hmget(keys.task(about.id), 'state', 'reason').catch(() => [null, null]);
     return state === 'cancelled' ? { reason: reason ?? '' } : undefined;
   }

@@ -13,6 +13,7 @@ import { withHandlerTimeout } from './handler-timeout.js';
 import { RunOutcomes, type Ran } from './run-outcomes.js';
 import { RunFailures } from './run-failures.js';
 import { resultReply } from './result-reply.js';
+import { startStep } from '../model/task-traits.js';
 import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js';
 
 /**
@@ -59,7 +60,7 @@ export class TaskRunner {
     const decoded = decodeEntry(task.raw);
     if (!decoded.ok) return this.failures.setAsideUndecodable(task, decoded);
     // Latest wins: a task with a coalescing key first takes its key's newest entry (or does not run).
-    if (decoded.entry.envelope.coalesce !== undefined) return this.startCoalesced(task, run, decoded.entry);
+    if (startStep(decoded.entry.envelope) === 'startCoalesced') return this.startCoalesced(task, run, decoded.entry);
     return this.admit(task, run, decoded.entry);
   }
 
@@ -76,7 +77,7 @@ export class TaskRunner {
       return this.failures.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
     // A tracked task is recorded running first, unless a cancel came while it was between places.
-    if (envelope.track === 1) return this.startTracked(task, run, envelope, attempt, policy);
+    if (startStep(envelope) === 'startTasks') return this.startTracked(task, run, envelope, attempt, policy);
     return this.traced(task, run, envelope, attempt, policy);
   }
 

@@ -1,0 +1,149 @@
+import type { TaskEnvelope } from './codec.js';
+import { COALESCE_MODE_CODES } from './codec.js';
+
+/**
+ * What a task needs beyond a plain run, said once per feature: the one table the producer, the completer,
+ * the runner and the lease ask (ARCHITECTURE.md, "Adding a per-task feature"). Its Redis side is the seam
+ * of the Lua scripts, include/follow.lua.
+ *
+ * - reply: a `send()` caller waits for the result.
+ * - dedup: a deduplication key, freed when the task ends (on success only unless kept its whole TTL).
+ * - tracked: an index (`getTask`, cancel, progress) follows each move.
+ * - coalesced: a coalescing key's record follows each move (latest wins).
+ * - batch: its batch hears each settle.
+ */
+export type TaskTrait = 'reply' | 'dedup' | 'tracked' | 'coalesced' | 'batch';
+
+/** What the producer is asked for: the options of an enqueue item that make traits. */
+export interface TraitRequest {
+  readonly replyTo?: string;
+  readonly deduplicationKey?: string;
+  readonly track?: unknown;
+  readonly coalesce?: unknown;
+  readonly batch?: string;
+}
+
+/** The worker-side step a task needs between its claim and its handler (a Lua script of its feature). */
+export type StartStep = 'startCoalesced' | 'startTasks';
+
+/** Who may take a running task's token away, and so what the lease asks when it finds the token gone. */
+export type Revoker = 'supersede' | 'batch-cancel' | 'cancel';
+
+interface TraitRule {
+  /** Whether an enqueue item asks for the trait. */
+  readonly asked: (request: TraitRequest) => boolean;
+  /** Whether a stored task has the trait, read from its envelope. */
+  readonly has: (envelope: TaskEnvelope) => boolean;
+  /** A success must be settled by `ackTasks` (a record to write): it cannot ride on the next claim call. */
+  readonly settlesOnItsOwn: boolean;
+  /** Its step before the handler, if any. */
+  readonly start?: StartStep;
+  /** Who may revoke a running task of it (only where the envelope says so). */
+  readonly revoker?: (envelope: TaskEnvelope) => Revoker | undefined;
+}
+
+// table-ok: a constant, one row per feature
+const RULES: Readonly<Record<TaskTrait, TraitRule>> = {
+  reply: {
+    asked: (request) => request.replyTo !== undefined,
+    has: (envelope) => envelope.replyTo !== undefined,
+    settlesOnItsOwn: true,
+  },
+  dedup: {
+    asked: (request) => request.deduplicationKey !== undefined,
+    // Freed on success unless kept its whole TTL: only then does a success have a key to free.
+    has: (envelope) => envelope.dedupKey !== undefined && envelope.dedupKeep !== 1,
+    settlesOnItsOwn: true,
+  },
+  tracked: {
+    asked: (request) => request.track !== undefined && request.track !== false,
+    has: (envelope) => envelope.track === 1,
+    settlesOnItsOwn: true,
+    start: 'startTasks',
+    revoker: () => 'cancel',
+  },
+  coalesced: {
+    asked: (request) => request.coalesce !== undefined,
+    has: (envelope) => envelope.coalesce !== undefined,
+    settlesOnItsOwn: true,
+    start: 'startCoalesced',
+    revoker: (envelope) => (envelope.coalesceMode === COALESCE_MODE_CODES.supersede ? 'supersede' : undefined),
+  },
+  batch: {
+    asked: (request) => request.batch !== undefined,
+    has: (envelope) => envelope.batch !== undefined,
+    settlesOnItsOwn: true,
+    revoker: () => 'batch-cancel',
+  },
+};
+
+/** Every trait, in the order their start steps and revokers are asked (a task has at most one of the last three). */
+const ORDER: readonly TaskTrait[] = ['coalesced', 'batch', 'tracked', 'reply', 'dedup'];
+
+/**
+ * Traits a task cannot have together, each with why: the producer refuses the item with the reason (an
+ * InvalidTaskError naming the item). A new feature adds a row against each trait it cannot live with.
+ */
+export const TRAIT_CONFLICTS: readonly (readonly [TaskTrait, TaskTrait, string])[] = [
+  [
+    'coalesced',
+    'dedup',
+    'a task takes a coalescing key or a deduplication key, not both (a coalescing key already keeps one task per key)',
+  ],
+  [
+    'coalesced',
+    'tracked',
+    'a task with a coalescing key cannot be tracked (a newer emit may replace it before it runs)',
+  ],
+  ['batch', 'coalesced', 'a task of a batch cannot have a coalescing key (a newer emit could replace it)'],
+  ['batch', 'dedup', 'a task of a batch cannot have a deduplication key (it could be refused)'],
+  ['batch', 'tracked', 'a task of a batch cannot be tracked (getBatch tells where they are)'],
+  ['batch', 'reply', 'a task of a batch is emitted, not sent: its batch hears its outcome'],
+];
+
+/** The first conflict among the traits an item asks for: its reason, or undefined. */
+export function traitConflict(request: TraitRequest): string | undefined {
+  for (const [a, b, why] of TRAIT_CONFLICTS) {
+    if (RULES[a].asked(request) && RULES[b].asked(request)) return why;
+  }
+  return undefined;
+}
+
+/** Whether a client's default tracking applies to an item: not to a task whose traits conflict with it. */
+export function mayBeTracked(request: TraitRequest): boolean {
+  for (const [a, b] of TRAIT_CONFLICTS) {
+    if ((a === 'tracked' && RULES[b].asked(request)) || (b === 'tracked' && RULES[a].asked(request))) return false;
+  }
+  return true;
+}
+
+/** Whether a stored task has `trait`. */
+export function hasTrait(envelope: TaskEnvelope, trait: TaskTrait): boolean {
+  return RULES[trait].has(envelope);
+}
+
+/** Whether a success of this task may ride on its shard's next claim call (no trait settles on its own). */
+export function ridesOnClaim(envelope: TaskEnvelope): boolean {
+  for (const trait of ORDER) {
+    if (RULES[trait].settlesOnItsOwn && RULES[trait].has(envelope)) return false;
+  }
+  return true;
+}
+
+/** The step this task needs before its handler, if any. */
+export function startStep(envelope: TaskEnvelope): StartStep | undefined {
+  for (const trait of ORDER) {
+    const start = RULES[trait].start;
+    if (start !== undefined && RULES[trait].has(envelope)) return start;
+  }
+  return undefined;
+}
+
+/** Who may have revoked this running task's token (undefined: nobody; a lost token is a lost lease). */
+export function revokerOf(envelope: TaskEnvelope): Revoker | undefined {
+  for (const trait of ORDER) {
+    const revoker = RULES[trait].revoker;
+    if (revoker !== undefined && RULES[trait].has(envelope)) return revoker(envelope);
+  }
+  return undefined;
+}
