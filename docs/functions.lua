@@ -22,7 +22,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
   --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
   --   ring entries, a priority set to quarantine) and goes on from that task.
-  -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit
+  -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit, track
   -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
   --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
   --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -54,9 +54,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
   --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
   --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
-  --   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
-  --   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL, and
-  --   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL). A coalesced task writes its key's
+  --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
+  --   include/track.lua). A coalesced task writes its key's
   --   record, `<base>:coalesce:<key>` per group (see include/coalesce.lua), and may replace the entry a
   --   waiting task runs, or revoke a running task (HDEL from its worker's processing hash).
   local root = KEYS[1]
@@ -681,6 +680,168 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     return answer, due
   end
 
+  -- include/finishTask.lua — shared by the scripts whose header says "Includes: finishTask".
+  -- finishTask(dedupKey, holder, resultKey, channel, reply, ttl)
+  --   What every final settle does for the task: frees its deduplication key if this task (holder, ''
+  --   for none) still holds it, and for a send() task (channel set) stores the reply under the result key
+  --   for ttl ms and publishes it. Cannot fail: a deduplication key of another type is not this task's,
+  --   and SET replaces whatever the result key held.
+  local function finishTask(dedupKey, holder, resultKey, channel, reply, ttl)
+    if holder ~= '' and redis.pcall('GET', dedupKey) == holder then
+      redis.call('DEL', dedupKey)
+    end
+    if channel then
+      redis.call('SET', resultKey, reply, 'PX', ttl)
+      redis.call('PUBLISH', channel, reply)
+    end
+  end
+
+  -- include/track.lua — shared by the scripts whose header says "Includes: track".
+  -- Needs: guard, finishTask, clock
+  -- A tracked task's index, `<base>:task:<id>` (hash; QueueKeys.task spells it), is made by
+  -- enqueueTasks alone (trackCreate); every later step updates it only while it exists, so a task enqueued without
+  -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
+  -- `keep` ms once it ended). Its fields: id, state (pending | delayed | running | completed | cancelled |
+  -- dead), at (Redis ms of the last change), enq (when enqueued), client, priority, due and why (delayed: `delay` or
+  -- `retry`), worker, token, attempt and started (running), progress and pseq (the last progress value and
+  -- its sequence), result (a send() task's reply), reason, detail and error (dead), was (what a cancelled
+  -- task was doing), cancel (a cancel asked while the task was between places: its reason; the next step
+  -- that holds the task cancels it), call (the cancel call that settled it), reply (a send() caller's
+  -- channel), dedup (its deduplication key), keep and live. While the task waits, the entry as it lies in its
+  -- list or set (so a cancel can take it out) is kept beside the index, under `<base>:task-entry:<id>`
+  -- (string, same TTL): out of the hash, so the index stays a small listpack encoding once the task runs.
+  -- trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
+  --   The index of a tracked task just written (enqueueTasks; track: keep, live, reply): pending, or delayed
+  --   (why `delay`) when it has a delay; an id used before starts a new index (a key of another type is set
+  --   aside, recorded in faults); its entry kept beside it for a cancel. Both live `live` ms.
+  -- trackedIndex(faults, key, ...)
+  --   The index to update, as { keep, live, <the fields named> } (one HMGET), or false: '' or absent (every
+  --   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
+  --   `faults` is given, else left alone; the task goes on untracked.
+  -- trackState(key, index, state, entryKey, entry, ...)
+  --   Moves the index to `state`: one HDEL of the fields of the states it leaves, one HSET of `state`, `at`
+  --   and the given field/value pairs, one PEXPIRE (`live` while waiting or running, `keep` once ended).
+  --   Waiting again (pending, delayed) with `entry`: SET of the entry key; running or ended: DEL of it.
+  -- cancelledTask(key, index, root, was, reason, call, entryKey)
+  --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
+  --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
+  --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
+  -- trackFollow(task, move)
+  --   Tracking's handler of a move (include/follow.lua): the index named by move.tracked (while it exists)
+  --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
+  --   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
+  local TRACK_DEFAULT_TTL = 86400000
+  local function trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
+    local index = base .. ':task:' .. id
+    -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
+    local found = redis.call('TYPE', index)['ok']
+    if found == 'hash' then
+      redis.call('DEL', index)
+    elseif found ~= 'none' then
+      quarantineKey(faults, index, 'hash')
+    end
+    local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
+      'priority', priority, 'keep', track.keep, 'live', track.live }
+    if delay > 0 then
+      fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
+    end
+    if track.reply ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'reply', track.reply
+    end
+    if dedup ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
+    end
+    redis.call('HSET', index, unpack(fields))
+    redis.call('PEXPIRE', index, tonumber(track.live) or TRACK_DEFAULT_TTL)
+    -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
+    redis.call('SET', base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or TRACK_DEFAULT_TTL)
+  end
+
+  local function trackedIndex(faults, key, ...)
+    if key == '' then
+      return false
+    end
+    local fields = redis.pcall('HMGET', key, 'keep', 'live', ...)
+    if fields.err then
+      if faults then
+        quarantineKey(faults, key, 'hash')
+      end
+      return false
+    end
+    if not fields[1] then
+      return false
+    end
+    return fields
+  end
+
+  -- What each state drops of the states before it (a final state keeps who ran it last: worker, attempt,
+  -- started).
+  local TRACK_DROPS = {
+    pending = { 'worker', 'token', 'started', 'due', 'why' },
+    delayed = { 'worker', 'token', 'started' },
+    running = { 'due', 'why' },
+  }
+  local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
+
+  local function trackState(key, index, state, entryKey, entry, ...)
+    local drops = TRACK_DROPS[state]
+    redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
+    redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
+    local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
+    redis.call('PEXPIRE', key, ttl)
+    if entryKey ~= '' then
+      if entry and (state == 'pending' or state == 'delayed') then
+        redis.call('SET', entryKey, entry, 'PX', ttl)
+      elseif state ~= 'pending' and state ~= 'delayed' then
+        redis.call('DEL', entryKey)
+      end
+    end
+  end
+
+  local function cancelledTask(key, index, root, was, reason, call, entryKey)
+    local fields = redis.call('HMGET', key, 'id', 'reply', 'dedup', 'cancel')
+    local id = fields[1] or ''
+    reason = reason or fields[4] or ''
+    local message = nil
+    if fields[2] then
+      local text = 'the task was cancelled'
+      if reason ~= '' then
+        text = text .. ': ' .. reason
+      end
+      message = cjson.encode({ id = id, err = { name = 'TaskCancelledError', code = 'TASK_CANCELLED', message = text,
+        taskId = id, attempt = 0, reason = 'cancelled', detail = reason } })
+    end
+    local dedupKey, holder = '', ''
+    if fields[3] then
+      dedupKey, holder = root .. ':dedup:' .. fields[3], id
+    end
+    finishTask(dedupKey, holder, root .. ':result:' .. id, fields[2], message, tonumber(index[1]) or TRACK_DEFAULT_TTL)
+    trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
+  end
+
+  local function trackFollow(task, move)
+    local index = move.tracked and move.tracked ~= '' and trackedIndex(nil, move.tracked)
+    if not index then
+      return
+    end
+    local what, key, entryKey = move.what, move.tracked, move.entryKey or ''
+    if what == 'completed' then
+      trackState(key, index, 'completed', entryKey, nil, 'result', move.result or '')
+    elseif what == 'retried' then
+      trackState(key, index, 'delayed', entryKey, move.entry, 'due', move.due, 'why', 'retry')
+    elseif what == 'requeued' then
+      trackState(key, index, 'pending', entryKey, move.entry)
+    elseif what == 'dead' then
+      local record = type(move.record) == 'table' and move.record or {}
+      trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
+        'detail', type(record.detail) == 'string' and record.detail or '',
+        'error', type(record.error) == 'table' and cjson.encode(record.error) or '')
+    elseif what == 'cancelled' then
+      cancelledTask(key, index, task.root, 'pending', move.reason, '', entryKey)
+      countOutcome(task.base .. ':counters', 'cancelled', 1)
+    end
+  end
+
   -- @helpers
   -- The general path: whatever the fast path did not finish, from task `a` on.
   local faults = root .. ':faults'
@@ -814,29 +975,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
           now = redisMs()
         end
         for _, k in ipairs(keysOf) do
-          local index = k.base .. ':task:' .. id
-          -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
-          local found = redis.call('TYPE', index)['ok']
-          if found == 'hash' then
-            redis.call('DEL', index)
-          elseif found ~= 'none' then
-            quarantineKey(k.faults, index, 'hash')
-          end
-          local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
-            'priority', priority, 'keep', track.keep, 'live', track.live }
-          if delay > 0 then
-            fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
-          end
-          if track.reply ~= '' then
-            fields[#fields + 1], fields[#fields + 2] = 'reply', track.reply
-          end
-          if dedup ~= '' then
-            fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
-          end
-          redis.call('HSET', index, unpack(fields))
-          redis.call('PEXPIRE', index, tonumber(track.live) or 86400000)
-          -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
-          redis.call('SET', k.base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or 86400000)
+          trackCreate(k.base, k.faults, id, client, priority, delay, dedup, track, entry, now)
         end
       end
     end

@@ -280,34 +280,8 @@ async function dead(
   }
   const queue = await knownQueue(admin, pattern);
   switch (verb) {
-    case 'list': {
-      if (rest.length > 0) throw usage('dead list takes one pattern');
-      const filter = filterOf(options);
-      const offset = count('offset', options.offset, 0);
-      const limit = count('limit', options.limit, 20);
-      const records = filter
-        ? (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER }))
-            .filter((r) => selects({ filter }, r))
-            .slice(offset, offset + limit)
-        : await admin.listDeadLetters(queue, { offset, limit });
-      if (options.json) return json(records);
-      const total = await admin.countDeadLetters(queue);
-      if (records.length === 0) return `no dead letters in ${queue} (${total} in all)`;
-      return (
-        `${total} dead letter(s) in ${queue}, newest first\n` +
-        table(
-          ['id', 'client', 'reason', 'attempts', 'died', 'error'],
-          records.map((r) => [
-            r.id ?? '?',
-            r.clientId ?? '?',
-            r.reason,
-            r.attempts,
-            new Date(r.deadAt).toISOString(),
-            oneLine(r),
-          ]),
-        )
-      );
-    }
+    case 'list':
+      return deadList(admin, queue, rest, options, json);
     case 'show': {
       if (rest.length !== 1) throw usage('dead show takes one task id');
       const record = (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER })).find(
@@ -319,27 +293,59 @@ async function dead(
     case 'requeue': {
       const selection = ids(rest, options, 'requeue');
       const result = await admin.requeueDeadLetters(queue, selection);
-      if (selection !== 'all' && 'ids' in selection && result.requeued + result.skipped === 0) {
-        throw new CliError(
-          EXIT.notFound,
-          `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`,
-        );
-      }
+      if (selection !== 'all' && 'ids' in selection && result.requeued + result.skipped === 0)
+        noneOf(queue, selection.ids);
       if (options.json) return json(result);
       return `requeued ${result.requeued} dead letter(s) of ${queue}${result.skipped > 0 ? `; skipped ${result.skipped} that cannot run (malformed)` : ''}`;
     }
     default: {
       const selection = ids(rest, options, 'purge');
       const removed = await admin.purgeDeadLetters(queue, selection);
-      if (selection !== 'all' && 'ids' in selection && removed === 0) {
-        throw new CliError(
-          EXIT.notFound,
-          `no dead letter with id ${selection.ids.map((id) => `"${id}"`).join(', ')} in ${queue}`,
-        );
-      }
+      if (selection !== 'all' && 'ids' in selection && removed === 0) noneOf(queue, selection.ids);
       return options.json ? json({ purged: removed }) : `purged ${removed} dead letter(s) of ${queue}`;
     }
   }
+}
+
+/** No dead letter of `queue` had any of `given` ids. */
+function noneOf(queue: string, given: readonly string[]): never {
+  throw new CliError(EXIT.notFound, `no dead letter with id ${given.map((id) => `"${id}"`).join(', ')} in ${queue}`);
+}
+
+/** `dead list <pattern>`: a page of dead letters, newest first (filtered by --reason, --client... when given). */
+async function deadList(
+  admin: TaskAdmin,
+  queue: string,
+  rest: readonly string[],
+  options: CliOptions,
+  json: (value: unknown) => string,
+): Promise<string> {
+  if (rest.length > 0) throw usage('dead list takes one pattern');
+  const filter = filterOf(options);
+  const offset = count('offset', options.offset, 0);
+  const limit = count('limit', options.limit, 20);
+  const records = filter
+    ? (await admin.listDeadLetters(queue, { limit: Number.MAX_SAFE_INTEGER }))
+        .filter((r) => selects({ filter }, r))
+        .slice(offset, offset + limit)
+    : await admin.listDeadLetters(queue, { offset, limit });
+  if (options.json) return json(records);
+  const total = await admin.countDeadLetters(queue);
+  if (records.length === 0) return `no dead letters in ${queue} (${total} in all)`;
+  return (
+    `${total} dead letter(s) in ${queue}, newest first\n` +
+    table(
+      ['id', 'client', 'reason', 'attempts', 'died', 'error'],
+      records.map((r) => [
+        r.id ?? '?',
+        r.clientId ?? '?',
+        r.reason,
+        r.attempts,
+        new Date(r.deadAt).toISOString(),
+        oneLine(r),
+      ]),
+    )
+  );
 }
 
 function oneLine(record: DeadLetterRecord): string {

@@ -285,3 +285,18 @@ export function taskItem(
   if (data instanceof RedisTaskRecord) return recordItem(data, clientId, now, send);
   return send ? { payload: data, clientId, id: send.id, replyTo: send.replyTo } : { payload: data, clientId };
 }
+
+/**
+ * The item of a `send()` packet's data: the caller's own id (`RedisTaskRecordBuilder.setId`, so it can look
+ * the task up or cancel it) or a new one, the reply channel it is answered on, and its progress listener.
+ */
+export function sendItem(
+  data: unknown,
+  clientId: string,
+  replyTo: string,
+  newId: () => string,
+): { item: EnqueueItem & { readonly id: string }; onProgress: ((value: unknown) => void) | undefined } {
+  const id = (data instanceof RedisTaskRecord ? data.options.id : undefined) ?? newId();
+  const item = taskItem(data, clientId, Date.now(), { id, replyTo }) as EnqueueItem & { readonly id: string };
+  return { item, onProgress: data instanceof RedisTaskRecord ? data.options.onProgress : undefined };
+}

@@ -13,7 +13,7 @@ import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
-import { RedisTaskRecord, taskItem } from './redis-task-record.builder.js';
+import { RedisTaskRecord, sendItem, taskItem } from './redis-task-record.builder.js';
 import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 import { openBatch, type RedisTaskBatch } from './redis-task-batch.js';
@@ -219,13 +219,7 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     }
     const inbox = runtime.inbox;
     const queue = this.normalizePattern(packet.pattern);
-    // The caller's own id (RedisTaskRecordBuilder.setId), so it can look the task up or cancel it, or a new one.
-    const id = (packet.data instanceof RedisTaskRecord ? packet.data.options.id : undefined) ?? newTaskId();
-    // toItem gives a send() task the id and reply channel it is handed.
-    const item = this.toItem(packet.data, Date.now(), { id, replyTo: inbox.channel }) as EnqueueItem & {
-      readonly id: string;
-    };
-    const onProgress = packet.data instanceof RedisTaskRecord ? packet.data.options.onProgress : undefined;
+    const { item, onProgress } = sendItem(packet.data, this.options.clientId, inbox.channel, newTaskId);
     // The send() bookkeeping (subscribe, enqueue, duplicates, progress, the reply or its timeout) is the inbox's.
     return inbox.send(
       queue,
@@ -266,13 +260,9 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return this.producer;
   }
 
-  /** The item of a payload or record; a send() task's with its id and reply channel. */
-  private toItem(
-    data: unknown,
-    now = Date.now(),
-    send?: { readonly id: string; readonly replyTo: string },
-  ): EnqueueItem {
-    return taskItem(data, this.options.clientId, now, send);
+  /** The item of a payload or record. */
+  private toItem(data: unknown, now = Date.now()): EnqueueItem {
+    return taskItem(data, this.options.clientId, now);
   }
 
   private publishStatus(status: RedisTaskStatus): void {

@@ -52,6 +52,47 @@ export class RedisTaskMetrics {
   ) {
     this.registry = options.registry ?? defaultRegistry;
     const name = (suffix: string) => `${options.namePrefix ?? 'redis_tasks_'}${suffix}`;
+    this.queueGauges(name);
+    this.duration = this.metric(
+      name('handler_duration_seconds'),
+      () =>
+        new Histogram({
+          name: name('handler_duration_seconds'),
+          help: 'How long handlers ran, per pattern and outcome',
+          labelNames: ['queue', 'outcome'],
+          buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+          registers: [this.registry],
+        }),
+    );
+    this.outcomes = this.metric(
+      name('outcomes_total'),
+      () =>
+        new Counter({
+          name: name('outcomes_total'),
+          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost, cancelled, replaced), per pattern',
+          labelNames: ['queue', 'outcome'],
+          registers: [this.registry],
+        }),
+    );
+    this.progress = this.metric(
+      name('progress_reports_total'),
+      () =>
+        new Counter({
+          name: name('progress_reports_total'),
+          help: 'Progress values handlers reported (ctx.progress()) and Redis took, per pattern',
+          labelNames: ['queue'],
+          registers: [this.registry],
+        }),
+    );
+    this.scheduleTicks(name('schedule_ticks_total'));
+    this.batchCounters(name('batches_total'));
+  }
+
+  /** The per-pattern gauges read from the queue stats, and whether Redis could be read and is full. */
+  private queueGauges(name: (suffix: string) => string): void {
+    // The collect callbacks run with the gauge as `this`; they reach this instance through a closure.
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const metrics = this;
     const gauge = (suffix: string, help: string, read: (stats: QueueStats) => number) =>
       this.metric(
         name(suffix),
@@ -67,9 +108,6 @@ export class RedisTaskMetrics {
             },
           }),
       );
-    // The collect callbacks run with the gauge as `this`; they reach this instance through a closure.
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const metrics = this;
     gauge('queue_depth', 'Tasks pending (ready to claim) per pattern', (s) => s.pending.total);
     gauge('in_flight', 'Tasks claimed by workers and not yet settled, per pattern', (s) => s.inFlight.total);
     gauge('delayed', 'Tasks waiting for a due time (delays and retry backoffs), per pattern', (s) => s.delayed);
@@ -106,42 +144,17 @@ export class RedisTaskMetrics {
           },
         }),
     );
-    this.duration = this.metric(
-      name('handler_duration_seconds'),
-      () =>
-        new Histogram({
-          name: name('handler_duration_seconds'),
-          help: 'How long handlers ran, per pattern and outcome',
-          labelNames: ['queue', 'outcome'],
-          buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
-          registers: [this.registry],
-        }),
-    );
-    this.outcomes = this.metric(
-      name('outcomes_total'),
-      () =>
-        new Counter({
-          name: name('outcomes_total'),
-          help: 'Task runs by outcome (completed, retried, dead-lettered, lease-lost, cancelled, replaced), per pattern',
-          labelNames: ['queue', 'outcome'],
-          registers: [this.registry],
-        }),
-    );
-    this.progress = this.metric(
-      name('progress_reports_total'),
-      () =>
-        new Counter({
-          name: name('progress_reports_total'),
-          help: 'Progress values handlers reported (ctx.progress()) and Redis took, per pattern',
-          labelNames: ['queue'],
-          registers: [this.registry],
-        }),
-    );
+  }
+
+  /** Ticks of each recurring schedule by outcome, as recorded in Redis. */
+  private scheduleTicks(name: string): void {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const metrics = this;
     this.metric(
-      name('schedule_ticks_total'),
+      name,
       () =>
         new Counter({
-          name: name('schedule_ticks_total'),
+          name: name,
           help: 'Ticks of each recurring schedule by outcome (fired: a task written; skipped: its previous task still lived, overlap skip; missed: passed while no process ran; held: no worker or producer had used the pattern yet), as recorded in Redis by whichever process handled them',
           labelNames: ['schedule', 'outcome'],
           registers: [this.registry],
@@ -157,7 +170,6 @@ export class RedisTaskMetrics {
           },
         }),
     );
-    this.batchCounters(name('batches_total'));
   }
 
   /** Batches opened and completed, as counted in Redis. */

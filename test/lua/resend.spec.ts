@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import type { Command } from 'ioredis';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
-import { CALL_MARKER } from '../../lib/core/redis/script-command.js';
+import { CALL_MARKER } from '../../lib/core/redis/call-record.js';
 import { readScriptDefinitions } from '../../lib/core/redis/scripts.js';
 import { deleteKeys, openRedis, snapshotKeys, testPrefix, scriptNamesBySha } from '../support/redis.js';
 import { scenarios } from './scenarios.js';

@@ -76,9 +76,9 @@ describe('task traits: what a task needs, said once', () => {
     ]).toEqual([undefined, undefined, 'batch-cancel', 'cancel']);
   });
 
-  it.each(TRAIT_CONFLICTS.map(([a, b, why]) => [a, b, why]))(
+  it.each(TRAIT_CONFLICTS.map(([a, b, why]) => [a, b, why] as const))(
     'refuses a task that is both %s and %s, saying why',
-    (a, b, why) => {
+    (a: TaskTrait, b: TaskTrait, why: string) => {
       expect(() => envelopeOf(a, b)).toThrow(why);
     },
   );

@@ -132,19 +132,8 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: 'the entry is not a JSON object' };
   }
   const record = value as Record<string, unknown>;
-  if (record.v === FORMAT_VERSION_2) {
-    const problem = coalesceProblem(record);
-    if (problem) return { ok: false, reason: problem };
-  } else if (record.v !== undefined && record.v !== FORMAT_VERSION) {
-    if (typeof record.v !== 'number' || !Number.isSafeInteger(record.v) || record.v < 1) {
-      return { ok: false, reason: `the entry's "v" (format version) is not a positive integer` };
-    }
-    return {
-      ok: false,
-      reason: `the entry is in format version ${record.v}; this worker reads versions ${FORMAT_VERSION} and ${FORMAT_VERSION_2}`,
-      version: record.v,
-    };
-  }
+  const unread = versionProblem(record);
+  if (unread) return unread;
   for (const field of ['id', 'clientId'] as const) {
     if (typeof record[field] !== 'string' || record[field] === '') {
       return { ok: false, reason: `the entry's "${field}" is missing or not a non-empty string` };
@@ -176,6 +165,23 @@ export function decodeEntry(raw: string): DecodeResult {
     return { ok: false, reason: retryProblem };
   }
   return { ok: true, entry: { attempts: Number(prefix), envelope: record as unknown as TaskEnvelope } };
+}
+
+/** Why an entry's format version (its `v`) cannot be read here, if it cannot. */
+function versionProblem(record: Record<string, unknown>): DecodeResult | undefined {
+  if (record.v === FORMAT_VERSION_2) {
+    const problem = coalesceProblem(record);
+    return problem ? { ok: false, reason: problem } : undefined;
+  }
+  if (record.v === undefined || record.v === FORMAT_VERSION) return undefined;
+  if (typeof record.v !== 'number' || !Number.isSafeInteger(record.v) || record.v < 1) {
+    return { ok: false, reason: `the entry's "v" (format version) is not a positive integer` };
+  }
+  return {
+    ok: false,
+    reason: `the entry is in format version ${record.v}; this worker reads versions ${FORMAT_VERSION} and ${FORMAT_VERSION_2}`,
+    version: record.v,
+  };
 }
 
 /** What is wrong with a version 2 entry's coalescing or batch fields, if anything (it has one of them). */

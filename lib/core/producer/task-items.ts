@@ -113,7 +113,25 @@ export function prepareTask(
   }
   const payload = serializePayload(item.payload, index, limits.maxPayloadBytes);
   // A plain task (the common case) has nothing more to check.
-  if (
+  if (!isPlain(item, limits)) return prepareWithOptions(item, id, payload, now, limits, fail);
+  const entry = encodeNewEntry(
+    { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
+    payload,
+  );
+  return {
+    id,
+    clientId: item.clientId,
+    entry,
+    priority: 0,
+    delayMs: 0,
+    deduplicationTtlMs: limits.deduplicationTtlMs,
+    awaitsReply: item.replyTo !== undefined,
+  };
+}
+
+/** A task with no option but its payload, client, id and reply channel (and no client-wide tracking). */
+function isPlain(item: EnqueueItem, limits: ItemLimits): boolean {
+  return (
     !limits.track &&
     item.track === undefined &&
     item.wantsProgress === undefined &&
@@ -127,21 +145,18 @@ export function prepareTask(
     item.deduplicationKeepAfterSuccess === undefined &&
     item.coalesce === undefined &&
     item.batch === undefined
-  ) {
-    const entry = encodeNewEntry(
-      { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
-      payload,
-    );
-    return {
-      id,
-      clientId: item.clientId,
-      entry,
-      priority: 0,
-      delayMs: 0,
-      deduplicationTtlMs: limits.deduplicationTtlMs,
-      awaitsReply: item.replyTo !== undefined,
-    };
-  }
+  );
+}
+
+/** A task with options: each checked (problems through `fail`), its traits' conflicts refused, then encoded. */
+function prepareWithOptions(
+  item: EnqueueItem,
+  id: string,
+  payload: string,
+  now: number,
+  limits: ItemLimits,
+  fail: (message: string) => never,
+): PreparedTask {
   const coalesce = item.coalesce === undefined ? undefined : coalesceOf(item, fail);
   const conflict = traitConflict(item);
   if (conflict) fail(conflict);

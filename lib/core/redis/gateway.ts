@@ -1,8 +1,7 @@
 import type { PrefixKeys, QueueKeys, TrackedKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
-import { randomBytes } from 'node:crypto';
 import { Cluster } from 'ioredis';
-import { CALL_MARKER } from './script-command.js';
+import { firstSendRecord } from './call-record.js';
 import { ScriptKeys, settleKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
@@ -490,12 +489,6 @@ const REPLACED_REPLY_TTL_MS = 60_000;
 /** The gateway of a connection (scripts are defined per connection). */
 export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));
 
-/** Margin of a call record's TTL past the caller's deadline (a resend sent before it may run a little after). */
-const CALL_RECORD_MARGIN_S = 10;
-/** This process's part of every call id (the rest: the caller's deadline and a counter, base 36). */
-const CALL_ID_PREFIX = randomBytes(4).toString('base64url');
-let callSequence = 0;
-
 /**
  * Starts an enqueue call's arguments with its call record, one field: mode '1' (a first send), the
  * record's TTL in seconds, and a new call id that carries the caller's deadline. ioredis may send the
@@ -503,8 +496,7 @@ let callSequence = 0;
  * `resentAs`, which reads the deadline back from the id).
  */
 export function startEnqueueCall(args: (string | number)[], deadline: number, timeoutMs: number): void {
-  const ttl = Math.ceil(timeoutMs / 1_000) + CALL_RECORD_MARGIN_S;
-  args.push(`${CALL_MARKER}1${ttl}.${CALL_ID_PREFIX}.${deadline.toString(36)}.${(++callSequence).toString(36)}`);
+  args.push(firstSendRecord(deadline, timeoutMs));
 }
 
 /** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */

@@ -3,6 +3,7 @@ import type { QueueKeys } from './keys.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { TaskRedis } from './scripts.js';
 import { undecodableRecord } from '../model/dead-letter.js';
+import { hasTrait } from '../model/task-traits.js';
 import { gatewayOf, type HeldTask } from './gateway.js';
 
 /** Whose processing hash, and how its dead letters are written. */
@@ -52,16 +53,7 @@ export async function requeueProcessing(
     .sort()
     .reverse();
   const gateway = gatewayOf(redis);
-  const held: HeldTask[] = [];
-  const undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][] = [];
-  for (const token of tokens) {
-    const decoded = decodeEntry(entries[token]);
-    if (decoded.ok) {
-      const { envelope } = decoded.entry;
-      const tracked = envelope.track === 1 ? keys.tracked(envelope.id) : undefined;
-      held.push({ token, clientId: envelope.clientId, priority: envelope.priority ?? 0, tracked });
-    } else undecodable.push([token, decoded]);
-  }
+  const { held, undecodable } = heldTasksOf(keys, entries, tokens);
   // Sent first (nothing awaited before it when `entries` are given), dead letters after; a failure is
   // reported by the await below, not as an unhandled rejection while the dead letters are written.
   const requeued =
@@ -90,4 +82,26 @@ export async function requeueProcessing(
     }
   }
   return { requeued: await requeued, malformed };
+}
+
+/** The held tasks to return, each with its client, priority and tracked keys; the entries that cannot be read. */
+function heldTasksOf(
+  keys: QueueKeys,
+  entries: Readonly<Record<string, string>>,
+  tokens: readonly string[],
+): {
+  held: HeldTask[];
+  undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][];
+} {
+  const held: HeldTask[] = [];
+  const undecodable: [token: string, reason: Extract<ReturnType<typeof decodeEntry>, { ok: false }>][] = [];
+  for (const token of tokens) {
+    const decoded = decodeEntry(entries[token]);
+    if (decoded.ok) {
+      const { envelope } = decoded.entry;
+      const tracked = hasTrait(envelope, 'tracked') ? keys.tracked(envelope.id) : undefined;
+      held.push({ token, clientId: envelope.clientId, priority: envelope.priority ?? 0, tracked });
+    } else undecodable.push([token, decoded]);
+  }
+  return { held, undecodable };
 }

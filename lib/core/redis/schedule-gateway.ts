@@ -3,7 +3,7 @@ import { SCHEDULE_GRACE_MS } from '../model/schedule.js';
 import { pushEnqueueFields } from './gateway.js';
 import type { QueueKeys, ScheduleKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
-import { CALL_MARKER } from './script-command.js';
+import { namedRecord } from './call-record.js';
 import type { TaskRedis } from './scripts.js';
 
 /** A schedule whose tick has come, taken for this process to fire by claimSchedules. */
@@ -117,7 +117,7 @@ export class ScheduleGateway {
    * or the id of the live task that holds its deduplication key (refused).
    */
   async enqueueOnce(queue: QueueKeys, recordId: string, ttlSeconds: number, task: PreparedTask): Promise<0 | string> {
-    const args: (string | number)[] = [`${CALL_MARKER}2${ttlSeconds}.${recordId}`];
+    const args: (string | number)[] = [namedRecord(recordId, ttlSeconds)];
     pushEnqueueFields(args, task);
     const results = await this.redis.enqueueTasks(queue.root, ...args);
     if (!Array.isArray(results) || results.length !== 1) throw new Error('enqueueTasks answered a tick unexpectedly');

@@ -1,14 +1,9 @@
 import { Command } from 'ioredis';
+import { isCallRecord, resentRecord } from './call-record.js';
 import { scriptFlagsOn } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
 type Arg = string | number;
-
-/**
- * How an enqueue call's call record starts (see enqueueTasks' header): `{<mode><ttl>.<id>`; a client id,
- * which has no braces, never does.
- */
-export const CALL_MARKER = '{';
 
 /** A script's function on a connection (or, copied, on a pipeline of it). */
 export type ScriptFunction = (this: unknown, ...args: Arg[]) => unknown;
@@ -65,7 +60,7 @@ export function scriptCommand(
     const flags = scriptFlagsOn();
     const sent = wire(flags ? flagged.sha : sha, args);
     const command = commandOf('evalsha', sent);
-    if (recordAt > 0 && sent[recordAt]?.startsWith(CALL_MARKER)) resentAs(command, sent, recordAt);
+    if (recordAt > 0 && isCallRecord(sent[recordAt])) resentAs(command, sent, recordAt);
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);
@@ -90,12 +85,7 @@ function resentAs(command: Command, sent: string[], at: number): void {
   const toWritable = command.toWritable;
   let writes = 0;
   command.toWritable = function (this: Command, socket: unknown) {
-    if (++writes > 1) {
-      // `{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: the mode is its second character.
-      const record = sent[at];
-      const deadline = parseInt(record.split('.')[2] ?? '', 36);
-      sent[at] = `${CALL_MARKER}${Number.isFinite(deadline) && Date.now() < deadline ? '2' : '3'}${record.slice(2)}`;
-    }
+    if (++writes > 1) sent[at] = resentRecord(sent[at]);
     return toWritable.call(this, socket as never);
   };
 }

@@ -7,6 +7,7 @@ import { PauseWait } from './pause-wait.js';
 import { AckFlush, nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { PatternSlots } from './slots.js';
+import { LoopLife } from './loop-life.js';
 import { SlotSet } from '../support/churn-tables.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
@@ -68,12 +69,14 @@ const MAX_CALLS_IN_FLIGHT = 2;
 export class ClaimLoop {
   private readonly stop = new AbortController();
   private readonly outage: OutageReporter;
-  private done: Promise<void> | undefined;
+  private readonly life = new LoopLife(
+    'claim loop',
+    () => this.run(),
+    () => this.stopped,
+  );
   private readonly flush: AckFlush;
   private wakeLoop: (() => void) | undefined;
   private readonly underWay = new OperationsUnderWay();
-  /** Set when the loop ended without being closed (a bug or an unexpected error); the watchdog restarts it. */
-  private failure: { error: unknown } | undefined;
   private readonly pause: PauseWait;
 
   private readonly gateway: ClaimLoopRedis['gateway'];
@@ -102,27 +105,17 @@ export class ClaimLoop {
   }
 
   start(): void {
-    this.done ??= this.run().then(
-      () => {
-        if (!this.stopped) this.failure = { error: new Error('the claim loop returned without being closed') };
-      },
-      (error: unknown) => {
-        this.failure = { error };
-      },
-    );
+    this.life.start();
   }
 
   /** The error that ended the loop while it should still run, if that happened. */
   get died(): { error: unknown } | undefined {
-    return this.failure;
+    return this.life.died;
   }
 
   /** Starts a loop that died again (its queued acknowledgements are kept). */
   restart(): void {
-    if (this.stopped) return;
-    this.failure = undefined;
-    this.done = undefined;
-    this.start();
+    this.life.restart();
   }
 
   /** The queue was resumed (announced by pub/sub): a loop waiting out a pause claims again at once. */
@@ -150,7 +143,7 @@ export class ClaimLoop {
     this.slots.wakeAll();
     this.wakeLoop?.();
     this.idle.cut();
-    await this.done;
+    await this.life.ended();
     await this.flushAcks();
   }
 

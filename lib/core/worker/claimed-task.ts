@@ -12,6 +12,7 @@ import type { ScriptGateway } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { CoalescedStartBatch, StartBatch } from './turn-batch.js';
 import type { CoalescedStart } from '../redis/track-gateway.js';
+import { hasTrait } from '../model/task-traits.js';
 import type { ReplyError, ReplyMessage } from '../model/reply.js';
 
 export type { SettleOptions };
@@ -79,7 +80,7 @@ export class ClaimedTask {
         : undefined;
     return this.gateway.track.progress(this.keys, this.options.workerId, {
       token: this.token,
-      id: envelope.track === 1 ? envelope.id : undefined,
+      id: hasTrait(envelope, 'tracked') ? envelope.id : undefined,
       seq,
       value,
       publish,
@@ -88,7 +89,7 @@ export class ClaimedTask {
 
   /** The task's index and entry keys when it is tracked. */
   tracked(envelope: TaskEnvelope | undefined): TrackedKeys | undefined {
-    return envelope?.track === 1 ? this.keys.tracked(envelope.id) : undefined;
+    return envelope && hasTrait(envelope, 'tracked') ? this.keys.tracked(envelope.id) : undefined;
   }
 
   /** Whether this worker still holds the task, renewing its lease in the shard (`leaseMs`) on the way. */

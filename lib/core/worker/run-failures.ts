@@ -78,7 +78,6 @@ export class RunFailures {
     ran: Ran,
     trace: ConsumerTrace | undefined,
   ): Promise<void> {
-    const queue = task.keys.queue;
     const error = toErrorRecord(outcome.error);
     const requested = requestOf(outcome.error);
     const decision = decide(
@@ -92,30 +91,38 @@ export class RunFailures {
     );
     // A retry the handler asked for is not an error of the run.
     if (requested?.kind !== 'retry') trace?.failed(outcome.error);
-    if (decision.kind === 'dead-letter') {
-      const { reason, detail } = decision;
-      const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
-      const attempts = ran.attempt;
-      if (
-        await this.outcomes.settle(
-          task,
-          () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }),
-          envelope,
-          ran,
-        )
-      ) {
-        this.outcomes.report('dead-lettered', ran, { reason, error });
-        trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
-        this.logger.warn(
-          requested?.kind === 'dead-letter'
-            ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
-            : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
-        );
-        if (requested === undefined) this.debugStack(envelope.id, queue, error);
-      }
-      return;
-    }
-    const delay = decision.delayMs;
+    const failed: Failed = { task, envelope, error, requested, ran, trace };
+    if (decision.kind === 'dead-letter') return this.deadLetterFailed(failed, decision.reason, decision.detail);
+    return this.retryFailed(failed, decision.delayMs, policy);
+  }
+
+  /** A failed run whose task goes to dead letters (its `send()` caller answered with the failure). */
+  private async deadLetterFailed(failed: Failed, reason: DeadLetterReason, detail: string): Promise<void> {
+    const { task, envelope, error, requested, ran, trace } = failed;
+    const queue = task.keys.queue;
+    const replyError = this.replyError(envelope, queue, error, ran.attempt, reason);
+    const attempts = ran.attempt;
+    const settled = await this.outcomes.settle(
+      task,
+      () => task.deadLetter({ reason, attempts, envelope, detail, error, replyError }),
+      envelope,
+      ran,
+    );
+    if (!settled) return;
+    this.outcomes.report('dead-lettered', ran, { reason, error });
+    trace?.event('dead-lettered', { 'nestjs_redis_tasks.reason': reason });
+    this.logger.warn(
+      requested?.kind === 'dead-letter'
+        ? `task ${envelope.id} of "${queue}" moved to dead letters at its handler's request (reason ${reason}): ${detail}`
+        : `task ${envelope.id} of "${queue}" moved to dead letters (${detail}): ${error.message}`,
+    );
+    if (requested === undefined) this.debugStack(envelope.id, queue, error);
+  }
+
+  /** A failed run whose task runs again after `delay` ms (unless a newer task of its coalescing key took its place). */
+  private async retryFailed(failed: Failed, delay: number, policy: RetryPolicy): Promise<void> {
+    const { task, envelope, error, requested, ran, trace } = failed;
+    const queue = task.keys.queue;
     let dueAt: number | 'replaced' | undefined;
     await this.outcomes.settle(
       task,
@@ -164,4 +171,14 @@ export class RunFailures {
     if (envelope.replyTo === undefined) return undefined;
     return replyErrorOf(error, { taskId: envelope.id, pattern, attempt, reason }, this.options.sendErrorStack === true);
   }
+}
+
+/** A failed run, as the steps after the decision see it. */
+interface Failed {
+  readonly task: ClaimedTask;
+  readonly envelope: TaskEnvelope;
+  readonly error: ErrorRecord;
+  readonly requested: ReturnType<typeof requestOf>;
+  readonly ran: Ran;
+  readonly trace: ConsumerTrace | undefined;
 }

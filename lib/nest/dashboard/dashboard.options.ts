@@ -89,6 +89,21 @@ export function resolvePath(path: unknown = 'queues'): string {
   return path.replace(/^\/|\/$/g, '');
 }
 
+/** `allowedHosts`, when given: a non-empty list of host names. */
+function validateAllowedHosts(allowedHosts: unknown): void {
+  if (
+    allowedHosts !== undefined &&
+    (!Array.isArray(allowedHosts) ||
+      allowedHosts.length === 0 ||
+      !allowedHosts.every((host) => typeof host === 'string' && /^[A-Za-z0-9.[\]:-]+$/.test(host)))
+  ) {
+    throw new InvalidOptionError(
+      'allowedHosts',
+      'must be a non-empty list of host names (with ":port" when not 80/443), e.g. ["ops.example.com", "localhost:3000"]',
+    );
+  }
+}
+
 /** Checks the settings (each bad one named) and refuses actions without a guard unless opted out. */
 export function resolveSettings(
   settings: RedisTaskDashboardSettings,
@@ -104,17 +119,7 @@ export function resolveSettings(
     trustProxy = false,
   } = settings;
   if (typeof trustProxy !== 'boolean') throw new InvalidOptionError('trustProxy', 'must be true or false');
-  if (
-    allowedHosts !== undefined &&
-    (!Array.isArray(allowedHosts) ||
-      allowedHosts.length === 0 ||
-      !allowedHosts.every((host) => typeof host === 'string' && /^[A-Za-z0-9.[\]:-]+$/.test(host)))
-  ) {
-    throw new InvalidOptionError(
-      'allowedHosts',
-      'must be a non-empty list of host names (with ":port" when not 80/443), e.g. ["ops.example.com", "localhost:3000"]',
-    );
-  }
+  validateAllowedHosts(allowedHosts);
   if (showPayloads === true && !mount.guard && mount.allowPayloadsWithoutGuard !== true) {
     throw new InvalidOptionError(
       'showPayloads',

@@ -7,7 +7,7 @@ import {
   ServiceUnavailableException,
   type OnModuleDestroy,
 } from '@nestjs/common';
-import { TaskAdmin, type DeadLetterFilter, type DeadLetterSelection } from '../../core/admin/admin.js';
+import { TaskAdmin } from '../../core/admin/admin.js';
 import {
   OverviewReader,
   type ClientPage,
@@ -16,8 +16,7 @@ import {
   type RunningTask,
 } from '../../core/admin/overview.js';
 import type { WorkerInfo } from '../../core/admin/stats.js';
-import { validateClientId, validateGroup } from '../../core/config/rules.js';
-import { DEAD_LETTER_REASONS, type DeadLetterReason, type DeadLetterRecord } from '../../core/model/dead-letter.js';
+import type { DeadLetterRecord } from '../../core/model/dead-letter.js';
 import { DEFAULT_GROUP } from '../../core/config/options.js';
 import { ScheduleNotFoundError } from '../../core/model/errors.js';
 import type { CancelResult, TaskStatus } from '../../core/model/task-status.js';
@@ -28,11 +27,11 @@ import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
 import { CsrfTokens, type DashboardRequest } from './csrf.js';
 import type { ResolvedDashboardSettings } from './dashboard.options.js';
+import { countOf, filterOf, groupOf, selectionOf } from './dashboard.requests.js';
 
 export const DASHBOARD_SETTINGS = Symbol('RedisTaskDashboardSettings');
 
-/** Most dead letters an action may name by id, and most rows of a page. */
-const MAX_IDS = 1_000;
+/** Most rows of a page. */
 const MAX_PAGE = 200;
 
 /** A pattern's page: its figures per group, its clients (a page), its consumer groups and workers. */
@@ -84,15 +83,15 @@ export class DashboardService implements OnModuleDestroy {
 
   async pattern(query: Record<string, unknown>): Promise<PatternPage> {
     const pattern = await this.knownPattern(query.name);
-    const group = this.group(query.group);
+    const group = groupOf(query.group);
     const { admin, reader } = await this.core();
     const scoped = group === DEFAULT_GROUP ? admin : admin.forGroup(group);
     const [groups, summary, clients, workers] = await Promise.all([
       admin.groups(pattern),
       reader.summary(pattern, group),
       reader.clients(pattern, group, {
-        offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
-        limit: this.count('limit', query.limit, 50, MAX_PAGE),
+        offset: countOf('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
+        limit: countOf('limit', query.limit, 50, MAX_PAGE),
       }),
       scoped.workers(pattern),
     ]);
@@ -114,9 +113,9 @@ export class DashboardService implements OnModuleDestroy {
     const pattern = await this.knownPattern(query.name);
     const admin = await this.admin(query.group);
     const page = await admin.findDeadLetters(pattern, {
-      offset: this.count('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
-      limit: this.count('limit', query.limit, 25, MAX_PAGE),
-      filter: this.filter(query),
+      offset: countOf('offset', query.offset, 0, Number.MAX_SAFE_INTEGER),
+      limit: countOf('limit', query.limit, 25, MAX_PAGE),
+      filter: filterOf(query),
     });
     // Payloads only when shown (an opt-in that needs a guard), and then a preview of a large one: a page
     // of 1 MB payloads is not sent to the browser every refresh.
@@ -200,12 +199,12 @@ export class DashboardService implements OnModuleDestroy {
 
   async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
     const pattern = await this.knownPattern(body.name);
-    return (await this.admin(body.group)).requeueDeadLetters(pattern, this.selection(body));
+    return (await this.admin(body.group)).requeueDeadLetters(pattern, selectionOf(body));
   }
 
   async purge(body: Record<string, unknown>): Promise<{ purged: number }> {
     const pattern = await this.knownPattern(body.name);
-    return { purged: await (await this.admin(body.group)).purgeDeadLetters(pattern, this.selection(body)) };
+    return { purged: await (await this.admin(body.group)).purgeDeadLetters(pattern, selectionOf(body)) };
   }
 
   /**
@@ -238,7 +237,7 @@ export class DashboardService implements OnModuleDestroy {
 
   private async admin(group: unknown): Promise<TaskAdmin> {
     const { admin } = await this.core();
-    const name = this.group(group);
+    const name = groupOf(group);
     return name === DEFAULT_GROUP ? admin : admin.forGroup(name);
   }
 
@@ -249,60 +248,6 @@ export class DashboardService implements OnModuleDestroy {
     const { admin } = await this.core();
     if (!(await admin.queues()).includes(name)) throw new NotFoundException('no such pattern under this prefix');
     return name;
-  }
-
-  private group(value: unknown): string {
-    if (value === undefined || value === '') return DEFAULT_GROUP;
-    return this.checked(() => validateGroup('group', value), value as string);
-  }
-
-  private count(name: string, value: unknown, fallback: number, max: number): number {
-    if (value === undefined || value === '') return fallback;
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < 0 || number > max)
-      throw new BadRequestException(`"${name}" must be an integer from 0 to ${max}`);
-    return number;
-  }
-
-  private filter(source: Record<string, unknown>): DeadLetterFilter {
-    const { reason, clientId } = source;
-    if (reason !== undefined && reason !== '' && !DEAD_LETTER_REASONS.includes(reason as DeadLetterReason)) {
-      throw new BadRequestException(`"reason" must be one of ${DEAD_LETTER_REASONS.join(', ')}`);
-    }
-    if (clientId !== undefined && clientId !== '') this.checked(() => validateClientId('clientId', clientId), clientId);
-    return {
-      ...(reason ? { reason: reason as DeadLetterReason } : {}),
-      ...(clientId ? { clientId: clientId as string } : {}),
-    };
-  }
-
-  /** `{ ids: [...] }`, `{ all: true }` (every dead letter) or `{ matching: { reason?, clientId? } }`. */
-  private selection(body: Record<string, unknown>): DeadLetterSelection {
-    if (Array.isArray(body.ids)) {
-      if (
-        body.ids.length === 0 ||
-        body.ids.length > MAX_IDS ||
-        !body.ids.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 200)
-      ) {
-        throw new BadRequestException(`"ids" must list 1 to ${MAX_IDS} task ids`);
-      }
-      return { ids: body.ids as string[] };
-    }
-    if (body.all === true) return 'all';
-    if (typeof body.matching === 'object' && body.matching !== null) {
-      const filter = this.filter(body.matching as Record<string, unknown>);
-      return Object.keys(filter).length === 0 ? 'all' : { filter };
-    }
-    throw new BadRequestException('the request must name "ids", "all: true" or "matching"');
-  }
-
-  private checked<T>(check: () => void, value: T): T {
-    try {
-      check();
-    } catch (error) {
-      throw new BadRequestException((error as Error).message.replace(/^nestjs-redis-tasks: /, ''));
-    }
-    return value;
   }
 }
 

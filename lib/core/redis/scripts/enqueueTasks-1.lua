@@ -16,7 +16,7 @@
 --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
 --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
 --   ring entries, a priority set to quarantine) and goes on from that task.
--- Includes: guard, pushTask, releaseClientSlot, coalesceEmit
+-- Includes: guard, pushTask, releaseClientSlot, coalesceEmit, track
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
 --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -48,9 +48,8 @@
 --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
 --   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
---   A tracked task written gets its index, `<base>:task:<id>` per group (hash, see include/track.lua;
---   replaced if the id had one, a key of another type quarantined), with a PEXPIRE of its live TTL, and
---   its entry under `<base>:task-entry:<id>` (SET PX, the same TTL). A coalesced task writes its key's
+--   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
+--   include/track.lua). A coalesced task writes its key's
 --   record, `<base>:coalesce:<key>` per group (see include/coalesce.lua), and may replace the entry a
 --   waiting task runs, or revoke a running task (HDEL from its worker's processing hash).
 local root = KEYS[1]
@@ -288,29 +287,7 @@ while a <= count do
         now = redisMs()
       end
       for _, k in ipairs(keysOf) do
-        local index = k.base .. ':task:' .. id
-        -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
-        local found = redis.call('TYPE', index)['ok']
-        if found == 'hash' then
-          redis.call('DEL', index)
-        elseif found ~= 'none' then
-          quarantineKey(k.faults, index, 'hash')
-        end
-        local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
-          'priority', priority, 'keep', track.keep, 'live', track.live }
-        if delay > 0 then
-          fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
-        end
-        if track.reply ~= '' then
-          fields[#fields + 1], fields[#fields + 2] = 'reply', track.reply
-        end
-        if dedup ~= '' then
-          fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
-        end
-        redis.call('HSET', index, unpack(fields))
-        redis.call('PEXPIRE', index, tonumber(track.live) or 86400000)
-        -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
-        redis.call('SET', k.base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or 86400000)
+        trackCreate(k.base, k.faults, id, client, priority, delay, dedup, track, entry, now)
       end
     end
   end

@@ -1,7 +1,7 @@
 -- include/track.lua — shared by the scripts whose header says "Includes: track".
 -- Needs: guard, finishTask, clock
 -- A tracked task's index, `<base>:task:<id>` (hash; QueueKeys.task spells it), is made by
--- enqueueTasks alone; every later step updates it only while it exists, so a task enqueued without
+-- enqueueTasks alone (trackCreate); every later step updates it only while it exists, so a task enqueued without
 -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
 -- `keep` ms once it ended). Its fields: id, state (pending | delayed | running | completed | cancelled |
 -- dead), at (Redis ms of the last change), enq (when enqueued), client, priority, due and why (delayed: `delay` or
@@ -12,6 +12,10 @@
 -- channel), dedup (its deduplication key), keep and live. While the task waits, the entry as it lies in its
 -- list or set (so a cancel can take it out) is kept beside the index, under `<base>:task-entry:<id>`
 -- (string, same TTL): out of the hash, so the index stays a small listpack encoding once the task runs.
+-- trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
+--   The index of a tracked task just written (enqueueTasks; track: keep, live, reply): pending, or delayed
+--   (why `delay`) when it has a delay; an id used before starts a new index (a key of another type is set
+--   aside, recorded in faults); its entry kept beside it for a cancel. Both live `live` ms.
 -- trackedIndex(faults, key, ...)
 --   The index to update, as { keep, live, <the fields named> } (one HMGET), or false: '' or absent (every
 --   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
@@ -29,6 +33,32 @@
 --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
 --   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
+local function trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
+  local index = base .. ':task:' .. id
+  -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
+  local found = redis.call('TYPE', index)['ok']
+  if found == 'hash' then
+    redis.call('DEL', index)
+  elseif found ~= 'none' then
+    quarantineKey(faults, index, 'hash')
+  end
+  local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
+    'priority', priority, 'keep', track.keep, 'live', track.live }
+  if delay > 0 then
+    fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
+  end
+  if track.reply ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'reply', track.reply
+  end
+  if dedup ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
+  end
+  redis.call('HSET', index, unpack(fields))
+  redis.call('PEXPIRE', index, tonumber(track.live) or TRACK_DEFAULT_TTL)
+  -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
+  redis.call('SET', base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or TRACK_DEFAULT_TTL)
+end
+
 local function trackedIndex(faults, key, ...)
   if key == '' then
     return false
