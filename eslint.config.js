@@ -49,7 +49,7 @@ export default [
   {
     files: ['lib/core/**/*.ts'],
     plugins: { house },
-    rules: { 'house/imports-downward': 'error' },
+    rules: { 'house/imports-downward': 'error', 'house/registries-in-store': 'error' },
   },
   {
     // The adapters reach Redis through the core's roles (entry points like lib/index.ts re-export freely).

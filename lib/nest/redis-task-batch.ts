@@ -65,10 +65,7 @@ export class RedisTaskBatch {
       const { runtime } = host;
       wired.core = {
         host,
-        batch: new TaskBatch(
-          { redis: runtime.redis, keys: runtime.keys, layouts: runtime.layouts, producer: runtime.producer },
-          wired.options,
-        ),
+        batch: new TaskBatch({ store: runtime.store, producer: runtime.producer }, wired.options),
       };
     }
     return wired.core;

@@ -3,11 +3,17 @@ import type { Rule } from 'eslint';
 
 export declare const LAYERS: Readonly<Record<string, number>>;
 export declare const ALLOWED_SIDEWAYS: Readonly<Record<string, string>>;
+export declare const REGISTRIES: readonly string[];
+export declare const CONNECTION_OWNERS: Readonly<Record<string, string>>;
 declare const plugin: {
   readonly meta: { readonly name: string };
   readonly rules: Readonly<
     Record<
-      'imports-downward' | 'adapters-above-redis' | 'no-spread-then-fields' | 'no-long-lived-tables',
+      | 'imports-downward'
+      | 'adapters-above-redis'
+      | 'registries-in-store'
+      | 'no-spread-then-fields'
+      | 'no-long-lived-tables',
       Rule.RuleModule
     >
   >;

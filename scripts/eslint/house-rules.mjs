@@ -115,6 +115,48 @@ const adaptersAboveRedis = {
   },
 };
 
+/**
+ * The per-connection registries of lib/core/redis (a connection's script gateway, its watch, its scripts
+ * defined): a role reaches them through its store (TaskStore: `store.gateway`, `store.watch`), never by
+ * calling them. Outside lib/core/redis only the modules that own or watch a connection of their own, each
+ * with why, call them.
+ */
+export const REGISTRIES = ['gatewayOf', 'watchOf', 'defineScripts', 'perConnection'];
+export const CONNECTION_OWNERS = {
+  'producer/producer-runtime.ts': "opens the client's connection (its watch names the server)",
+  'producer/enqueue-coalescer.ts': "the connection's enqueue coalescer, shared by every producer on it",
+  'worker/worker-connection.ts': "opens the worker's connections (their watches name the server)",
+  'worker/idle-wait.ts': "the idle wait's own blocking connection (its scripts defined there)",
+  'worker/watchdog.ts': "watches each claim loop's connection (when it was last ready)",
+  'worker/turn-batch.ts': "per-connection batches of one event-loop turn's acknowledgements and starts",
+  'admin/readiness.ts': "waits for a connection an adapter holds (a Nest provider's), before any store",
+};
+
+const registriesInStore = {
+  meta: {
+    type: 'problem',
+    docs: { description: "lib/core reaches a connection's registries through its store (TaskStore)" },
+    schema: [{ type: 'object', properties: { coreRoot: { type: 'string' } }, additionalProperties: false }],
+    messages: {
+      registry:
+        "{{file}} calls {{name}}(): a role reaches the connection's gateway and watch through its store (store.gateway, " +
+        'store.watch); only lib/core/redis and the connection owners (house-rules.mjs CONNECTION_OWNERS) call the registries',
+    },
+  },
+  create(context) {
+    const coreRoot = resolve(context.options[0]?.coreRoot ?? 'lib/core');
+    const from = coreFolder(context.filename, coreRoot);
+    if (!from || from.layer === 'redis' || CONNECTION_OWNERS[from.path]) return {};
+    return {
+      CallExpression(node) {
+        const name = node.callee.type === 'Identifier' ? node.callee.name : undefined;
+        if (name && REGISTRIES.includes(name))
+          context.report({ node, messageId: 'registry', data: { file: from.path, name } });
+      },
+    };
+  },
+};
+
 const noSpreadThenFields = {
   meta: {
     type: 'problem',
@@ -184,6 +226,7 @@ export default {
   rules: {
     'imports-downward': importsDownward,
     'adapters-above-redis': adaptersAboveRedis,
+    'registries-in-store': registriesInStore,
     'no-spread-then-fields': noSpreadThenFields,
     'no-long-lived-tables': noLongLivedTables,
   },

@@ -1,7 +1,7 @@
 import { COALESCE_MODE_CODES, encodeEntry, type CoalesceMode } from '../../lib/core/model/codec.js';
 import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
-import { scheduleGatewayOf, type DueSchedule } from '../../lib/core/redis/schedule-gateway.js';
+import type { DueSchedule } from '../../lib/core/redis/schedule-gateway.js';
 import { claimAs, type TestRedis } from '../support/redis.js';
 
 /** A script's call on a sound queue: the state it expects, and the call as its caller makes it. */
@@ -113,7 +113,7 @@ export function queueHelpers(redis: TestRedis, worker: string) {
 /** One scenario per script (by name), run as `worker` on `redis`. */
 export function scenarios(redis: TestRedis, worker: string): Record<string, Scenario> {
   const { gateway, entry, enqueue, coalesced, claimAll } = queueHelpers(redis, worker);
-  const schedules = scheduleGatewayOf(redis);
+  const schedules = gateway.schedules;
   const upsertArgs = () => [JSON.stringify({ pattern: 'q', everyMs: 60_000 }), 'api', Date.now(), Date.now() + 60_000];
   /** A stored schedule `id`, due at `dueAt` when given. */
   async function storeSchedule(keys: QueueKeys, id: string, dueAt?: number): Promise<void> {

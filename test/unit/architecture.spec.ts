@@ -26,6 +26,14 @@ const CORE = join(LIB, 'core');
  * paths) are lint rules (scripts/eslint/house-rules.mjs, test/unit/house-rules.spec.ts).
  */
 
+/** Every file under `dir`, recursively. */
+function allFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? allFiles(path) : [path];
+  });
+}
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
@@ -81,6 +89,33 @@ describe('architecture', () => {
     expect(loose).toEqual([]);
     // The lint rule's layers name every folder there is (a new folder gets its place in them).
     expect(readdirSync(CORE).sort()).toEqual(Object.keys(LAYERS).sort());
+  });
+
+  it('names every file of lib/core in ARCHITECTURE.md (its "Every file" section), and no file that is gone', () => {
+    const text = readFileSync('ARCHITECTURE.md', 'utf8');
+    const section = text.slice(
+      text.indexOf('## Every file of `lib/core`'),
+      text.indexOf('## Adding a per-task feature'),
+    );
+    expect(section.length).toBeGreaterThan(1_000);
+    const named = new Set([...section.matchAll(/`([\w.+/-]+)`/g)].map((match) => match[1]));
+    const files = allFiles(CORE).map((file) => relative(CORE, file));
+    const unnamed = files.filter((file) => {
+      const base = file.split('/').pop() ?? file;
+      return !named.has(base) && !named.has(base.replace(/\.lua$/, '')) && !named.has(file.replace(/^redis\//, ''));
+    });
+    expect(unnamed).toEqual([]);
+    // Every file name it gives exists (a renamed or removed file is taken out of the map).
+    const known = new Set(
+      files.flatMap((file) => {
+        const base = file.split('/').pop() ?? file;
+        return [base, base.replace(/\.lua$/, ''), file, file.replace(/^redis\//, '')];
+      }),
+    );
+    const gone = [...named].filter(
+      (name) => !name.startsWith('test/') && /\.(ts|lua)$|^[a-z][A-Za-z]+-\d+(\+n)?$/.test(name) && !known.has(name),
+    );
+    expect(gone).toEqual([]);
   });
 
   it('calls the Lua scripts only through the gateway (nobody else knows a script KEYS order)', () => {

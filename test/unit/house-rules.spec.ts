@@ -82,6 +82,34 @@ tester.run('house/adapters-above-redis', house.rules['adapters-above-redis'], {
   ],
 });
 
+tester.run('house/registries-in-store', house.rules['registries-in-store'], {
+  valid: [
+    {
+      filename: at('admin/dead-letters.ts'),
+      code: 'const moved = await this.store.gateway.requeueDeadLetters(keys, letters);',
+    },
+    { filename: at('redis/store.ts'), code: 'this.gateway = gatewayOf(redis);' },
+    { filename: at('worker/worker-connection.ts'), code: 'const watch = watchOf(redis, server);' },
+  ],
+  invalid: [
+    {
+      filename: at('admin/dead-letters.ts'),
+      code: 'const moved = await gatewayOf(this.redis).requeueDeadLetters(keys, letters);',
+      errors: [{ messageId: 'registry' }],
+    },
+    {
+      filename: at('schedules/ticker.ts'),
+      code: 'const watch = watchOf(store.redis);',
+      errors: [{ messageId: 'registry' }],
+    },
+    {
+      filename: at('batches/batch-folder.ts'),
+      code: 'const registry = perConnection((redis) => new Thing(redis));',
+      errors: [{ messageId: 'registry' }],
+    },
+  ],
+});
+
 tester.run('house/no-spread-then-fields', house.rules['no-spread-then-fields'], {
   valid: [
     { code: 'const a = { b: 1, ...c };' },

@@ -1,7 +1,7 @@
 import { validateGroup } from '../config/rules.js';
 import { DEFAULT_GROUP } from '../redis/keys.js';
 import { TaskStore } from '../redis/store.js';
-import { defineScripts, type RedisConnection, type TaskRedis } from '../redis/scripts.js';
+import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 
 /** A connection with this package's scripts on it, as the admin parts take it. */
 export type TaskAdminRedis = TaskRedis;
@@ -129,7 +129,7 @@ export class TaskAdmin {
    * it first.
    */
   static onConnection(redis: RedisConnection, prefix: string, group = DEFAULT_GROUP): TaskAdmin {
-    return TaskAdmin.forPrefix(defineScripts(redis), prefix, group);
+    return new TaskAdmin(TaskStore.onConnection(redis, prefix), group);
   }
 
   /**

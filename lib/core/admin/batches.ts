@@ -1,7 +1,6 @@
 import { InvalidTaskError } from '../model/errors.js';
 import type { BatchCancelResult, BatchStatus } from '../model/batch.js';
 import { decodeEntry } from '../model/codec.js';
-import { gatewayOf } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { nameProblem } from '../config/rules.js';
 import { describe } from '../support/describe.js';
@@ -53,7 +52,7 @@ export class BatchReader extends AdminPart {
    */
   async cancel(id: string): Promise<BatchCancelResult> {
     checkBatchId('cancelBatch()', id);
-    const gateway = gatewayOf(this.redis);
+    const gateway = this.gateway;
     const { before, patterns } = await gateway.batch.cancel(this.keys.batch(id));
     if (before === 'unknown') return { cancelled: false, state: 'unknown' };
     let removed = 0;
@@ -75,7 +74,7 @@ export class BatchReader extends AdminPart {
 
   /** Takes the batch's waiting tasks (their entries carry `marker`) out of a shard's lists, sets and delayed set. */
   private async removeWaiting(keys: QueueKeys, marker: string): Promise<number> {
-    const gateway = gatewayOf(this.redis);
+    const gateway = this.gateway;
     const clients = new Set([
       ...(await this.redis.lrange(keys.ring, 0, -1)),
       ...(await this.redis.smembers(keys.parked)),

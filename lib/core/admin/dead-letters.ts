@@ -1,7 +1,6 @@
 import { encodeEntry, FORMAT_VERSION_2 } from '../model/codec.js';
 import type { DeadLetterReason, DeadLetterRecord } from '../model/dead-letter.js';
 import { type QueueKeys } from '../redis/keys.js';
-import { gatewayOf } from '../redis/gateway.js';
 import { AdminPart } from './part.js';
 
 /** Which dead letters an operation applies to: all of them, or those with the given task ids. */
@@ -183,7 +182,7 @@ export class DeadLetters extends AdminPart {
         letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0 });
       }
       if (letters.length > 0) {
-        requeued += await gatewayOf(this.redis).requeueDeadLetters(keys, letters);
+        requeued += await this.gateway.requeueDeadLetters(keys, letters);
       }
     }
     return { requeued, skipped };

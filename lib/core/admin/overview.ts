@@ -1,8 +1,6 @@
 import { decodeEntry } from '../model/codec.js';
-import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys, type QueueLayout } from '../redis/keys.js';
+import { DEFAULT_GROUP, type QueueKeys, type QueueLayout } from '../redis/keys.js';
 import { TaskStore } from '../redis/store.js';
-import { gatewayOf } from '../redis/gateway.js';
-import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import type { QueueCounters } from './stats.js';
 import { patternState, type PatternState } from './state.js';
@@ -119,15 +117,7 @@ export class OverviewReader {
   /** Shard layouts: a recorded shard count never changes, so each pattern's is read once. */
   private readonly known = new Map<string, QueueLayout>();
 
-  private readonly redis: TaskRedis;
-  private readonly keys: PrefixKeys;
-  private readonly layouts: QueueLayouts;
-
-  constructor(store: TaskStore) {
-    this.redis = store.redis;
-    this.keys = store.keys;
-    this.layouts = store.layouts;
-  }
+  constructor(private readonly store: TaskStore) {}
 
   /** The reader of a prefix, each pattern's shard count read from its record in Redis. */
   static forPrefix(redis: TaskRedis, prefix: string): OverviewReader {
@@ -136,13 +126,13 @@ export class OverviewReader {
 
   /** Every pattern in use under the prefix (those with tasks but no worker ever included), per consumer group. */
   async overview(): Promise<Overview> {
-    const patterns = (await this.redis.smembers(this.keys.queues)).sort();
+    const patterns = (await this.store.redis.smembers(this.store.keys.queues)).sort();
     const layouts = await Promise.all(patterns.map((pattern) => this.layout(pattern)));
     const replies = await Promise.all(
       layouts.map((layout) =>
         Promise.all(
           layout.shards.map(
-            (shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
+            (shard) => this.store.gateway.readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
           ),
         ),
       ),
@@ -169,7 +159,7 @@ export class OverviewReader {
     const layout = await this.layout(pattern);
     const replies = await Promise.all(
       layout.shards.map(
-        (shard) => gatewayOf(this.redis).readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
+        (shard) => this.store.gateway.readOverview(shard, OLDEST_SAMPLE) as Promise<[number, ...GroupReply[]]>,
       ),
     );
     let at = 0;
@@ -191,14 +181,14 @@ export class OverviewReader {
     const sizes = await Promise.all(
       shards.map(async (keys) => {
         const [ring, throttled, parked] = await Promise.all([
-          this.redis.llen(keys.ring).catch(() => 0),
-          this.redis.zcard(keys.throttled).catch(() => 0),
-          this.redis.scard(keys.parked).catch(() => 0),
+          this.store.redis.llen(keys.ring).catch(() => 0),
+          this.store.redis.zcard(keys.throttled).catch(() => 0),
+          this.store.redis.scard(keys.parked).catch(() => 0),
         ]);
         return { ring, throttled, parked };
       }),
     );
-    const cap = Number(await this.redis.get(shards[0].clientConcurrency).catch(() => null));
+    const cap = Number(await this.store.redis.get(shards[0].clientConcurrency).catch(() => null));
     const wanted: { keys: QueueKeys; clientId: string; state: ClientRow['state'] }[] = [];
     let position = 0;
     for (const [i, keys] of shards.entries()) {
@@ -210,22 +200,22 @@ export class OverviewReader {
         if (from >= to) continue;
         const ids =
           state === 'ready'
-            ? await this.redis.lrange(keys.ring, from, to - 1)
+            ? await this.store.redis.lrange(keys.ring, from, to - 1)
             : state === 'throttled'
-              ? await this.redis.zrange(keys.throttled, String(from), String(to - 1))
-              : (await this.redis.smembers(keys.parked)).sort().slice(from, to);
+              ? await this.store.redis.zrange(keys.throttled, String(from), String(to - 1))
+              : (await this.store.redis.smembers(keys.parked)).sort().slice(from, to);
         for (const clientId of ids) wanted.push({ keys, clientId, state });
       }
     }
     const clients = await Promise.all(
       wanted.map(async ({ keys, clientId, state }): Promise<ClientRow> => {
         const [listed, prioritized, inFlight, weight, own, all] = await Promise.all([
-          this.redis.llen(keys.pending(clientId)).catch(() => 0),
-          this.redis.zcard(keys.priority(clientId)).catch(() => 0),
-          this.redis.hget(keys.inflight, clientId).catch(() => null),
-          this.redis.hget(keys.weights, clientId).catch(() => null),
-          this.redis.hget(keys.rates, clientId).catch(() => null),
-          this.redis.hget(keys.rates, '*').catch(() => null),
+          this.store.redis.llen(keys.pending(clientId)).catch(() => 0),
+          this.store.redis.zcard(keys.priority(clientId)).catch(() => 0),
+          this.store.redis.hget(keys.inflight, clientId).catch(() => null),
+          this.store.redis.hget(keys.weights, clientId).catch(() => null),
+          this.store.redis.hget(keys.rates, clientId).catch(() => null),
+          this.store.redis.hget(keys.rates, '*').catch(() => null),
         ]);
         const rate = Number(own ?? all ?? 0);
         return {
@@ -245,7 +235,7 @@ export class OverviewReader {
   async running(pattern: string, group: string, workerId: string, limit = 100): Promise<RunningTask[]> {
     const tasks: RunningTask[] = [];
     for (const shard of (await this.layout(pattern)).shards) {
-      const held = await this.redis.hvals(shard.forGroup(group).processing(workerId)).catch(() => [] as string[]);
+      const held = await this.store.redis.hvals(shard.forGroup(group).processing(workerId)).catch(() => [] as string[]);
       for (const raw of held.slice(0, limit - tasks.length)) {
         const decoded = decodeEntry(raw);
         if (decoded.ok) {
@@ -267,7 +257,7 @@ export class OverviewReader {
   private async layout(pattern: string): Promise<QueueLayout> {
     const known = this.known.get(pattern);
     if (known) return known;
-    const layout = await this.layouts.layout(pattern);
+    const layout = await this.store.layouts.layout(pattern);
     this.known.set(pattern, layout);
     return layout;
   }

@@ -6,10 +6,9 @@ import {
   type BatchFire,
   type BatchSummary,
 } from '../model/batch.js';
-import { enqueueAnswer, gatewayOf } from '../redis/gateway.js';
-import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
-import type { QueueLayouts } from '../redis/layouts.js';
-import type { TaskRedis } from '../redis/scripts.js';
+import { enqueueAnswer } from '../redis/gateway.js';
+import type { TaskStore } from '../redis/store.js';
+import type { QueueKeys } from '../redis/keys.js';
 import { prepareTask } from '../producer/task-items.js';
 
 /**
@@ -28,14 +27,8 @@ const CALLBACK_TIMEOUT_MS = 10_000;
  * the guards of callbacks that settled already (the others go when their settle is folded), and drops the
  * batch from the due index. Returns the callback task ids.
  */
-export async function enqueueCallbacks(
-  redis: TaskRedis,
-  keys: PrefixKeys,
-  layouts: QueueLayouts,
-  id: string,
-  fire: BatchFire,
-): Promise<string[]> {
-  const gateway = gatewayOf(redis);
+export async function enqueueCallbacks(store: TaskStore, id: string, fire: BatchFire): Promise<string[]> {
+  const { redis, keys, layouts, gateway } = store;
   const summary: BatchSummary = {
     batchId: id,
     total: fire.total,

@@ -1,7 +1,7 @@
 import { callbackGuard, callbackKindOf } from '../model/batch.js';
-import { gatewayOf, type ScriptGateway } from '../redis/gateway.js';
+import type { ScriptGateway } from '../redis/gateway.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
-import type { QueueLayouts } from '../redis/layouts.js';
+import type { TaskStore } from '../redis/store.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
 import { enqueueCallbacks } from './batch-callbacks.js';
@@ -23,13 +23,16 @@ export const BATCH_RECHECK_MS = 30_000;
 export class BatchFolder {
   private readonly gateway: ScriptGateway;
 
+  private readonly redis: TaskRedis;
+  private readonly keys: PrefixKeys;
+
   constructor(
-    private readonly redis: TaskRedis,
-    private readonly keys: PrefixKeys,
-    private readonly layouts: QueueLayouts,
+    private readonly store: TaskStore,
     private readonly logger?: TaskLogger,
   ) {
-    this.gateway = gatewayOf(redis);
+    this.redis = store.redis;
+    this.keys = store.keys;
+    this.gateway = store.gateway;
   }
 
   /** Folds a shard's batch events (the default group's: only its runs count); how many were folded. */
@@ -90,7 +93,7 @@ export class BatchFolder {
   private async settle(id: string, answer: FireAnswer): Promise<void> {
     if (answer.kind !== 'fire') return;
     try {
-      const callbacks = await enqueueCallbacks(this.redis, this.keys, this.layouts, id, answer);
+      const callbacks = await enqueueCallbacks(this.store, id, answer);
       this.logger?.log(`batch ${id} completed: enqueued ${callbacks.join(', ')}`);
     } catch (error) {
       // Its events stay (they are dropped after this), and the due index holds it: enqueued by a later fold.

@@ -1,9 +1,7 @@
 import { BatchIdInUseError, InvalidTaskError, RedisUnavailableError } from '../model/errors.js';
 import { BATCH_DEFAULT_KEEP_MS, type BatchCallback, type BatchOptions } from '../model/batch.js';
-import { gatewayOf } from '../redis/gateway.js';
-import type { BatchKeys, PrefixKeys } from '../redis/keys.js';
-import type { QueueLayouts } from '../redis/layouts.js';
-import type { TaskRedis } from '../redis/scripts.js';
+import type { BatchKeys } from '../redis/keys.js';
+import type { TaskStore } from '../redis/store.js';
 import { describe } from '../support/describe.js';
 import { nameProblem, patternProblem } from '../config/rules.js';
 import { newTaskId, type EnqueueItem, type EnqueueReceipt, type TaskProducer } from '../producer/producer.js';
@@ -20,9 +18,8 @@ export interface ResolvedBatchOptions {
 
 /** What a batch works with: its producer's connection, keys, layouts and producer. */
 export interface BatchParts {
-  readonly redis: TaskRedis;
-  readonly keys: PrefixKeys;
-  readonly layouts: QueueLayouts;
+  /** The producer's store (its connection, keys, layouts and gateway). */
+  readonly store: TaskStore;
   readonly producer: TaskProducer;
 }
 
@@ -70,7 +67,7 @@ export class TaskBatch {
     private readonly parts: BatchParts,
     private readonly options: ResolvedBatchOptions,
   ) {
-    this.keys = parts.keys.batch(options.id);
+    this.keys = parts.store.keys.batch(options.id);
   }
 
   get id(): string {
@@ -83,7 +80,7 @@ export class TaskBatch {
     const children = items.map((item) => ({ ...item, id: item.id ?? newTaskId(), batch: this.options.id }));
     const ids = children.map((child) => child.id);
     // Counted first, with the pattern a cancel looks for them in (a pattern recorded in vain costs a look).
-    const state = await gatewayOf(this.parts.redis).batch.add(this.keys, queue, ids);
+    const state = await this.parts.store.gateway.batch.add(this.keys, queue, ids);
     if (state !== 'open')
       throw new InvalidTaskError(`batch "${this.options.id}" is ${state}: no task can be added to it`);
     try {
@@ -91,9 +88,7 @@ export class TaskBatch {
     } catch (error) {
       // Nothing was written: the batch must not wait for them. (Maybe written: they stay counted.)
       if (error instanceof InvalidTaskError || (error instanceof RedisUnavailableError && error.written === false)) {
-        await gatewayOf(this.parts.redis)
-          .batch.takeBack(this.keys, ids)
-          .catch(() => undefined);
+        await this.parts.store.gateway.batch.takeBack(this.keys, ids).catch(() => undefined);
       }
       throw error;
     }
@@ -102,19 +97,18 @@ export class TaskBatch {
   /** No task will be added any more; fires the batch at once when every task settled already. */
   async seal(): Promise<void> {
     await this.open();
-    const answer = await gatewayOf(this.parts.redis).batch.seal(this.keys);
+    const answer = await this.parts.store.gateway.batch.seal(this.keys);
     if (answer.kind === 'fire') {
-      const { redis, keys, layouts } = this.parts;
-      await enqueueCallbacks(redis, keys, layouts, this.options.id, answer);
+      await enqueueCallbacks(this.parts.store, this.options.id, answer);
     }
   }
 
   private open(): Promise<void> {
     this.opened ??= (async () => {
-      const { redis, keys } = this.parts;
+      const { redis, keys, gateway } = this.parts.store;
       await redis.zadd(keys.batchesDue, 'NX', Date.now() + BATCH_RECHECK_MS, this.options.id);
       const { onComplete, onSuccess, keepMs } = this.options;
-      const { state, ttlMs } = await gatewayOf(redis).batch.open(this.keys, onComplete, onSuccess, keepMs);
+      const { state, ttlMs } = await gateway.batch.open(this.keys, onComplete, onSuccess, keepMs);
       // Counted for metrics (once per batch: only the open that made it; a crash here loses one count).
       if (state === 'opened') await redis.hincrby(keys.batchCounters, 'opened', 1);
       else if (state !== 'open') throw new BatchIdInUseError(this.options.id, state, ttlMs);

@@ -1,6 +1,6 @@
 import type { DurabilityOptions } from '../config/options.js';
 import type { QueueKeys } from '../redis/keys.js';
-import { enqueueAnswer, gatewayOf, type EnqueueCall, type ScriptGateway } from '../redis/gateway.js';
+import { enqueueAnswer, gatewayOf, type EnqueueCall, type EnqueueCalls } from '../redis/gateway.js';
 import { perConnection } from '../redis/per-connection.js';
 import { SlotSet } from '../support/churn-tables.js';
 import type { PreparedTask } from './task-items.js';
@@ -61,7 +61,7 @@ export class EnqueueCoalescer {
   /** The rest of each call answered in part (see answer). */
   private readonly answering = new SlotSet<() => void>();
 
-  constructor(private readonly gateway: ScriptGateway) {}
+  constructor(private readonly gateway: EnqueueCalls) {}
 
   add(signature: string, settings: CallSettings, part: EnqueuePart): void {
     const root = part.keys.root;

@@ -12,6 +12,7 @@ import {
 import { checkServer } from '../redis/guardrails.js';
 import { PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
+import { TaskStore } from '../redis/store.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { printableLogger, type TaskLogger } from '../support/logger.js';
 import { loadTracing } from '../support/tracing.js';
@@ -33,6 +34,8 @@ export class ProducerRuntime {
   /** The prefix's keys, and the queue layouts this producer enqueues with (a batch works with both). */
   readonly keys: PrefixKeys;
   readonly layouts: QueueLayouts;
+  /** The same, with the connection and its script gateway, under one name (a batch takes the store). */
+  readonly store: TaskStore;
   private checking: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
 
@@ -74,6 +77,7 @@ export class ProducerRuntime {
     const watch = watchOf(redis, describeServer(options.connection));
     this.server = watch.server;
     this.layouts = new QueueLayouts(redis, keys, options.shards, logger);
+    this.store = new TaskStore(redis, this.layouts);
     this.producer = new TaskProducer(redis, this.layouts, {
       maxPayloadBytes: options.maxPayloadBytes,
       batchChunkSize: options.batchChunkSize,
@@ -89,7 +93,7 @@ export class ProducerRuntime {
       logger: printableLogger(logger),
     });
     this.inbox = new ReplyInbox(
-      redisReplyRoute(redis, this.producer),
+      redisReplyRoute(this.store, this.producer),
       this.producer,
       replyChannel,
       options,

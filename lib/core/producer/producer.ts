@@ -1,13 +1,12 @@
-import { coalescerOf, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
 import { scrubbed } from '../support/redact.js';
 import { describe } from '../support/describe.js';
 import { patternProblem } from '../config/rules.js';
 import { ClosedError, InvalidTaskError } from '../model/errors.js';
-import type { QueueKeys, QueueLayout } from '../redis/keys.js';
+import type { QueueLayout } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { SlotSet } from '../support/churn-tables.js';
 import { EnqueueErrors } from './enqueue-errors.js';
+import { EnqueueHandOver, receipt, shardKeyOf } from './hand-over.js';
 import { KnownQueues } from './known-queues.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
@@ -16,20 +15,6 @@ import type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-
 export { newTaskId, type EnqueueItem } from './task-items.js';
 
 export type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
-
-/** A task's receipt from its enqueue result (see enqueueTasks-1.lua's Returns). */
-function receipt(task: PreparedTask, holder: 0 | string | undefined): EnqueueReceipt {
-  if (holder === 0 || holder === undefined) return { id: task.id, duplicate: false };
-  const mark = holder.charCodeAt(0);
-  if (mark === 1) return { id: task.id, duplicate: false, replaced: holder.slice(1) };
-  if (mark === 2) return { id: task.id, duplicate: false, superseded: holder.slice(1) };
-  return { id: String(holder), duplicate: true };
-}
-
-/** What picks a task's shard: its coalescing key (every task of a key meets in one shard), else its client. */
-function shardKeyOf(task: PreparedTask): string {
-  return task.coalesce === undefined ? task.clientId : task.coalesce.key;
-}
 
 /**
  * Enqueues tasks durably: the promise resolves only once Redis has written them (and, with
@@ -44,14 +29,9 @@ export class TaskProducer {
   /** Calls waiting for the connection, each with how to fail it when the producer closes. */
   // table-ok: only calls made while the connection is not ready
   private readonly calls = new Set<(closed: Error) => void>();
-  /** Parts handed to the coalescer and not answered yet (per task: no Set, see SlotSet). */
-  private readonly parts = new SlotSet<EnqueuePart>();
   /** Whether the start-up checks passed (they run once per connection). */
   private checked = false;
-  private readonly coalescer: EnqueueCoalescer;
-  private readonly settings: CallSettings;
-  /** Producers with equal settings on one connection share script calls. */
-  private readonly signature: string;
+  private readonly handOver: EnqueueHandOver;
   private readonly limits: ItemLimits;
   private readonly errors: EnqueueErrors;
 
@@ -60,21 +40,14 @@ export class TaskProducer {
     private readonly layouts: QueueLayouts,
     private readonly options: ProducerOptions,
   ) {
-    this.coalescer = coalescerOf(redis);
     this.known = new KnownQueues(redis, layouts, options.logger);
-    this.settings = {
-      chunkSize: options.batchChunkSize,
-      timeoutMs: options.enqueueTimeoutMs,
-      durability: options.durability,
-    };
-    const durability = options.durability;
-    this.signature = `${options.batchChunkSize}:${options.enqueueTimeoutMs}:${durability ? `${durability.replicas}/${durability.timeoutMs}` : '-'}`;
     this.limits = {
       maxPayloadBytes: options.maxPayloadBytes,
       deduplicationTtlMs: options.deduplicationTtlMs,
       track: options.track,
     };
     this.errors = new EnqueueErrors(layouts.prefix, options);
+    this.handOver = new EnqueueHandOver(redis, options, this.errors);
   }
 
   /**
@@ -82,15 +55,8 @@ export class TaskProducer {
    * written; with the write sent, it may have been.
    */
   close(): void {
-    this.coalescer.answerWaiting(); // written and answered: only the callers' turn had not come
     for (const fail of [...this.calls]) fail(new ClosedError('RedisTaskClient'));
-    for (const part of this.parts.values()) {
-      part.fail(
-        part.sent
-          ? this.errors.unavailable(part.keys.queue, 'unknown', 'the client closed before Redis answered')
-          : new ClosedError('RedisTaskClient'),
-      );
-    }
+    this.handOver.close();
   }
 
   /** One task; resolves with its receipt once Redis wrote it. */
@@ -124,7 +90,7 @@ export class TaskProducer {
       to.failed(error);
       return;
     }
-    this.hand(
+    this.handOver.hand(
       layout.shardOf(shardKeyOf(task)),
       [task],
       (results, at) => to.written(receipt(task, results[at])),
@@ -159,7 +125,7 @@ export class TaskProducer {
     // Checked before anything else: one invalid item rejects the call with nothing sent.
     const prepared = items.map((item, index) => prepareTask(item, now, batch ? index : undefined, this.limits));
     const layout = this.readyLayout(queue);
-    if (layout !== undefined) return this.submit(layout, prepared);
+    if (layout !== undefined) return this.handOver.submit(layout, prepared);
     return this.enqueueWhenReady(queue, prepared, deadline);
   }
 
@@ -204,7 +170,7 @@ export class TaskProducer {
             this.checked = true;
             if (gaveUp) return failed;
             sent = true;
-            return this.submit(await this.known.learn(queue), prepared);
+            return this.handOver.submit(await this.known.learn(queue), prepared);
           })(),
         ]),
       );
@@ -216,88 +182,8 @@ export class TaskProducer {
     }
   }
 
-  /** Hands the tasks over shard by shard; receipts in item order. */
-  private async submit(layout: QueueLayout, prepared: PreparedTask[]): Promise<EnqueueReceipt[]> {
-    if (layout.shardCount === 1) return this.submitShard(layout.shards[0], prepared);
-    // Each shard is its own slot (possibly its own node): one call per shard.
-    const receipts: EnqueueReceipt[] = new Array<EnqueueReceipt>(prepared.length);
-    await Promise.all(
-      [...indexesByShard(layout, prepared)].map(async ([shard, indexes]) => {
-        const shardReceipts = await this.submitShard(
-          shard,
-          indexes.map((index) => prepared[index]),
-        );
-        indexes.forEach((index, i) => (receipts[index] = shardReceipts[i]));
-      }),
-    );
-    return receipts;
-  }
-
-  /** One shard's tasks, chunk by chunk (each chunk one call, all or nothing). */
-  private async submitShard(keys: QueueKeys, prepared: PreparedTask[]): Promise<EnqueueReceipt[]> {
-    const chunkSize = this.options.batchChunkSize;
-    if (prepared.length <= chunkSize) return this.submitChunk(keys, prepared);
-    const receipts: EnqueueReceipt[] = [];
-    for (let start = 0; start < prepared.length; start += chunkSize) {
-      receipts.push(...(await this.submitChunk(keys, prepared.slice(start, start + chunkSize))));
-    }
-    return receipts;
-  }
-
-  private submitChunk(keys: QueueKeys, chunk: PreparedTask[]): Promise<EnqueueReceipt[]> {
-    return new Promise((resolve, reject) => {
-      this.hand(keys, chunk, (results, at) => resolve(chunk.map((task, i) => receipt(task, results[at + i]))), reject);
-    });
-  }
-
-  /** Gives a part to the coalescer; it is answered (or failed, its error named) exactly once. */
-  private hand(
-    keys: QueueKeys,
-    tasks: readonly PreparedTask[],
-    answer: (results: readonly (0 | string)[], at: number) => void,
-    reject: (error: Error) => void,
-  ): void {
-    const awaiting = this.options.awaitingReply;
-    // A coalesced task is not removed at its caller's reply timeout (its key's record names it): not handed.
-    if (awaiting) for (const task of tasks) if (task.awaitsReply && !task.coalesce) awaiting(keys, task);
-    const parts = this.parts;
-    const part: EnqueuePart = {
-      keys,
-      tasks,
-      sent: false,
-      settled: false,
-      answer(results, at) {
-        if (part.settled) return;
-        part.settled = true;
-        parts.delete(slot, part);
-        answer(results, at);
-      },
-      fail: (error) => {
-        if (part.settled) return;
-        part.settled = true;
-        parts.delete(slot, part);
-        reject(this.errors.ofPart(part, error));
-      },
-    };
-    const slot = parts.add(part);
-    this.coalescer.add(this.signature, this.settings, part);
-  }
-
   /** The layout this producer enqueues a queue's tasks with (checked against Redis on first use). */
   layout(queue: string): QueueLayout | Promise<QueueLayout> {
     return this.layouts.layout(queue);
   }
-}
-
-/** The indexes of `prepared` per shard of the layout, in item order. */
-function indexesByShard(layout: QueueLayout, prepared: readonly PreparedTask[]): Map<QueueKeys, number[]> {
-  // table-ok: lives for one call
-  const byShard = new Map<QueueKeys, number[]>();
-  prepared.forEach((task, index) => {
-    const shard = layout.shardOf(shardKeyOf(task));
-    const indexes = byShard.get(shard);
-    if (indexes) indexes.push(index);
-    else byShard.set(shard, [index]);
-  });
-  return byShard;
 }

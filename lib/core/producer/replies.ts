@@ -12,10 +12,9 @@ import {
 import { errorMessage } from '../support/logger.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import { isReplyError, type ReplyMessage } from '../model/reply.js';
-import type { TaskRedis } from '../redis/scripts.js';
+import type { TaskStore } from '../redis/store.js';
 import { IdTable } from '../support/churn-tables.js';
 import { scrubbed } from '../support/redact.js';
-import { gatewayOf } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import type { PreparedTask } from '../model/prepared-task.js';
 import type { TaskLogger } from '../support/logger.js';
@@ -360,7 +359,8 @@ export interface ReplyRoute {
 }
 
 /** The reply route over Redis: a blocking connection subscribed to the channel, the result keys, cancelTask. */
-export function redisReplyRoute(redis: TaskRedis, producer: Pick<TaskProducer, 'layout'>): ReplyRoute {
+export function redisReplyRoute(store: TaskStore, producer: Pick<TaskProducer, 'layout'>): ReplyRoute {
+  const redis = store.redis;
   return {
     async subscribe(channel, onReply, onResubscribed, signal) {
       const subscriber = openBlockingConnection(redis, 'tasks:client:replies');
@@ -387,6 +387,6 @@ export function redisReplyRoute(redis: TaskRedis, producer: Pick<TaskProducer, '
       const layout = await producer.layout(queue);
       return redis.get(layout.shardOf(clientId).result(id));
     },
-    cancel: (keys, task) => gatewayOf(redis).track.cancel(keys, task),
+    cancel: (keys, task) => store.gateway.track.cancel(keys, task),
   };
 }

@@ -68,7 +68,7 @@ export class TaskReaper {
     this.layouts = store.layouts;
     this.gateway = store.gateway;
     this.audit = new RingAudit(this.redis, this.gateway);
-    this.batches = new BatchFolder(this.redis, this.keys, this.layouts, logger);
+    this.batches = new BatchFolder(store, logger);
   }
 
   /** Redis clock minus this process's clock, as last measured by a sweep (due times are on the Redis clock). */

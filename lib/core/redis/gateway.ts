@@ -1,13 +1,13 @@
 import type { PrefixKeys, QueueKeys, TrackedKeys } from './keys.js';
 import { perConnection } from './per-connection.js';
 import { Cluster } from 'ioredis';
-import { firstSendRecord } from './call-record.js';
+import { pushEnqueueFields, startEnqueueCall } from './enqueue-fields.js';
 import { ScriptKeys, settleKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
+import { ScheduleGateway } from './schedule-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
 import type { TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
-import { COALESCE_MODE_CODES } from '../model/codec.js';
 
 /**
  * The one way into the Lua scripts: a method per script that names its own KEYS from the queue's keys
@@ -19,10 +19,13 @@ export class ScriptGateway {
   readonly track: TrackGateway;
   /** The scripts of batches (open, add, seal, fold, close). */
   readonly batch: BatchGateway;
+  /** The scripts of recurring schedules (change, claim, advance, a tick's enqueue). */
+  readonly schedules: ScheduleGateway;
 
   constructor(private readonly redis: TaskRedis) {
     this.track = new TrackGateway(redis);
     this.batch = new BatchGateway(redis);
+    this.schedules = new ScheduleGateway(redis);
   }
 
   /**
@@ -352,48 +355,6 @@ function enqueueArgs(call: EnqueueCall): (string | number)[] {
 }
 
 /**
- * One task's fields for enqueueTasks-1.lua: a plain task is 2 fields (client id, entry); a task with
- * options is 8, marked by a leading '' (client ids are never empty): '', client id, entry, priority, delay
- * (ms), deduplication key ('' none), its TTL (ms), task id; a tracked task is 11, marked by ' ' (client
- * ids have no spaces): the same 7, then its index's TTLs (ms) once ended and while live, and its reply channel;
- * a task with a coalescing key is 11, marked by '}' (client ids have no braces): client id, entry, priority,
- * delay (ms), the key, task id, mode (one letter), a debounce's longest wait (ms), reply channel, and how long
- * the message telling a replaced send() caller is kept (ms).
- */
-export function pushEnqueueFields(args: (string | number)[], task: PreparedTask): void {
-  const coalesce = task.coalesce;
-  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined && !task.track && !coalesce) {
-    args.push(task.clientId, task.entry);
-  } else if (coalesce) {
-    args.push(
-      '}',
-      task.clientId,
-      task.entry,
-      task.priority,
-      task.delayMs,
-      coalesce.key,
-      task.id,
-      COALESCE_MODE_CODES[coalesce.mode],
-      coalesce.maxWaitMs,
-      task.replyTo ?? '',
-      REPLACED_REPLY_TTL_MS,
-    );
-  } else {
-    args.push(
-      task.track ? ' ' : '',
-      task.clientId,
-      task.entry,
-      task.priority,
-      task.delayMs,
-      task.deduplicationKey ?? '',
-      task.deduplicationTtlMs,
-      task.id,
-    );
-    if (task.track) args.push(task.track.keepMs, task.track.liveMs, task.replyTo ?? '');
-  }
-}
-
-/**
  * One acknowledgement's 7 fields for ackTasks-8.lua: token, task id, deduplication key ('' none), reply
  * channel ('' not a send() task), reply message ('' none), result TTL (ms), index key ('' untracked).
  */
@@ -408,8 +369,6 @@ export function pushAckFields(args: (string | number)[], ack: AckItem): void {
     ack.tracked?.index ?? '',
   );
 }
-
-/** The keys every settle script ends with: those releasing a per-client cap slot, and the outcome counters. */
 
 const LOST: Lost = { kind: 'lost' };
 
@@ -483,21 +442,20 @@ export interface Heartbeat {
   readonly orphaned: string[];
 }
 
-/** How long the message telling a send() caller its task was replaced is kept for it (ms; a worker's default resultTtlMs). */
-const REPLACED_REPLY_TTL_MS = 60_000;
+/**
+ * What each role asks of the gateway, by name: a role takes only its part, so a unit test's fake implements
+ * exactly that part (no cast).
+ */
+export type EnqueueCalls = Pick<ScriptGateway, 'enqueue' | 'enqueueReplicated'>;
+/** The lease's part: heartbeats. */
+export type HeartbeatCalls = Pick<ScriptGateway, 'heartbeat'>;
+/** A claimed task's part: its settles, its renewal, and the steps of a tracked or coalesced task. */
+export type ClaimedTaskCalls = Pick<ScriptGateway, 'retry' | 'deadLetter' | 'heartbeat'> & {
+  readonly track: Pick<TrackGateway, 'start' | 'startCoalesced' | 'progress'>;
+};
 
 /** The gateway of a connection (scripts are defined per connection). */
 export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));
-
-/**
- * Starts an enqueue call's arguments with its call record, one field: mode '1' (a first send), the
- * record's TTL in seconds, and a new call id that carries the caller's deadline. ioredis may send the
- * call again after a reconnection; the record makes that idempotent (see enqueueTasks-1.lua and
- * `resentAs`, which reads the deadline back from the id).
- */
-export function startEnqueueCall(args: (string | number)[], deadline: number, timeoutMs: number): void {
-  args.push(firstSendRecord(deadline, timeoutMs));
-}
 
 /** An enqueue call's results, or the error of a send after the deadline that found no answer on record. */
 export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
@@ -506,3 +464,5 @@ export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
     'the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing',
   );
 }
+
+export { pushEnqueueFields, startEnqueueCall } from './enqueue-fields.js';

@@ -1,8 +1,7 @@
 import type { PreparedTask } from '../model/prepared-task.js';
 import { SCHEDULE_GRACE_MS } from '../model/schedule.js';
-import { pushEnqueueFields } from './gateway.js';
+import { pushEnqueueFields } from './enqueue-fields.js';
 import type { QueueKeys, ScheduleKeys } from './keys.js';
-import { perConnection } from './per-connection.js';
 import { namedRecord } from './call-record.js';
 import type { TaskRedis } from './scripts.js';
 
@@ -124,5 +123,3 @@ export class ScheduleGateway {
     return results[0];
   }
 }
-
-export const scheduleGatewayOf = perConnection((redis) => new ScheduleGateway(redis));

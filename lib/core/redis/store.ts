@@ -1,8 +1,9 @@
+import { watchOf, type ConnectionWatch } from './connection.js';
 import { gatewayOf, type ScriptGateway } from './gateway.js';
 import { PrefixKeys } from './keys.js';
 import { QueueLayouts } from './layouts.js';
 import { perConnection } from './per-connection.js';
-import type { TaskRedis } from './scripts.js';
+import { defineScripts, type RedisConnection, type TaskRedis } from './scripts.js';
 
 /**
  * What a role reaches one prefix on one connection with, under one name: the connection (its scripts
@@ -23,6 +24,16 @@ export class TaskStore {
   ) {
     this.keys = layouts.keys;
     this.gateway = gatewayOf(redis);
+  }
+
+  /** The connection's watch (whether it is ready, since when it is down, whether it was refused). */
+  get watch(): ConnectionWatch {
+    return watchOf(this.redis);
+  }
+
+  /** The store of a prefix on a plain ioredis connection (the CLI's): the package's scripts defined on it first. */
+  static onConnection(redis: RedisConnection, prefix: string): TaskStore {
+    return TaskStore.recorded(defineScripts(redis), prefix);
   }
 
   /** The store of a prefix whose shard counts are read from their record in Redis (tools: admin, reaper, dashboard). */

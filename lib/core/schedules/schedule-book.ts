@@ -11,7 +11,7 @@ import {
   type StoredSpec,
 } from '../model/schedule.js';
 import { newTaskId, prepareTask, type ItemLimits } from '../producer/task-items.js';
-import { scheduleGatewayOf, type ScheduleGateway } from '../redis/schedule-gateway.js';
+import type { ScheduleGateway } from '../redis/schedule-gateway.js';
 import type { TaskStore } from '../redis/store.js';
 import type { TaskLogger } from '../support/logger.js';
 import { TickFirer } from './tick-firer.js';
@@ -62,7 +62,7 @@ export class ScheduleBook {
     private readonly limits: ItemLimits,
     logger: TaskLogger,
   ) {
-    this.gateway = scheduleGatewayOf(store.redis);
+    this.gateway = store.gateway.schedules;
     this.firer = new TickFirer(store, limits, logger);
   }
 

@@ -13,7 +13,7 @@ import {
 import { DEFAULT_TASK_LIMITS } from '../config/options.js';
 import { prepareTask, type ItemLimits } from '../producer/task-items.js';
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
-import { scheduleGatewayOf, type DueSchedule, type ScheduleGateway } from '../redis/schedule-gateway.js';
+import type { DueSchedule, ScheduleGateway } from '../redis/schedule-gateway.js';
 import type { TaskStore } from '../redis/store.js';
 import type { TaskLogger } from '../support/logger.js';
 
@@ -76,7 +76,7 @@ export class TickFirer {
     private readonly limits: ItemLimits,
     private readonly logger: TaskLogger,
   ) {
-    this.gateway = scheduleGatewayOf(store.redis);
+    this.gateway = store.gateway.schedules;
   }
 
   /** A take's context at Redis time `now`, in a run of takes (see claimSchedules-5.lua). */

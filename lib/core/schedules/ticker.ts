@@ -1,8 +1,7 @@
 import type { ItemLimits } from '../producer/task-items.js';
-import { scheduleGatewayOf, TAKE_LEASE_MS, type ScheduleGateway } from '../redis/schedule-gateway.js';
+import { TAKE_LEASE_MS, type ScheduleGateway } from '../redis/schedule-gateway.js';
 import { TaskStore } from '../redis/store.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { watchOf } from '../redis/connection.js';
 import { unlessAborted } from '../support/abortable.js';
 import { errorMessage, OutageReporter, sleep, type TaskLogger } from '../support/logger.js';
 import { TickFirer, type ScheduleTickEvent } from './tick-firer.js';
@@ -40,9 +39,9 @@ export class ScheduleTicker {
     private readonly options: TickerOptions,
     private readonly logger: TaskLogger,
   ) {
-    this.gateway = scheduleGatewayOf(store.redis);
+    this.gateway = store.gateway.schedules;
     this.firer = new TickFirer(store, options.limits, logger);
-    const watch = watchOf(store.redis);
+    const watch = store.watch;
     this.outage = new OutageReporter(logger, 'firing recurring schedules', () => watch.downSince);
   }
 

@@ -8,7 +8,7 @@ import {
   type ErrorRecord,
 } from '../model/dead-letter.js';
 import type { QueueKeys, TrackedKeys } from '../redis/keys.js';
-import type { ScriptGateway } from '../redis/gateway.js';
+import type { ClaimedTaskCalls } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { CoalescedStartBatch, StartBatch } from './turn-batch.js';
 import type { CoalescedStart } from '../redis/track-gateway.js';
@@ -26,7 +26,7 @@ export type { SettleOptions };
 export class ClaimedTask {
   constructor(
     /** The connection's gateway (looked up once per worker, not per task). */
-    private readonly gateway: ScriptGateway,
+    private readonly gateway: ClaimedTaskCalls,
     readonly keys: QueueKeys,
     readonly token: string,
     readonly raw: string,

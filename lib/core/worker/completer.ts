@@ -20,7 +20,7 @@ export class Completer {
   private given = false;
 
   constructor(
-    private readonly batch: AckBatch,
+    private readonly batch: Pick<AckBatch, 'add'>,
     private readonly options: Pick<SettleOptions, 'workerId' | 'resultTtlMs'>,
   ) {}
 

@@ -1,5 +1,5 @@
 import type { TaskEnvelope } from '../model/codec.js';
-import type { ScriptGateway } from '../redis/gateway.js';
+import type { HeartbeatCalls } from '../redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
@@ -25,7 +25,7 @@ export class Lease {
 
   constructor(
     private readonly redis: TaskRedis,
-    private readonly gateway: ScriptGateway,
+    private readonly gateway: HeartbeatCalls,
     private readonly running: RunningTasks,
     /** Tokens whose acknowledgement is queued on a shard's claim loop: still held, so still running. */
     private readonly unacknowledged: (keys: QueueKeys) => readonly string[],

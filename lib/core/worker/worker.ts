@@ -8,7 +8,7 @@ import {
   type StartBatch,
 } from './turn-batch.js';
 import { Completer } from './completer.js';
-import { openBlockingConnection, quit, watchOf } from '../redis/connection.js';
+import { openBlockingConnection, quit } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
 import type { QueueLayouts } from '../redis/layouts.js';
 import { requeueProcessing } from '../redis/requeue.js';
@@ -83,7 +83,7 @@ export class TaskWorker {
     this.completer = new Completer(ackBatchOf(redis), options);
     this.starts = startBatchOf(redis);
     this.coalescedStarts = coalescedStartBatchOf(redis);
-    const watch = watchOf(redis);
+    const watch = store.watch;
     const downSince = () => watch.downSince;
     this.downSince = downSince;
     this.runner = new TaskRunner(options, executor, this.completer, logger);

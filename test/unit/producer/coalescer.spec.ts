@@ -7,14 +7,14 @@ import {
   type CallSettings,
   type EnqueuePart,
 } from '../../../lib/core/producer/enqueue-coalescer.js';
-import type { EnqueueCall, Replicated, ScriptGateway } from '../../../lib/core/redis/gateway.js';
+import type { EnqueueCall, Replicated, EnqueueCalls } from '../../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../../lib/core/redis/keys.js';
 
 /**
  * The enqueue coalescer alone, over a gateway the test answers: which parts go in which call, and how
  * each caller hears its own outcome. No Redis.
  */
-class AnsweringGateway {
+class AnsweringGateway implements EnqueueCalls {
   readonly calls: {
     root: string;
     call: EnqueueCall;
@@ -89,7 +89,7 @@ const tasksOf = (call: EnqueueCall) => call.batches.map((batch) => batch.tasks.m
 describe('EnqueueCoalescer: the parts of one turn, one call per shard and settings', () => {
   it('sends the parts of a turn as one call per shard, in call order, and answers each caller with its own results', async () => {
     const gateway = new AnsweringGateway();
-    const coalescer = new EnqueueCoalescer(gateway as unknown as ScriptGateway);
+    const coalescer = new EnqueueCoalescer(gateway);
     const parts = [part(shardA, ['1']), part(shardB, ['2']), part(shardA, ['3', '4'])];
     for (const each of parts) coalescer.add('s', settings, each);
     expect(gateway.calls).toHaveLength(0); // nothing before the turn ends
@@ -107,7 +107,7 @@ describe('EnqueueCoalescer: the parts of one turn, one call per shard and settin
 
   it('chunks a turn by chunkSize without ever splitting a part, and keeps settings apart', async () => {
     const gateway = new AnsweringGateway();
-    const coalescer = new EnqueueCoalescer(gateway as unknown as ScriptGateway);
+    const coalescer = new EnqueueCoalescer(gateway);
     coalescer.add('s', settings, part(shardA, ['1', '2', '3']));
     coalescer.add('s', settings, part(shardA, ['4', '5'])); // would make 5 > 4: a call of its own
     coalescer.add('other', { chunkSize: 100, timeoutMs: 5_000 }, part(shardA, ['6']));
@@ -117,7 +117,7 @@ describe('EnqueueCoalescer: the parts of one turn, one call per shard and settin
 
   it('fails every part of a call Redis refused, of a resend that found no record (-1), and of a short WAIT', async () => {
     const gateway = new AnsweringGateway();
-    const coalescer = new EnqueueCoalescer(gateway as unknown as ScriptGateway);
+    const coalescer = new EnqueueCoalescer(gateway);
     const refused = [part(shardA, ['1']), part(shardA, ['2'])];
     for (const each of refused) coalescer.add('s', settings, each);
     const unanswered = part(shardB, ['3']);
@@ -138,7 +138,7 @@ describe('EnqueueCoalescer: the parts of one turn, one call per shard and settin
 
   it('never sends a part settled while it waited (its producer closed), and fails a call unanswered past its timeout as timed out', async () => {
     const gateway = new AnsweringGateway();
-    const coalescer = new EnqueueCoalescer(gateway as unknown as ScriptGateway);
+    const coalescer = new EnqueueCoalescer(gateway);
     const closed = part(shardA, ['1']);
     const slow = part(shardA, ['2']);
     coalescer.add('s', { chunkSize: 4, timeoutMs: 20 }, closed);

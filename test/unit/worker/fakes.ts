@@ -3,7 +3,7 @@ import { resolveTransportOptions } from '../../../lib/core/config/options.js';
 import { patternSettings } from '../../../lib/core/config/pattern-settings.js';
 import { encodeEntry, type TaskEnvelope } from '../../../lib/core/model/codec.js';
 import type { AckItem } from '../../../lib/core/model/prepared-task.js';
-import type { DeadLetterWrite, ScriptGateway } from '../../../lib/core/redis/gateway.js';
+import type { ClaimedTaskCalls, DeadLetterWrite, Heartbeat } from '../../../lib/core/redis/gateway.js';
 import { QueueKeys } from '../../../lib/core/redis/keys.js';
 import type { TaskLogger } from '../../../lib/core/support/logger.js';
 import type { AckBatch } from '../../../lib/core/worker/turn-batch.js';
@@ -17,7 +17,7 @@ import type { TaskExecution, TaskOutcome, WorkerOptions } from '../../../lib/cor
 export const keys = new QueueKeys('unit', 'mail.send');
 
 /** A gateway answering settle calls as scripted (held by default), recording each call. */
-export class FakeGateway {
+export class FakeGateway implements ClaimedTaskCalls {
   readonly calls: { script: string; token: string; detail?: unknown }[] = [];
   /** What the next settles answer: held (true), lost (false), or a Redis failure (an Error). */
   answers: (boolean | Error)[] = [];
@@ -56,18 +56,21 @@ export class FakeGateway {
     _workerId: string,
     _leaseMs: number,
     running: readonly string[] = [],
-  ): Promise<{ lost: string[]; orphaned: string[] }> {
+  ): Promise<Heartbeat> {
     this.calls.push({ script: 'heartbeatWorker', token: running.join(',') });
-    return Promise.resolve({ lost: this.next() ? [] : [...running], orphaned: [] });
+    return Promise.resolve({ now: Date.now(), lost: this.next() ? [] : [...running], orphaned: [] });
   }
 
-  get asGateway(): ScriptGateway {
-    return this as unknown as ScriptGateway;
-  }
+  /** The steps of tracked and coalesced tasks: not scripted here (their units test them against Redis). */
+  readonly track = {
+    start: () => Promise.reject(new Error('FakeGateway: track.start is not scripted')),
+    startCoalesced: () => Promise.reject(new Error('FakeGateway: track.startCoalesced is not scripted')),
+    progress: () => Promise.reject(new Error('FakeGateway: track.progress is not scripted')),
+  };
 }
 
 /** This turn's acknowledgement call, scripted: each acknowledgement answers held unless told otherwise. */
-export class FakeAckBatch {
+export class FakeAckBatch implements Pick<AckBatch, 'add'> {
   readonly acks: AckItem[] = [];
   answers: (boolean | Error)[] = [];
 
@@ -75,10 +78,6 @@ export class FakeAckBatch {
     this.acks.push(ack);
     const answer = this.answers.shift() ?? true;
     return answer instanceof Error ? Promise.reject(answer) : Promise.resolve(answer);
-  }
-
-  get asBatch(): AckBatch {
-    return this as unknown as AckBatch;
   }
 }
 
@@ -121,7 +120,7 @@ let tokens = 0;
 /** A claimed task of `keys` holding `raw` (an encoded entry by default), under a fresh token. */
 export function claimed(gateway: FakeGateway, raw: string | TaskEnvelope = envelope(), attempts = 0): ClaimedTask {
   const entry = typeof raw === 'string' ? raw : encodeEntry(raw, attempts);
-  return new ClaimedTask(gateway.asGateway, keys, `tok-${++tokens}`, entry, {
+  return new ClaimedTask(gateway, keys, `tok-${++tokens}`, entry, {
     workerId: 'unit-worker',
     deadLetterCap: 100,
     resultTtlMs: 60_000,
@@ -132,7 +131,7 @@ export function claimed(gateway: FakeGateway, raw: string | TaskEnvelope = envel
 export function parts() {
   const gateway = new FakeGateway();
   const batch = new FakeAckBatch();
-  const completer = new Completer(batch.asBatch, { workerId: 'unit-worker', resultTtlMs: 60_000 });
+  const completer = new Completer(batch, { workerId: 'unit-worker', resultTtlMs: 60_000 });
   const running = new RunningTasks();
   const logger = new CapturingLogger();
   return { gateway, batch, completer, running, logger };

@@ -1,13 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import { LeaseLostError } from '../../../lib/core/model/errors.js';
-import type { ScriptGateway } from '../../../lib/core/redis/gateway.js';
+import type { HeartbeatCalls } from '../../../lib/core/redis/gateway.js';
 import type { TaskRedis } from '../../../lib/core/redis/scripts.js';
 import { Lease } from '../../../lib/core/worker/lease.js';
 import { RunningTasks } from '../../../lib/core/worker/running.js';
 import { CapturingLogger, keys, workerOptions } from './fakes.js';
 
 /** The lease alone: what each heartbeat reports, acted on. The gateway answers as the test says; no Redis. */
-class HeartbeatGateway {
+class HeartbeatGateway implements HeartbeatCalls {
   readonly beats: { running: readonly string[]; leaseMs: number }[] = [];
   lost: string[] = [];
 
@@ -42,7 +42,7 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     const options = workerOptions({ heartbeatIntervalMs: 10, leaseMs: 100 });
     const lease = new Lease(
       {} as TaskRedis,
-      gateway as unknown as ScriptGateway,
+      gateway,
       running,
       () => ['tok-acked'],
       options,
@@ -67,7 +67,7 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     const logger = new CapturingLogger();
     const lease = new Lease(
       {} as TaskRedis,
-      gateway as unknown as ScriptGateway,
+      gateway,
       running,
       () => [],
       workerOptions({ heartbeatIntervalMs: 10 }),
