@@ -149,6 +149,40 @@ describe('one deadline per call while Redis is unreachable', () => {
   });
 });
 
+describe('the admin API: one deadline, applied once', () => {
+  it('answers every operation, flat or as a noun, with RedisUnavailableError while Redis refuses the connection', async () => {
+    const client = new RedisTaskClient({
+      connection: `redis://127.0.0.1:${await freePort()}`,
+      prefix: testPrefix('dl-admin'),
+      enqueueTimeoutMs: 60_000,
+    });
+    closing.push(client);
+    const admin = new RedisTaskAdmin(client);
+    const nouns = {
+      schedules: admin.schedules,
+      deadLetters: admin.deadLetters,
+      tasks: admin.tasks,
+      batches: admin.batches,
+      clients: admin.clients,
+    };
+    const flat = Object.entries(admin).filter(([, value]) => typeof value === 'function') as [
+      string,
+      (...args: unknown[]) => Promise<unknown>,
+    ][];
+    // Every operation the admin forwards (the methods' count is the API's; a new one joins by itself).
+    expect(flat.length).toBeGreaterThanOrEqual(26);
+    // A noun's call is the very same function as its flat name (an alias, not a second path).
+    const flatFunctions = new Set(flat.map(([, call]) => call));
+    for (const [noun, calls] of Object.entries(nouns))
+      for (const [name, call] of Object.entries(calls))
+        expect([noun, name, flatFunctions.has(call)]).toEqual([noun, name, true]);
+    for (const [name, call] of flat) {
+      const outcome = await call.call(admin, 'p', 'a', 1).catch((error: unknown) => error);
+      expect([name, outcome instanceof RedisUnavailableError]).toEqual([name, true]);
+    }
+  });
+});
+
 describe('the dashboard API while Redis is unreachable', () => {
   it('answers 503 within enqueueTimeoutMs, then reads again once Redis is back', async () => {
     proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
