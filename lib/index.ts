@@ -96,15 +96,7 @@ export {
   type DeadLetterRecord,
   type ErrorRecord,
 } from './core/model/dead-letter.js';
-export {
-  DEFAULT_GROUP,
-  MAX_SHARDS,
-  PrefixKeys,
-  QueueKeys,
-  QueueLayout,
-  type ScheduleKeys,
-  type BatchKeys,
-  type TrackedKeys,
-} from './core/redis/keys.js';
+// The key names are documented (docs/WIRE-FORMAT.md), the classes that build them are not public.
+export { DEFAULT_GROUP, MAX_SHARDS } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
 export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';

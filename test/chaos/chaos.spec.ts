@@ -9,13 +9,13 @@ import { Redis } from 'ioredis';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import type { TaskOutcomeEvent } from '../../lib/core/model/outcomes.js';
 import {
-  PrefixKeys,
   RedisTaskClient,
   RedisTaskContext,
   RedisTaskModule,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 import { startWorkerProcess, type WorkerProcess } from './processes.js';

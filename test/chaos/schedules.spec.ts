@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
-import { PrefixKeys } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix, waitFor } from '../support/redis.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from './processes.js';

@@ -1,6 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { Cluster } from 'ioredis';
-import { PrefixKeys, RedisTaskClient } from '../../lib/index.js';
+import { RedisTaskClient } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { emitBatchLoad, wrongCallbacks } from '../chaos/batch-load.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from '../chaos/processes.js';
 import { openRedis, testPrefix } from '../support/redis.js';

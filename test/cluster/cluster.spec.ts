@@ -8,7 +8,6 @@ import { hashSlot } from '../../lib/core/redis/hash-slot.js';
 import { defineScripts } from '../../lib/core/redis/scripts.js';
 import {
   PrefixInUseError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskClient,
   RedisTaskContext,
@@ -18,6 +17,7 @@ import {
   type RedisTaskClientOptions,
   type RedisTaskTransportOptions,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { claimAs, testPrefix, waitFor, type TestRedis } from '../support/redis.js';

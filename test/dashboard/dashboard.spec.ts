@@ -14,13 +14,8 @@ import { mkdirSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
-import {
-  InvalidOptionError,
-  PrefixKeys,
-  RedisTaskAdmin,
-  RedisTaskRecordBuilder,
-  type RedisTaskClient,
-} from '../../lib/index.js';
+import { InvalidOptionError, RedisTaskAdmin, RedisTaskRecordBuilder, type RedisTaskClient } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { launchBrowser } from '../support/browser.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';

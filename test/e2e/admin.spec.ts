@@ -4,12 +4,12 @@ import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import {
   NonRetryableTaskError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskContext,
   RedisTaskRecordBuilder,
   type TaskOutcomeEvent,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, gate, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

@@ -6,13 +6,13 @@ import { forceReconnect } from '../../lib/core/redis/connection.js';
 import {
   InvalidTaskError,
   PayloadTooLargeError,
-  PrefixKeys,
   RedisTaskClient,
   RedisTaskRecordBuilder,
   RedisUnavailableError,
   type RedisTaskClientOptions,
   type RedisTaskReceipt,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import type { TaskRedis } from '../../lib/core/redis/scripts.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
 

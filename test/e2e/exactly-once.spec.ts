@@ -1,7 +1,8 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { PrefixKeys, RedisTaskContext, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { RedisTaskContext, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

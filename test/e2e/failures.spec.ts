@@ -10,7 +10,6 @@ import { requeueProcessing } from '../../lib/core/redis/requeue.js';
 import {
   InvalidOptionError,
   NonRetryableTaskError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskClient,
   RedisTaskContext,
@@ -21,6 +20,7 @@ import {
   TaskFailedError,
   UnserializableResultError,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startWorker, type Worker } from '../support/nest.js';
 import { claimAs, deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 

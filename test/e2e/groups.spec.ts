@@ -4,13 +4,13 @@ import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import {
   InvalidOptionError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskContext,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
   type RedisTaskClient,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

@@ -8,7 +8,6 @@ import {
   DeadLetterTaskError,
   InvalidTaskError,
   LeaseLostError,
-  PrefixKeys,
   RedisTaskContext,
   RedisTaskRecordBuilder,
   RetryTaskError,
@@ -16,6 +15,7 @@ import {
   type RedisTaskClient,
   type TaskOutcomeEvent,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

@@ -2,13 +2,8 @@ import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload } from '@nestjs/microservices';
 import { firstValueFrom, lastValueFrom } from 'rxjs';
-import {
-  DeadLetterTaskError,
-  PrefixKeys,
-  RedisTaskContext,
-  RedisTaskRecordBuilder,
-  TaskFailedError,
-} from '../../lib/index.js';
+import { DeadLetterTaskError, RedisTaskContext, RedisTaskRecordBuilder, TaskFailedError } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';

@@ -5,7 +5,6 @@ import { Test } from '@nestjs/testing';
 import { firstValueFrom } from 'rxjs';
 import {
   DeadLetterTaskError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskClient,
   RedisTaskContext,
@@ -14,6 +13,7 @@ import {
   RedisTaskTransport,
   RetryTaskError,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 

@@ -7,12 +7,12 @@ import {
   DuplicateTaskError,
   InvalidTaskError,
   PayloadTooLargeError,
-  PrefixKeys,
   RedisTaskClient,
   RedisTaskContext,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

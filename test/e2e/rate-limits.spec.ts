@@ -3,12 +3,12 @@ import { Controller } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import {
   InvalidOptionError,
-  PrefixKeys,
   RedisTaskAdmin,
   RedisTaskContext,
   RedisTaskRecordBuilder,
   RedisTaskTransport,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

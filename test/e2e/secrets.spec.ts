@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { inspect } from 'node:util';
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { InvalidOptionError, PrefixKeys, RedisTaskClient } from '../../lib/index.js';
+import { InvalidOptionError, RedisTaskClient } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { freePort } from '../../scripts/redis-server.mjs';
 import { startProducer } from '../support/nest.js';
 import { deleteKeys, openRedis, testPrefix } from '../support/redis.js';

@@ -7,7 +7,6 @@ import { firstValueFrom } from 'rxjs';
 import { encodeEntry } from '../../lib/core/model/codec.js';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import {
-  PrefixKeys,
   RedisTaskClient,
   RedisTaskContext,
   RedisTaskModule,
@@ -16,6 +15,7 @@ import {
   type RedisTaskInfo,
   type RedisTaskTransportOptions,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { claimAs, clientList, deleteKeys, gate, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';

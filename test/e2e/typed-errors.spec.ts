@@ -4,13 +4,13 @@ import { MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { firstValueFrom, throwError, type Observable } from 'rxjs';
 import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import {
-  PrefixKeys,
   RedisTaskError,
   ResultTooLargeError,
   RedisTaskRecordBuilder,
   TaskFailedError,
   type RedisTaskClient,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, newestDeadLetter, openRedis, testPrefix, waitFor } from '../support/redis.js';
 

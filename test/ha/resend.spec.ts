@@ -1,6 +1,7 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { firstValueFrom } from 'rxjs';
-import { PrefixKeys, RedisTaskRecordBuilder } from '../../lib/index.js';
+import { RedisTaskRecordBuilder } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { decodeEntry } from '../../lib/core/model/codec.js';
 import { startProducer } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';

@@ -14,7 +14,8 @@ import {
   type ReadableSpan,
 } from '@opentelemetry/sdk-trace-base';
 import { firstValueFrom } from 'rxjs';
-import { PrefixKeys, RedisTaskAdmin, RedisTaskContext } from '../../lib/index.js';
+import { RedisTaskAdmin, RedisTaskContext } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 
