@@ -556,7 +556,12 @@ local function coalesceAsk(task, what, processing, token)
   return nil
 end
 
+local COALESCE_MOVES = { completed = true, dead = true, cancelled = true, retried = true, requeued = true }
+
 local function coalesceFollow(task, move)
+  if not COALESCE_MOVES[move.what] then
+    return
+  end
   local c = task.head
   local record, fields = coalesceRecord(task)
   if move.what == 'retried' then
@@ -576,8 +581,6 @@ local function coalesceFollow(task, move)
       redis.call('HDEL', record, 'latest')
     end
     fields.id = c.id
-  elseif move.what ~= 'completed' and move.what ~= 'dead' and move.what ~= 'cancelled' then
-    return
   elseif move.token == '' and fields.id == c.id then
     -- The key's waiting task itself left its place for good (cancelled, or dead-lettered from the delayed
     -- set): the key waits for nothing, so its next emit is placed anew.

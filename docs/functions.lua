@@ -560,7 +560,12 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     return nil
   end
 
+  local COALESCE_MOVES = { completed = true, dead = true, cancelled = true, retried = true, requeued = true }
+
   local function coalesceFollow(task, move)
+    if not COALESCE_MOVES[move.what] then
+      return
+    end
     local c = task.head
     local record, fields = coalesceRecord(task)
     if move.what == 'retried' then
@@ -580,8 +585,6 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
         redis.call('HDEL', record, 'latest')
       end
       fields.id = c.id
-    elseif move.what ~= 'completed' and move.what ~= 'dead' and move.what ~= 'cancelled' then
-      return
     elseif move.token == '' and fields.id == c.id then
       -- The key's waiting task itself left its place for good (cancelled, or dead-lettered from the delayed
       -- set): the key waits for nothing, so its next emit is placed anew.

@@ -2,6 +2,8 @@ import { describe, expect, it } from '@jest/globals';
 import { decodeEntry, type TaskEnvelope } from '../../lib/core/model/codec.js';
 import {
   TRAIT_CONFLICTS,
+  TRAIT_ORDER,
+  TRAIT_RULES,
   hasTrait,
   revokerOf,
   ridesOnClaim,
@@ -74,6 +76,23 @@ describe('task traits: what a task needs, said once', () => {
       revokerOf(envelopeOf('batch')),
       revokerOf(envelopeOf('tracked')),
     ]).toEqual([undefined, undefined, 'batch-cancel', 'cancel']);
+  });
+
+  it('answers the per-task questions (written out for speed) as the table does, for every task the producer makes', () => {
+    const traits = Object.keys(ASKS) as TaskTrait[];
+    const subsets = traits.reduce<TaskTrait[][]>((all, trait) => [...all, ...all.map((set) => [...set, trait])], [[]]);
+    const allowed = subsets.filter((set) => !TRAIT_CONFLICTS.some(([a, b]) => set.includes(a) && set.includes(b)));
+    expect(allowed.length).toBeGreaterThan(8);
+    for (const set of allowed) {
+      const envelope = envelopeOf(...set);
+      const rides = !TRAIT_ORDER.some(
+        (trait) => TRAIT_RULES[trait].settlesOnItsOwn && TRAIT_RULES[trait].has(envelope),
+      );
+      const start = TRAIT_ORDER.map((trait) => TRAIT_RULES[trait]).find(
+        (rule) => rule.start && rule.has(envelope),
+      )?.start;
+      expect([set, ridesOnClaim(envelope), startStep(envelope)]).toEqual([set, rides, start]);
+    }
   });
 
   it.each(TRAIT_CONFLICTS.map(([a, b, why]) => [a, b, why] as const))(

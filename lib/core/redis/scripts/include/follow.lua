@@ -14,7 +14,8 @@
 --   letter given a fresh run).
 -- followOf(base, root, entry)
 --   The task as the features see it: { base, root, entry, kind, head }: kind names the feature whose record
---   the entry carries ('coalesce', 'batch', or nil) and head is what that feature's reader made of it.
+--   the entry carries ('coalesce', 'batch', or nil) and head is what that feature's reader made of it. An
+--   entry no feature reads shares one { base, root } per call (handlers keep nothing on it).
 -- followAsk(task, what, processing, token)
 --   Before a move that puts a held task (under `token` in `processing`) back in line (retried, requeued):
 --   'drop' when a feature holds it back (a newer task of its coalescing key was emitted: the task has left
@@ -28,17 +29,20 @@ local FOLLOW_READERS = { coalesce = coalesceOf, batch = batchOf }
 local FOLLOW_ASK = { coalesce = coalesceAsk }
 local FOLLOW_MOVES = { coalesce = coalesceFollow, batch = batchFollow }
 
+-- The task of an entry no feature reads (most of them): one table per script call, never written to.
+local followPlain = nil
+
 local function followOf(base, root, entry)
-  local task = { base = base, root = root, entry = entry }
   local kind = string.match(entry, '^%d+|{"v":2,"(%a+)":')
   local reader = kind and FOLLOW_READERS[kind]
-  if reader then
-    task.head = reader(entry)
-    if task.head then
-      task.kind = kind
-    end
+  local head = reader and reader(entry)
+  if head then
+    return { base = base, root = root, entry = entry, kind = kind, head = head }
   end
-  return task
+  if not followPlain or followPlain.base ~= base or followPlain.root ~= root then
+    followPlain = { base = base, root = root }
+  end
+  return followPlain
 end
 
 local function followAsk(task, what, processing, token)
