@@ -162,21 +162,17 @@ end
 -- redisMs(): Redis time in milliseconds (integer).
 -- redisMicros(): Redis time in microseconds (integer), for what must increase past any earlier call's number.
 local clockSeconds, clockMicros = nil, nil
-local function clockRead()
+
+local function redisMicros()
   if not clockSeconds then
     local time = redis.call('TIME')
     clockSeconds, clockMicros = tonumber(time[1]), tonumber(time[2])
   end
+  return clockSeconds * 1000000 + clockMicros
 end
 
 local function redisMs()
-  clockRead()
-  return clockSeconds * 1000 + math.floor(clockMicros / 1000)
-end
-
-local function redisMicros()
-  clockRead()
-  return clockSeconds * 1000000 + clockMicros
+  return math.floor(redisMicros() / 1000)
 end
 
 -- include/guard.lua — shared by the scripts whose header says "Includes: guard".
@@ -556,10 +552,9 @@ local function coalesceAsk(task, what, processing, token)
   return nil
 end
 
-local COALESCE_MOVES = { completed = true, dead = true, cancelled = true, retried = true, requeued = true }
-
 local function coalesceFollow(task, move)
-  if not COALESCE_MOVES[move.what] then
+  local what = move.what
+  if what == 'dropped' or what == 'revived' then
     return
   end
   local c = task.head

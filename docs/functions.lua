@@ -166,21 +166,17 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- redisMs(): Redis time in milliseconds (integer).
   -- redisMicros(): Redis time in microseconds (integer), for what must increase past any earlier call's number.
   local clockSeconds, clockMicros = nil, nil
-  local function clockRead()
+
+  local function redisMicros()
     if not clockSeconds then
       local time = redis.call('TIME')
       clockSeconds, clockMicros = tonumber(time[1]), tonumber(time[2])
     end
+    return clockSeconds * 1000000 + clockMicros
   end
 
   local function redisMs()
-    clockRead()
-    return clockSeconds * 1000 + math.floor(clockMicros / 1000)
-  end
-
-  local function redisMicros()
-    clockRead()
-    return clockSeconds * 1000000 + clockMicros
+    return math.floor(redisMicros() / 1000)
   end
 
   -- include/guard.lua — shared by the scripts whose header says "Includes: guard".
@@ -560,10 +556,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     return nil
   end
 
-  local COALESCE_MOVES = { completed = true, dead = true, cancelled = true, retried = true, requeued = true }
-
   local function coalesceFollow(task, move)
-    if not COALESCE_MOVES[move.what] then
+    local what = move.what
+    if what == 'dropped' or what == 'revived' then
       return
     end
     local c = task.head

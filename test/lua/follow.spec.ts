@@ -23,8 +23,8 @@ const MOVING = Object.entries(LUA_HELPERS)
   .filter(([, names]) => names.includes('follow'))
   .map(([file]) => file.replace(/-\d+(\+n)?\.lua$/, ''))
   .sort();
-const READERS = /local FOLLOW_READERS = \{([^}]*)\}/.exec(LUA_INCLUDES.follow)?.[1] ?? '';
-const FEATURES = ['track', ...[...READERS.matchAll(/(\w+) = \w+/g)].map((match) => match[1])].sort();
+const HEADS = new Set([...LUA_INCLUDES.follow.matchAll(/kind == '(\w+)'/g)].map((match) => match[1]));
+const FEATURES = ['track', ...HEADS].sort();
 
 type Feature = 'track' | 'coalesce' | 'batch';
 

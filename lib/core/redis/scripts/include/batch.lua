@@ -51,10 +51,18 @@ local function batchEvent(base, root, child, outcome)
     string.format('%d', seq) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
 end
 
-local BATCH_OUTCOMES = { completed = 's', dead = 'd', cancelled = 'c', dropped = 'c', revived = 'p' }
-
 local function batchFollow(task, move)
-  local outcome = BATCH_OUTCOMES[move.what]
+  local what = move.what
+  local outcome = nil
+  if what == 'completed' then
+    outcome = 's'
+  elseif what == 'dead' then
+    outcome = 'd'
+  elseif what == 'cancelled' or what == 'dropped' then
+    outcome = 'c'
+  elseif what == 'revived' then
+    outcome = 'p'
+  end
   if outcome then
     batchEvent(task.base, task.root, task.head, outcome)
   end

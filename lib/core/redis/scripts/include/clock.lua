@@ -3,19 +3,15 @@
 -- redisMs(): Redis time in milliseconds (integer).
 -- redisMicros(): Redis time in microseconds (integer), for what must increase past any earlier call's number.
 local clockSeconds, clockMicros = nil, nil
-local function clockRead()
+
+local function redisMicros()
   if not clockSeconds then
     local time = redis.call('TIME')
     clockSeconds, clockMicros = tonumber(time[1]), tonumber(time[2])
   end
+  return clockSeconds * 1000000 + clockMicros
 end
 
 local function redisMs()
-  clockRead()
-  return clockSeconds * 1000 + math.floor(clockMicros / 1000)
-end
-
-local function redisMicros()
-  clockRead()
-  return clockSeconds * 1000000 + clockMicros
+  return math.floor(redisMicros() / 1000)
 end

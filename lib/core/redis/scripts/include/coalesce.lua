@@ -170,10 +170,9 @@ local function coalesceAsk(task, what, processing, token)
   return nil
 end
 
-local COALESCE_MOVES = { completed = true, dead = true, cancelled = true, retried = true, requeued = true }
-
 local function coalesceFollow(task, move)
-  if not COALESCE_MOVES[move.what] then
+  local what = move.what
+  if what == 'dropped' or what == 'revived' then
     return
   end
   local c = task.head

@@ -4,7 +4,7 @@
 -- reads the task once (followOf) and, after its own move, hands the move to followTask; a move that puts
 -- the task back in line asks first (followAsk) whether a feature holds it back. A feature is its own
 -- include with a reader of its entry head (the first field after `v` of the stored form version 2, as the
--- producer writes it: task-items.ts) and a handler of moves; it joins the two tables below, and no script
+-- producer writes it: task-items.ts) and a handler of moves; it joins the branches below, and no script
 -- changes. (The start of a task, claimed and about to run, is a step of its own per feature, asked for by
 -- the worker where the task's traits say so: startTasks for tracking, startCoalesced for coalescing keys.)
 -- Needs: track, coalesce, batch
@@ -25,17 +25,20 @@
 --   tracked (its tracked index key, '' none), entryKey (its tracked entry key), entry (the entry as it now
 --   waits), due (retried: its due time), result (completed: a send() task's reply), record (dead: the
 --   decoded dead-letter record), reason (cancelled: why) }.
-local FOLLOW_READERS = { coalesce = coalesceOf, batch = batchOf }
-local FOLLOW_ASK = { coalesce = coalesceAsk }
-local FOLLOW_MOVES = { coalesce = coalesceFollow, batch = batchFollow }
+-- The features, by the head their entries carry (`kind`). A new feature adds its branch to each of the three
+-- functions below (branches, not tables: a table built on every script call costs every call).
 
 -- The task of an entry no feature reads (most of them): one table per script call, never written to.
 local followPlain = nil
 
 local function followOf(base, root, entry)
   local kind = string.match(entry, '^%d+|{"v":2,"(%a+)":')
-  local reader = kind and FOLLOW_READERS[kind]
-  local head = reader and reader(entry)
+  local head = nil
+  if kind == 'coalesce' then
+    head = coalesceOf(entry)
+  elseif kind == 'batch' then
+    head = batchOf(entry)
+  end
   if head then
     return { base = base, root = root, entry = entry, kind = kind, head = head }
   end
@@ -46,17 +49,17 @@ local function followOf(base, root, entry)
 end
 
 local function followAsk(task, what, processing, token)
-  local ask = task.kind and FOLLOW_ASK[task.kind]
-  if ask then
-    return ask(task, what, processing, token)
+  if task.kind == 'coalesce' then
+    return coalesceAsk(task, what, processing, token)
   end
   return nil
 end
 
 local function followTask(task, move)
   trackFollow(task, move)
-  local handler = task.kind and FOLLOW_MOVES[task.kind]
-  if handler then
-    handler(task, move)
+  if task.kind == 'coalesce' then
+    coalesceFollow(task, move)
+  elseif task.kind == 'batch' then
+    batchFollow(task, move)
   end
 end
