@@ -427,7 +427,7 @@ end
 --   The seam's question before a held task of the key waits again (retried, requeued): 'drop' when a newer
 --   task of its key waits or ran (coalesceDrop: it has left its worker), else nil; the record read is kept
 --   on `task` for coalesceFollow.
--- coalesceFollow(task, move)
+-- coalesceFollow(task, what, token, value, due)
 --   The seam's handler of a move: completed or dead, the runner leaves (coalesceLeft); a waiting task
 --   cancelled or dead-lettered frees the key's slot; retried, the task is its key's waiting task in the delayed set; requeued,
 --   in its client's list.
@@ -552,22 +552,21 @@ local function coalesceAsk(task, what, processing, token)
   return nil
 end
 
-local function coalesceFollow(task, move)
-  local what = move.what
+local function coalesceFollow(task, what, token, value, due)
   if what == 'dropped' or what == 'revived' then
     return
   end
   local c = task.head
   local record, fields = coalesceRecord(task)
-  if move.what == 'retried' then
-    redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', move.due, 'last', c.id, 'reply', c.reply)
+  if what == 'retried' then
+    redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', due, 'last', c.id, 'reply', c.reply)
     redis.call('HDEL', record, 'latest', 'entry')
     if c.mode == 'd' then
       -- A debounce emit while it waits moves its due time: it must find it in the delayed set.
-      redis.call('HSET', record, 'entry', move.entry)
+      redis.call('HSET', record, 'entry', value)
     end
     fields.id = c.id
-  elseif move.what == 'requeued' then
+  elseif what == 'requeued' then
     -- It waits again, as its key's slot (it was, or it is the newest of its key).
     redis.call('HSET', record, 'id', c.id, 'where', 'q')
     redis.call('HDEL', record, 'entry')
@@ -576,13 +575,13 @@ local function coalesceFollow(task, move)
       redis.call('HDEL', record, 'latest')
     end
     fields.id = c.id
-  elseif move.token == '' and fields.id == c.id then
+  elseif token == '' and fields.id == c.id then
     -- The key's waiting task itself left its place for good (cancelled, or dead-lettered from the delayed
     -- set): the key waits for nothing, so its next emit is placed anew.
     redis.call('HDEL', record, unpack(COALESCE_SLOT))
     fields.id = nil
   end
-  coalesceLeft(task.base, record, fields, move.token)
+  coalesceLeft(task.base, record, fields, token)
 end
 
 -- include/coalesceEmit.lua — latest wins at the emit (enqueueTasks' header says "Includes: coalesceEmit"); the
@@ -720,8 +719,8 @@ end
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
--- trackFollow(task, move)
---   Tracking's handler of a move (include/follow.lua): the index named by move.tracked (while it exists)
+-- trackFollow(task, what, key, entryKey, value, due)
+--   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
 --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
 --   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
@@ -813,25 +812,24 @@ local function cancelledTask(key, index, root, was, reason, call, entryKey)
   trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
 end
 
-local function trackFollow(task, move)
-  local index = move.tracked and move.tracked ~= '' and trackedIndex(nil, move.tracked)
+local function trackFollow(task, what, key, entryKey, value, due)
+  local index = trackedIndex(nil, key)
   if not index then
     return
   end
-  local what, key, entryKey = move.what, move.tracked, move.entryKey or ''
   if what == 'completed' then
-    trackState(key, index, 'completed', entryKey, nil, 'result', move.result or '')
+    trackState(key, index, 'completed', entryKey, nil, 'result', value or '')
   elseif what == 'retried' then
-    trackState(key, index, 'delayed', entryKey, move.entry, 'due', move.due, 'why', 'retry')
+    trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
   elseif what == 'requeued' then
-    trackState(key, index, 'pending', entryKey, move.entry)
+    trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
-    local record = type(move.record) == 'table' and move.record or {}
+    local record = type(value) == 'table' and value or {}
     trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
       'detail', type(record.detail) == 'string' and record.detail or '',
       'error', type(record.error) == 'table' and cjson.encode(record.error) or '')
   elseif what == 'cancelled' then
-    cancelledTask(key, index, task.root, 'pending', move.reason, '', entryKey)
+    cancelledTask(key, index, task.root, 'pending', value, '', entryKey)
     countOutcome(task.base .. ':counters', 'cancelled', 1)
   end
 end

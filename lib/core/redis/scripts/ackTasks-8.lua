@@ -72,8 +72,7 @@ for t = 1, #tokens do
     if capped then
       releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], token, false)
     end
-    followTask(followOf(base, root, held[t]), { what = 'completed', token = token, tracked = ARGV[a + 6],
-      result = ARGV[a + 4] })
+    followTask(followOf(base, root, held[t]), 'completed', token, ARGV[a + 6], '', ARGV[a + 4])
     settled[#settled + 1] = token
     results[t] = 1
   end

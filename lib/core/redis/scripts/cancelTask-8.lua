@@ -50,7 +50,7 @@ if removed == 1 and ARGV[3] ~= '' and redis.pcall('GET', KEYS[4]) == ARGV[3] the
   redis.call('DEL', KEYS[4])
 end
 if removed == 1 then
-  followTask(followOf(KEYS[7], KEYS[8], ARGV[1]), { what = 'cancelled', token = '', tracked = ARGV[4] or '',
-    entryKey = ARGV[5] or '', reason = 'its send() caller stopped waiting' })
+  followTask(followOf(KEYS[7], KEYS[8], ARGV[1]), 'cancelled', '', ARGV[4] or '', ARGV[5] or '',
+    'its send() caller stopped waiting')
 end
 return removed

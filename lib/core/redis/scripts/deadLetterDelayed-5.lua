@@ -24,5 +24,5 @@ redis.call('LPUSH', KEYS[2], ARGV[2])
 redis.call('LTRIM', KEYS[2], 0, math.max(1, tonumber(ARGV[3]) or 1) - 1)
 redis.call('ZREM', KEYS[1], ARGV[1])
 countOutcome(KEYS[3], 'deadLettered', 1)
-followTask(followOf(KEYS[4], KEYS[5], ARGV[1]), { what = 'dead', token = '' })
+followTask(followOf(KEYS[4], KEYS[5], ARGV[1]), 'dead', '', '', '', nil)
 return 1

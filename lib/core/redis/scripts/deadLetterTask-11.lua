@@ -51,6 +51,5 @@ end
 if record and (record.reason == 'failed' or record.reason == 'timeout') then
   countOutcome(KEYS[9], 'failed', 1)
 end
-followTask(followOf(KEYS[10], KEYS[11], entry), { what = 'dead', token = ARGV[1], tracked = ARGV[5],
-  entryKey = ARGV[6], record = record })
+followTask(followOf(KEYS[10], KEYS[11], entry), 'dead', ARGV[1], ARGV[5], ARGV[6], record)
 return 1

@@ -29,7 +29,7 @@ expectTypes(KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'set', KEYS[5], 'list')
 redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], false)
 countOutcome(KEYS[6], 'cancelled', 1)
-followTask(task, { what = 'dropped', token = ARGV[1] })
+followTask(task, 'dropped', ARGV[1], '', '', nil)
 -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
 redis.call('PUBLISH', KEYS[7] .. ':control', 'revoke\n' .. ARGV[1] .. '\nc\nits batch ' .. ARGV[2] .. ' was cancelled')
 return 1

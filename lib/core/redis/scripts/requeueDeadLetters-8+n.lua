@@ -33,7 +33,7 @@ for i = 1, #ARGV, 6 do
     pushTask(KEYS[tonumber(ARGV[i + 1])], KEYS[tonumber(ARGV[i + 2])], KEYS[2], KEYS[3], KEYS[4], ARGV[i + 3], ARGV[i + 4],
       tonumber(ARGV[i + 5]) or 0, false, KEYS[5], KEYS[6])
     redis.call('LREM', KEYS[1], 1, ARGV[i])
-    followTask(followOf(KEYS[7], KEYS[8], ARGV[i + 4]), { what = 'revived', token = '' })
+    followTask(followOf(KEYS[7], KEYS[8], ARGV[i + 4]), 'revived', '', '', '', nil)
     requeued = requeued + 1
   end
 end

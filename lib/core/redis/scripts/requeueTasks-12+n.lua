@@ -69,8 +69,7 @@ for i = 4, #ARGV, 7 do
         tonumber(ARGV[i + 4]) or 0, true, KEYS[8], KEYS[9])
       redis.call('HDEL', KEYS[1], token)
       releaseClientSlot(KEYS[5], KEYS[6], KEYS[7], KEYS[2], token, true)
-      followTask(task, { what = 'requeued', token = token, tracked = ARGV[i + 5], entryKey = ARGV[i + 6],
-        entry = returned })
+      followTask(task, 'requeued', token, ARGV[i + 5], ARGV[i + 6], returned)
     end
     requeued = requeued + 1
   end

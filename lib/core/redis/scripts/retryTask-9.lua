@@ -49,6 +49,5 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 releaseClientSlot(KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[1], false)
 countOutcome(KEYS[7], 'failed', 1)
 countOutcome(KEYS[7], 'retried', 1)
-followTask(task, { what = 'retried', token = ARGV[1], tracked = ARGV[3] or '', entryKey = ARGV[4] or '', entry = entry,
-  due = due })
+followTask(task, 'retried', ARGV[1], ARGV[3] or '', ARGV[4] or '', entry, due)
 return due

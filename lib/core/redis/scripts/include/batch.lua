@@ -14,7 +14,7 @@
 -- batchEvent(base, root, child, outcome)
 --   Records `child`'s settle (nothing for a consumer group's copy other than the default group's: its base
 --   is not the root).
--- batchFollow(task, move)
+-- batchFollow(task, what)
 --   Batches' handler of a move (include/follow.lua): completed s, dead d, cancelled and dropped c, revived p;
 --   the other moves (retried, requeued) leave the task in its batch's count as it was.
 local function batchOf(entry)
@@ -51,8 +51,7 @@ local function batchEvent(base, root, child, outcome)
     string.format('%d', seq) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
 end
 
-local function batchFollow(task, move)
-  local what = move.what
+local function batchFollow(task, what)
   local outcome = nil
   if what == 'completed' then
     outcome = 's'

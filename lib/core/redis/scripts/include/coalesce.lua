@@ -45,7 +45,7 @@
 --   The seam's question before a held task of the key waits again (retried, requeued): 'drop' when a newer
 --   task of its key waits or ran (coalesceDrop: it has left its worker), else nil; the record read is kept
 --   on `task` for coalesceFollow.
--- coalesceFollow(task, move)
+-- coalesceFollow(task, what, token, value, due)
 --   The seam's handler of a move: completed or dead, the runner leaves (coalesceLeft); a waiting task
 --   cancelled or dead-lettered frees the key's slot; retried, the task is its key's waiting task in the delayed set; requeued,
 --   in its client's list.
@@ -170,22 +170,21 @@ local function coalesceAsk(task, what, processing, token)
   return nil
 end
 
-local function coalesceFollow(task, move)
-  local what = move.what
+local function coalesceFollow(task, what, token, value, due)
   if what == 'dropped' or what == 'revived' then
     return
   end
   local c = task.head
   local record, fields = coalesceRecord(task)
-  if move.what == 'retried' then
-    redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', move.due, 'last', c.id, 'reply', c.reply)
+  if what == 'retried' then
+    redis.call('HSET', record, 'id', c.id, 'where', 'd', 'first', due, 'last', c.id, 'reply', c.reply)
     redis.call('HDEL', record, 'latest', 'entry')
     if c.mode == 'd' then
       -- A debounce emit while it waits moves its due time: it must find it in the delayed set.
-      redis.call('HSET', record, 'entry', move.entry)
+      redis.call('HSET', record, 'entry', value)
     end
     fields.id = c.id
-  elseif move.what == 'requeued' then
+  elseif what == 'requeued' then
     -- It waits again, as its key's slot (it was, or it is the newest of its key).
     redis.call('HSET', record, 'id', c.id, 'where', 'q')
     redis.call('HDEL', record, 'entry')
@@ -194,11 +193,11 @@ local function coalesceFollow(task, move)
       redis.call('HDEL', record, 'latest')
     end
     fields.id = c.id
-  elseif move.token == '' and fields.id == c.id then
+  elseif token == '' and fields.id == c.id then
     -- The key's waiting task itself left its place for good (cancelled, or dead-lettered from the delayed
     -- set): the key waits for nothing, so its next emit is placed anew.
     redis.call('HDEL', record, unpack(COALESCE_SLOT))
     fields.id = nil
   end
-  coalesceLeft(task.base, record, fields, move.token)
+  coalesceLeft(task.base, record, fields, token)
 end

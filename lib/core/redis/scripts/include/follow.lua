@@ -20,11 +20,12 @@
 --   Before a move that puts a held task (under `token` in `processing`) back in line (retried, requeued):
 --   'drop' when a feature holds it back (a newer task of its coalescing key was emitted: the task has left
 --   its worker, counted and answered by the feature), else nil.
--- followTask(task, move)
---   After the move: each feature follows it. `move` is { what, token (the fencing token it left, '' none),
---   tracked (its tracked index key, '' none), entryKey (its tracked entry key), entry (the entry as it now
---   waits), due (retried: its due time), result (completed: a send() task's reply), record (dead: the
---   decoded dead-letter record), reason (cancelled: why) }.
+-- followTask(task, what, token, tracked, entryKey, value, due)
+--   After the move `what`: each feature follows it. `token` is the fencing token the task left ('' none),
+--   `tracked` its tracked index key and `entryKey` its tracked entry key ('' none), `value` what the move
+--   carries (completed: a send() task's reply; retried, requeued: the entry as it now waits; dead: the decoded
+--   dead-letter record, or nil; cancelled: why), `due` a retry's due time. Positional, not a table: one fewer
+--   table per task moved.
 -- The features, by the head their entries carry (`kind`). A new feature adds its branch to each of the three
 -- functions below (branches, not tables: a table built on every script call costs every call).
 
@@ -55,11 +56,13 @@ local function followAsk(task, what, processing, token)
   return nil
 end
 
-local function followTask(task, move)
-  trackFollow(task, move)
+local function followTask(task, what, token, tracked, entryKey, value, due)
+  if tracked ~= '' then
+    trackFollow(task, what, tracked, entryKey, value, due)
+  end
   if task.kind == 'coalesce' then
-    coalesceFollow(task, move)
+    coalesceFollow(task, what, token, value, due)
   elseif task.kind == 'batch' then
-    batchFollow(task, move)
+    batchFollow(task, what)
   end
 end

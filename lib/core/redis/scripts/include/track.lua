@@ -28,8 +28,8 @@
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
--- trackFollow(task, move)
---   Tracking's handler of a move (include/follow.lua): the index named by move.tracked (while it exists)
+-- trackFollow(task, what, key, entryKey, value, due)
+--   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
 --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
 --   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
@@ -121,25 +121,24 @@ local function cancelledTask(key, index, root, was, reason, call, entryKey)
   trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
 end
 
-local function trackFollow(task, move)
-  local index = move.tracked and move.tracked ~= '' and trackedIndex(nil, move.tracked)
+local function trackFollow(task, what, key, entryKey, value, due)
+  local index = trackedIndex(nil, key)
   if not index then
     return
   end
-  local what, key, entryKey = move.what, move.tracked, move.entryKey or ''
   if what == 'completed' then
-    trackState(key, index, 'completed', entryKey, nil, 'result', move.result or '')
+    trackState(key, index, 'completed', entryKey, nil, 'result', value or '')
   elseif what == 'retried' then
-    trackState(key, index, 'delayed', entryKey, move.entry, 'due', move.due, 'why', 'retry')
+    trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
   elseif what == 'requeued' then
-    trackState(key, index, 'pending', entryKey, move.entry)
+    trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
-    local record = type(move.record) == 'table' and move.record or {}
+    local record = type(value) == 'table' and value or {}
     trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
       'detail', type(record.detail) == 'string' and record.detail or '',
       'error', type(record.error) == 'table' and cjson.encode(record.error) or '')
   elseif what == 'cancelled' then
-    cancelledTask(key, index, task.root, 'pending', move.reason, '', entryKey)
+    cancelledTask(key, index, task.root, 'pending', value, '', entryKey)
     countOutcome(task.base .. ':counters', 'cancelled', 1)
   end
 end
