@@ -31,6 +31,20 @@ class Handlers {
 }
 
 /** Each node's role and, for a primary, the slot ranges it serves (CLUSTER NODES as one node sees it). */
+/** Whether a write to `key` on the primary at `port` is acknowledged by a replica within `timeoutMs` (WAIT). */
+async function confirmedWithin(port: number, key: string, timeoutMs: number): Promise<boolean> {
+  const node = new Redis(port, '127.0.0.1', { lazyConnect: true });
+  try {
+    await node.connect();
+    await node.set(key, '1', 'PX', 10_000);
+    return (await node.wait(1, timeoutMs)) >= 1;
+  } catch {
+    return false;
+  } finally {
+    node.disconnect();
+  }
+}
+
 async function topology(port: number): Promise<{ port: number; primary: boolean; slots: [number, number][] }[]> {
   const redis = new Redis(port, '127.0.0.1');
   try {
@@ -137,6 +151,19 @@ describe('failover of a cluster primary', () => {
         await waitFor(
           async () => /master_link_status:up/.test(await infoOf(victim.port)),
           'the node to rejoin as a replica',
+          {
+            timeoutMs: 30_000,
+            intervalMs: 100,
+          },
+        );
+        // Linked is not yet confirming: the shard's writes are confirmed again once a write to its slot is
+        // acknowledged by a replica within the producer's WAIT timeout (300 ms), as every emit from here needs.
+        const primary = (await topology(live)).find(
+          (node) => node.primary && node.slots.some(([a, b]) => shardSlot >= a && shardSlot <= b),
+        );
+        await waitFor(
+          async () => confirmedWithin(primary?.port ?? 0, `${layout.shards[1].root}:probe`, 300),
+          "a replica to confirm the shard's writes",
           {
             timeoutMs: 30_000,
             intervalMs: 100,
