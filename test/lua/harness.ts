@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeEach } from '@jest/globals';
 import { decodeEntry, encodeEntry } from '../../lib/core/model/codec.js';
 import { QueueKeys } from '../../lib/core/redis/keys.js';
-import { enqueueAnswer, gatewayOf, pushEnqueueFields, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
+import { enqueueAnswer, gatewayOf, type ClaimOutcome } from '../../lib/core/redis/gateway.js';
+import { pushEnqueueFields } from '../../lib/core/redis/enqueue-fields.js';
 import { claimAs, deleteKeys, openRedis, testPrefix, type TestRedis } from '../support/redis.js';
 
 /**

@@ -1,5 +1,6 @@
 import { COALESCE_MODE_CODES, encodeEntry, type CoalesceMode } from '../../lib/core/model/codec.js';
-import { gatewayOf, pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/gateway.js';
+import { gatewayOf } from '../../lib/core/redis/gateway.js';
+import { pushEnqueueFields, startEnqueueCall } from '../../lib/core/redis/enqueue-fields.js';
 import { PrefixKeys, type QueueKeys } from '../../lib/core/redis/keys.js';
 import type { DueSchedule } from '../../lib/core/redis/schedule-gateway.js';
 import { claimAs, type TestRedis } from '../support/redis.js';

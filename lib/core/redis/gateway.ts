@@ -464,5 +464,3 @@ export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
     'the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing',
   );
 }
-
-export { pushEnqueueFields, startEnqueueCall } from './enqueue-fields.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
+import { pushEnqueueFields } from '../../../lib/core/redis/enqueue-fields.js';
 import { claimAs, keysUnder } from '../../support/redis.js';
 import {
   redis,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { decodeEntry } from '../../../lib/core/model/codec.js';
-import { enqueueAnswer, pushEnqueueFields } from '../../../lib/core/redis/gateway.js';
+import { enqueueAnswer } from '../../../lib/core/redis/gateway.js';
+import { pushEnqueueFields } from '../../../lib/core/redis/enqueue-fields.js';
 import { claimAs, keysUnder, snapshotKeys, waitFor } from '../../support/redis.js';
 import {
   redis,
