@@ -7,6 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
+import { claimRows, claimTable, idleRows, idleTable } from './idle.js';
 import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
 import { TABLE_READINGS } from './readings.js';
@@ -1178,6 +1179,12 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_ONLY === 'batches') {
     log(`\n${await batchTable()}`);
+    await redis.quit();
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'idle') {
+    log(`\n${claimTable(await claimRows(url))}`);
+    log(`\n${idleTable(await idleRows(url))}`);
     await redis.quit();
     return;
   }

@@ -13,6 +13,11 @@ class RecordingSweeper implements Sweeper {
     return Promise.resolve(this.result());
   }
 
+  sweepInTurn(intervalMs: number): Promise<SweepResult | undefined> {
+    this.calls.push(`turn ${intervalMs}`);
+    return Promise.resolve(this.result());
+  }
+
   promote(queues: readonly string[]): Promise<SweepResult> {
     this.calls.push(`promote ${queues.join(',')}`);
     return Promise.resolve(this.result());
@@ -39,7 +44,7 @@ describe('ReaperSchedule', () => {
     jest.useRealTimers();
   });
 
-  it('sweeps at start and then every interval', async () => {
+  it('sweeps its own queues at start, then takes its turn in the deployment every interval', async () => {
     const sweeper = new RecordingSweeper();
     const schedule = new ReaperSchedule(sweeper, 5_000, () => ['a', 'b']);
     schedule.start();
@@ -47,7 +52,7 @@ describe('ReaperSchedule', () => {
     expect(sweeper.calls).toEqual(['sweep a,b']);
     await jest.advanceTimersByTimeAsync(5_000);
     await jest.advanceTimersByTimeAsync(5_000);
-    expect(sweeper.calls).toEqual(['sweep a,b', 'sweep a,b', 'sweep a,b']);
+    expect(sweeper.calls).toEqual(['sweep a,b', 'turn 5000', 'turn 5000']);
     await schedule.stop();
     await jest.advanceTimersByTimeAsync(20_000);
     expect(sweeper.calls).toHaveLength(3);
@@ -85,6 +90,7 @@ describe('ReaperSchedule', () => {
     const failing: Sweeper = {
       clockOffsetMs: 0,
       sweep: (queues) => (fail ? ((fail = false), Promise.reject(new Error('redis down'))) : sweeper.sweep(queues)),
+      sweepInTurn: (intervalMs) => sweeper.sweepInTurn(intervalMs),
       promote: (queues) => sweeper.promote(queues),
     };
     const schedule = new ReaperSchedule(failing, 1_000, () => ['a'], {
@@ -96,7 +102,7 @@ describe('ReaperSchedule', () => {
     await settle();
     expect(errors).toEqual(['reaper sweep failed: redis down']);
     await jest.advanceTimersByTimeAsync(1_000);
-    expect(sweeper.calls).toEqual(['sweep a']);
+    expect(sweeper.calls).toEqual(['turn 1000']);
     await schedule.stop();
   });
 });

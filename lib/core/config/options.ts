@@ -218,8 +218,9 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
   sendErrorStack?: boolean;
   /**
    * Longest wait between two checks for due recurring schedules (ms), or false for a worker that fires
-   * none (another process does). Every process may fire ticks; each tick still makes one task. An idle
-   * worker makes one Redis call per check. Default 1,000.
+   * none (another process does). Every process may fire ticks; each tick still makes one task. A worker
+   * sleeps until the earliest tick on record and is woken when a schedule is stored or resumed, so this is
+   * only the backstop for an announcement it missed. Default 60,000.
    */
   scheduleCheckMs?: number | false;
 }
@@ -284,7 +285,7 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   slowRunMs: 60_000,
   startupTimeoutMs: 0,
   sendErrorStack: false,
-  scheduleCheckMs: 1_000,
+  scheduleCheckMs: 60_000,
 };
 
 type Check = (name: string, value: unknown) => void;

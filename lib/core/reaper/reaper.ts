@@ -38,6 +38,8 @@ export interface ReaperOptions {
 }
 
 const PROMOTE_BATCH = 500;
+/** A sweep turn's share of the interval: a little less, so the next tick of a timer that fired late still finds it over. */
+const TURN_SHARE = 0.9;
 
 /**
  * Recovers tasks of dead workers (their lease expired) and promotes due retries. Safe in any number of
@@ -101,6 +103,23 @@ export class TaskReaper {
     }
     await this.batches.checkDue(await this.now());
     return total;
+  }
+
+  /**
+   * The deployment's periodic sweep: the one process whose turn it is sweeps every queue of the prefix;
+   * the others send one command and do nothing (undefined). A turn lasts a little less than `intervalMs`,
+   * so the deployment sweeps about once per interval whatever its number of processes; a process that
+   * dies during its turn leaves the next one to another. A full Redis refuses the turn's write: then this
+   * process sweeps anyway (every move is fenced and idempotent; the turn only spares repeated work).
+   */
+  async sweepInTurn(intervalMs: number): Promise<SweepResult | undefined> {
+    const turnMs = Math.max(1, Math.floor(intervalMs * TURN_SHARE));
+    try {
+      if ((await this.redis.set(this.keys.sweepTurn, this.owner, 'PX', turnMs, 'NX')) !== 'OK') return undefined;
+    } catch (error) {
+      if (!isRedisFull(error)) throw error;
+    }
+    return this.sweep();
   }
 
   /** Only promotes due delayed tasks of the given queues (cheap; used on the retry timer). */

@@ -5,7 +5,7 @@ import type { SweepResult, TaskReaper } from './reaper.js';
 const STOP_WAIT_MS = 2_000;
 
 /** What the schedule drives: a TaskReaper (or anything that sweeps and promotes alike). */
-export type Sweeper = Pick<TaskReaper, 'sweep' | 'promote' | 'clockOffsetMs'>;
+export type Sweeper = Pick<TaskReaper, 'sweep' | 'sweepInTurn' | 'promote' | 'clockOffsetMs'>;
 
 /**
  * Runs a reaper on an interval (unless `intervalMs` is false), and promotes delayed tasks at their due
@@ -32,7 +32,9 @@ export class ReaperSchedule {
       void this.run(() => this.promote());
       return;
     }
-    this.interval = setInterval(() => void this.run(() => this.reaper.sweep(this.queues())), this.intervalMs);
+    const intervalMs = this.intervalMs;
+    // Every process of the deployment ticks; the one whose turn it is sweeps every queue of the prefix.
+    this.interval = setInterval(() => void this.run(() => this.reaper.sweepInTurn(intervalMs)), intervalMs);
     this.interval.unref();
     void this.run(() => this.reaper.sweep(this.queues()));
   }
@@ -73,7 +75,7 @@ export class ReaperSchedule {
     return queues ? this.reaper.promote(queues) : this.reaper.sweep();
   }
 
-  private async run(work: () => Promise<SweepResult>): Promise<void> {
+  private async run(work: () => Promise<SweepResult | undefined>): Promise<void> {
     if (this.stopped) {
       return;
     }
@@ -83,7 +85,7 @@ export class ReaperSchedule {
       if (this.stopped) return;
       try {
         const result = await work();
-        if (result.nextDueAt !== undefined) {
+        if (result?.nextDueAt !== undefined) {
           this.wakeAt(result.nextDueAt);
         }
       } catch (error) {

@@ -275,12 +275,19 @@ export interface ScheduleKeys {
   readonly firing: string;
   /** String: Redis ms of the last take of due schedules (kept a minute; see claimSchedules-5.lua). */
   readonly checked: string;
+  /** Channel: a schedule was stored or resumed (its ticks may now come earlier than a sleeping ticker knows). */
+  readonly changed: string;
 }
 
 /** Keys that do not belong to one queue. */
 export class PrefixKeys {
   /** Names of the queues that have had a worker (set), so reapers and admin tools can find them. */
   readonly queues: string;
+  /**
+   * Whose turn it is to sweep every queue of the prefix (string: the reaper's id, expiring after its
+   * interval): the processes of a deployment share the periodic sweep instead of each repeating it.
+   */
+  readonly sweepTurn: string;
   // table-ok: one entry per queue
   private readonly layouts = new Map<string, QueueLayout>();
 
@@ -299,6 +306,7 @@ export class PrefixKeys {
 
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
+    this.sweepTurn = `${prefix}:{%R}:sweep-turn`;
     this.batchesDue = `${prefix}:{%B}:due`;
     this.batchCounters = `${prefix}:{%B}:counters`;
     // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
@@ -309,6 +317,7 @@ export class PrefixKeys {
       state: `${root}:state`,
       firing: `${root}:firing`,
       checked: `${root}:checked`,
+      changed: `${root}:changed`,
     };
   }
 

@@ -44,14 +44,21 @@ const CHECKED_KEEP_MS = SCHEDULE_GRACE_MS + 1_000;
 export class ScheduleGateway {
   constructor(private readonly redis: TaskRedis) {}
 
-  /** changeSchedule: see its header for each operation's arguments and answer. */
-  change(
+  /**
+   * changeSchedule: see its header for each operation's arguments and answer. A stored or resumed schedule
+   * is announced on `keys.changed`, so tickers sleeping until the earliest tick they knew check again; a
+   * lost announcement (the publish failed, this process died right after the write) is found at their
+   * backstop check.
+   */
+  async change(
     keys: ScheduleKeys,
     op: 'upsert' | 'pause' | 'resume' | 'orphan' | 'remove',
     id: string,
     ...args: (string | number)[]
   ): Promise<string | number> {
-    return this.redis.changeSchedule(keys.records, keys.due, keys.state, keys.firing, op, id, ...args);
+    const answer = await this.redis.changeSchedule(keys.records, keys.due, keys.state, keys.firing, op, id, ...args);
+    if (op === 'upsert' || op === 'resume') await this.redis.publish(keys.changed, '').catch(() => undefined);
+    return answer;
   }
 
   /** claimSchedules: takes the schedules due by Redis time (at most `limit`) for this process to fire. */

@@ -12,7 +12,10 @@ const DUE_LIMIT = 200;
 const MAX_JITTER_MS = 20;
 
 export interface TickerOptions {
-  /** Longest wait between two checks of the due set (ms): an idle process asks Redis this often. */
+  /**
+   * Longest wait between two checks of the due set (ms). A ticker that hears stored schedules (`wake`) sleeps
+   * until the earliest tick it knows, so this is only its backstop; one that does not asks Redis this often.
+   */
   readonly checkMs: number;
   readonly limits: ItemLimits;
   /** Each tick's outcome, told by the one process that moved its schedule on. */
@@ -24,8 +27,8 @@ export interface TickerOptions {
  * they need no lock or leader: each check takes a slice of the due schedules by Redis time (one script
  * call; a slice is this process's for a lease of a few seconds, so processes share a long list instead of
  * repeating each other) and fires them through TickFirer, which makes each tick one task whoever fires it. Between
- * checks it sleeps until the earliest next tick, at most `checkMs` (an idle process makes one call per
- * `checkMs`, whatever the number of schedules).
+ * checks it sleeps until the earliest next tick, at most `checkMs`; a worker's ticker is woken when a schedule
+ * is stored or resumed (`wake`), so with nothing due it sends nothing but its backstop check.
  */
 export class ScheduleTicker {
   private readonly stop = new AbortController();
@@ -33,6 +36,10 @@ export class ScheduleTicker {
   private readonly gateway: ScheduleGateway;
   private readonly firer: TickFirer;
   private readonly outage: OutageReporter;
+  /** Ends the sleep between two checks (a schedule was stored or resumed). */
+  private nap: AbortController | undefined;
+  /** A wake came during a check: the next one follows at once. */
+  private woken = false;
 
   constructor(
     private readonly store: TaskStore,
@@ -52,6 +59,15 @@ export class ScheduleTicker {
 
   start(): void {
     this.done ??= this.run();
+  }
+
+  /**
+   * A schedule was stored or resumed (heard on the process's subscriber, or the subscriber is back after a
+   * reconnection and may have missed one): check now rather than at the earliest tick known.
+   */
+  wake(): void {
+    this.woken = true;
+    this.nap?.abort();
   }
 
   /** Stops checking; resolves at once, without waiting for a Redis command under way. */
@@ -102,6 +118,7 @@ export class ScheduleTicker {
 
   private async run(): Promise<void> {
     while (!this.stop.signal.aborted) {
+      this.woken = false;
       let waitMs = this.options.checkMs;
       try {
         // close() does not wait for Redis: a check cut short in an outage is finished, or not, by the
@@ -113,7 +130,10 @@ export class ScheduleTicker {
       } catch (error) {
         this.outage.failed(error);
       }
-      await sleep(waitMs, this.stop.signal);
+      if (this.woken) continue;
+      this.nap = new AbortController();
+      await sleep(waitMs, AbortSignal.any([this.stop.signal, this.nap.signal]));
+      this.nap = undefined;
     }
   }
 }

@@ -64,6 +64,8 @@ export class WorkerRuntime {
   private subscriber: RedisConnection | undefined;
   private subscriberWatch: SubscriberWatch | undefined;
   private readonly book: ScheduleBook;
+  /** The prefix's store with the layouts on record (schedules and the sweeps' turns use it). */
+  private readonly tools: TaskStore;
   private readonly ticker: ScheduleTicker | undefined;
   /** Wake-ups of idle claim loops, heard on the one subscriber connection. */
   private readonly wakeSignals = new WakeSignals();
@@ -79,12 +81,14 @@ export class WorkerRuntime {
     // The worker's own store: its layouts check the configured shard count against the one on record.
     this.layouts = new QueueLayouts(redis, new PrefixKeys(options.prefix), options.shards, logger, options.group);
     const store = new TaskStore(redis, this.layouts);
-    this.reaper = new TaskReaper(store, reaperSettings(options), logger);
+    // Schedules fire into any pattern of the prefix, and a sweep in this process's turn covers every queue
+    // of the prefix: their layouts are the ones on record (this worker's own were checked against them).
+    const tools = TaskStore.recorded(redis, options.prefix);
+    this.tools = tools;
+    this.reaper = new TaskReaper(tools, reaperSettings(options), logger);
     // With reaperIntervalMs false the periodic sweep is left to a RedisTaskReaper elsewhere, but this
     // worker still promotes delayed tasks of its own queues at their due time.
     this.schedule = new ReaperSchedule(this.reaper, options.reaperIntervalMs, () => queues, logger);
-    // Schedules fire into any pattern of the prefix: their layouts are the ones on record.
-    const tools = TaskStore.recorded(redis, options.prefix);
     this.book = new ScheduleBook(tools, SCHEDULE_LIMITS, logger);
     const checkMs = options.scheduleCheckMs;
     this.ticker =
@@ -184,15 +188,21 @@ export class WorkerRuntime {
     const shards = (await this.layouts.layouts(this.queues)).flatMap((layout) => layout.shards);
     const control = new Set(shards.map((keys) => keys.controlChannel));
     const wakes = new Set(shards.map((keys) => keys.wakeChannel));
+    const schedulesChanged = this.ticker && this.tools.keys.schedules.changed;
     subscriber.on('message', (channel: string, message: string) => {
       if (wakes.has(channel)) this.wakeSignals.heard(channel);
       else if (control.has(channel)) this.worker.control(channel, message);
+      else if (channel === schedulesChanged) this.ticker?.wake();
       else this.schedule.wakeAt(Number(message));
     });
     // Back after a reconnection (ioredis subscribed again first): what was published meanwhile was not
-    // heard, so every idle loop claims once.
-    subscriber.on('ready', () => this.wakeSignals.wakeAll());
-    await subscriber.subscribe(...shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel, keys.wakeChannel]));
+    // heard, so every idle loop claims once, and the schedule ticker checks once.
+    subscriber.on('ready', () => {
+      this.wakeSignals.wakeAll();
+      this.ticker?.wake();
+    });
+    const channels = shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel, keys.wakeChannel]);
+    await subscriber.subscribe(...channels, ...(schedulesChanged ? [schedulesChanged] : []));
     // A half-open subscriber raises nothing: PINGed, and cut when it stops answering (see SubscriberWatch).
     this.subscriberWatch = new SubscriberWatch(
       subscriberSocket(subscriber),

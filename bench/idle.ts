@@ -1,0 +1,230 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { lastValueFrom } from 'rxjs';
+import { readScriptDefinitions } from '../lib/core/redis/scripts.js';
+import { RedisTaskClient } from '../lib/index.js';
+import { deleteMatching, roundSample, serverSnapshot, shownSample, sleep, type RoundSample } from './measure.js';
+
+/** Process and pattern counts of the idle rows. */
+const PROCESSES = [1, 5, 20] as const;
+const PATTERNS = [1, 50] as const;
+/** Other keys in the database for the second half of the rows (an app's own data beside the queues). */
+const OTHER_KEYS = 1_000_000;
+/** Measured windows per row (the spread is theirs) and their length. */
+const WINDOWS = 3;
+const WINDOW_MS = 4_000;
+/** Idle processes of the claim-calls row, and the tasks sent one at a time to them. */
+const CLAIM_PROCESSES = [1, 8, 20] as const;
+const CLAIM_TASKS = 200;
+
+export interface IdleRow {
+  readonly processes: number;
+  readonly patterns: number;
+  readonly otherKeys: number;
+  readonly commandsPerSecond: RoundSample;
+  /** Redis CPU of the deployment in percent of one core, the server's own idle work taken off. */
+  readonly cpuPercent: RoundSample;
+  /** Commands by name over all windows (for the reading below the table). */
+  readonly top: string;
+  readonly scans: number;
+}
+
+export interface ClaimRow {
+  readonly processes: number;
+  readonly claimCallsPerTask: number;
+}
+
+async function startWorkers(url: string, prefix: string, count: number, patterns: number): Promise<ChildProcess[]> {
+  const script = fileURLToPath(new URL('./idle-child.js', import.meta.url));
+  const env = { ...process.env, BENCH_IDLE_URL: url, BENCH_IDLE_PREFIX: prefix, BENCH_IDLE_PATTERNS: String(patterns) };
+  const children: ChildProcess[] = [];
+  // A few at a time: twenty Nest processes starting at once on two cores take turns anyway.
+  for (let i = 0; i < count; i += 5) {
+    const batch = Array.from({ length: Math.min(5, count - i) }, () => fork(script, [], { env }));
+    await Promise.all(batch.map((child) => new Promise((resolve) => child.once('message', resolve))));
+    children.push(...batch);
+  }
+  return children;
+}
+
+async function stopWorkers(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise((resolve) => {
+          child.once('exit', resolve);
+          child.send('stop');
+        }),
+    ),
+  );
+}
+
+async function commandCalls(redis: Redis): Promise<Map<string, number>> {
+  const calls = new Map<string, number>();
+  for (const match of (await redis.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (match[1] !== 'info') calls.set(match[1], Number(match[2]));
+  }
+  return calls;
+}
+
+/** Redis CPU (µs per second) with nothing connected but this probe: the server's own idle work. */
+async function serverIdleCpu(redis: Redis): Promise<number> {
+  const before = await serverSnapshot(redis);
+  const start = performance.now();
+  await sleep(WINDOW_MS);
+  const after = await serverSnapshot(redis);
+  return (after.cpuMicros - before.cpuMicros) / ((performance.now() - start) / 1_000);
+}
+
+async function idleRow(
+  url: string,
+  processes: number,
+  patterns: number,
+  otherKeys: number,
+  baseCpu: number,
+): Promise<IdleRow> {
+  const redis = new Redis(url);
+  const prefix = `rtidle${randomBytes(3).toString('hex')}`;
+  const children = await startWorkers(url, prefix, processes, patterns);
+  try {
+    // Past every start-up step (registrations, first sweeps, the first schedule check).
+    await sleep(3_000);
+    const rates: number[] = [];
+    const cpus: number[] = [];
+    const totals = new Map<string, number>();
+    for (let w = 0; w < WINDOWS; w++) {
+      const callsBefore = await commandCalls(redis);
+      const before = await serverSnapshot(redis);
+      const start = performance.now();
+      await sleep(WINDOW_MS);
+      const after = await serverSnapshot(redis);
+      const callsAfter = await commandCalls(redis);
+      const seconds = (performance.now() - start) / 1_000;
+      // The two INFO reads of a window are not counted (serverSnapshot leaves INFO out).
+      rates.push((after.commands - before.commands) / seconds);
+      cpus.push(Math.max(0, (after.cpuMicros - before.cpuMicros) / seconds - baseCpu) / 1e4);
+      for (const [name, calls] of callsAfter)
+        totals.set(name, (totals.get(name) ?? 0) + calls - (callsBefore.get(name) ?? 0));
+    }
+    const seconds = (WINDOWS * WINDOW_MS) / 1_000;
+    const top = [...totals]
+      .filter(([, calls]) => calls > 0)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 6)
+      .map(([name, calls]) => `${name} ${(calls / seconds).toFixed(1)}/s`)
+      .join(', ');
+    return {
+      processes,
+      patterns,
+      otherKeys,
+      commandsPerSecond: roundSample(rates),
+      cpuPercent: roundSample(cpus),
+      top,
+      scans: totals.get('scan') ?? 0,
+    };
+  } finally {
+    await stopWorkers(children);
+    await deleteMatching(redis, `${prefix}:*`);
+    redis.disconnect();
+  }
+}
+
+async function fillOtherKeys(redis: Redis, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 10_000) {
+    const pipeline = redis.pipeline();
+    for (let j = i; j < i + 10_000; j += 1_000) {
+      const args: string[] = [];
+      for (let k = j; k < j + 1_000; k++) args.push(`rtother:${k}`, 'x');
+      pipeline.mset(...args);
+    }
+    await pipeline.exec();
+  }
+}
+
+/** Commands and Redis CPU of P idle worker processes of K patterns each, with and without other keys. */
+export async function idleRows(url: string): Promise<IdleRow[]> {
+  const redis = new Redis(url);
+  const rows: IdleRow[] = [];
+  try {
+    for (const otherKeys of [0, OTHER_KEYS]) {
+      if (otherKeys > 0) await fillOtherKeys(redis, otherKeys);
+      const baseCpu = await serverIdleCpu(redis);
+      for (const patterns of PATTERNS) {
+        for (const processes of PROCESSES) {
+          const row = await idleRow(url, processes, patterns, otherKeys, baseCpu);
+          console.log(
+            `idle ${processes} processes x ${patterns} patterns, ${otherKeys} other keys: ${shownSample(row.commandsPerSecond, 1)} commands/s, ${shownSample(row.cpuPercent, 2)}% CPU; ${row.top}`,
+          );
+          rows.push(row);
+        }
+      }
+    }
+  } finally {
+    await deleteMatching(redis, 'rtother:*');
+    redis.disconnect();
+  }
+  return rows;
+}
+
+/** The claim script's calls per task, counted with MONITOR, when tasks come one at a time to P idle processes. */
+export async function claimRows(url: string): Promise<ClaimRow[]> {
+  const claimShas = new Set(
+    readScriptDefinitions()
+      .filter((script) => script.name === 'claimTasks')
+      .flatMap((script) => [script.sha, script.flagged.sha]),
+  );
+  const rows: ClaimRow[] = [];
+  for (const processes of CLAIM_PROCESSES) {
+    const prefix = `rtclaim${randomBytes(3).toString('hex')}`;
+    const children = await startWorkers(url, prefix, processes, 1);
+    const client = new RedisTaskClient({ connection: url, prefix });
+    const monitor = new Redis(url);
+    let claims = 0;
+    try {
+      await client.connect();
+      await sleep(2_000);
+      const feed = await monitor.monitor();
+      feed.on('monitor', (_time: string, args: string[]) => {
+        if (args[0]?.toLowerCase() === 'evalsha' && claimShas.has(args[1])) claims++;
+      });
+      for (let i = 0; i < CLAIM_TASKS; i++) {
+        await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
+        // Each task meets idle processes: the next one is sent once this one was taken and settled.
+        await sleep(10);
+      }
+      await sleep(1_000);
+      feed.disconnect();
+      rows.push({ processes, claimCallsPerTask: claims / CLAIM_TASKS });
+      console.log(`claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)}`);
+    } finally {
+      monitor.disconnect();
+      await client.close();
+      await stopWorkers(children);
+      const cleanup = new Redis(url);
+      await deleteMatching(cleanup, `${prefix}:*`);
+      cleanup.disconnect();
+    }
+  }
+  return rows;
+}
+
+export function idleTable(rows: readonly IdleRow[]): string {
+  return [
+    '| idle processes × patterns | other keys | Redis commands/s (all processes) | Redis CPU, % of a core | SCANs in the windows | most sent |',
+    '|---|---:|---:|---:|---:|---|',
+    ...rows.map(
+      (row) =>
+        `| ${row.processes} × ${row.patterns} | ${row.otherKeys.toLocaleString('en')} | ${shownSample(row.commandsPerSecond, 1)} | ${shownSample(row.cpuPercent, 2)} | ${row.scans} | ${row.top} |`,
+    ),
+  ].join('\n');
+}
+
+export function claimTable(rows: readonly ClaimRow[]): string {
+  return [
+    '| idle worker processes (1 pattern) | claim script calls per task |',
+    '|---:|---:|',
+    ...rows.map((row) => `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} |`),
+  ].join('\n');
+}

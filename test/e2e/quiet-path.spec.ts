@@ -1,0 +1,100 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { Controller } from '@nestjs/common';
+import { Ctx, EventPattern } from '@nestjs/microservices';
+import { RedisTaskContext } from '../../lib/index.js';
+import { TaskAdmin } from '../../lib/core/admin/admin.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
+import { monitor, type Monitor, type MonitoredCommand } from '../support/monitor.js';
+import { startWorker } from '../support/nest.js';
+import { deleteKeys, openRedis, redisUrl, scriptNamesBySha, testPrefix, waitFor } from '../support/redis.js';
+
+/**
+ * What an idle deployment asks of Redis: the periodic sweep is taken in turn by its processes rather than
+ * repeated by each, and a worker with no schedule due checks for none until one is stored.
+ */
+const redis = openRedis();
+const started: { close(): Promise<unknown> }[] = [];
+const monitors: Monitor[] = [];
+let prefix = '';
+const runs: string[] = [];
+
+@Controller()
+class Quiet {
+  @EventPattern<string>('quiet.tick')
+  tick(@Ctx() ctx: RedisTaskContext): void {
+    runs.push(ctx.getTaskId());
+  }
+}
+
+afterEach(async () => {
+  for (const watching of monitors.splice(0)) watching.stop();
+  await Promise.all(started.splice(0).map((app) => app.close()));
+  await deleteKeys(redis, prefix);
+  runs.length = 0;
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+/** Every command MONITOR shows from now on, for the test to count. */
+async function watch(): Promise<MonitoredCommand[]> {
+  const seen: MonitoredCommand[] = [];
+  monitors.push(await monitor(redisUrl(), (command) => seen.push(command)));
+  return seen;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+describe('the quiet path (real Redis)', () => {
+  it('three processes of one deployment sweep in turn: about one sweep per interval, not one per process', async () => {
+    prefix = testPrefix('quiet-sweep');
+    const intervalMs = 200;
+    for (const workerId of ['w1', 'w2', 'w3']) {
+      const worker = await startWorker(prefix, [Quiet], { workerId, reaperIntervalMs: intervalMs });
+      started.push(worker.app);
+    }
+    const workers = new PrefixKeys(prefix).queue('quiet.tick').workers;
+    const seen = await watch();
+    const windowMs = 2_000;
+    await sleep(windowMs);
+    // Each sweep of the queue reads its workers' leases once (a plain command, not inside a script).
+    const sweeps = seen.filter(
+      ({ source, args }) => source !== 'lua' && args[0].toLowerCase() === 'zrangebyscore' && args[1] === workers,
+    ).length;
+    // Each process alone would sweep windowMs / intervalMs = 10 times: 30 for the three. In turn: about 10
+    // (a late timer on a loaded machine makes it fewer, never more than one per turn).
+    expect(sweeps).toBeGreaterThanOrEqual(2);
+    expect(sweeps).toBeLessThanOrEqual(Math.ceil((windowMs / intervalMs / 0.9) * 1.2) + 1);
+  });
+
+  it('a worker with no schedule due checks for none, and fires a schedule stored later at its first tick', async () => {
+    prefix = testPrefix('quiet-sched');
+    const worker = await startWorker(prefix, [Quiet], { workerId: 'w1' });
+    started.push(worker.app);
+    // The admin API alone (a module's RedisTaskReaper would check for due schedules on a timer of its own).
+    const admin = TaskAdmin.forPrefix(redis, prefix);
+    await admin.upsertSchedule('nightly', { pattern: 'quiet.tick', cron: '0 3 * * *' });
+    const names = scriptNamesBySha();
+    const checks = (seen: readonly MonitoredCommand[]) =>
+      seen.filter(
+        ({ args }) =>
+          args[0].toLowerCase() === 'evalsha' &&
+          names.get(args[1]) === 'claimSchedules' &&
+          args[3]?.startsWith(`${prefix}:`),
+      ).length;
+    // The upsert woke the ticker once; after that nothing is due before 03:00.
+    await sleep(300);
+    const seen = await watch();
+    await sleep(3_000);
+    expect(checks(seen)).toBe(0);
+    // Stored now: the worker hears it and fires its first tick (300 ms on) without waiting for a backstop.
+    await admin.upsertSchedule('soon', { pattern: 'quiet.tick', everyMs: 300 });
+    await waitFor(() => runs.some((id) => id.startsWith('soon@')), 'the first tick of the stored schedule', {
+      timeoutMs: 5_000,
+    });
+    expect(checks(seen)).toBeGreaterThan(0);
+  });
+});
