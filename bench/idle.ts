@@ -19,6 +19,18 @@ const WINDOW_MS = 4_000;
 const CLAIM_PROCESSES = [1, 8, 20] as const;
 const CLAIM_TASKS = 200;
 
+export const IDLE_INTRO = [
+  '## Idle replicas: what waking and idling cost Redis',
+  '',
+  'Worker processes of one deployment (a Nest microservice each, RedisTaskTransport with its defaults and one',
+  'handler per pattern), each in its own Node process. First, tasks sent one at a time (each after the last one',
+  "ran) to P idle processes of one pattern: the claim script's calls per task, counted with MONITOR. Then P",
+  'idle processes of K patterns with nothing queued: the Redis commands per second of the whole deployment',
+  "(INFO commandstats, Lua's own commands included) and its Redis CPU in percent of one core (the server's own",
+  'idle work taken off), over 3 windows of 4 s, median (min–max), with and without 1,000,000 other keys in the',
+  'database; the most sent commands per second beside them.',
+];
+
 export interface IdleRow {
   readonly processes: number;
   readonly patterns: number;

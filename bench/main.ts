@@ -7,7 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
-import { claimRows, claimTable, idleRows, idleTable } from './idle.js';
+import { claimRows, claimTable, IDLE_INTRO, idleRows, idleTable } from './idle.js';
 import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
 import { TABLE_READINGS } from './readings.js';
@@ -1316,6 +1316,7 @@ async function main(): Promise<void> {
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
   const connections = await connectionsTable(url);
+  const idle = `${claimTable(await claimRows(url))}\n\n${idleTable(await idleRows(url))}`;
   const nodes = await nodesSection();
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
@@ -1404,6 +1405,10 @@ async function main(): Promise<void> {
     connections,
     '',
     ...CONNECTIONS_LATENCY,
+    '',
+    ...IDLE_INTRO,
+    '',
+    idle,
     '',
     nodes,
   ].join('\n');

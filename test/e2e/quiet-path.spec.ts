@@ -97,4 +97,37 @@ describe('the quiet path (real Redis)', () => {
     });
     expect(checks(seen)).toBeGreaterThan(0);
   });
+
+  it("an idle shard costs the ring audit no SCAN; a count the clients' lists disagree with starts one pass, not one per sweep", async () => {
+    prefix = testPrefix('quiet-audit');
+    const worker = await startWorker(prefix, [Quiet], { workerId: 'w1', reaperIntervalMs: 100 });
+    started.push(worker.app);
+    const queue = new PrefixKeys(prefix).queue('quiet.tick');
+    const names = scriptNamesBySha();
+    const seen = await watch();
+    const isScan = ({ args }: MonitoredCommand) =>
+      args[0].toLowerCase() === 'scan' && args.some((arg) => arg.startsWith(queue.base));
+    const isCheck = ({ args }: MonitoredCommand) =>
+      args[0].toLowerCase() === 'evalsha' && names.get(args[1]) === 'countUnreachable' && args[3] === queue.base;
+    // Ten sweeps of an idle shard: one count check each, no SCAN.
+    await waitFor(() => seen.filter(isCheck).length >= 10, 'ten audit checks');
+    expect(seen.filter(isScan)).toHaveLength(0);
+    // A count edited by hand (no client holds these 5 tasks): a pass over the keys (as many SCAN steps as
+    // the database needs) finds nothing to put back, and the same gap starts no other pass: ten checks in a
+    // row then come without a SCAN between them (passes one after another would leave none).
+    await redis.set(queue.pendingCount, '5');
+    await waitFor(() => seen.some(isScan), 'a pass over the shard');
+    await waitFor(
+      () => {
+        let quiet = 0;
+        for (const command of seen) {
+          if (isScan(command)) quiet = 0;
+          else if (isCheck(command)) quiet++;
+        }
+        return quiet >= 10;
+      },
+      'ten checks in a row without a SCAN after the pass',
+      { timeoutMs: 60_000 },
+    );
+  });
 });

@@ -418,6 +418,14 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
       setup: sound,
       run: (keys) => gateway.readOverview(keys, 10),
     },
+    countUnreachable: {
+      setup: sound,
+      run: (keys) => gateway.sweeps.countUnreachable(keys, 10),
+    },
+    takeSweepTurn: {
+      setup: async () => undefined,
+      run: (keys) => gateway.sweeps.takeTurn(new PrefixKeys(keys.prefix), 'reaper-a', 1_000),
+    },
     // The schedule scripts work on the prefix's schedule keys (`{%S}`), next to the queue's.
     changeSchedule: {
       setup: (keys) => storeSchedule(keys, 'existing'),

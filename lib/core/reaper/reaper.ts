@@ -108,14 +108,15 @@ export class TaskReaper {
   /**
    * The deployment's periodic sweep: the one process whose turn it is sweeps every queue of the prefix;
    * the others send one command and do nothing (undefined). A turn lasts a little less than `intervalMs`,
-   * so the deployment sweeps about once per interval whatever its number of processes; a process that
-   * dies during its turn leaves the next one to another. A full Redis refuses the turn's write: then this
+   * and a process takes over a turn taken longer ago than its own (takeSweepTurn), so the deployment sweeps
+   * about once per the shortest interval among its processes, whatever their number; a process that dies
+   * during its turn leaves the next one to another. A full Redis refuses the turn's write: then this
    * process sweeps anyway (every move is fenced and idempotent; the turn only spares repeated work).
    */
   async sweepInTurn(intervalMs: number): Promise<SweepResult | undefined> {
     const turnMs = Math.max(1, Math.floor(intervalMs * TURN_SHARE));
     try {
-      if ((await this.redis.set(this.keys.sweepTurn, this.owner, 'PX', turnMs, 'NX')) !== 'OK') return undefined;
+      if (!(await this.gateway.sweeps.takeTurn(this.keys, this.owner, turnMs))) return undefined;
     } catch (error) {
       if (!isRedisFull(error)) throw error;
     }

@@ -6,6 +6,7 @@ import { ScriptKeys, settleKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
 import { ScheduleGateway } from './schedule-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
+import { SweepGateway } from './sweep-gateway.js';
 import type { TaskRedis } from './scripts.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 
@@ -21,11 +22,14 @@ export class ScriptGateway {
   readonly batch: BatchGateway;
   /** The scripts of recurring schedules (change, claim, advance, a tick's enqueue). */
   readonly schedules: ScheduleGateway;
+  /** The scripts of the deployment's sweep (its turn, the ring audit's check). */
+  readonly sweeps: SweepGateway;
 
   constructor(private readonly redis: TaskRedis) {
     this.track = new TrackGateway(redis);
     this.batch = new BatchGateway(redis);
     this.schedules = new ScheduleGateway(redis);
+    this.sweeps = new SweepGateway(redis);
   }
 
   /**

@@ -44,6 +44,11 @@ export class QueueKeys {
    */
   readonly pendingCount: string;
   /**
+   * Set (Redis ms) by a claim that found the pending count above what any client in reach held and set it
+   * right: some client may be stranded off the ring, so the ring audit passes over the shard's keys (string).
+   */
+  readonly auditWanted: string;
+  /**
    * The outcome counters as they stood at each minute of the last hour (hash: minute since the epoch ->
    * "<Redis ms> <completed> <failed> <retried> <deadLettered>"), for per-minute rates.
    */
@@ -111,6 +116,7 @@ export class QueueKeys {
     this.reaperLock = `${this.base}:reaper-lock`;
     this.prioritized = `${this.base}:prioritized`;
     this.pendingCount = `${this.base}:pending-count`;
+    this.auditWanted = `${this.base}:audit-wanted`;
     this.history = `${this.base}:history`;
     this.clientConcurrency = `${this.base}:client-concurrency`;
     this.counted = `${this.base}:counted`;

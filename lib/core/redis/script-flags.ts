@@ -24,6 +24,7 @@ export const WHEN_FULL: Readonly<Record<string, WhenFull>> = {
   claimSchedules: 'grows',
   claimTasks: 'drains',
   closeBatch: 'drains',
+  countUnreachable: 'reads',
   deadLetterDelayed: 'drains',
   deadLetterTask: 'drains',
   dropHeld: 'drains',
@@ -46,6 +47,7 @@ export const WHEN_FULL: Readonly<Record<string, WhenFull>> = {
   sealBatch: 'drains',
   snapshotCounters: 'drains',
   startCoalesced: 'drains',
+  takeSweepTurn: 'drains',
   startTasks: 'drains',
   trimBatchEvents: 'drains',
 };

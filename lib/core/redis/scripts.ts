@@ -186,6 +186,8 @@ export interface TaskCommands {
   releaseThrottled(throttled: string, ring: string, now: number): Promise<[released: number, nextDue: number]>;
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   readOverview(root: string, sample: number): Promise<unknown[]>;
+  countUnreachable(base: string, limit: number): Promise<[gap: number, wanted: string | null]>;
+  takeSweepTurn(turn: string, owner: string, turnMs: number): Promise<0 | 1>;
   changeSchedule(
     records: string,
     due: string,

@@ -78,8 +78,11 @@ describe('the pending count (what stats and the dashboard read in O(1))', () => 
   it('is set right by the first claim that finds no client waiting, whatever made it drift', async () => {
     await enqueue(['a', ['1', '2']]);
     await redis.set(keys.pendingCount, 40); // a hand edit, a quarantined list: the count no longer matches
+    expect(await redis.get(keys.auditWanted)).toBeNull();
     expect(ids(await claim('a', 10))).toEqual(['1', '2']);
     expect(await counted()).toBe(0);
+    // Counted above what it reached: the ring audit is asked to look for a client stranded off the ring.
+    expect(Number(await redis.get(keys.auditWanted))).toBeGreaterThan(0);
     await redis.set(keys.pendingCount, 'not a number');
     await enqueue(['a', ['3']]);
     expect(await counted()).toBe(1);

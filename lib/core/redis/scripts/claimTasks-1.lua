@@ -37,8 +37,9 @@
 --   -> tasks started per second; while empty, no bucket is checked); throttled (sorted set: client id ->
 --   when its next token is due, Redis time in ms); buckets (hash: client id -> "tokens:last refill ms");
 --   sequence (string counter, incremented once per call that claims; part of every token); pending-count
---   (string counter of the shard's pending tasks, all clients; see pushTask); pending:<client> and
---   priority:<client> (a client's pending list and priority set).
+--   (string counter of the shard's pending tasks, all clients; see pushTask); audit-wanted (string: the
+--   Redis ms a claim found the count above what it reached, so the ring audit passes over the shard's keys;
+--   see countUnreachable); pending:<client> and priority:<client> (a client's pending list and priority set).
 -- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
 --   `default`); not a key itself, declared so the call goes to the node of its slot
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
@@ -59,7 +60,8 @@
 --   (LPOP with a count when one plain client waits: the same tasks a visit per task would take),
 --   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
---   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot).
+--   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot). A pending
+--   count set right when the ring is empty: SET of it, and SET of audit-wanted when it was above.
 local base = KEYS[1]
 local ring, processing, faults = base .. ':ring', base .. ':processing:' .. ARGV[2], base .. ':faults'
 local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioritized', base .. ':counters'
@@ -285,6 +287,11 @@ while count < wanted do
         recorded = nil
       end
       if recorded ~= tostring(count) then
+        -- More counted than any client in reach held: some may be stranded off the ring (a lost ring key,
+        -- a hand edit); the reaper's ring audit looks (countUnreachable reads this).
+        if (tonumber(recorded) or 0) > count then
+          redis.call('SET', base .. ':audit-wanted', redisMs())
+        end
         redis.call('SET', pendingCount, count)
       end
     end
