@@ -1,5 +1,5 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
-import { Controller } from '@nestjs/common';
+import { Controller, type Type } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
 import { RedisTaskContext } from '../../lib/index.js';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
@@ -24,6 +24,18 @@ class Quiet {
   tick(@Ctx() ctx: RedisTaskContext): void {
     runs.push(ctx.getTaskId());
   }
+}
+
+/** A controller with a handler for each of `count` patterns (`many.0` ...). */
+function manyPatterns(count: number): Type {
+  @Controller()
+  class Many {}
+  for (let n = 0; n < count; n++) {
+    const key = `h${n}`;
+    Object.defineProperty(Many.prototype, key, { value: () => undefined, writable: true, configurable: true });
+    EventPattern(`many.${n}`)(Many.prototype, key, Object.getOwnPropertyDescriptor(Many.prototype, key)!);
+  }
+  return Many;
 }
 
 afterEach(async () => {
@@ -129,5 +141,45 @@ describe('the quiet path (real Redis)', () => {
       'ten checks in a row without a SCAN after the pass',
       { timeoutMs: 60_000 },
     );
+  });
+
+  it('an idle worker of 30 patterns: one backstop claim per blockTimeoutMs, a heartbeat of its first shard per interval (the rest less often), and a sweep of 10 shards per turn that covers all', async () => {
+    prefix = testPrefix('quiet-many');
+    const patterns = 30;
+    const worker = await startWorker(prefix, [manyPatterns(patterns)], {
+      workerId: 'w1',
+      blockTimeoutMs: 200,
+      heartbeatIntervalMs: 100,
+      leaseMs: 1_000,
+      reaperIntervalMs: 100,
+    });
+    started.push(worker.app);
+    const keys = new PrefixKeys(prefix);
+    const workersKeys = new Map(
+      Array.from({ length: patterns }, (_, n) => [keys.queue(`many.${n}`).workers, n] as const),
+    );
+    const names = scriptNamesBySha();
+    // Past the start (its first claims and the first sweep of every pattern).
+    await sleep(500);
+    const seen = await watch();
+    const windowMs = 3_000;
+    await sleep(windowMs);
+    const calls = (script: string) =>
+      seen.filter(({ args }) => args[0].toLowerCase() === 'evalsha' && names.get(args[1]) === script);
+    const claims = calls('claimTasks').length;
+    const beats = calls('heartbeatWorker');
+    const swept = seen.filter(
+      ({ source, args }) => source !== 'lua' && args[0].toLowerCase() === 'zrangebyscore' && workersKeys.has(args[1]),
+    );
+    // Each loop on its own would claim every 200 ms: 30 * 15 = 450 in the window. Shared: about 15.
+    expect(claims).toBeLessThanOrEqual(60);
+    // Every shard every 100 ms would be 30 * 30 = 900 beats. The first shard each beat (30), the 29 others
+    // every 300 ms (min(leaseMs / 2, 3 beats)): about 320.
+    const first = keys.queue('many.0').workers;
+    expect(beats.filter(({ args }) => args[3] === first).length).toBeGreaterThanOrEqual(10);
+    expect(beats.length).toBeLessThanOrEqual(450);
+    // Every pattern swept in the window, 10 per turn: about 30 turns * 10 = 300 (all 30 each turn: 900).
+    expect(new Set(swept.map(({ args }) => args[1])).size).toBe(patterns);
+    expect(swept.length).toBeLessThanOrEqual(450);
   });
 });

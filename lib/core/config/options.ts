@@ -140,8 +140,10 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    */
   maxResultBytes?: number;
   /**
-   * Longest an idle claim loop waits for its wake message before it claims anyway (the backstop against a
-   * message lost to a reconnection), and longest a paused queue's loop waits before it looks again. Default 5 s.
+   * The backstop against a wake message lost to a reconnection: an idle claim loop claims anyway after this
+   * times the number of the process's loops waiting (so an idle process claims on its own about once per
+   * this, whatever its number of patterns); and longest a paused queue's loop waits before it looks again.
+   * Default 5 s.
    */
   blockTimeoutMs?: number;
   /**

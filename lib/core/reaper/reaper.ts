@@ -38,6 +38,11 @@ export interface ReaperOptions {
 }
 
 const PROMOTE_BATCH = 500;
+/**
+ * Most queue shards one turn sweeps: a deployment of more sweeps each every few turns (50 patterns: every
+ * 5), so an idle deployment's sweep costs Redis about the same whatever its number of patterns.
+ */
+const SHARDS_PER_TURN = 10;
 /** A sweep turn's share of the interval: a little less, so the next tick of a timer that fired late still finds it over. */
 const TURN_SHARE = 0.9;
 
@@ -55,6 +60,8 @@ export class TaskReaper {
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
   private offsetMs = 0;
+  /** The number of this process's last turn, less one: which slice of shards it sweeps (see sweepInTurn). */
+  private sliceAt = 0;
 
   private readonly redis: TaskRedis;
   private readonly keys: PrefixKeys;
@@ -86,11 +93,14 @@ export class TaskReaper {
     return new TaskReaper(TaskStore.recorded(redis, prefix), reaperSettings(), logger);
   }
 
-  /** Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix. */
-  async sweep(queues?: readonly string[]): Promise<SweepResult> {
+  /**
+   * Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix;
+   * with `slice`, only that many shards, the next ones at the next call (a deployment's turn: see sweepInTurn).
+   */
+  async sweep(queues?: readonly string[], slice?: number): Promise<SweepResult> {
     const names = queues ?? (await this.redis.smembers(this.keys.queues));
     const total: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
-    for (const keys of await this.shards(names)) {
+    for (const keys of await this.shards(names, slice)) {
       const result = await this.sweepQueue(keys);
       total.recovered += result.recovered;
       total.promoted += result.promoted;
@@ -110,17 +120,23 @@ export class TaskReaper {
    * the others send one command and do nothing (undefined). A turn lasts a little less than `intervalMs`,
    * and a process takes over a turn taken longer ago than its own (takeSweepTurn), so the deployment sweeps
    * about once per the shortest interval among its processes, whatever their number; a process that dies
-   * during its turn leaves the next one to another. A full Redis refuses the turn's write: then this
+   * during its turn leaves the next one to another. A turn sweeps at most SHARDS_PER_TURN shards, the next
+   * ones in the next turn: with more, each shard is swept every (shards / SHARDS_PER_TURN) turns. A full Redis refuses the turn's write: then this
    * process sweeps anyway (every move is fenced and idempotent; the turn only spares repeated work).
    */
   async sweepInTurn(intervalMs: number): Promise<SweepResult | undefined> {
     const turnMs = Math.max(1, Math.floor(intervalMs * TURN_SHARE));
+    // On a full Redis (no turn recorded): the slice after this process's last one.
+    let turn = this.sliceAt + 2;
     try {
-      if (!(await this.gateway.sweeps.takeTurn(this.keys, this.owner, turnMs))) return undefined;
+      turn = await this.gateway.sweeps.takeTurn(this.keys, this.owner, turnMs);
+      if (turn === 0) return undefined;
     } catch (error) {
       if (!isRedisFull(error)) throw error;
     }
-    return this.sweep();
+    // Each turn sweeps the slice its number points at: the processes taking turns cover every shard in turn.
+    this.sliceAt = turn - 1;
+    return this.sweep(undefined, SHARDS_PER_TURN);
   }
 
   /** Only promotes due delayed tasks of the given queues (cheap; used on the retry timer). */
@@ -137,11 +153,21 @@ export class TaskReaper {
     return total;
   }
 
-  /** Every shard of the queues, for every consumer group registered on it (and the implicit one). */
-  private async shards(queues: readonly string[]): Promise<QueueKeys[]> {
+  /**
+   * Every shard of the queues (or `slice` of them, from where the last slice ended), for every consumer
+   * group registered on it (and the implicit one).
+   */
+  private async shards(queues: readonly string[], slice?: number): Promise<QueueKeys[]> {
     const layouts = await this.layouts.layouts(queues);
+    let all = layouts.flatMap((layout) => layout.shards);
+    if (slice !== undefined && all.length > slice) {
+      // In one order for every process (the queue names sorted), turn n takes shards n * slice onwards.
+      all.sort((a, b) => (a.base < b.base ? -1 : a.base > b.base ? 1 : 0));
+      const start = (this.sliceAt * slice) % all.length;
+      all = [...all.slice(start), ...all.slice(0, start)].slice(0, slice);
+    }
     const found: QueueKeys[] = [];
-    for (const shard of layouts.flatMap((layout) => layout.shards)) {
+    for (const shard of all) {
       const groups = new Set([DEFAULT_GROUP, shard.group, ...(await this.redis.smembers(shard.groups))]);
       for (const group of groups) found.push(shard.forGroup(group));
     }
@@ -199,29 +225,27 @@ export class TaskReaper {
   }
 
   private async recover(keys: QueueKeys, dead: string[], now: number, result: SweepResult): Promise<void> {
-    {
-      for (const workerId of dead) {
-        const settle = { workerId, deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs };
-        const { requeued, malformed, alive } = await requeueProcessing(this.redis, keys, settle, {
-          countAttempt: true,
-          logger: this.logger,
-          expiredBy: now,
-        });
-        if (alive) {
-          // It renewed its lease after this sweep found it expired (a long pause, not a death): its tasks stay its own.
-          this.logger?.log(
-            `worker ${workerId} of "${keys.queue}" renewed its lease during recovery: it is alive, and keeps its tasks`,
-          );
-          continue;
-        }
-        result.recovered += requeued;
-        result.deadLettered += malformed;
-        if (await this.gateway.forgetWorker(keys, workerId, now)) result.workersRemoved++;
-        if (requeued > 0) {
-          this.logger?.warn(
-            `recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`,
-          );
-        }
+    for (const workerId of dead) {
+      const settle = { workerId, deadLetterCap: this.options.deadLetterCap, resultTtlMs: this.options.resultTtlMs };
+      const { requeued, malformed, alive } = await requeueProcessing(this.redis, keys, settle, {
+        countAttempt: true,
+        logger: this.logger,
+        expiredBy: now,
+      });
+      if (alive) {
+        // It renewed its lease after this sweep found it expired (a long pause, not a death): its tasks stay its own.
+        this.logger?.log(
+          `worker ${workerId} of "${keys.queue}" renewed its lease during recovery: it is alive, and keeps its tasks`,
+        );
+        continue;
+      }
+      result.recovered += requeued;
+      result.deadLettered += malformed;
+      if (await this.gateway.forgetWorker(keys, workerId, now)) result.workersRemoved++;
+      if (requeued > 0) {
+        this.logger?.warn(
+          `recovered ${requeued} task(s) of "${keys.queue}" from worker ${workerId}, whose lease expired`,
+        );
       }
     }
   }

@@ -187,7 +187,7 @@ export interface TaskCommands {
   snapshotCounters(counters: string, history: string): Promise<0 | 1>;
   readOverview(root: string, sample: number): Promise<unknown[]>;
   countUnreachable(base: string, limit: number): Promise<[gap: number, wanted: string | null]>;
-  takeSweepTurn(turn: string, owner: string, turnMs: number): Promise<0 | 1>;
+  takeSweepTurn(turn: string, owner: string, turnMs: number): Promise<number>;
   changeSchedule(
     records: string,
     due: string,

@@ -9,9 +9,9 @@ import type { TaskRedis } from './scripts.js';
 export class SweepGateway {
   constructor(private readonly redis: TaskRedis) {}
 
-  /** takeSweepTurn: whether this process sweeps the prefix now (see its header). */
-  async takeTurn(keys: PrefixKeys, owner: string, turnMs: number): Promise<boolean> {
-    return (await this.redis.takeSweepTurn(keys.sweepTurn, owner, turnMs)) === 1;
+  /** takeSweepTurn: the number of the turn this process takes now, or 0 when another's goes on (see its header). */
+  takeTurn(keys: PrefixKeys, owner: string, turnMs: number): Promise<number> {
+    return this.redis.takeSweepTurn(keys.sweepTurn, owner, turnMs);
   }
 
   /**

@@ -56,7 +56,9 @@ export class BlockingSlot {
  * The wait of a claim loop with nothing pending. With the process's blocking connection free, it blocks
  * on it (see BlockingSlot); otherwise it sends nothing while it waits: it ends when the shard's wake
  * message comes (a script put a client on its empty ring; see WakeSignals), or after the backstop, then
- * claims on the worker's command connection.
+ * claims on the worker's command connection. The backstop is `backstopMs` times the number of the process's
+ * loops waiting, so an idle process of many patterns claims on its own once per `backstopMs`, not once per
+ * pattern.
  */
 export class IdleWait {
   /** The connection the wait under way (or the last) holds: the watchdog's to reconnect if it hangs. */
@@ -96,7 +98,10 @@ export class IdleWait {
         this.blocking.give(this);
       }
     }
-    await this.waker.next(this.backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
+    // The backstop (for a message lost) is shared by the process's idle loops: each waits it once per loop
+    // waiting, so the process claims on its own about once per backstop whatever its number of patterns.
+    const backstopMs = this.backstopMs * (this.waker.idleLoops + 1);
+    await this.waker.next(backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
     if (signal.aborted) return undefined;
     // Closing does not wait for a claim that waits for Redis (an outage): what it took, if it ran, is
     // in the processing hash, which the worker's release (or the orphan check) returns to the queue.

@@ -9,7 +9,8 @@ import { revokerOf } from '../model/task-traits.js';
 import type { WorkerOptions } from './worker-types.js';
 
 /**
- * The worker's lease in every queue shard it consumes, renewed by a heartbeat. Each beat reconciles
+ * The worker's lease in every queue shard it consumes, renewed by a heartbeat (a shard with nothing at stake
+ * less often: see `due`). Each beat reconciles
  * with Redis: a running task whose token the processing hash lost was recovered by a reaper (this
  * worker's lease had expired), so its handler is told to stop; a token the hash holds that no handler
  * runs, twice in a row, is a claim whose reply never arrived, so it goes back to its queue.
@@ -22,6 +23,9 @@ export class Lease {
   /** Tokens seen in a processing hash without a running task at the previous beat, per shard. */
   // table-ok: one entry per queue shard, replaced per heartbeat
   private readonly orphanSuspects = new Map<string, Set<string>>();
+  /** When each shard's lease was last renewed by this process (Date.now()). */
+  // table-ok: one entry per queue shard
+  private readonly renewedAt = new Map<string, number>();
 
   constructor(
     private readonly redis: TaskRedis,
@@ -41,9 +45,29 @@ export class Lease {
     return this.options.leaseMs + this.options.heartbeatIntervalMs;
   }
 
+  /**
+   * How often a shard with nothing at stake is renewed (ms): the lease it writes outlives two of these, and a
+   * lost claim reply's tokens are still found within a few beats.
+   */
+  private get idleRenewMs(): number {
+    return Math.min(this.options.leaseMs / 2, 3 * this.options.heartbeatIntervalMs);
+  }
+
   /** Takes (or renews) the lease in a shard without reconciling anything. */
   async take(keys: QueueKeys): Promise<void> {
     await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs);
+    this.renewedAt.set(keys.base, Date.now());
+  }
+
+  /**
+   * Whether this beat renews a shard: one with something at stake (tasks running or awaiting their
+   * acknowledgement, tokens suspected orphaned), the process's first shard (its pulse: a process taking the
+   * same worker id watches its heartbeat), and any other once `idleRenewMs` passed since its last renewal. An
+   * idle process of many patterns so writes one heartbeat per interval, not one per pattern.
+   */
+  private due(keys: QueueKeys, index: number, running: readonly string[], now: number): boolean {
+    if (index === 0 || running.length > 0 || (this.orphanSuspects.get(keys.root)?.size ?? 0) > 0) return true;
+    return now - (this.renewedAt.get(keys.base) ?? 0) >= this.idleRenewMs;
   }
 
   /** Beats every `heartbeatIntervalMs` over the shards `shards()` lists, one beat at a time. */
@@ -71,9 +95,12 @@ export class Lease {
 
   private async beat(shards: readonly QueueKeys[]): Promise<void> {
     try {
-      for (const keys of shards) {
+      for (const [index, keys] of shards.entries()) {
         const running = [...this.running.tokensOf(keys), ...this.unacknowledged(keys)];
+        const now = Date.now();
+        if (!this.due(keys, index, running, now)) continue;
         const { lost, orphaned } = await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs, running);
+        this.renewedAt.set(keys.base, now);
         for (const token of lost) {
           const run = this.running.find(keys, token);
           if (!run) continue;

@@ -9,12 +9,14 @@
 export class WakeSignals {
   // table-ok: one entry per queue shard of the process
   private readonly wakers = new Map<string, Waker>();
+  /** How many of the process's loops wait for their message now (shared by its wakers). */
+  private readonly idle = { loops: 0 };
 
   /** The wake-up of the shard whose channel this is (one per channel). */
   waker(channel: string): Waker {
     let waker = this.wakers.get(channel);
     if (!waker) {
-      waker = new Waker();
+      waker = new Waker(this.idle);
       this.wakers.set(channel, waker);
     }
     return waker;
@@ -38,6 +40,17 @@ export class Waker {
   private pending = false;
   private end: (() => void) | undefined;
 
+  constructor(private readonly idle: { loops: number } = { loops: 0 }) {}
+
+  /**
+   * How many loops of the process wait for their message now, this one's included if it does: a loop's
+   * backstop grows with them, so an idle process makes one backstop claim per backstop interval whatever
+   * its number of patterns.
+   */
+  get idleLoops(): number {
+    return this.idle.loops;
+  }
+
   /** A claim is on its way: it finds what any message heard so far announced. */
   claiming(): void {
     this.pending = false;
@@ -54,11 +67,13 @@ export class Waker {
    */
   next(timeoutMs: number, signal: AbortSignal): Promise<void> {
     if (this.pending || signal.aborted) return Promise.resolve();
+    this.idle.loops++;
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
         signal.removeEventListener('abort', done);
         this.end = undefined;
+        this.idle.loops--;
         resolve();
       };
       const timer = setTimeout(done, timeoutMs);

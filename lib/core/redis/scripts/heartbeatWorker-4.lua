@@ -12,25 +12,30 @@
 --   (their lease was lost: recovered by a reaper) and orphaned lists tokens the hash holds that were
 --   not given (claimed, but the worker never saw the claim's reply)
 -- Side effects: ZADD of the worker's lease expiry; HSET of its heartbeat time; a key of the wrong type
---   renamed aside and recorded in faults (see guard).
+--   renamed aside and recorded in faults (see guard's healingCall) and the command repeated.
 -- A key of another type holds nothing of ours (no lease, no task): it is set aside and recorded, so a
--- stray key never keeps workers from registering.
-usableKey(KEYS[4], KEYS[1], 'zset')
-usableKey(KEYS[4], KEYS[2], 'hash')
-usableKey(KEYS[4], KEYS[3], 'hash')
+-- stray key never keeps workers from registering. Checked by the command that finds it (healingCall): a
+-- beat, sent for every shard of every worker, pays no TYPE while the keys are sound.
 local ms = redisMs()
-redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ms)
+healingCall(KEYS[4], 'zset', 'ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
+healingCall(KEYS[4], 'hash', 'HSET', KEYS[3], ARGV[1], ms)
+local held = healingCall(KEYS[4], 'hash', 'HKEYS', KEYS[2])
 local running = {}
 local lost = {}
-for i = 3, #ARGV do
-  running[ARGV[i]] = true
-  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
-    lost[#lost + 1] = ARGV[i]
+if #ARGV >= 3 then
+  local holds = {}
+  for _, token in ipairs(held) do
+    holds[token] = true
+  end
+  for i = 3, #ARGV do
+    running[ARGV[i]] = true
+    if not holds[ARGV[i]] then
+      lost[#lost + 1] = ARGV[i]
+    end
   end
 end
 local orphaned = {}
-for _, token in ipairs(redis.call('HKEYS', KEYS[2])) do
+for _, token in ipairs(held) do
   if not running[token] then
     orphaned[#orphaned + 1] = token
   end
