@@ -45,7 +45,10 @@ export interface IdleRow {
 
 export interface ClaimRow {
   readonly processes: number;
+  /** claimTasks calls that asked for tasks (ARGV[1] > 0), per task. */
   readonly claimCallsPerTask: number;
+  /** Every claimTasks call (acknowledgements alone included), per task. */
+  readonly scriptCallsPerTask: number;
 }
 
 async function startWorkers(url: string, prefix: string, count: number, patterns: number): Promise<ChildProcess[]> {
@@ -194,12 +197,16 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
     const client = new RedisTaskClient({ connection: url, prefix });
     const monitor = new Redis(url);
     let claims = 0;
+    let calls = 0;
     try {
       await client.connect();
       await sleep(2_000);
       const feed = await monitor.monitor();
       feed.on('monitor', (_time: string, args: string[]) => {
-        if (args[0]?.toLowerCase() === 'evalsha' && claimShas.has(args[1])) claims++;
+        if (args[0]?.toLowerCase() !== 'evalsha' || !claimShas.has(args[1])) return;
+        calls++;
+        // ARGV[1] (tasks wanted) follows the one key: 0 is an acknowledgement alone.
+        if (Number(args[4]) > 0) claims++;
       });
       for (let i = 0; i < CLAIM_TASKS; i++) {
         await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
@@ -208,8 +215,10 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
       }
       await sleep(1_000);
       feed.disconnect();
-      rows.push({ processes, claimCallsPerTask: claims / CLAIM_TASKS });
-      console.log(`claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)}`);
+      rows.push({ processes, claimCallsPerTask: claims / CLAIM_TASKS, scriptCallsPerTask: calls / CLAIM_TASKS });
+      console.log(
+        `claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)} (all claimTasks calls ${(calls / CLAIM_TASKS).toFixed(2)})`,
+      );
     } finally {
       monitor.disconnect();
       await client.close();
@@ -235,8 +244,10 @@ export function idleTable(rows: readonly IdleRow[]): string {
 
 export function claimTable(rows: readonly ClaimRow[]): string {
   return [
-    '| idle worker processes (1 pattern) | claim script calls per task |',
-    '|---:|---:|',
-    ...rows.map((row) => `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} |`),
+    '| idle worker processes (1 pattern) | claims per task (calls asking for tasks) | claimTasks calls per task (acknowledgements alone included) |',
+    '|---:|---:|---:|',
+    ...rows.map(
+      (row) => `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} | ${row.scriptCallsPerTask.toFixed(2)} |`,
+    ),
   ].join('\n');
 }

@@ -47,8 +47,8 @@
 --   was refused as a duplicate), or for a coalesced task '\1' and the id of the waiting task it replaced,
 --   or '\2' and the id of the running task it superseded; -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
---   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
---   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
+--   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking idle
+--   workers: a token on `<base>:bell` unless it holds one, and PUBLISH on `<base>:wake` when the ring was empty); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
 --   include/track.lua). A coalesced task writes its key's
@@ -147,8 +147,11 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
       end
       local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
       if type(ringLength) == 'number' then
-        -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
+        -- The ring was empty: its idle workers are told (what guard.lua's wakeWorkers does, not defined yet).
         if ringLength == #owedRing then
+          if redis.pcall('LLEN', root .. ':bell') == 0 then
+            redis.call('RPUSH', root .. ':bell', '1')
+          end
           redis.call('PUBLISH', root .. ':wake', '')
         end
         return answer(results)
@@ -287,14 +290,26 @@ local function healingIncr(faults, key, by, reset)
   return reply
 end
 
+-- ringBell(bell): puts the one token on a shard's bell list (`<base>:bell`) unless it holds one: the
+--   waiters blocked on the bell (one BLPOP per idle worker process) are woken one at a time, so a task
+--   wakes one process, not every idle one. A bell of another type is left alone (its waiters claim at
+--   their backstop).
+local function ringBell(bell)
+  if redis.pcall('LLEN', bell) == 0 then
+    redis.call('RPUSH', bell, '1')
+  end
+end
+
 -- wakeWorkers(ring, length, pushed): after `pushed` clients went onto a ring that is now `length` long:
---   when it was empty before, the workers of its queue that wait for work are told, on the pub/sub
---   channel `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs no message: its
---   workers are claiming (the claim that empties it tells them to wait). Every push onto a ring goes
---   through here (test/lua/wake.spec.ts checks each script).
+--   when it was empty before, the workers of its queue that wait for work are told: one process blocked
+--   on the shard's bell (`<base>:bell`, see ringBell) and the loops waiting for the pub/sub channel
+--   `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs neither: its workers are
+--   claiming (the claim that empties it tells them to wait, and one that leaves work rings the bell for
+--   another process). Every push onto a ring goes through here (test/lua/wake.spec.ts checks each script).
 local function wakeWorkers(ring, length, pushed)
   if length == pushed then
-    redis.call('PUBLISH', string.gsub(ring, 'ring$', 'wake'), '')
+    ringBell((string.gsub(ring, 'ring$', 'bell')))
+    redis.call('PUBLISH', (string.gsub(ring, 'ring$', 'wake')), '')
   end
 end
 

@@ -1,11 +1,12 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { Controller, type Type } from '@nestjs/common';
 import { Ctx, EventPattern } from '@nestjs/microservices';
+import { firstValueFrom } from 'rxjs';
 import { RedisTaskContext } from '../../lib/index.js';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { monitor, type Monitor, type MonitoredCommand } from '../support/monitor.js';
-import { startWorker } from '../support/nest.js';
+import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, openRedis, redisUrl, scriptNamesBySha, testPrefix, waitFor } from '../support/redis.js';
 
 /**
@@ -174,12 +175,41 @@ describe('the quiet path (real Redis)', () => {
     // Each loop on its own would claim every 200 ms: 30 * 15 = 450 in the window. Shared: about 15.
     expect(claims).toBeLessThanOrEqual(60);
     // Every shard every 100 ms would be 30 * 30 = 900 beats. The first shard each beat (30), the 29 others
-    // every 300 ms (min(leaseMs / 2, 3 beats)): about 320.
+    // a beat before their lease would end (every 900 ms): about 130.
     const first = keys.queue('many.0').workers;
     expect(beats.filter(({ args }) => args[3] === first).length).toBeGreaterThanOrEqual(10);
     expect(beats.length).toBeLessThanOrEqual(450);
     // Every pattern swept in the window, 10 per turn: about 30 turns * 10 = 300 (all 30 each turn: 900).
     expect(new Set(swept.map(({ args }) => args[1])).size).toBe(patterns);
     expect(swept.length).toBeLessThanOrEqual(450);
+  });
+
+  it('a task sent to four idle worker processes wakes one of them: about one claim per task, not one per process', async () => {
+    prefix = testPrefix('quiet-bell');
+    for (const workerId of ['w1', 'w2', 'w3', 'w4']) {
+      started.push((await startWorker(prefix, [Quiet], { workerId })).app);
+    }
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const base = new PrefixKeys(prefix).queue('quiet.tick').base;
+    const names = scriptNamesBySha();
+    // Past the start: every process's loop waits (on its bell).
+    await sleep(500);
+    const seen = await watch();
+    const tasks = 30;
+    for (let n = 1; n <= tasks; n++) {
+      await firstValueFrom(client.emit('quiet.tick', { n }));
+      await waitFor(() => runs.length === n, `task ${n} to run`);
+    }
+    // claimTasks calls of this queue that asked for tasks (ARGV[1] > 0; acknowledgements alone ask for none).
+    const claims = seen.filter(
+      ({ args }) =>
+        args[0].toLowerCase() === 'evalsha' &&
+        names.get(args[1]) === 'claimTasks' &&
+        args[3] === base &&
+        Number(args[4]) > 0,
+    ).length;
+    // Woken by a message, each of the four would claim: about 4 per task.
+    expect(claims).toBeLessThanOrEqual(Math.ceil(tasks * 1.2));
   });
 });

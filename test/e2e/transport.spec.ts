@@ -237,10 +237,11 @@ describe('emit', () => {
       }
     };
     // No loop has had work yet: each waits for its wake message, sending nothing; the claim goes on the command connection.
-    expect(String(await redis.client('LIST'))).not.toContain('cmd=blmove');
+    expect(String(await redis.client('LIST'))).not.toContain('cmd=blpop');
     expect(await claimedOn(1)).toBe(connections[names[0]]);
-    // Its wait brought a task: its next wait holds the blocking connection, BLMOVE with the claim pipelined behind.
-    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blmove'), 'the loop blocked in BLMOVE');
+    // Its wait brought a task: its next wait holds the blocking connection, BLPOP of its bell with the claim
+    // pipelined behind.
+    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blpop'), 'the loop blocked in BLPOP');
     expect(await claimedOn(2)).toBe(connections[names[2]]);
   });
 

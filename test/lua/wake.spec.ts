@@ -9,7 +9,8 @@ import { scenarios } from './scenarios.js';
 // patterns), not on the ring itself: a script that puts a client on an empty ring and says nothing would
 // leave its tasks to the backstop claim. For every script: its scenario's state with every ring under the
 // prefix removed, then its call; each ring the call made (it was empty, it is not) must have been told on
-// its wake channel. A generated test, so a script added later is checked too.
+// its wake channel and its bell rung (the token one blocked process takes). A generated test, so a script
+// added later is checked too.
 
 const redis = openRedis();
 const subscriber = new Redis(redisUrl());
@@ -46,7 +47,7 @@ describe('every push onto an empty ring tells its workers (generated over every 
     try {
       const scenario = SCENARIOS[name];
       const state = await scenario.setup(keys);
-      for (const ring of await rings(prefix)) await redis.del(ring);
+      for (const ring of await rings(prefix)) await redis.del(ring, ring.replace(/ring$/, 'bell'));
       await subscriber.psubscribe(`${prefix}*`);
       heard.length = 0;
       await scenario.run(keys, state).catch(() => undefined);
@@ -58,6 +59,8 @@ describe('every push onto an empty ring tells its workers (generated over every 
       await waitFor(() => heard.includes(marker), 'the marker message');
       const told = new Set(heard);
       expect(made.filter((ring) => !told.has(ring.replace(/ring$/, 'wake')))).toEqual([]);
+      // And rang its bell: one token, which wakes one process blocked on it.
+      for (const ring of made) expect(await redis.llen(ring.replace(/ring$/, 'bell'))).toBe(1);
     } finally {
       await subscriber.punsubscribe(`${prefix}*`);
       await deleteKeys(redis, prefix);

@@ -46,8 +46,8 @@ const CLIENT_COMMANDS: readonly string[] = [
   'multi',
   'exec',
   'time',
-  // the claim loop's hand-off (a blocking connection lent to a loop with work)
-  'blmove',
+  // the claim loop's hand-off (a blocking connection lent to a loop with work, waiting on its shard's bell)
+  'blpop',
   // reads and writes of the admin API, the reapers and the schedules outside scripts
   'get',
   'set',

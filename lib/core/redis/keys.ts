@@ -180,6 +180,15 @@ export class QueueKeys {
     return `${this.base}:wake`;
   }
 
+  /**
+   * The shard's bell (list holding at most one token): an idle worker process blocks on it (BLPOP), and each
+   * token wakes one of them (include/guard.lua's ringBell; rung with the wake message, and by a claim that
+   * leaves work behind).
+   */
+  get bell(): string {
+    return `${this.base}:bell`;
+  }
+
   /** The pub/sub channel on which workers hear that the queue was resumed. */
   get controlChannel(): string {
     return `${this.base}:control`;

@@ -5,6 +5,9 @@ import { DEFAULT_GROUP, type PrefixKeys, type QueueLayout } from './keys.js';
 import { gatewayOf } from './gateway.js';
 import type { TaskRedis } from './scripts.js';
 
+/** How long a `'recorded'` layout keeps a count it read (a queue removed and made again with another count is followed after this). */
+const RECORD_KEPT_MS = 60_000;
+
 /**
  * The shard layout of each queue. A producer or worker (`configured` count) records its count the
  * first time a queue is used and is refused when Redis holds another; a reaper or admin tool
@@ -16,6 +19,9 @@ export class QueueLayouts {
   private readonly verified = new Map<string, QueueLayout>();
   // table-ok: one entry per queue being checked
   private readonly checking = new Map<string, Promise<QueueLayout>>();
+  /** Counts on record read lately (`'recorded'` layouts), kept RECORD_KEPT_MS. */
+  // table-ok: one entry per queue
+  private readonly read = new Map<string, { layout: QueueLayout; at: number }>();
 
   constructor(
     private readonly redis: TaskRedis,
@@ -98,9 +104,14 @@ export class QueueLayouts {
   }
 
   private async recorded(queue: string): Promise<QueueLayout> {
+    const kept = this.read.get(queue);
+    if (kept && Date.now() - kept.at < RECORD_KEPT_MS) return kept.layout;
     const recorded = await this.redis.get(this.keys.shardCount(queue));
     const count = Number(recorded ?? 1);
-    return this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1, this.group);
+    const layout = this.keys.layout(queue, Number.isInteger(count) && count >= 1 ? count : 1, this.group);
+    // A count on record does not change while the queue lives: kept a while (a reaper's turns read many).
+    if (recorded !== null) this.read.set(queue, { layout, at: Date.now() });
+    return layout;
   }
 
   private record(queue: string, count: number): Promise<number> {

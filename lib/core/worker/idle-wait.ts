@@ -21,9 +21,10 @@ const BLOCKING_HOLD_MS = 1_000;
 
 /**
  * The worker process's one blocking connection, lent to one idle claim loop at a time: that loop waits
- * in `BLMOVE ring ring` with its claim pipelined behind it, so Redis runs the claim the moment an enqueue
- * ends the wait (no message to hear, no second round trip: the lowest wake-up latency). The other idle
- * loops wait for their wake message. A process holds this one connection whatever its number of patterns.
+ * in `BLPOP <base>:bell` with its claim pipelined behind it, so Redis runs the claim the moment a token on
+ * the bell ends the wait (no message to hear, no second round trip: the lowest wake-up latency), and each
+ * token wakes one process, not every idle one. The other idle loops wait for their wake message. A process
+ * holds this one connection whatever its number of patterns.
  * It goes to the loops that have work: a loop takes it only if its last wait brought tasks (a loop's
  * first wait does not), and gives it up after a second without any (then it waits for its message, and
  * another busy loop takes it).
@@ -32,7 +33,14 @@ export class BlockingSlot {
   private holder: object | undefined;
   private readonly gateway: ScriptGateway;
 
-  constructor(readonly connection: RedisConnection) {
+  /**
+   * @param alone the process has one claim loop: it always takes the connection (no other loop needs it),
+   *   so it waits on its bell and is woken only when a token is its to take.
+   */
+  constructor(
+    readonly connection: RedisConnection,
+    readonly alone = false,
+  ) {
     this.gateway = gatewayOf(defineScripts(connection));
   }
 
@@ -68,6 +76,8 @@ export class IdleWait {
    * to loops with work.
    */
   private cold = true;
+  /** The shard's bell holds another type (a stray write): this loop waits for its message instead. */
+  private bellBroken = false;
 
   constructor(
     private readonly waker: Waker,
@@ -89,7 +99,7 @@ export class IdleWait {
   }
 
   private async waitOnce(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
-    const lent = this.cold ? undefined : this.blocking.take(this);
+    const lent = (this.cold && !this.blocking.alone) || this.bellBroken ? undefined : this.blocking.take(this);
     this.held = lent ? 'blocking' : 'command';
     if (lent) {
       try {
@@ -109,21 +119,27 @@ export class IdleWait {
     return settled && { claim: settled[0] };
   }
 
-  /** BLMOVE ring→ring (non-destructive, so cutting it mid-wait loses nothing) with the claim pipelined behind it. */
+  /**
+   * BLPOP of the shard's bell with the claim pipelined behind it: each token wakes one blocked process, and
+   * cutting the wait loses nothing that matters (a token taken and not acted on is a claim's worth: the
+   * backstop claims, and the next push rings again).
+   */
   private async blocked(
     gateway: ScriptGateway,
     claim: ClaimRequest,
     signal: AbortSignal,
   ): Promise<WaitEnd | undefined> {
     const { connection } = this.blocking;
-    const { ring } = this.keys;
+    const { bell } = this.keys;
     // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
     const stream = connection instanceof Redis && connection.status === 'ready' ? connection.stream : undefined;
     stream?.cork();
     let blocked: Promise<unknown>;
     let claimed: Promise<ClaimReply>;
+    // A loop alone in its process keeps the connection (nobody else needs it): its backstop is the hold.
+    const holdMs = this.blocking.alone ? this.backstopMs : Math.min(this.backstopMs, BLOCKING_HOLD_MS);
     try {
-      blocked = connection.blmove(ring, ring, 'LEFT', 'RIGHT', Math.min(this.backstopMs, BLOCKING_HOLD_MS) / 1000);
+      blocked = connection.blpop(bell, holdMs / 1000);
       this.waker.claiming(); // the claim behind the wait answers what any wake message announced
       claimed = gateway.claim(this.keys, claim);
     } finally {
@@ -137,6 +153,9 @@ export class IdleWait {
     if (settled === undefined) return undefined;
     const [wait, reply] = settled;
     const end = { claim: reply };
+    if (wait.status === 'rejected' && /^WRONGTYPE/.test((wait.reason as Error | undefined)?.message ?? '')) {
+      this.bellBroken = true;
+    }
     // spread-ok: a failed wait only
     return wait.status === 'rejected' ? { ...end, error: wait.reason } : end;
   }

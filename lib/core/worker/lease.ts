@@ -46,11 +46,12 @@ export class Lease {
   }
 
   /**
-   * How often a shard with nothing at stake is renewed (ms): the lease it writes outlives two of these, and a
-   * lost claim reply's tokens are still found within a few beats.
+   * How often a shard with nothing at stake is renewed (ms): a beat before its lease (`leaseMs` plus a beat)
+   * would end, two beats of margin. A lease that lapses all the same holds no task: the reaper forgets the
+   * registration, and the worker's next claim there registers again (the claim says so) before it takes any.
    */
   private get idleRenewMs(): number {
-    return Math.min(this.options.leaseMs / 2, 3 * this.options.heartbeatIntervalMs);
+    return Math.max(this.options.heartbeatIntervalMs, this.options.leaseMs - this.options.heartbeatIntervalMs);
   }
 
   /** Takes (or renews) the lease in a shard without reconciling anything. */

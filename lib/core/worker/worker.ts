@@ -158,7 +158,10 @@ export class TaskWorker {
     this.lease.start(() => this.shards);
     if (this.shards.length === 0) return; // no handler: no claim loop, so no connection to lend one
     // One blocking connection for the process, lent to one idle loop at a time (see BlockingSlot).
-    const blocking = new BlockingSlot(openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`));
+    const blocking = new BlockingSlot(
+      openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`),
+      this.shards.length === 1,
+    );
     this.blocking = blocking.connection;
     for (const keys of this.shards) {
       const waker = this.options.wakeSignals.waker(keys.wakeChannel);

@@ -148,6 +148,7 @@ describe('enqueueTasks', () => {
       // Nothing was written outside the names above.
       const expected = [
         keys.ring,
+        keys.bell,
         keys.pending('a'),
         keys.pending('d'),
         keys.priority('b'),

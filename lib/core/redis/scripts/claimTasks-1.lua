@@ -39,7 +39,8 @@
 --   sequence (string counter, incremented once per call that claims; part of every token); pending-count
 --   (string counter of the shard's pending tasks, all clients; see pushTask); audit-wanted (string: the
 --   Redis ms a claim found the count above what it reached, so the ring audit passes over the shard's keys;
---   see countUnreachable); pending:<client> and priority:<client> (a client's pending list and priority set).
+--   see countUnreachable); bell (list holding at most one token: idle processes block on it, see guard's
+--   ringBell); pending:<client> and priority:<client> (a client's pending list and priority set).
 -- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
 --   `default`); not a key itself, declared so the call goes to the node of its slot
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
@@ -61,7 +62,8 @@
 --   DECR of prioritized and DECRBY of the pending count, HSET into the processing hash, INCR of the sequence; a client with no pending task left leaves the
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot). A pending
---   count set right when the ring is empty: SET of it, and SET of audit-wanted when it was above.
+--   count set right when the ring is empty: SET of it, and SET of audit-wanted when it was above. A claim
+--   that took tasks and left the ring non-empty rings the bell (RPUSH of its token unless it holds one).
 local base = KEYS[1]
 local ring, processing, faults = base .. ':ring', base .. ':processing:' .. ARGV[2], base .. ':faults'
 local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioritized', base .. ':counters'
@@ -394,5 +396,9 @@ end
 local drained = 0
 if ringEmpty or (not stayed and redis.call('LLEN', ring) == 0) then
   drained = 1
+elseif #claimed > 0 then
+  -- Work is left behind: the bell wakes one more idle process to share it (which rings again if it leaves
+  -- work too), instead of every idle process at once.
+  ringBell(base .. ':bell')
 end
 return { lost, claimed, throttledUntil, drained }

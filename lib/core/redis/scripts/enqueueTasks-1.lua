@@ -45,8 +45,8 @@
 --   was refused as a duplicate), or for a coalesced task '\1' and the id of the waiting task it replaced,
 --   or '\2' and the id of the running task it superseded; -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
---   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking blocked
---   workers); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
+--   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking idle
+--   workers: a token on `<base>:bell` unless it holds one, and PUBLISH on `<base>:wake` when the ring was empty); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
 --   include/track.lua). A coalesced task writes its key's
@@ -145,8 +145,11 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
       end
       local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
       if type(ringLength) == 'number' then
-        -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
+        -- The ring was empty: its idle workers are told (what guard.lua's wakeWorkers does, not defined yet).
         if ringLength == #owedRing then
+          if redis.pcall('LLEN', root .. ':bell') == 0 then
+            redis.call('RPUSH', root .. ':bell', '1')
+          end
           redis.call('PUBLISH', root .. ':wake', '')
         end
         return answer(results)

@@ -110,14 +110,26 @@ local function healingIncr(faults, key, by, reset)
   return reply
 end
 
+-- ringBell(bell): puts the one token on a shard's bell list (`<base>:bell`) unless it holds one: the
+--   waiters blocked on the bell (one BLPOP per idle worker process) are woken one at a time, so a task
+--   wakes one process, not every idle one. A bell of another type is left alone (its waiters claim at
+--   their backstop).
+local function ringBell(bell)
+  if redis.pcall('LLEN', bell) == 0 then
+    redis.call('RPUSH', bell, '1')
+  end
+end
+
 -- wakeWorkers(ring, length, pushed): after `pushed` clients went onto a ring that is now `length` long:
---   when it was empty before, the workers of its queue that wait for work are told, on the pub/sub
---   channel `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs no message: its
---   workers are claiming (the claim that empties it tells them to wait). Every push onto a ring goes
---   through here (test/lua/wake.spec.ts checks each script).
+--   when it was empty before, the workers of its queue that wait for work are told: one process blocked
+--   on the shard's bell (`<base>:bell`, see ringBell) and the loops waiting for the pub/sub channel
+--   `<base>:wake` (a ring is `<base>:ring`). A ring that was not empty needs neither: its workers are
+--   claiming (the claim that empties it tells them to wait, and one that leaves work rings the bell for
+--   another process). Every push onto a ring goes through here (test/lua/wake.spec.ts checks each script).
 local function wakeWorkers(ring, length, pushed)
   if length == pushed then
-    redis.call('PUBLISH', string.gsub(ring, 'ring$', 'wake'), '')
+    ringBell((string.gsub(ring, 'ring$', 'bell')))
+    redis.call('PUBLISH', (string.gsub(ring, 'ring$', 'wake')), '')
   end
 end
 
