@@ -147,7 +147,7 @@ if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
       end
       local ringLength = #owedRing <= RING_SLICE and redis.pcall('RPUSH', root .. ':ring', unpack(owedRing))
       if type(ringLength) == 'number' then
-        -- The ring was empty: its idle workers are told (what guard.lua's wakeWorkers does, not defined yet).
+        -- The ring was empty: its idle workers are told (what guard.lua's helper does, not defined yet).
         if ringLength == #owedRing then
           if redis.pcall('LLEN', root .. ':bell') == 0 then
             redis.call('RPUSH', root .. ':bell', '1')

@@ -36,7 +36,7 @@ export function versionAtLeast(version: string, minimum: string): boolean {
 }
 
 /**
- * Start-up checks: Redis ≥ 6.2 (BLMOVE, LPOP with a count), and a `maxmemory-policy` that never
+ * Start-up checks: Redis ≥ 6.2 (LMOVE, LPOP with a count), and a `maxmemory-policy` that never
  * evicts keys (an evicting Redis can drop queued tasks). A server that hides CONFIG (a managed Redis,
  * an ACL) is trusted on the policy, and that is logged. On a Cluster every primary is checked.
  */
@@ -67,7 +67,7 @@ async function checkNode(redis: Redis, evictionPolicy: EvictionPolicyCheck, logg
   if (!versionAtLeast(version, MINIMUM_REDIS_VERSION)) {
     throw new UnsafeRedisError(
       'REDIS_TOO_OLD',
-      `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (BLMOVE, LPOP with a count)`,
+      `Redis ${version} is too old: ${MINIMUM_REDIS_VERSION} or newer is needed (LMOVE, LPOP with a count)`,
     );
   }
   // Redis 7 runs scripts with flags: the ones a worker drains a full Redis with may run then (script-flags.ts).

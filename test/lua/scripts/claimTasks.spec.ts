@@ -110,7 +110,6 @@ describe('claimTasks', () => {
       group.sequence,
       group.prioritized,
       group.pendingCount,
-      group.bell,
       group.pending('b'),
       group.pending('c'),
       group.faults,

@@ -63,7 +63,8 @@
 --   ring; RENAME of a client's broken key and HSET of faults (see guard). Under a cap: HINCRBY of inflight, HSET of counted, SADD to parked (and
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot). A pending
 --   count set right when the ring is empty: SET of it, and SET of audit-wanted when it was above. A claim
---   that took tasks and left the ring non-empty rings the bell (RPUSH of its token unless it holds one).
+--   that took tasks and left the ring non-empty rings the bell (RPUSH of its token unless it holds one); one
+--   that asked for tasks and left the ring empty takes a token left on it (DEL).
 local base = KEYS[1]
 local ring, processing, faults = base .. ':ring', base .. ':processing:' .. ARGV[2], base .. ':faults'
 local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioritized', base .. ':counters'
@@ -396,6 +397,11 @@ end
 local drained = 0
 if ringEmpty or (not stayed and redis.call('LLEN', ring) == 0) then
   drained = 1
+  -- Nothing waits: a token left on the bell (rung for work this claim took) would only wake a process to
+  -- find nothing, so it goes.
+  if wanted > 0 then
+    redis.pcall('DEL', base .. ':bell')
+  end
 elseif #claimed > 0 then
   -- Work is left behind: the bell wakes one more idle process to share it (which rings again if it leaves
   -- work too), instead of every idle process at once.
