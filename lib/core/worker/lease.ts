@@ -57,7 +57,9 @@ export class Lease {
   /** Takes (or renews) the lease in a shard without reconciling anything. */
   async take(keys: QueueKeys): Promise<void> {
     await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs);
-    this.renewedAt.set(keys.base, Date.now());
+    // As if renewed up to half a renewal earlier, at random: the idle shards of a process (and of processes
+    // started together) are renewed spread over the period, not all at one beat.
+    this.renewedAt.set(keys.base, Date.now() - Math.random() * (this.idleRenewMs / 2));
   }
 
   /**
