@@ -106,7 +106,8 @@ export async function scheduleCost(url: string): Promise<ScheduleFigures> {
 
 export function scheduleLine(figures: ScheduleFigures): string {
   return (
-    `idle: ${shownSample(figures.idleCommandsPerSecond, 2)} Redis commands per second per process with ${figures.idleSchedules} schedules stored, none due ` +
+    `idle: ${shownSample(figures.idleCommandsPerSecond, 2)} Redis commands per second per process with ${figures.idleSchedules} schedules stored, none due, ` +
+    `for a ticker that hears no stores and checks every second (RedisTaskReaper's; a worker's sleeps until the earliest tick and sends none: see the idle rows) ` +
     `(Redis CPU ${shownSample(figures.idleRedisMicrosPerSecond, 0)} µs per second, its own idle work included); ` +
     `firing: ${shownSample(figures.commandsPerTick, 1)} Redis commands and ${shownSample(figures.redisMicrosPerTick, 0)} µs of Redis CPU per tick ` +
     `(a 100 ms rhythm fired by ${figures.processes} processes at once, ${figures.ticks} ticks in ${(WINDOWS * WINDOW_MS) / 1000} s, each one task; ` +
