@@ -14,8 +14,11 @@ const PATTERNS = [1, 50] as const;
 const OTHER_KEYS = 1_000_000;
 /** Measured windows per row (the spread is theirs) and their length. */
 const WINDOWS = 3;
-/** Each window spans at least one renewal of an idle shard's lease (every leaseMs less a beat: 25 s). */
-const WINDOW_MS = 10_000;
+/**
+ * The windows together span a whole renewal period of an idle shard's lease (four times leaseMs, renewed
+ * two beats before its end, spread over its last quarter: every 86 to 115 s), so the rates include them.
+ */
+const WINDOW_MS = 40_000;
 /** Idle processes of the claim-calls row, and the tasks sent one at a time to them. */
 const CLAIM_PROCESSES = [1, 8, 20] as const;
 const CLAIM_TASKS = 200;
@@ -28,8 +31,8 @@ export const IDLE_INTRO = [
   "ran) to P idle processes of one pattern: the claim script's calls per task, counted with MONITOR. Then P",
   'idle processes of K patterns with nothing queued: the Redis commands per second of the whole deployment',
   "(INFO commandstats, Lua's own commands included) and its Redis CPU in percent of one core (the server's own",
-  'idle work taken off), over 3 windows of 10 s, median (min–max), with and without 1,000,000 other keys in the',
-  'database; the most sent commands per second beside them.',
+  'idle work taken off), over 3 windows of 40 s (together a whole renewal period of an idle lease), median',
+  '(min–max), with and without 1,000,000 other keys in the database; the most sent commands per second beside them.',
 ];
 
 export interface IdleRow {

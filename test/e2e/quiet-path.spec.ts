@@ -62,25 +62,46 @@ function sleep(ms: number): Promise<void> {
 }
 
 describe('the quiet path (real Redis)', () => {
-  it('three processes of one deployment sweep in turn: about one sweep per interval, not one per process', async () => {
+  it('three processes of one deployment sweep in turn: about one sweep per interval, not one per process; the others rarely ask, and take over when the sweeping ones stop', async () => {
     prefix = testPrefix('quiet-sweep');
     const intervalMs = 200;
+    const apps: { close(): Promise<unknown> }[] = [];
     for (const workerId of ['w1', 'w2', 'w3']) {
       const worker = await startWorker(prefix, [Quiet], { workerId, reaperIntervalMs: intervalMs });
       started.push(worker.app);
+      apps.push(worker.app);
     }
     const workers = new PrefixKeys(prefix).queue('quiet.tick').workers;
+    const names = scriptNamesBySha();
+    // Past the start (each process's first turn requests).
+    await sleep(1_000);
     const seen = await watch();
-    const windowMs = 2_000;
+    const windowMs = 4_000;
     await sleep(windowMs);
     // Each sweep of the queue reads its workers' leases once (a plain command, not inside a script).
-    const sweeps = seen.filter(
-      ({ source, args }) => source !== 'lua' && args[0].toLowerCase() === 'zrangebyscore' && args[1] === workers,
+    const sweepsOf = (commands: readonly MonitoredCommand[]) =>
+      commands.filter(
+        ({ source, args }) => source !== 'lua' && args[0].toLowerCase() === 'zrangebyscore' && args[1] === workers,
+      ).length;
+    const ticks = windowMs / intervalMs;
+    // Each process alone would sweep 20 times: 60 for the three. In turn: about 20 (a late timer on a loaded
+    // machine makes it fewer, never more than one per turn).
+    expect(sweepsOf(seen)).toBeGreaterThanOrEqual(2);
+    expect(sweepsOf(seen)).toBeLessThanOrEqual(Math.ceil((ticks / 0.9) * 1.2) + 1);
+    // Turn requests: one per tick from the process sweeping; the two others, finding its turn under way, let
+    // 1, 2, 4, then 8 ticks pass between theirs (at most 5 each in 20 ticks). Every process asking at every
+    // tick would be 60.
+    const requests = seen.filter(
+      ({ args }) => args[0].toLowerCase() === 'evalsha' && names.get(args[1]) === 'takeSweepTurn',
     ).length;
-    // Each process alone would sweep windowMs / intervalMs = 10 times: 30 for the three. In turn: about 10
-    // (a late timer on a loaded machine makes it fewer, never more than one per turn).
-    expect(sweeps).toBeGreaterThanOrEqual(2);
-    expect(sweeps).toBeLessThanOrEqual(Math.ceil((windowMs / intervalMs / 0.9) * 1.2) + 1);
+    expect(requests).toBeLessThanOrEqual(Math.ceil(ticks * 1.2) + 2 * 6);
+    // Two of the three stop (the one sweeping among them, or not): the last one takes the turns over within
+    // nine of its ticks, and sweeps at every tick from then on.
+    const stopping = apps.slice(0, 2);
+    started.splice(0, started.length, ...started.filter((app) => !stopping.includes(app)));
+    await Promise.all(stopping.map((app) => app.close()));
+    const after = await watch();
+    await waitFor(() => sweepsOf(after) >= 3, 'the last process sweeping', { timeoutMs: 9 * intervalMs + 3_000 });
   });
 
   it('a worker with no schedule due checks for none, and fires a schedule stored later at its first tick', async () => {

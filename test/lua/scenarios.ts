@@ -179,6 +179,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           workerId: worker,
           wanted: 5,
           clientConcurrency: 2,
+          leaseMs: 60_000,
           tokenPrefix: 'x.',
           acks: ['x.0.00001'],
         }),

@@ -112,6 +112,7 @@ export async function claimAs(
     workerId,
     wanted: count,
     clientConcurrency,
+    leaseMs: 60_000,
     tokenPrefix: `${randomBytes(4).toString('hex')}.`,
     acks,
   });

@@ -12,6 +12,7 @@ import { TaskStore } from '../redis/store.js';
 import { RingAudit } from './ring-audit.js';
 import { BatchFolder } from '../batches/batch-folder.js';
 import { isRedisFull } from '../redis/refusals.js';
+import { SweepTurns, type Slice } from './sweep-turns.js';
 import type { TaskRedis } from '../redis/scripts.js';
 
 /** What one sweep did. */
@@ -39,14 +40,6 @@ export interface ReaperOptions {
 
 const PROMOTE_BATCH = 500;
 /**
- * Most queue shards one turn sweeps: a deployment of more sweeps each every few turns (50 patterns: every
- * 5), so an idle deployment's sweep costs Redis about the same whatever its number of patterns.
- */
-const SHARDS_PER_TURN = 10;
-/** A sweep turn's share of the interval: a little less, so the next tick of a timer that fired late still finds it over. */
-const TURN_SHARE = 0.9;
-
-/**
  * Recovers tasks of dead workers (their lease expired) and promotes due retries. Safe in any number of
  * processes at once: recovery of a queue is taken in turn through a short lock (no stampede), and
  * every move is a script that moves only what is still there (no double recovery or promotion).
@@ -60,8 +53,8 @@ export class TaskReaper {
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
   private offsetMs = 0;
-  /** The number of this process's last turn, less one: which slice of shards it sweeps (see sweepInTurn). */
-  private sliceAt = 0;
+  /** This process's side of the deployment's sweep turns. */
+  private readonly turns: SweepTurns;
 
   private readonly redis: TaskRedis;
   private readonly keys: PrefixKeys;
@@ -78,6 +71,7 @@ export class TaskReaper {
     this.gateway = store.gateway;
     this.audit = new RingAudit(this.redis, this.gateway);
     this.batches = new BatchFolder(store, logger);
+    this.turns = new SweepTurns(store.gateway.sweeps, store.keys, this.owner);
   }
 
   /** Redis clock minus this process's clock, as last measured by a sweep (due times are on the Redis clock). */
@@ -95,13 +89,15 @@ export class TaskReaper {
 
   /**
    * Sweeps (every shard of) the given queues, or every queue a worker ever registered under this prefix;
-   * with `slice`, only that many shards, the next ones at the next call (a deployment's turn: see sweepInTurn).
+   * with `slice`, only its shards (a deployment's turn: see sweepInTurn).
    */
-  async sweep(queues?: readonly string[], slice?: number): Promise<SweepResult> {
+  async sweep(queues?: readonly string[], slice?: Slice): Promise<SweepResult> {
     const names = queues ?? (await this.redis.smembers(this.keys.queues));
     const total: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
+    // One clock reading for the sweep: a little behind by its last shard, which only finds a lease expired later.
+    const now = await this.now();
     for (const keys of await this.shards(names, slice)) {
-      const result = await this.sweepQueue(keys);
+      const result = await this.sweepQueue(keys, now);
       total.recovered += result.recovered;
       total.promoted += result.promoted;
       total.deadLettered += result.deadLettered;
@@ -116,27 +112,12 @@ export class TaskReaper {
   }
 
   /**
-   * The deployment's periodic sweep: the one process whose turn it is sweeps every queue of the prefix;
-   * the others send one command and do nothing (undefined). A turn lasts a little less than `intervalMs`,
-   * and a process takes over a turn taken longer ago than its own (takeSweepTurn), so the deployment sweeps
-   * about once per the shortest interval among its processes, whatever their number; a process that dies
-   * during its turn leaves the next one to another. A turn sweeps at most SHARDS_PER_TURN shards, the next
-   * ones in the next turn: with more, each shard is swept every (shards / SHARDS_PER_TURN) turns. A full Redis refuses the turn's write: then this
-   * process sweeps anyway (every move is fenced and idempotent; the turn only spares repeated work).
+   * The deployment's periodic sweep: the process whose turn it is (SweepTurns) sweeps its slice of the
+   * prefix's shards; the others do nothing (undefined).
    */
   async sweepInTurn(intervalMs: number): Promise<SweepResult | undefined> {
-    const turnMs = Math.max(1, Math.floor(intervalMs * TURN_SHARE));
-    // On a full Redis (no turn recorded): the slice after this process's last one.
-    let turn = this.sliceAt + 2;
-    try {
-      turn = await this.gateway.sweeps.takeTurn(this.keys, this.owner, turnMs);
-      if (turn === 0) return undefined;
-    } catch (error) {
-      if (!isRedisFull(error)) throw error;
-    }
-    // Each turn sweeps the slice its number points at: the processes taking turns cover every shard in turn.
-    this.sliceAt = turn - 1;
-    return this.sweep(undefined, SHARDS_PER_TURN);
+    const slice = await this.turns.take(intervalMs);
+    return slice ? this.sweep(undefined, slice) : undefined;
   }
 
   /** Only promotes due delayed tasks of the given queues (cheap; used on the retry timer). */
@@ -154,17 +135,17 @@ export class TaskReaper {
   }
 
   /**
-   * Every shard of the queues (or `slice` of them, from where the last slice ended), for every consumer
-   * group registered on it (and the implicit one).
+   * Every shard of the queues (or those of `slice`), for every consumer group registered on it (and the
+   * implicit one).
    */
-  private async shards(queues: readonly string[], slice?: number): Promise<QueueKeys[]> {
+  private async shards(queues: readonly string[], slice?: Slice): Promise<QueueKeys[]> {
     const layouts = await this.layouts.layouts(queues);
     let all = layouts.flatMap((layout) => layout.shards);
-    if (slice !== undefined && all.length > slice) {
-      // In one order for every process (the queue names sorted), turn n takes shards n * slice onwards.
+    if (slice !== undefined && all.length > slice.size) {
+      // In one order for every process (the queue names sorted), slice n takes shards n * size onwards.
       all.sort((a, b) => (a.base < b.base ? -1 : a.base > b.base ? 1 : 0));
-      const start = (this.sliceAt * slice) % all.length;
-      all = [...all.slice(start), ...all.slice(0, start)].slice(0, slice);
+      const start = (slice.index * slice.size) % all.length;
+      all = [...all.slice(start), ...all.slice(0, start)].slice(0, slice.size);
     }
     const found: QueueKeys[] = [];
     for (const shard of all) {
@@ -188,8 +169,7 @@ export class TaskReaper {
     }
   }
 
-  private async sweepQueue(keys: QueueKeys): Promise<SweepResult> {
-    const now = await this.now();
+  private async sweepQueue(keys: QueueKeys, now: number): Promise<SweepResult> {
     const result: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
     const dead = await this.redis.zrangebyscore(keys.workers, '-inf', now);
     // The lock only keeps reapers from recovering the same queue at the same moment; it is released

@@ -65,6 +65,7 @@ export class ScriptGateway {
       request.workerId,
       request.clientConcurrency,
       request.tokenPrefix,
+      request.leaseMs,
       ...request.acks,
     );
     return {
@@ -192,7 +193,7 @@ export class ScriptGateway {
   async heartbeat(
     keys: QueueKeys,
     workerId: string,
-    leaseMs: number,
+    leaseMs: number | IdleLease,
     running: readonly string[] = [],
   ): Promise<Heartbeat> {
     const [now, lost, orphaned] = await this.redis.heartbeatWorker(
@@ -201,7 +202,7 @@ export class ScriptGateway {
       keys.heartbeats,
       keys.faults,
       workerId,
-      leaseMs,
+      typeof leaseMs === 'number' ? leaseMs : `${leaseMs.idle}/${leaseMs.held}`,
       ...running,
     );
     return { now, lost, orphaned };
@@ -386,6 +387,12 @@ export type Replicated =
   /** Written, but fewer replicas than asked confirmed it in time. */
   | { readonly kind: 'short'; readonly results: (0 | string)[]; readonly acknowledged: number };
 
+/** A lease for a shard where the worker holds no task: `idle` if its processing hash is empty, else `held` (ms). */
+export interface IdleLease {
+  readonly idle: number;
+  readonly held: number;
+}
+
 export interface ClaimRequest {
   readonly workerId: string;
   /** Most tasks to claim (0: only acknowledge). */
@@ -394,6 +401,8 @@ export interface ClaimRequest {
   readonly clientConcurrency: number;
   /** Unique to this call (see ClaimLoop). */
   readonly tokenPrefix: string;
+  /** The lease of a worker holding tasks (ms): a claim under a longer (idle) lease cuts it to this. */
+  readonly leaseMs: number;
   /** Tokens of succeeded tasks to acknowledge (no reply, no deduplication key). */
   readonly acks: readonly string[];
 }

@@ -83,6 +83,7 @@ export interface TaskCommands {
     workerId: string,
     clientConcurrency: number,
     tokenPrefix: string,
+    leaseMs: number,
     ...acks: string[]
   ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number, drained: 0 | 1]>;
   ackTasks(processing: string, ...keysAndTasks: [...SettleKeys, ...(string | number)[]]): Promise<(0 | 1)[]>;
@@ -109,7 +110,7 @@ export interface TaskCommands {
     heartbeats: string,
     faults: string,
     workerId: string,
-    leaseMs: number,
+    leaseMs: number | `${number}/${number}`,
     ...runningTokens: string[]
   ): Promise<[now: number, lost: string[], orphaned: string[]]>;
   retryTask(

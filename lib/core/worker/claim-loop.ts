@@ -7,6 +7,7 @@ import { PauseWait } from './pause-wait.js';
 import { AckFlush, nextTokenPrefix, type ClaimAcks, type TakenAck } from './claim-acks.js';
 import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue.js';
 import type { PatternSlots } from './slots.js';
+import { heldLeaseMs } from './worker-types.js';
 import { LoopLife } from './loop-life.js';
 import { SlotSet } from '../support/churn-tables.js';
 
@@ -18,6 +19,9 @@ export interface ClaimLoopOptions {
   readonly blockTimeoutMs: number;
   /** Most tasks of one client in flight at once across all workers of the queue (0: no cap). */
   readonly clientConcurrency: number;
+  /** The worker's lease and heartbeat (see heldLeaseMs: what a claim cuts an idle lease to). */
+  readonly leaseMs: number;
+  readonly heartbeatIntervalMs: number;
 }
 
 export interface ClaimLoopHooks {
@@ -317,6 +321,7 @@ function claimRequest(options: ClaimLoopOptions, wanted: number, acks: readonly 
     wanted,
     clientConcurrency: options.clientConcurrency,
     tokenPrefix: nextTokenPrefix(),
+    leaseMs: heldLeaseMs(options),
     acks: acks.map(([token]) => token),
   };
 }

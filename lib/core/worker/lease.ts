@@ -1,16 +1,22 @@
 import type { TaskEnvelope } from '../model/codec.js';
-import type { HeartbeatCalls } from '../redis/gateway.js';
+import type { HeartbeatCalls, IdleLease } from '../redis/gateway.js';
 import { PrefixKeys, type QueueKeys } from '../redis/keys.js';
 import { requeueProcessing } from '../redis/requeue.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { OutageReporter, type TaskLogger } from '../support/logger.js';
 import { loseLease, type Run, type RunEnded, type RunningTasks } from './running.js';
 import { revokerOf } from '../model/task-traits.js';
-import type { WorkerOptions } from './worker-types.js';
+import { heldLeaseMs, type WorkerOptions } from './worker-types.js';
+
+/**
+ * A lease ends IDLE_LEASE_FACTOR times later in a shard where the worker holds nothing (see Lease.idleLeaseMs):
+ * 4 with the defaults, two minutes, renewed about every 100 s.
+ */
+const IDLE_LEASE_FACTOR = 4;
 
 /**
  * The worker's lease in every queue shard it consumes, renewed by a heartbeat (a shard with nothing at stake
- * less often: see `due`). Each beat reconciles
+ * with a longer lease, less often: see `atStake`). Each beat reconciles
  * with Redis: a running task whose token the processing hash lost was recovered by a reaper (this
  * worker's lease had expired), so its handler is told to stop; a token the hash holds that no handler
  * runs, twice in a row, is a claim whose reply never arrived, so it goes back to its queue.
@@ -23,9 +29,12 @@ export class Lease {
   /** Tokens seen in a processing hash without a running task at the previous beat, per shard. */
   // table-ok: one entry per queue shard, replaced per heartbeat
   private readonly orphanSuspects = new Map<string, Set<string>>();
-  /** When each shard's lease was last renewed by this process (Date.now()). */
+  /** When each shard's lease is due for renewal (Date.now()), when nothing is at stake there. */
   // table-ok: one entry per queue shard
-  private readonly renewedAt = new Map<string, number>();
+  private readonly renewDueAt = new Map<string, number>();
+  /** Shards whose claims took tasks since the last beat (bases): their lease was cut to `leaseMs`. */
+  // table-ok: one entry per queue shard, cleared per heartbeat
+  private claimedSince = new Set<string>();
 
   constructor(
     private readonly redis: TaskRedis,
@@ -40,37 +49,62 @@ export class Lease {
     this.outage = new OutageReporter(logger, 'worker heartbeat', downSince);
   }
 
-  /** The lease written at each beat: a blocked loop may miss one beat and keep it. */
+  /** The lease written at each beat of a shard with something at stake (see heldLeaseMs). */
   get leaseMs(): number {
-    return this.options.leaseMs + this.options.heartbeatIntervalMs;
+    return heldLeaseMs(this.options);
   }
 
   /**
-   * How often a shard with nothing at stake is renewed (ms): a beat before its lease (`leaseMs` plus a beat)
-   * would end, two beats of margin. A lease that lapses all the same holds no task: the reaper forgets the
-   * registration, and the worker's next claim there registers again (the claim says so) before it takes any.
+   * The lease of a shard with nothing at stake: IDLE_LEASE_FACTOR times longer. It guards no task (the claim
+   * that takes one cuts it back to `leaseMs`, in the same script), so its length delays nothing's recovery;
+   * it only keeps an idle process registered, renewed IDLE_LEASE_FACTOR times less often.
    */
-  private get idleRenewMs(): number {
-    return Math.max(this.options.heartbeatIntervalMs, this.options.leaseMs - this.options.heartbeatIntervalMs);
+  private get idleLeaseMs(): number {
+    return IDLE_LEASE_FACTOR * this.options.leaseMs + this.options.heartbeatIntervalMs;
   }
 
-  /** Takes (or renews) the lease in a shard without reconciling anything. */
+  /** The idle lease as written: the held one after all if the shard's processing hash holds a task. */
+  private get idleLease(): IdleLease {
+    return { idle: this.idleLeaseMs, held: this.leaseMs };
+  }
+
+  /**
+   * Takes (or renews) the lease in a shard without reconciling anything: the idle lease, as the worker holds
+   * nothing there yet (its first claim that takes tasks cuts it; a shard with tasks of a run that lost its
+   * lease is renewed with `leaseMs` at the next beat).
+   */
   async take(keys: QueueKeys): Promise<void> {
-    await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs);
-    // As if renewed up to half a renewal earlier, at random: the idle shards of a process (and of processes
-    // started together) are renewed spread over the period, not all at one beat.
-    this.renewedAt.set(keys.base, Date.now() - Math.random() * (this.idleRenewMs / 2));
+    const now = Date.now();
+    await this.gateway.heartbeat(keys, this.options.workerId, this.idleLease);
+    this.renewDueAt.set(keys.base, this.renewalAfter(now, this.idleLeaseMs));
   }
 
   /**
-   * Whether this beat renews a shard: one with something at stake (tasks running or awaiting their
-   * acknowledgement, tokens suspected orphaned), the process's first shard (its pulse: a process taking the
-   * same worker id watches its heartbeat), and any other once `idleRenewMs` passed since its last renewal. An
-   * idle process of many patterns so writes one heartbeat per interval, not one per pattern.
+   * When a lease of `leaseMs` written at `now` is renewed: two beats before it would end, less up to a quarter
+   * of the rest at random, so the idle shards of a process (and of processes started together) are renewed
+   * spread over the period, not all at one beat.
    */
-  private due(keys: QueueKeys, index: number, running: readonly string[], now: number): boolean {
-    if (index === 0 || running.length > 0 || (this.orphanSuspects.get(keys.root)?.size ?? 0) > 0) return true;
-    return now - (this.renewedAt.get(keys.base) ?? 0) >= this.idleRenewMs;
+  private renewalAfter(now: number, leaseMs: number): number {
+    const margin = leaseMs - 2 * this.options.heartbeatIntervalMs;
+    return now + Math.max(this.options.heartbeatIntervalMs, margin - (Math.random() * margin) / 4);
+  }
+
+  /** A claim took tasks in the shard: the claim cut its lease to `leaseMs`, so the next beat renews it. */
+  claimed(keys: QueueKeys): void {
+    this.claimedSince.add(keys.base);
+  }
+
+  /**
+   * Whether a shard has something at stake, renewed at every beat with `leaseMs`: tasks running or awaiting
+   * their acknowledgement, tokens suspected orphaned, tasks claimed since the last beat (even if done: the
+   * claim cut the lease), or the process's first shard (its pulse: a process taking the same worker id
+   * watches its heartbeat). The others are renewed with `idleLeaseMs` when due: an idle process of many
+   * patterns writes one heartbeat per interval, not one per pattern.
+   */
+  private atStake(keys: QueueKeys, index: number, running: readonly string[], claimed: Set<string>): boolean {
+    return (
+      index === 0 || running.length > 0 || claimed.has(keys.base) || (this.orphanSuspects.get(keys.root)?.size ?? 0) > 0
+    );
   }
 
   /** Beats every `heartbeatIntervalMs` over the shards `shards()` lists, one beat at a time. */
@@ -97,13 +131,22 @@ export class Lease {
   }
 
   private async beat(shards: readonly QueueKeys[]): Promise<void> {
+    const claimed = this.claimedSince;
+    this.claimedSince = new Set();
     try {
       for (const [index, keys] of shards.entries()) {
         const running = [...this.running.tokensOf(keys), ...this.unacknowledged(keys)];
         const now = Date.now();
-        if (!this.due(keys, index, running, now)) continue;
-        const { lost, orphaned } = await this.gateway.heartbeat(keys, this.options.workerId, this.leaseMs, running);
-        this.renewedAt.set(keys.base, now);
+        const atStake = this.atStake(keys, index, running, claimed);
+        if (!atStake && now < (this.renewDueAt.get(keys.base) ?? 0)) continue;
+        const { lost, orphaned } = await this.gateway.heartbeat(
+          keys,
+          this.options.workerId,
+          atStake ? this.leaseMs : this.idleLease,
+          running,
+        );
+        // Renewed as idle: held tasks (orphaned) make it at stake at the next beat.
+        this.renewDueAt.set(keys.base, this.renewalAfter(now, atStake ? this.leaseMs : this.idleLeaseMs));
         for (const token of lost) {
           const run = this.running.find(keys, token);
           if (!run) continue;

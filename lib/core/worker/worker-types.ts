@@ -122,3 +122,12 @@ export interface TaskProgressEvent {
   readonly seq: number;
   readonly value: unknown;
 }
+
+/**
+ * The lease a worker holds in a shard where it has something at stake, written at every beat: `leaseMs` and
+ * one beat more, so a blocked loop may miss one beat and keep it. A claim that takes tasks under a longer
+ * (idle) lease cuts it to this.
+ */
+export function heldLeaseMs(options: { readonly leaseMs: number; readonly heartbeatIntervalMs: number }): number {
+  return options.leaseMs + options.heartbeatIntervalMs;
+}

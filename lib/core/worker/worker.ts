@@ -177,11 +177,13 @@ export class TaskWorker {
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry) =>
+          onClaimed: (token, entry) => {
+            this.lease.claimed(keys);
             this.dispatch(
               new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts, this.coalescedStarts),
               slots,
-            ),
+            );
+          },
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),
           giveBack: (pairs) => void this.givingBack.unstarted(keys, pairs),

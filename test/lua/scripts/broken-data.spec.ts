@@ -171,13 +171,28 @@ describe('broken data in Redis: no script fails halfway, one broken client never
     // A cap key of the wrong type fails the claim first: it changes nothing (the processing hash included).
     await redis.set(keys.counted, 'x');
     await expect(
-      gateway.claim(keys, { workerId: worker, wanted: 36, clientConcurrency: 2, tokenPrefix: 'p.', acks: [] }),
+      gateway.claim(keys, {
+        workerId: worker,
+        wanted: 36,
+        clientConcurrency: 2,
+        leaseMs: 60_000,
+        tokenPrefix: 'p.',
+        acks: [],
+      }),
     ).rejects.toThrow(`key ${keys.counted} holds a string, not a hash; nothing was changed`);
     await redis.del(keys.counted);
     expect(await snapshotKeys(redis, prefix)).toEqual(before);
     const claimed = ids(
-      (await gateway.claim(keys, { workerId: worker, wanted: 100, clientConcurrency: 2, tokenPrefix: 'p.', acks: [] }))
-        .outcome,
+      (
+        await gateway.claim(keys, {
+          workerId: worker,
+          wanted: 100,
+          clientConcurrency: 2,
+          leaseMs: 60_000,
+          tokenPrefix: 'p.',
+          acks: [],
+        })
+      ).outcome,
     );
     expect(claimed.sort()).toEqual(tasks.map(([, id]) => id).sort());
     expect(await redis.get(`${keys.processing(worker)}:quarantined:1`)).toBe('x');

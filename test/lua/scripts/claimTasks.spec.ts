@@ -18,6 +18,28 @@ import {
 useLuaHarness();
 
 describe('claimTasks', () => {
+  it('cuts an idle lease to now + leaseMs when it takes tasks, and leaves it when it takes none', async () => {
+    const request = { workerId: worker, wanted: 5, clientConcurrency: 0, leaseMs: 35_000, acks: [] };
+    const { now } = await gateway.heartbeat(keys, worker, 600_000);
+    const none = await gateway.claim(keys, { ...request, tokenPrefix: 'n.' });
+    expect(ids(none.outcome)).toEqual([]);
+    expect(Number(await redis.zscore(keys.workers, worker))).toBe(now + 600_000);
+    await enqueue(['a', ['1']]);
+    const [seconds, micros] = await redis.time();
+    const before = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const some = await gateway.claim(keys, { ...request, tokenPrefix: 's.' });
+    expect(ids(some.outcome)).toEqual(['1']);
+    const cut = Number(await redis.zscore(keys.workers, worker));
+    expect(cut).toBeGreaterThanOrEqual(before + 35_000);
+    expect(cut).toBeLessThan(before + 40_000);
+    // A lease shorter than that is left as it is (the heartbeat renews it).
+    await gateway.heartbeat(keys, worker, 20_000);
+    const shortLease = Number(await redis.zscore(keys.workers, worker));
+    await enqueue(['a', ['2']]);
+    expect(ids((await gateway.claim(keys, { ...request, tokenPrefix: 't.' })).outcome)).toEqual(['2']);
+    expect(Number(await redis.zscore(keys.workers, worker))).toBe(shortLease);
+  });
+
   it('names every key it touches from the base it is given, as keys.ts names them (a group, weights, rates, a cap, a fault)', async () => {
     // A consumer group's keys (base `<root>:g:audit`), with every feature on, so every key gets written.
     const group = keys.forGroup('audit');
@@ -46,6 +68,7 @@ describe('claimTasks', () => {
       workerId: worker,
       wanted: 10,
       clientConcurrency: 0,
+      leaseMs: 60_000,
       tokenPrefix: 'x.',
       acks: [],
     });
@@ -75,6 +98,7 @@ describe('claimTasks', () => {
       workerId: worker,
       wanted: 10,
       clientConcurrency: 1,
+      leaseMs: 60_000,
       tokenPrefix: 'y.',
       acks: [pairsOf(first.outcome)[0]],
     });
@@ -144,31 +168,34 @@ describe('claimTasks', () => {
   it('says whether it left the ring empty (drained): after taking the last waiting task, and when nothing was there', async () => {
     await enqueue(['a', ['1', '2']], ['b', ['3']]);
     const request = { workerId: worker, clientConcurrency: 0, acks: [] };
-    const first = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p0.' });
+    const first = await gateway.claim(keys, { ...request, wanted: 1, leaseMs: 60_000, tokenPrefix: 'p0.' });
     expect([ids(first.outcome), first.drained]).toEqual([['1'], false]); // a stayed on the ring with task 2
-    const some = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p1.' });
+    const some = await gateway.claim(keys, { ...request, wanted: 1, leaseMs: 60_000, tokenPrefix: 'p1.' });
     expect([ids(some.outcome), some.drained]).toEqual([['3'], false]); // b left the ring; a still waits with task 2
-    const last = await gateway.claim(keys, { ...request, wanted: 1, tokenPrefix: 'p2.' });
+    const last = await gateway.claim(keys, { ...request, wanted: 1, leaseMs: 60_000, tokenPrefix: 'p2.' });
     expect([ids(last.outcome), last.drained]).toEqual([['2'], true]); // took exactly the last one
-    const none = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p3.' });
+    const none = await gateway.claim(keys, { ...request, wanted: 5, leaseMs: 60_000, tokenPrefix: 'p3.' });
     expect([ids(none.outcome), none.drained]).toEqual([[], true]);
     // Only acknowledging, or refused, it tells nothing about the queue.
     await enqueue(['c', ['4']]);
     const acked = await gateway.claim(keys, {
       ...request,
       wanted: 0,
+      leaseMs: 60_000,
       tokenPrefix: 'p4.',
       acks: pairsOf(last.outcome).slice(0, 1),
     });
     expect(acked.drained).toBe(false);
     await redis.set(keys.paused, '1');
-    expect((await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p5.' })).drained).toBe(false);
+    expect((await gateway.claim(keys, { ...request, wanted: 5, leaseMs: 60_000, tokenPrefix: 'p5.' })).drained).toBe(
+      false,
+    );
   });
 
   it("takes a lone client's tasks in one pop, as a visit per task would: in order, tokens rising, the ring and the pending count kept right", async () => {
     await enqueue(['a', ['1', '2', '3', '4', '5']]);
     const request = { workerId: worker, clientConcurrency: 0, acks: [] };
-    const some = await gateway.claim(keys, { ...request, wanted: 3, tokenPrefix: 'p0.' });
+    const some = await gateway.claim(keys, { ...request, wanted: 3, leaseMs: 60_000, tokenPrefix: 'p0.' });
     expect([ids(some.outcome), some.drained]).toEqual([['1', '2', '3'], false]);
     const tokens = pairsOf(some.outcome).filter((_, i) => i % 2 === 0);
     expect([...tokens].sort()).toEqual(tokens);
@@ -176,7 +203,7 @@ describe('claimTasks', () => {
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual(['a']);
     expect(await redis.get(keys.pendingCount)).toBe('2');
     // More asked than it holds: the rest, the client leaves the ring, the queue is drained.
-    const rest = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p1.' });
+    const rest = await gateway.claim(keys, { ...request, wanted: 5, leaseMs: 60_000, tokenPrefix: 'p1.' });
     expect([ids(rest.outcome), rest.drained]).toEqual([['4', '5'], true]);
     expect(await redis.lrange(keys.ring, 0, -1)).toEqual([]);
     expect(await redis.get(keys.pendingCount)).toBe('0');
@@ -189,6 +216,7 @@ describe('claimTasks', () => {
       clientConcurrency: 0,
       acks: [],
       wanted: 4,
+      leaseMs: 60_000,
       tokenPrefix: 'p0.',
     });
     expect([ids(stale.outcome), stale.drained]).toEqual([[], true]);
@@ -200,6 +228,7 @@ describe('claimTasks', () => {
       clientConcurrency: 0,
       acks: [],
       wanted: 4,
+      leaseMs: 60_000,
       tokenPrefix: 'p1.',
     });
     expect(ids(broken.outcome)).toEqual([]);
@@ -217,6 +246,7 @@ describe('claimTasks', () => {
       workerId: worker,
       wanted: 1,
       clientConcurrency: 0,
+      leaseMs: 60_000,
       tokenPrefix: 'again.',
       acks: [t1, t2],
     });
@@ -233,6 +263,7 @@ describe('claimTasks', () => {
       workerId: worker,
       wanted: 5,
       clientConcurrency: 0,
+      leaseMs: 60_000,
       tokenPrefix: 'again.',
       acks: [t1],
     });
@@ -303,6 +334,7 @@ describe('rotation over the ring', () => {
       workerId: worker,
       wanted: 8,
       clientConcurrency: 0,
+      leaseMs: 60_000,
       tokenPrefix: 'rated.',
       acks: [],
     });
@@ -328,8 +360,16 @@ describe('rotation over the ring', () => {
     await redis.hset(keys.rates, 'slow', 10); // a burst of 1, then one task per 100 ms
     const claimed = async (wanted: number) =>
       ids(
-        (await gateway.claim(keys, { workerId: worker, wanted, clientConcurrency: 0, tokenPrefix: 't.', acks: [] }))
-          .outcome,
+        (
+          await gateway.claim(keys, {
+            workerId: worker,
+            wanted,
+            clientConcurrency: 0,
+            leaseMs: 60_000,
+            tokenPrefix: 't.',
+            acks: [],
+          })
+        ).outcome,
       );
     expect(await claimed(3)).toEqual(['s1', 'f1', 'f2']);
     expect(await redis.zcard(keys.throttled)).toBe(1);
@@ -361,6 +401,7 @@ describe('claimTasks sent twice (ioredis resends a call whose reply a reconnecti
           workerId: worker,
           wanted: 2,
           clientConcurrency: 0,
+          leaseMs: 60_000,
           tokenPrefix: 'same-prefix.',
           acks: [],
         })

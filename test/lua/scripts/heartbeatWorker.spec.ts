@@ -11,6 +11,16 @@ describe('heartbeatWorker', () => {
     expect(Number(await redis.zscore(keys.workers, 'w2'))).toBe(now + 5_000);
   });
 
+  it('writes an idle lease only over an empty processing hash, the held lease over a task', async () => {
+    const idle = await gateway.heartbeat(keys, 'w3', { idle: 400_000, held: 5_000 });
+    expect(Number(await redis.zscore(keys.workers, 'w3'))).toBe(idle.now + 400_000);
+    // A claim took a task since the caller found the shard idle: the beat writes the held lease after all.
+    await redis.hset(keys.processing('w3'), 'tok', 'x');
+    const held = await gateway.heartbeat(keys, 'w3', { idle: 400_000, held: 5_000 });
+    expect(Number(await redis.zscore(keys.workers, 'w3'))).toBe(held.now + 5_000);
+    expect(held.orphaned).toEqual(['tok']);
+  });
+
   it('reports running tokens the hash lost, and held tokens nobody runs', async () => {
     await enqueue(['a', ['1', '2', '3']]);
     const reply = (await claim('a', 3)) as string[];

@@ -83,7 +83,14 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
     keys,
     acks,
     slots,
-    { workerId: 'unit-worker', prefetch: options.prefetch ?? 10, blockTimeoutMs: 5_000, clientConcurrency: 0 },
+    {
+      workerId: 'unit-worker',
+      prefetch: options.prefetch ?? 10,
+      blockTimeoutMs: 5_000,
+      clientConcurrency: 0,
+      leaseMs: 30_000,
+      heartbeatIntervalMs: 5_000,
+    },
     hooks,
     new CapturingLogger(),
   );

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { LeaseLostError } from '../../../lib/core/model/errors.js';
-import type { HeartbeatCalls } from '../../../lib/core/redis/gateway.js';
+import type { HeartbeatCalls, IdleLease } from '../../../lib/core/redis/gateway.js';
+import { QueueKeys } from '../../../lib/core/redis/keys.js';
 import type { TaskRedis } from '../../../lib/core/redis/scripts.js';
 import { Lease } from '../../../lib/core/worker/lease.js';
 import { RunningTasks } from '../../../lib/core/worker/running.js';
@@ -8,16 +9,18 @@ import { CapturingLogger, keys, workerOptions } from './fakes.js';
 
 /** The lease alone: what each heartbeat reports, acted on. The gateway answers as the test says; no Redis. */
 class HeartbeatGateway implements HeartbeatCalls {
-  readonly beats: { running: readonly string[]; leaseMs: number }[] = [];
+  readonly beats: { running: readonly string[]; leaseMs: number | IdleLease; queue?: string }[] = [];
   lost: string[] = [];
+  /** Whether beats record their shard's pattern (the tests of several shards). */
+  named = false;
 
   heartbeat(
-    _keys: unknown,
+    keys: QueueKeys,
     _workerId: string,
-    leaseMs: number,
+    leaseMs: number | IdleLease,
     running: readonly string[] = [],
   ): Promise<{ now: number; lost: string[]; orphaned: string[] }> {
-    this.beats.push({ running: [...running], leaseMs });
+    this.beats.push({ running: [...running], leaseMs, ...(this.named ? { queue: keys.queue } : {}) });
     return Promise.resolve({
       now: Date.now(),
       lost: this.lost.filter((token) => running.includes(token)),
@@ -53,7 +56,8 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     lease.start(() => [keys]);
     await until('a beat', () => gateway.beats.length >= 2);
     await lease.stop();
-    expect(gateway.beats[0]).toEqual({ running: [], leaseMs: 110 }); // take(): renews, reconciles nothing
+    // take(): registers with the idle lease (the held one should a task be there already), reconciles nothing.
+    expect(gateway.beats[0]).toEqual({ running: [], leaseMs: { idle: 410, held: 110 } });
     expect(gateway.beats[1]).toEqual({ running: ['tok-running', 'tok-acked'], leaseMs: 110 });
     expect(run.abort.signal.aborted).toBe(false);
   });
@@ -81,5 +85,42 @@ describe('Lease: the heartbeat and what it reconciles', () => {
     expect(lost.abort.signal.reason).toBeInstanceOf(LeaseLostError);
     expect(kept.abort.signal.aborted).toBe(false);
     expect(logger.lines.filter((line) => line.includes('lost the lease'))).toHaveLength(1);
+  });
+
+  it('renews a shard where nothing is at stake with the idle lease, when due; after a claim there, with the held lease', async () => {
+    const gateway = new HeartbeatGateway();
+    gateway.named = true;
+    const running = new RunningTasks();
+    // Beats every 10 ms; an idle lease of 4 * 100 + 10 ms is renewed two beats before its end, less up to a quarter.
+    const options = workerOptions({ heartbeatIntervalMs: 10, leaseMs: 100 });
+    const first = keys;
+    const idle = new QueueKeys('unit', 'mail.idle');
+    const lease = new Lease(
+      {} as TaskRedis,
+      gateway,
+      running,
+      () => [],
+      options,
+      new CapturingLogger(),
+      () => undefined,
+    );
+    await lease.take(first);
+    await lease.take(idle);
+    const takenAt = Date.now();
+    gateway.beats.length = 0;
+    lease.start(() => [first, idle]);
+    await until('the idle shard renewed', () => gateway.beats.some((beat) => beat.queue === 'mail.idle'));
+    const renewedAfter = Date.now() - takenAt;
+    const idleBeat = gateway.beats.find((beat) => beat.queue === 'mail.idle');
+    expect(idleBeat?.leaseMs).toEqual({ idle: 410, held: 110 });
+    // Not before three quarters of the period (390 ms): the first shard (the pulse) beat every interval meanwhile.
+    expect(renewedAfter).toBeGreaterThanOrEqual(280);
+    expect(gateway.beats.filter((beat) => beat.queue === 'mail.send').length).toBeGreaterThan(10);
+    // A claim took tasks there (and they are done by the next beat): that beat renews it with the held lease.
+    const before = gateway.beats.length;
+    lease.claimed(idle);
+    await until('a beat after the claim', () => gateway.beats.slice(before).some((beat) => beat.queue === 'mail.idle'));
+    await lease.stop();
+    expect(gateway.beats.slice(before).find((beat) => beat.queue === 'mail.idle')?.leaseMs).toBe(110);
   });
 });

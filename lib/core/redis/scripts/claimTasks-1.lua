@@ -47,7 +47,10 @@
 -- ARGV[3]: per-client cap on tasks in flight (0: none)
 -- ARGV[4]: fencing token prefix, unique to this call: the k-th task claimed gets ARGV[4], the counter,
 --   '.', then k as five digits (so one process's tokens sort in claim order)
--- ARGV[5..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- ARGV[5]: the lease of a worker holding tasks, in milliseconds: a call that claims tasks under a later
+--   lease expiry (an idle worker's longer lease, see heartbeatWorker) cuts it to now + ARGV[5], so tasks
+--   of a worker that dies are recovered as soon as ever
+-- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
 -- Returns: array { lost, claimed, throttledUntil, drained }: throttledUntil is the earliest time (ms) a
 --   client this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
@@ -64,7 +67,8 @@
 --   LREM from the ring) at the cap; acknowledged tokens release their slot (releaseClientSlot). A pending
 --   count set right when the ring is empty: SET of it, and SET of audit-wanted when it was above. A claim
 --   that took tasks and left the ring non-empty rings the bell (RPUSH of its token unless it holds one); one
---   that asked for tasks and left the ring empty takes a token left on it (DEL).
+--   that asked for tasks and left the ring empty takes a token left on it (DEL). A claim that took tasks
+--   under a lease ending after now + ARGV[5]: ZADD of the worker's lease, cut to that.
 local base = KEYS[1]
 local ring, processing, faults = base .. ':ring', base .. ':processing:' .. ARGV[2], base .. ':faults'
 local workers, prioritizedKey, counters = base .. ':workers', base .. ':prioritized', base .. ':counters'
@@ -129,9 +133,9 @@ if prioritized then
     redis.call('SET', prioritizedKey, UNKNOWN_COUNT)
   end
 end
-if #ARGV >= 5 then
+if #ARGV >= 6 then
   local acks = {}
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     acks[#acks + 1] = ARGV[i]
   end
   local held = heldOf(processing, acks)
@@ -393,6 +397,10 @@ end)
 holdAll(claimed, count, owners)
 if not completed then
   error(failure)
+end
+if count > 0 and tonumber(lease) > now + tonumber(ARGV[5]) then
+  -- Tasks held under an idle worker's long lease: the lease a worker holding tasks has.
+  redis.call('ZADD', workers, now + tonumber(ARGV[5]), ARGV[2])
 end
 local drained = 0
 if ringEmpty or (not stayed and redis.call('LLEN', ring) == 0) then

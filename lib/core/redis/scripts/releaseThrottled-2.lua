@@ -10,6 +10,10 @@
 -- Side effects: ZREM from throttled and RPUSH to the ring of each due client (a client left with no
 --   task is dropped from the ring by the next claim that visits it).
 -- Checked before the first write: a failed check changes nothing.
+-- No throttled client (the common case: no rate limit, or none at its limit): one command, nothing to check.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return { 0, 0 }
+end
 expectTypes(KEYS[1], 'zset', KEYS[2], 'list')
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, 1000)
 for _, client in ipairs(due) do
