@@ -1,10 +1,10 @@
-import { fork, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import { readScriptDefinitions } from '../lib/core/redis/scripts.js';
 import { RedisTaskClient } from '../lib/index.js';
+import { startChildren, stopChildren } from './children.js';
 import { deleteMatching, roundSample, serverSnapshot, shownSample, sleep, type RoundSample } from './measure.js';
 
 /** Process and pattern counts of the idle rows. */
@@ -55,29 +55,11 @@ export interface ClaimRow {
   readonly scriptCallsPerTask: number;
 }
 
-async function startWorkers(url: string, prefix: string, count: number, patterns: number): Promise<ChildProcess[]> {
-  const script = fileURLToPath(new URL('./idle-child.js', import.meta.url));
-  const env = { ...process.env, BENCH_IDLE_URL: url, BENCH_IDLE_PREFIX: prefix, BENCH_IDLE_PATTERNS: String(patterns) };
-  const children: ChildProcess[] = [];
+/** P idle worker processes of K patterns (idle-child.ts), five starting at a time. */
+function startWorkers(url: string, prefix: string, count: number, patterns: number): Promise<ChildProcess[]> {
   // A few at a time: twenty Nest processes starting at once on two cores take turns anyway.
-  for (let i = 0; i < count; i += 5) {
-    const batch = Array.from({ length: Math.min(5, count - i) }, () => fork(script, [], { env }));
-    await Promise.all(batch.map((child) => new Promise((resolve) => child.once('message', resolve))));
-    children.push(...batch);
-  }
-  return children;
-}
-
-async function stopWorkers(children: readonly ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise((resolve) => {
-          child.once('exit', resolve);
-          child.send('stop');
-        }),
-    ),
-  );
+  const env = { BENCH_IDLE_URL: url, BENCH_IDLE_PREFIX: prefix, BENCH_IDLE_PATTERNS: String(patterns) };
+  return startChildren('./idle-child.js', count, env, 5);
 }
 
 async function commandCalls(redis: Redis): Promise<Map<string, number>> {
@@ -144,7 +126,7 @@ async function idleRow(
       scans: totals.get('scan') ?? 0,
     };
   } finally {
-    await stopWorkers(children);
+    await stopChildren(children);
     await deleteMatching(redis, `${prefix}:*`);
     redis.disconnect();
   }
@@ -226,7 +208,7 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
     } finally {
       monitor.disconnect();
       await client.close();
-      await stopWorkers(children);
+      await stopChildren(children);
       const cleanup = new Redis(url);
       await deleteMatching(cleanup, `${prefix}:*`);
       cleanup.disconnect();

@@ -1,11 +1,10 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { TaskAdmin } from '../lib/core/admin/admin.js';
 import { PrefixKeys } from '../lib/core/redis/keys.js';
 import { QueueLayouts } from '../lib/core/redis/layouts.js';
 import { defineScripts } from '../lib/core/redis/scripts.js';
+import { startChildren, stopChildren } from './children.js';
 import { deleteMatching, roundSample, shownSample, sleep, type RoundSample } from './measure.js';
 
 /** Schedules due at the same tick in the crowd row. */
@@ -18,27 +17,6 @@ export interface CrowdFigures {
   readonly schedules: number;
   /** Per process count: ticks fired per second (from the tick to the last task written), per run. */
   readonly rows: readonly { processes: number; ticksPerSecond: RoundSample; lastLateMs: RoundSample; missed: number }[];
-}
-
-async function startTickers(url: string, prefix: string, count: number): Promise<ChildProcess[]> {
-  const script = fileURLToPath(new URL('./ticker-child.js', import.meta.url));
-  const children = Array.from({ length: count }, () =>
-    fork(script, [], { env: { ...process.env, BENCH_TICKER_URL: url, BENCH_TICKER_PREFIX: prefix } }),
-  );
-  await Promise.all(children.map((child) => new Promise((resolve) => child.once('message', resolve))));
-  return children;
-}
-
-async function stopTickers(children: readonly ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (child) =>
-        new Promise((resolve) => {
-          child.once('exit', resolve);
-          child.send('stop');
-        }),
-    ),
-  );
 }
 
 /** One run: CROWD schedules due at one tick 1.5 s ahead, fired by `processes` processes; seconds to the last task. */
@@ -67,7 +45,10 @@ async function crowdRun(
       for (let j = i; j < i + 1_000; j++) members.push(tick, `c${j}`);
       await redis.zadd(keys.schedules.due, ...members);
     }
-    const children = await startTickers(url, prefix, processes);
+    const children = await startChildren('./ticker-child.js', processes, {
+      BENCH_TICKER_URL: url,
+      BENCH_TICKER_PREFIX: prefix,
+    });
     const cpuBefore = await redisCpuMicros(plain);
     const pending = keys.queue('bench.crowd').pending('schedules');
     let done = 0;
@@ -81,7 +62,7 @@ async function crowdRun(
     }
     const redisCpu = (await redisCpuMicros(plain)) - cpuBefore;
     console.log(`crowd ${processes}: Redis CPU ${(redisCpu / 1000).toFixed(0)} ms over ${done - tick} ms`);
-    await stopTickers(children);
+    await stopChildren(children);
     const missed = (await admin.listSchedules()).reduce((sum, listed) => sum + listed.state.missed, 0);
     if (done === 0) throw new Error(`the crowd of ${CROWD} schedules was not fired within 60 s`);
     return { seconds: (done - tick) / 1_000, lastLateMs: done - tick, missed };

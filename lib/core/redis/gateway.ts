@@ -8,6 +8,7 @@ import { ScheduleGateway } from './schedule-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
 import { SweepGateway } from './sweep-gateway.js';
 import type { TaskRedis } from './scripts.js';
+import { sleep } from '../support/logger.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
 
 /**
@@ -283,8 +284,11 @@ function clientArgs<T extends { readonly clientId: string }>(
 
 /** A node's answer that it did not run the command: the slot is served elsewhere (moved, failed over). */
 const REDIRECTED = /^(MOVED|ASK) /;
-/** Times an enqueue redirected that way is sent again, each after the slot map was read again. */
-const ENQUEUE_REDIRECTS = 3;
+/**
+ * How long an enqueue redirected that way is sent again (each time after the slot map was read again), at
+ * most: a failover's new map reaches every node within a few hundred milliseconds.
+ */
+const ENQUEUE_REDIRECTS_MS = 3_000;
 
 /**
  * The enqueue and a WAIT as one pipeline: the script's answer, and how many replicas acknowledged. On a
@@ -299,12 +303,16 @@ async function enqueueAndWait(
   replicas: number,
   timeoutMs: number,
 ): Promise<[(0 | string)[] | -1, number]> {
+  const until = Date.now() + Math.min(timeoutMs, ENQUEUE_REDIRECTS_MS);
   for (let redirects = 0; ; redirects++) {
     try {
       return await enqueueAndWaitOnce(redis, keys, args, replicas, timeoutMs);
     } catch (error) {
       const redirected = error instanceof Error && REDIRECTED.test(error.message);
-      if (!redirected || !(redis instanceof Cluster) || redirects >= ENQUEUE_REDIRECTS) throw error;
+      if (!redirected || !(redis instanceof Cluster) || Date.now() >= until) throw error;
+      // Right after a failover the node asked for the slot map may not know yet: read it again after a
+      // pause that doubles (10 ms, 20 ms, ... at most 200 ms), until the node the map names takes the call.
+      if (redirects > 0) await sleep(Math.min(200, 10 * 2 ** (redirects - 1)));
       await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
     }
   }

@@ -76,17 +76,19 @@ export class Lease {
   async take(keys: QueueKeys): Promise<void> {
     const now = Date.now();
     await this.gateway.heartbeat(keys, this.options.workerId, this.idleLease);
-    this.renewDueAt.set(keys.base, this.renewalAfter(now, this.idleLeaseMs));
+    this.renewDueAt.set(keys.base, this.renewalAfter(now, this.idleLeaseMs, true));
   }
 
   /**
-   * When a lease of `leaseMs` written at `now` is renewed: two beats before it would end, less up to a quarter
-   * of the rest at random, so the idle shards of a process (and of processes started together) are renewed
-   * spread over the period, not all at one beat.
+   * When a lease of `leaseMs` written at `now` is renewed: two beats before it would end, less up to an eighth
+   * of that at random. The first renewal after `take` comes anywhere from a beat to that point, at random: the
+   * idle shards of a process (and of processes started together) are renewed spread evenly over the period,
+   * and stay so, not all in one stretch of it.
    */
-  private renewalAfter(now: number, leaseMs: number): number {
-    const margin = leaseMs - 2 * this.options.heartbeatIntervalMs;
-    return now + Math.max(this.options.heartbeatIntervalMs, margin - (Math.random() * margin) / 4);
+  private renewalAfter(now: number, leaseMs: number, first = false): number {
+    const beat = this.options.heartbeatIntervalMs;
+    const margin = Math.max(beat, leaseMs - 2 * beat);
+    return now + (first ? beat + Math.random() * (margin - beat) : margin - (Math.random() * margin) / 8);
   }
 
   /** A claim took tasks in the shard: the claim cut its lease to `leaseMs`, so the next beat renews it. */

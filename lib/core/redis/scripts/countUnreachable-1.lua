@@ -3,6 +3,7 @@
 --   shard's pending count against the tasks of the clients a claim can reach (on the ring, parked at their
 --   cap, or throttled). Equal counts mean no client is stranded that the count knows of, so an idle or
 --   healthy shard costs the audit this one call and no SCAN.
+-- Includes: read
 -- Builds keys: every key is named from the base in KEYS[1] as `QueueKeys` spells them (`<base>:ring`,
 --   `<base>:parked`, `<base>:throttled`, `<base>:pending-count`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<base>:audit-wanted`), all in the base's hash tag, hence its Cluster slot.
@@ -15,14 +16,6 @@
 -- Side effects: none (reads only; a key of another type reads as empty).
 local base = KEYS[1]
 local limit = tonumber(ARGV[1]) or 1000
-
-local function read(command, key, ...)
-  local reply = redis.pcall(command, key, ...)
-  if type(reply) == 'table' and reply.err then
-    return nil
-  end
-  return reply
-end
 
 local wanted = read('GET', base .. ':audit-wanted')
 if type(wanted) ~= 'string' then

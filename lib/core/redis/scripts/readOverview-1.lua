@@ -3,7 +3,7 @@
 --   call and without writing: the dashboard's refresh costs one round trip per shard whatever the number
 --   of clients (counts are kept by the other scripts; nothing here walks the clients' lists, but for a
 --   bounded sample read for the oldest waiting task).
--- Includes: clock
+-- Includes: clock, read
 -- Builds keys: every key is named from the root in KEYS[1] as `QueueKeys` spells them (`<base>:ring`,
 --   `<base>:pending-count`, ...), all in the root's hash tag, hence its Cluster slot.
 -- KEYS[1]: the shard's key root, `prefix:{pattern...}` (not a key itself)
@@ -18,14 +18,6 @@
 local root = KEYS[1]
 local sample = tonumber(ARGV[1]) or 50
 local now = redisMs()
-
-local function read(command, key, ...)
-  local reply = redis.pcall(command, key, ...)
-  if type(reply) == 'table' and reply.err then
-    return nil
-  end
-  return reply
-end
 local function count(command, key)
   return tonumber(read(command, key)) or 0
 end
