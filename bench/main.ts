@@ -14,6 +14,7 @@ import { TABLE_READINGS } from './readings.js';
 import { scheduleCost, scheduleLine } from './schedules.js';
 import { crowdFigures, crowdLines } from './schedule-crowd.js';
 import { recordBytes, recordLines } from './records.js';
+import { HANDOFF_INTRO, handoffFigures, handoffSection } from './handoff.js';
 import { dashboardLine, dashboardScale } from './dashboard.js';
 import { durabilitySettings, measureDurability, type DurabilityFigures } from './durability.js';
 import { LibraryProcess, serveLibrary, type LibraryKind, type LibraryOps } from './isolation.js';
@@ -1161,6 +1162,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'handoff') {
+    log(`\n${handoffSection(await handoffFigures(url))}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'records') {
     log(recordLines(await recordBytes(url)));
     await redis.quit();
@@ -1318,6 +1324,7 @@ async function main(): Promise<void> {
   const connections = await connectionsTable(url);
   const idle = `${claimTable(await claimRows(url))}\n\n${idleTable(await idleRows(url))}`;
   const nodes = await nodesSection();
+  const handoff = handoffSection(await handoffFigures(url));
 
   const table = comparisonTable([a, b, q, n], few, many, oneGroup, threeGroups);
   // Read from node_modules: not every package exports its package.json.
@@ -1409,6 +1416,10 @@ async function main(): Promise<void> {
     ...IDLE_INTRO,
     '',
     idle,
+    '',
+    ...HANDOFF_INTRO,
+    '',
+    handoff,
     '',
     nodes,
   ].join('\n');
