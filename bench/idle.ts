@@ -19,6 +19,22 @@ const WINDOWS = 3;
  * two beats before its end, spread over its last quarter: every 86 to 115 s), so the rates include them.
  */
 const WINDOW_MS = 40_000;
+/**
+ * The anchors' rows: BullMQ and Bee-Queue workers as their documentation sets them up, idle alike, on the
+ * rows without other keys at the ends of the range (their idle work does not look at other keys).
+ */
+const ANCHOR_ROWS = [
+  [1, 1],
+  [20, 1],
+  [1, 50],
+  [20, 50],
+] as const;
+export type IdleLibrary = 'ours' | 'bull' | 'bee';
+const LIBRARY_NAMES: Readonly<Record<IdleLibrary, string>> = {
+  ours: 'nestjs-redis-tasks',
+  bull: 'BullMQ',
+  bee: 'Bee-Queue',
+};
 /** Idle processes of the claim-calls row, and the tasks sent one at a time to them. */
 const CLAIM_PROCESSES = [1, 8, 20] as const;
 const CLAIM_TASKS = 200;
@@ -33,9 +49,12 @@ export const IDLE_INTRO = [
   "(INFO commandstats, Lua's own commands included) and its Redis CPU in percent of one core (the server's own",
   'idle work taken off), over 3 windows of 40 s (together a whole renewal period of an idle lease), median',
   '(min–max), with and without 1,000,000 other keys in the database; the most sent commands per second beside them.',
+  'BullMQ (one `Worker` per queue sharing one connection) and Bee-Queue (one worker `Queue` per queue, `process()`',
+  'called, its defaults) idle alike beside them, at 1 and 20 processes of 1 and 50 queues, without other keys.',
 ];
 
 export interface IdleRow {
+  readonly library: IdleLibrary;
   readonly processes: number;
   readonly patterns: number;
   readonly otherKeys: number;
@@ -56,9 +75,20 @@ export interface ClaimRow {
 }
 
 /** P idle worker processes of K patterns (idle-child.ts), five starting at a time. */
-function startWorkers(url: string, prefix: string, count: number, patterns: number): Promise<ChildProcess[]> {
+function startWorkers(
+  url: string,
+  prefix: string,
+  count: number,
+  patterns: number,
+  library: IdleLibrary = 'ours',
+): Promise<ChildProcess[]> {
   // A few at a time: twenty Nest processes starting at once on two cores take turns anyway.
-  const env = { BENCH_IDLE_URL: url, BENCH_IDLE_PREFIX: prefix, BENCH_IDLE_PATTERNS: String(patterns) };
+  const env = {
+    BENCH_IDLE_URL: url,
+    BENCH_IDLE_PREFIX: prefix,
+    BENCH_IDLE_PATTERNS: String(patterns),
+    BENCH_IDLE_LIBRARY: library,
+  };
   return startChildren('./idle-child.js', count, env, 5);
 }
 
@@ -85,10 +115,11 @@ async function idleRow(
   patterns: number,
   otherKeys: number,
   baseCpu: number,
+  library: IdleLibrary = 'ours',
 ): Promise<IdleRow> {
   const redis = new Redis(url);
   const prefix = `rtidle${randomBytes(3).toString('hex')}`;
-  const children = await startWorkers(url, prefix, processes, patterns);
+  const children = await startWorkers(url, prefix, processes, patterns, library);
   try {
     // Past every start-up step (registrations, first sweeps, the first schedule check).
     await sleep(3_000);
@@ -117,6 +148,7 @@ async function idleRow(
       .map(([name, calls]) => `${name} ${(calls / seconds).toFixed(1)}/s`)
       .join(', ');
     return {
+      library,
       processes,
       patterns,
       otherKeys,
@@ -130,6 +162,12 @@ async function idleRow(
     await deleteMatching(redis, `${prefix}:*`);
     redis.disconnect();
   }
+}
+
+function logRow(row: IdleRow): void {
+  console.log(
+    `idle ${LIBRARY_NAMES[row.library]}: ${row.processes} processes x ${row.patterns} patterns, ${row.otherKeys} other keys: ${shownSample(row.commandsPerSecond, 1)} commands/s, ${shownSample(row.cpuPercent, 2)}% CPU; ${row.top}`,
+  );
 }
 
 async function fillOtherKeys(redis: Redis, count: number): Promise<void> {
@@ -155,15 +193,32 @@ export async function idleRows(url: string): Promise<IdleRow[]> {
       for (const patterns of PATTERNS) {
         for (const processes of PROCESSES) {
           const row = await idleRow(url, processes, patterns, otherKeys, baseCpu);
-          console.log(
-            `idle ${processes} processes x ${patterns} patterns, ${otherKeys} other keys: ${shownSample(row.commandsPerSecond, 1)} commands/s, ${shownSample(row.cpuPercent, 2)}% CPU; ${row.top}`,
-          );
+          logRow(row);
           rows.push(row);
         }
       }
     }
   } finally {
     await deleteMatching(redis, 'rtother:*');
+    redis.disconnect();
+  }
+  return rows;
+}
+
+/** The same rows for BullMQ and Bee-Queue (ANCHOR_ROWS, no other keys). */
+export async function anchorIdleRows(url: string): Promise<IdleRow[]> {
+  const redis = new Redis(url);
+  const rows: IdleRow[] = [];
+  try {
+    const baseCpu = await serverIdleCpu(redis);
+    for (const library of ['bull', 'bee'] as const) {
+      for (const [processes, patterns] of ANCHOR_ROWS) {
+        const row = await idleRow(url, processes, patterns, 0, baseCpu, library);
+        logRow(row);
+        rows.push(row);
+      }
+    }
+  } finally {
     redis.disconnect();
   }
   return rows;
@@ -219,11 +274,11 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
 
 export function idleTable(rows: readonly IdleRow[]): string {
   return [
-    '| idle processes × patterns | other keys | Redis commands/s (all processes) | Redis CPU, % of a core | SCANs in the windows | most sent |',
-    '|---|---:|---:|---:|---:|---|',
+    '| library | idle processes × patterns | other keys | Redis commands/s (all processes) | Redis CPU, % of a core | SCANs in the windows | most sent |',
+    '|---|---|---:|---:|---:|---:|---|',
     ...rows.map(
       (row) =>
-        `| ${row.processes} × ${row.patterns} | ${row.otherKeys.toLocaleString('en')} | ${shownSample(row.commandsPerSecond, 1)} | ${shownSample(row.cpuPercent, 2)} | ${row.scans} | ${row.top} |`,
+        `| ${LIBRARY_NAMES[row.library]} | ${row.processes} × ${row.patterns} | ${row.otherKeys.toLocaleString('en')} | ${shownSample(row.commandsPerSecond, 1)} | ${shownSample(row.cpuPercent, 2)} | ${row.scans} | ${row.top} |`,
     ),
   ].join('\n');
 }

@@ -7,7 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
-import { claimRows, claimTable, IDLE_INTRO, idleRows, idleTable } from './idle.js';
+import { anchorIdleRows, claimRows, claimTable, IDLE_INTRO, idleRows, idleTable } from './idle.js';
 import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
 import { TABLE_READINGS } from './readings.js';
@@ -1188,9 +1188,14 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'idle-anchors') {
+    log(`\n${idleTable(await anchorIdleRows(url))}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'idle') {
     log(`\n${claimTable(await claimRows(url))}`);
-    log(`\n${idleTable(await idleRows(url))}`);
+    log(`\n${idleTable([...(await idleRows(url)), ...(await anchorIdleRows(url))])}`);
     await redis.quit();
     return;
   }
@@ -1322,7 +1327,7 @@ async function main(): Promise<void> {
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
   const connections = await connectionsTable(url);
-  const idle = `${claimTable(await claimRows(url))}\n\n${idleTable(await idleRows(url))}`;
+  const idle = `${claimTable(await claimRows(url))}\n\n${idleTable([...(await idleRows(url)), ...(await anchorIdleRows(url))])}`;
   const nodes = await nodesSection();
   const handoff = handoffSection(await handoffFigures(url));
 
