@@ -66,6 +66,9 @@ interface Latency {
 interface Figures {
   emitParallel: Sample;
   emitCpuMicros: Sample;
+  /** Node CPU (the library's process) and Redis CPU per single awaited emit (µs). */
+  emitNodeMicros: Sample;
+  emitRedisMicros: Sample;
   emitSequential: Sample;
   /** Bare ioredis PINGs one at a time, in blocks taking turns with this library's single emits. */
   pingFloor?: Sample;
@@ -133,6 +136,9 @@ interface SequentialRun {
   /** Bare ioredis EVALSHA of a script that writes nothing (`return 0`), taking turns alike (calls/s). */
   readonly script: number;
   readonly bytes: number;
+  /** Node CPU (the library's whole process) and Redis CPU per emit, over the emit blocks alone (µs). */
+  readonly nodeMicros: number;
+  readonly redisMicros: number;
 }
 
 /** Emits, PINGs and empty script calls take turns in blocks of this many, so a stretch of noise hits all three. */
@@ -152,10 +158,16 @@ async function emitSequential(driver: Driver): Promise<SequentialRun> {
   for (const task of tasks(2_000)) await driver.enqueue(task); // warm-up (JIT), not timed; its bytes are counted
   const bytes = ((await bytesReceived(redis)) - bytesBefore) / 2_000;
   const time = { emit: 0, ping: 0, script: 0 };
+  const cpu = { node: 0, redis: 0 };
   for (let done = 0; done < SINGLE_TASKS; done += SEQUENTIAL_BLOCK) {
+    const server = await serverSnapshot(redis);
+    const node = process.cpuUsage();
     let start = performance.now();
     for (const task of tasks(SEQUENTIAL_BLOCK, done)) await driver.enqueue(task);
     time.emit += performance.now() - start;
+    const used = process.cpuUsage(node);
+    cpu.node += used.user + used.system;
+    cpu.redis += (await serverSnapshot(redis)).cpuMicros - server.cpuMicros;
     start = performance.now();
     for (let i = 0; i < SEQUENTIAL_BLOCK; i++) await floor.ping();
     time.ping += performance.now() - start;
@@ -166,7 +178,14 @@ async function emitSequential(driver: Driver): Promise<SequentialRun> {
   floor.disconnect();
   await deleteMatching(redis, driver.keyPattern);
   const rate = (ms: number) => SINGLE_TASKS / (ms / 1000);
-  return { rate: rate(time.emit), ping: rate(time.ping), script: rate(time.script), bytes };
+  return {
+    rate: rate(time.emit),
+    ping: rate(time.ping),
+    script: rate(time.script),
+    bytes,
+    nodeMicros: cpu.node / SINGLE_TASKS,
+    redisMicros: cpu.redis / SINGLE_TASKS,
+  };
 }
 
 /** Runs `n` calls of `call`, `inFlight` of them awaited at all times. */
@@ -441,6 +460,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     script: [] as number[],
     ratio: [] as number[],
     bytes: [] as number[],
+    node: [] as number[],
+    server: [] as number[],
     parallel: [] as number[],
     cpu: [] as number[],
     send: [] as number[],
@@ -461,6 +482,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
       runs[d].script.push(run.script);
       runs[d].ratio.push(run.rate / run.ping);
       runs[d].bytes.push(run.bytes);
+      runs[d].node.push(run.nodeMicros);
+      runs[d].server.push(run.redisMicros);
     }
     for (const [d, library] of libraries.entries()) {
       const { rate, cpuMicros } = await library.call<{ rate: number; cpuMicros: number }>('emitParallel', url);
@@ -481,6 +504,8 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     figures.scriptFloor = sampleOf(runs[d].script);
     figures.emitOverPing = sampleOf(runs[d].ratio);
     figures.bytesPerEmit = sampleOf(runs[d].bytes);
+    figures.emitNodeMicros = sampleOf(runs[d].node);
+    figures.emitRedisMicros = sampleOf(runs[d].server);
     figures.emitParallel = sampleOf(runs[d].parallel);
     figures.emitCpuMicros = sampleOf(runs[d].cpu);
     if (runs[d].send.length > 0) figures.sendParallel = sampleOf(runs[d].send);
@@ -492,6 +517,9 @@ async function producerRows(libraries: readonly LibraryProcess[], all: Figures[]
     log(`floor: bare ioredis PING, one awaited at a time: ${spread(figures.pingFloor)} round trips/s`);
     log(`floor: bare ioredis EVALSHA of an empty script, one at a time: ${spread(figures.scriptFloor)} calls/s`);
     log(`emit / PING, same run: ${spread(figures.emitOverPing, 2)}`);
+    log(
+      `single emit: Node CPU ${spread(figures.emitNodeMicros, 1)} µs, Redis CPU ${spread(figures.emitRedisMicros, 1)} µs per emit`,
+    );
     log(
       `emit, 64 awaited in flight: ${spread(figures.emitParallel)} tasks/s; Node CPU ${spread(figures.emitCpuMicros, 1)} µs per emit`,
     );
@@ -771,6 +799,18 @@ function comparisonTable(all: Figures[], few: Sample, many: Sample, oneGroup: Sa
       get: (f) => f.emitOverPing,
       better: 'higher',
       digits: 2,
+    },
+    {
+      label: "Node CPU per single awaited emit, the library's whole process (µs)",
+      get: (f) => f.emitNodeMicros,
+      better: 'lower',
+      digits: 1,
+    },
+    {
+      label: 'Redis CPU per single awaited emit (µs)',
+      get: (f) => f.emitRedisMicros,
+      better: 'lower',
+      digits: 1,
     },
     { label: 'send() request/reply, 64 in flight (tasks/s)', get: (f) => f.sendParallel, better: 'higher' },
     { label: 'Node CPU per emit, 64 in flight (µs)', get: (f) => f.emitCpuMicros, better: 'lower', digits: 1 },
