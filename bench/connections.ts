@@ -3,10 +3,9 @@ import { randomBytes } from 'node:crypto';
 import { Controller, Module, type INestMicroservice, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, Transport } from '@nestjs/microservices';
-import BeeQueue from 'bee-queue';
-import { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { RedisTaskTransport } from '../lib/index.js';
+import { startAnchorWorkers } from './anchor-workers.js';
 
 /** The pattern (queue) counts of the rows. */
 const PATTERNS = [1, 20, 100] as const;
@@ -78,23 +77,7 @@ async function settledCount(admin: Redis): Promise<number> {
 async function startWorker(library: Library, url: string, patterns: number): Promise<() => Promise<unknown>> {
   const prefix = `conn${randomBytes(3).toString('hex')}`;
   const names = Array.from({ length: patterns }, (_, n) => `${prefix}.p${n}`);
-  if (library === 'BullMQ') {
-    const connection = new Redis(url, { maxRetriesPerRequest: null });
-    const workers = names.map((name) => new Worker(name, () => Promise.resolve(), { connection, prefix }));
-    await Promise.all(workers.map((worker) => worker.waitUntilReady()));
-    return async () => {
-      await Promise.all(workers.map((worker) => worker.close()));
-      connection.disconnect();
-    };
-  }
-  if (library === 'Bee-Queue') {
-    const { hostname, port } = new URL(url);
-    const redis = { host: hostname, port: Number(port || 6379) };
-    const queues = names.map((name) => new BeeQueue(name, { prefix, redis, getEvents: false, sendEvents: false }));
-    for (const queue of queues) queue.process(() => Promise.resolve());
-    await Promise.all(queues.map((queue) => queue.ready()));
-    return () => Promise.all(queues.map((queue) => queue.close()));
-  }
+  if (library === 'BullMQ' || library === 'Bee-Queue') return startAnchorWorkers(library, url, prefix, names);
   const module = moduleWith(handlersFor(patterns, prefix));
   const app: INestMicroservice =
     library === 'Nest Transport.REDIS'

@@ -2,10 +2,8 @@ import 'reflect-metadata';
 import { Controller, Module, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern } from '@nestjs/microservices';
-import BeeQueue from 'bee-queue';
-import { Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import { RedisTaskTransport } from '../lib/index.js';
+import { startAnchorWorkers } from './anchor-workers.js';
 
 /**
  * One idle worker process of the idle rows (bench/idle.ts), each library as its documentation sets it up:
@@ -37,26 +35,11 @@ async function startOurs(): Promise<() => Promise<unknown>> {
   return () => app.close();
 }
 
-async function startBull(): Promise<() => Promise<unknown>> {
-  const connection = new Redis(url, { maxRetriesPerRequest: null });
-  const workers = names.map((name) => new Worker(name, () => Promise.resolve(), { connection, prefix }));
-  await Promise.all(workers.map((worker) => worker.waitUntilReady()));
-  return async () => {
-    await Promise.all(workers.map((worker) => worker.close()));
-    connection.disconnect();
-  };
-}
-
-async function startBee(): Promise<() => Promise<unknown>> {
-  const { hostname, port } = new URL(url);
-  const redis = { host: hostname, port: Number(port || 6379) };
-  const queues = names.map((name) => new BeeQueue(name, { prefix, redis, getEvents: false, sendEvents: false }));
-  for (const queue of queues) queue.process(() => Promise.resolve());
-  await Promise.all(queues.map((queue) => queue.ready()));
-  return () => Promise.all(queues.map((queue) => queue.close()));
-}
-
-const close = await (library === 'bull' ? startBull() : library === 'bee' ? startBee() : startOurs());
+const close = await (library === 'bull'
+  ? startAnchorWorkers('BullMQ', url, prefix, names)
+  : library === 'bee'
+    ? startAnchorWorkers('Bee-Queue', url, prefix, names)
+    : startOurs());
 process.send?.('ready');
 process.on('message', (message) => {
   if (message !== 'stop') return;

@@ -61,6 +61,17 @@ describe('chaos: recurring schedules under kill -9 and a Redis restart', () => {
         await start(victim.id);
       }
       const stoppedAt = Date.now();
+      // A process killed while firing leaves its take to the others once the take's lease ends (5 s), so the
+      // last ticks before the stop may still be firing, late but within the 10 s grace: both schedules are
+      // paused once they have caught up to the stop (a pause would leave those ticks unfired).
+      await waitFor(
+        async () =>
+          (await admin.listSchedules()).every(
+            (schedule) => (schedule.state.lastTick ?? 0) >= stoppedAt - (schedule.id === 'pulse' ? 200 : 1_000),
+          ),
+        'both schedules to have fired up to the stop',
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
       await admin.pauseSchedule('pulse');
       await admin.pauseSchedule('second');
       const queue = new PrefixKeys(prefix).queue('chaos.tick');
