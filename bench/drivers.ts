@@ -112,6 +112,11 @@ export class OursDriver implements Driver {
     return this.requireClient().batch(options);
   }
 
+  /** A flow of this phase's client (see bench/flows.ts). */
+  flow(options: Parameters<RedisTaskClient['flow']>[0]): ReturnType<RedisTaskClient['flow']> {
+    return this.requireClient().flow(options);
+  }
+
   /** One emitBatch call of payloads or records as they are. */
   async emitRecords(records: unknown[]): Promise<void> {
     await this.requireClient().emitBatch('bench.task', records);

@@ -7,6 +7,7 @@ import { BareHandoffDriver, BeeQueueDriver, NestRedisDriver } from './anchors.js
 import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers.js';
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
+import { FLOW_INTRO, flowRows } from './flows.js';
 import { anchorIdleRows, claimRows, claimTable, IDLE_INTRO, idleRows, idleTable } from './idle.js';
 import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
@@ -1054,6 +1055,16 @@ async function batchTable(): Promise<string> {
   return table;
 }
 
+/** Flows against plain tasks and BullMQ's FlowProducer (see bench/flows.ts). */
+async function flowTable(): Promise<string> {
+  log("\n== flows: per node, against plain tasks and BullMQ's FlowProducer, rounds taking turns");
+  const driver = new OursDriver(url);
+  const table = await flowRows(driver, url, redis, REPEATS);
+  await driver.close();
+  log(table);
+  return table;
+}
+
 /** Coalescing keys against plain emits (see bench/coalesce.ts). */
 async function coalesceTable(): Promise<string> {
   log('\n== coalescing keys (nestjs-redis-tasks): per emit, against plain emits, rounds taking turns');
@@ -1223,6 +1234,11 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'flows') {
+    log(`\n${await flowTable()}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'batches') {
     log(`\n${await batchTable()}`);
     await redis.quit();
@@ -1366,6 +1382,7 @@ async function main(): Promise<void> {
   const tracking = await trackingRows();
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
+  const flowsTable = await flowTable();
   const connections = await connectionsTable(url);
   const idle = `${claimTable(await claimRows(url))}\n\n${idleTable([...(await idleRows(url)), ...(await anchorIdleRows(url))])}`;
   const nodes = await nodesSection();
@@ -1451,6 +1468,10 @@ async function main(): Promise<void> {
     ...BATCH_INTRO,
     '',
     batchesTable,
+    '',
+    ...FLOW_INTRO,
+    '',
+    flowsTable,
     '',
     ...CONNECTIONS_INTRO,
     '',

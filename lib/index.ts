@@ -44,6 +44,22 @@ export type { TaskProgressEvent } from './core/worker/worker-types.js';
 export type { CancelResult, TaskState, TaskStatus, TrackOptions } from './core/model/task-status.js';
 export type { CoalesceMode, CoalesceOptions } from './core/model/coalesce.js';
 export type { BatchCallback, BatchCancelResult, BatchOptions, BatchStatus, BatchSummary } from './core/model/batch.js';
+export type {
+  FlowCallback,
+  FlowCancelResult,
+  FlowError,
+  FlowNode,
+  FlowNodeInfo,
+  FlowNodeState,
+  FlowNodeStatus,
+  FlowOptions,
+  FlowParentPolicy,
+  FlowParentResult,
+  FlowReceipt,
+  FlowState,
+  FlowStatus,
+  FlowSummary,
+} from './core/model/flow.js';
 export type { RedisMemory } from './core/admin/memory.js';
 export type { BackoffOptions, RetryOptions } from './core/model/retry-policy.js';
 export { RedisTaskStatus, type RedisTaskEvents } from './nest/redis-task.events.js';
@@ -65,6 +81,7 @@ export {
   InvalidOptionError,
   InvalidTaskError,
   BatchIdInUseError,
+  InvalidFlowError,
   NonRetryableTaskError,
   PayloadTooLargeError,
   RedisConfigurationError,

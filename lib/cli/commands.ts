@@ -5,6 +5,7 @@ import { duration, table } from './format.js';
 import { schedules } from './schedule-commands.js';
 import { task } from './task-commands.js';
 import { batch } from './batch-commands.js';
+import { flow } from './flow-commands.js';
 
 export const EXIT = { ok: 0, redis: 1, usage: 2, unknownQueue: 3, notFound: 4 } as const;
 
@@ -43,6 +44,10 @@ Commands:
   batch show <id>                     a batch: its tasks' counts (pending, succeeded, failed, cancelled) and
                                       its callback
   batch cancel <id>                   cancel a batch: its waiting tasks removed, its running ones stopped
+  flow show <id>                      a flow: its state and each node's (waiting, released, succeeded, failed,
+                                      cancelled, skipped) with its parents and its result or error
+  flow cancel <id>                    cancel a flow: nothing more released, its running nodes stopped
+                                      (--reason <text>)
 
 Options:
   --url <redis://...>   Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -52,7 +57,7 @@ Options:
   -h, --help            this text
 
 Exit codes: 0 done, 1 Redis unreachable or failed, 2 bad usage, 3 unknown pattern, 4 no such dead letter,
-schedule or tracked task.`;
+schedule, tracked task, batch or flow.`;
 
 export interface CliOptions {
   readonly json: boolean;
@@ -139,6 +144,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
     task(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
   batch: (admin, args, options) =>
     batch(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
+  flow: (admin, args, options) =>
+    flow(admin, args, options, { usage, notFound: (message) => new CliError(EXIT.notFound, message) }),
 };
 
 /** Runs one command; resolves with what to print. */

@@ -13,6 +13,7 @@ import {
 } from '../core/admin/admin.js';
 import type { ScheduleSpec } from '../core/model/schedule.js';
 import type { BatchCancelResult, BatchStatus } from '../core/model/batch.js';
+import type { FlowCancelResult, FlowStatus } from '../core/model/flow.js';
 import type { CancelResult, TaskStatus } from '../core/model/task-status.js';
 import type { DeadLetterRecord } from '../core/model/dead-letter.js';
 import type { DeletedPrefix } from '../core/admin/prefix-cleanup.js';
@@ -65,6 +66,26 @@ export class RedisTaskAdmin {
 
   /** How many batches were opened and completed under the prefix (counted in Redis, by every process). */
   readonly batchCounts: () => Promise<{ opened: number; completed: number }> = this.forward('batchCounts');
+
+  /**
+   * A flow by id (`RedisTaskClient.flow()`): its state (running, succeeded, failed, cancelled, unknown), why
+   * it failed, whether it ended, and every node's state (waiting, released, succeeded, failed, cancelled,
+   * skipped) with its result or error. A node's settle shows within milliseconds (its worker folds it), or
+   * a reaper's sweep.
+   */
+  readonly getFlow: (id: string) => Promise<FlowStatus> = this.forward('getFlow');
+
+  /**
+   * Cancels a running flow: nothing of it is released any more, its waiting nodes are cancelled, its released
+   * ones stopped through their fences (a waiting task removed, a running one's `ctx.signal` aborted with
+   * `TaskCancelledError` within a heartbeat, its late outcome refused). Its completion callback is enqueued once,
+   * with state `cancelled`, once every node settled. A flow that ended answers `{ cancelled: false, state }`.
+   */
+  readonly cancelFlow: (id: string, reason?: string) => Promise<FlowCancelResult> = this.forward('cancelFlow');
+
+  /** How many flows were created, and ended in each state, under the prefix (counted in Redis). */
+  readonly flowCounts: () => Promise<{ created: number; succeeded: number; failed: number; cancelled: number }> =
+    this.forward('flowCounts');
 
   /**
    * Cancels a batch: no task can be added any more; its waiting tasks are removed from their queues, its

@@ -20,6 +20,9 @@ import { openBatch, type RedisTaskBatch } from './redis-task-batch.js';
 import { cancelWithin } from './client-cancel.js';
 import { resolveBatchOptions } from '../core/batches/task-batch.js';
 import type { BatchOptions } from '../core/model/batch.js';
+import type { FlowOptions, FlowReceipt } from '../core/model/flow.js';
+import { resolveFlow } from '../core/flows/flow-options.js';
+import { createFlow } from '../core/flows/flow-creator.js';
 
 const ignore = (): void => undefined;
 
@@ -102,6 +105,14 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       if (!this.runtime) throw new ClosedError('RedisTaskClient');
       return { runtime: this.runtime, item: (data) => this.toItem(data), pattern: (p) => this.normalizePattern(p) };
     });
+  }
+
+  /** Creates a flow: tasks that depend on tasks (README "Flows"); a call again with its id creates nothing. */
+  async flow(options: FlowOptions): Promise<FlowReceipt> {
+    const flow = resolveFlow(options, this.options.clientId, this.options.maxPayloadBytes);
+    if (!this.connected) await this.connect();
+    if (!this.runtime) throw new ClosedError('RedisTaskClient');
+    return createFlow(this.runtime.store, flow);
   }
 
   /**

@@ -1,5 +1,6 @@
 import { BaseRpcContext } from '@nestjs/microservices';
 import type { RunControl } from '../core/worker/worker-types.js';
+import type { FlowNodeInfo, FlowParentResult } from '../core/model/flow.js';
 
 export type { RunControl };
 
@@ -18,6 +19,8 @@ export interface RedisTaskInfo {
   readonly group: string;
   /** Fires when the worker gives up on this run (shutdown timeout, lost lease, cancelled: `TaskCancelledError`). */
   readonly signal: AbortSignal;
+  /** A node of a flow (`RedisTaskClient.flow()`): its flow id, node id and parents' outcomes. */
+  readonly flow?: FlowNodeInfo;
 }
 
 /**
@@ -60,6 +63,22 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?
 
   getGroup(): string {
     return this.args[0].group;
+  }
+
+  /** A node of a flow: its flow id and node id (undefined for a task of no flow). */
+  getFlow(): { readonly flowId: string; readonly nodeId: string } | undefined {
+    const flow = this.args[0].flow;
+    return flow ? { flowId: flow.flowId, nodeId: flow.nodeId } : undefined;
+  }
+
+  /**
+   * A node of a flow: each parent's outcome, by node id, as it was when this node was released:
+   * `{ state: 'succeeded', result }` (the parent handler's return value), or `failed`, `cancelled`, `skipped`
+   * with its `error` (a node runs after a parent that did not succeed only with `onParentFailure: 'run'`).
+   * Empty for a node without parents, or a task of no flow.
+   */
+  parentResults(): Readonly<Record<string, FlowParentResult>> {
+    return this.args[0].flow?.parents ?? {};
   }
 
   getSignal(): AbortSignal {

@@ -86,6 +86,7 @@ export class RedisTaskMetrics {
     );
     this.scheduleTicks(name('schedule_ticks_total'));
     this.batchCounters(name('batches_total'));
+    this.flowCounters(name('flows_total'));
   }
 
   /** The per-pattern gauges read from the queue stats, and whether Redis could be read and is full. */
@@ -190,6 +191,30 @@ export class RedisTaskMetrics {
             this.reset();
             this.inc({ outcome: 'opened' }, counts.opened);
             this.inc({ outcome: 'completed' }, counts.completed);
+          },
+        }),
+    );
+  }
+
+  /** Flows created and ended (by state), as counted in Redis. */
+  private flowCounters(name: string): void {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const metrics = this;
+    this.metric(
+      name,
+      () =>
+        new Counter({
+          name,
+          help: 'Flows created and ended (succeeded, failed, cancelled) under the prefix, as counted in Redis (each once)',
+          labelNames: ['outcome'],
+          registers: [this.registry],
+          collect: async function collect(this: Counter<'outcome'>) {
+            const counts = await metrics.inTime(metrics.admin.flowCounts());
+            if (!counts) return;
+            this.reset();
+            for (const outcome of ['created', 'succeeded', 'failed', 'cancelled'] as const) {
+              this.inc({ outcome }, counts[outcome]);
+            }
           },
         }),
     );

@@ -16,6 +16,7 @@ import { WorkerRuntime } from '../core/worker/runtime.js';
 import { WorkerConnection } from '../core/worker/worker-connection.js';
 import { loadTracing } from '../core/support/tracing.js';
 import type { TaskExecution, TaskOutcome } from '../core/worker/worker-types.js';
+import type { FlowNodeInfo } from '../core/model/flow.js';
 import { patternSettings } from '../core/config/pattern-settings.js';
 import { watchConnection } from './connection-events.js';
 import { REDIS_TASK_TRANSPORT } from './constants.js';
@@ -170,7 +171,11 @@ export class RedisTaskTransport extends Server<RedisTaskEvents, RedisTaskStatus>
       // What Nest's transformToObservable + lastValueFrom give, without an Observable per plain result
       // (the promise is awaited already, so the result is an Observable or the value itself).
       const response = isObservable(result) ? await lastValueFrom(result, { defaultValue: undefined }) : result;
-      return { status: 'succeeded', response: handler.isEventHandler ? undefined : response };
+      // A node of a flow hands its result to its children, whichever kind of handler it has.
+      return {
+        status: 'succeeded',
+        response: handler.isEventHandler && execution.flow === undefined ? undefined : response,
+      };
     } catch (error) {
       // The handler's own error, as Nest's base filter saw it (it would mask it as "Internal server
       // error"); where a user's filter handled it instead, what that filter emitted.
@@ -210,6 +215,7 @@ class TaskInfo implements RedisTaskInfo {
   readonly enqueuedAt: Date;
   readonly workerId: string;
   readonly group: string;
+  readonly flow?: FlowNodeInfo;
 
   constructor(private readonly execution: TaskExecution) {
     this.id = execution.id;
@@ -220,6 +226,7 @@ class TaskInfo implements RedisTaskInfo {
     this.enqueuedAt = new Date(execution.enqueuedAt);
     this.workerId = execution.workerId;
     this.group = execution.group;
+    if (execution.flow) this.flow = execution.flow;
   }
 
   /** Made on first use: most handlers never look at it. */

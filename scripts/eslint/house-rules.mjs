@@ -19,6 +19,9 @@ export const LAYERS = {
   // Batches count their tasks' settles and enqueue their callbacks as the producer prepares tasks; the
   // reaper folds the settles, the admin API reads them.
   batches: 5,
+  // Flows release their nodes as the producer prepares tasks, and stop them through the tracked tasks'
+  // fences; the reaper and the worker fold their settles, the admin API reads and cancels them.
+  flows: 5,
   worker: 6,
   reaper: 6,
   admin: 6,

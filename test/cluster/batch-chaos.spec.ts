@@ -3,6 +3,8 @@ import { Cluster } from 'ioredis';
 import { RedisTaskClient } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { emitBatchLoad, wrongCallbacks } from '../chaos/batch-load.js';
+import { createFlows, planFlows, tally, wrongFlows } from '../chaos/flow-load.js';
+import { TaskAdmin } from '../../lib/core/admin/admin.js';
 import { REAPER, startWorkerProcess, type WorkerProcess } from '../chaos/processes.js';
 import { openRedis, testPrefix } from '../support/redis.js';
 import { startCluster } from '../support/topology.js';
@@ -100,4 +102,79 @@ describe('chaos on a Redis Cluster: batches while processes are killed and a pri
       await book.del(runs, `${runs}:callbacks`, `${runs}:callback-firsts`, `${runs}:summaries`);
     }
   });
+});
+
+describe('chaos on a Redis Cluster: flows while processes are killed and a primary restarts from AOF', () => {
+  it('ends each of 300 flows (nodes sharded over 3 primaries, failures under each policy) once, every node released at most once', async () => {
+    const prefix = testPrefix('cluster-flows');
+    const client = new RedisTaskClient({ connection: { nodes: cluster.nodes }, prefix, shards: 3 });
+    const env = {
+      CLUSTER_NODES: JSON.stringify(cluster.nodes),
+      PREFIX: prefix,
+      SHARDS: 3,
+      CONCURRENCY: 16,
+      LEASE_MS: 1_000,
+      HEARTBEAT_MS: 200,
+      REAPER_MS: 200,
+      MAX_ATTEMPTS: 3,
+      BACKOFF_MS: 20,
+    };
+    const runs = `${prefix}:runs`;
+    let seed = 7;
+    const flows = planFlows(300, () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
+      return seed / 2 ** 31;
+    });
+    try {
+      await client.connect();
+      let next = 0;
+      const spawn = async (kind: 'worker' | 'reaper') => {
+        const process = await startWorkerProcess(`${kind}-${next++}`, env, kind === 'reaper' ? REAPER : undefined);
+        processes.push(process);
+        return process;
+      };
+      // Created before the chaos (as the batches above): a primary restarting under a producer is the producer suite's.
+      await createFlows(client, flows);
+      await Promise.all([spawn('worker'), spawn('worker'), spawn('worker'), spawn('reaper')]);
+      const ended = async () => Object.keys(tally(await book.hgetall(`${runs}:flow-callback-firsts`)).runs).length;
+      let kills = 0;
+      let restarted = false;
+      const deadline = Date.now() + 180_000;
+      while ((await ended()) < flows.length) {
+        if (Date.now() > deadline) throw new Error(`only ${await ended()} of ${flows.length} flows ended`);
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        if (kills < 6) {
+          const victim = processes.splice(kills % processes.length, 1)[0];
+          await victim.kill('SIGKILL');
+          kills++;
+          await spawn(victim.id.startsWith('reaper') ? 'reaper' : 'worker');
+        }
+        if (!restarted && kills === 2) {
+          // One primary crashes and comes back from its AOF (every write fsynced), mid-run.
+          restarted = true;
+          await cluster.restart(1);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const [runLog, saw, callbackLog, summaries] = await Promise.all(
+        ['flow-runs', 'flow-saw', 'flow-callback-firsts', 'flow-summaries'].map((name) =>
+          book.hgetall(`${runs}:${name}`),
+        ),
+      );
+      const wrong = wrongFlows(flows, { ...tally(runLog), saw, callbackFirsts: tally(callbackLog).firsts, summaries });
+      expect({ wrong: wrong.slice(0, 20), count: wrong.length }).toEqual({ wrong: [], count: 0 });
+      expect(restarted).toBe(true);
+      const direct = new Cluster(cluster.nodes);
+      const admin = TaskAdmin.onConnection(direct, prefix);
+      const failed = flows.filter((flow) => flow.failing).length;
+      expect(await admin.flowCounts()).toEqual({ created: 300, succeeded: 300 - failed, failed, cancelled: 0 });
+      direct.disconnect();
+    } finally {
+      await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
+      await client.close();
+      await book.del(
+        ...['flow-runs', 'flow-saw', 'flow-callback-firsts', 'flow-summaries'].map((name) => `${runs}:${name}`),
+      );
+    }
+  }, 300_000);
 });

@@ -301,6 +301,53 @@ for (const adapter of ['express', 'fastify'] as const) {
       await page.getByTestId('batch-unknown').waitFor();
     });
 
+    it('finds a flow by id, draws its graph with the state of each node, and cancels it', async () => {
+      const admin = new RedisTaskAdmin(client);
+      held = new Promise<void>((resolve) => (release = resolve));
+      await client.flow({
+        id: 'dash-flow',
+        nodes: [
+          { id: 'first', pattern: 'dash.work', payload: { step: 1 } },
+          { id: 'slow', pattern: 'dash.slow', payload: { step: 2 }, deps: ['first'] },
+          { id: 'last', pattern: 'dash.work', payload: { step: 3 }, deps: ['slow'], onParentFailure: 'skip' },
+        ],
+      });
+      await waitFor(() => runs.some((run) => run.pattern === 'dash.slow'), 'the slow node to run');
+      await page.goto(base);
+      await page.getByTestId('flow-id').fill('dash-flow');
+      await page.getByTestId('find-flow').click();
+      const graph = page.getByTestId('flow-graph');
+      const stateOf = (node: string) => graph.locator(`g[data-node="${node}"]`).getAttribute('data-state');
+      await graph.locator('g[data-node="last"]').waitFor();
+      expect([await stateOf('first'), await stateOf('slow'), await stateOf('last')]).toEqual([
+        'succeeded',
+        'released',
+        'waiting',
+      ]);
+      // Two lines, one from each parent to its child.
+      expect(await graph.locator('line').count()).toBe(2);
+      const row = (node: string) => page.getByTestId('flow-nodes').locator(`tr[data-node="${node}"] td`);
+      expect(await row('last').nth(3).textContent()).toBe('slow (skip)');
+      expect(await row('first').nth(4).textContent()).toBe('null');
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.locator('button[data-action="cancel-flow"]').click();
+      await page
+        .getByTestId('message')
+        .filter({ hasText: 'Cancelled flow dash-flow: 1 released node(s) stopped' })
+        .waitFor();
+      await waitFor(async () => (await admin.getFlow('dash-flow')).ended, 'the flow to end');
+      expect(await admin.getFlow('dash-flow')).toMatchObject({
+        state: 'cancelled',
+        reason: 'cancelled (from the dashboard)',
+      });
+      await waitFor(async () => (await stateOf('slow')) === 'cancelled', 'the page to show the slow node cancelled');
+      expect(await stateOf('last')).toBe('cancelled');
+      release();
+      await page.getByTestId('flow-id').fill('no-such-flow');
+      await page.getByTestId('find-flow').click();
+      await page.getByTestId('flow-unknown').waitFor();
+    });
+
     it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
       await page.goto(base);
       const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
@@ -328,8 +375,9 @@ for (const adapter of ['express', 'fastify'] as const) {
           { ...admin, origin: 'http://evil.example', 'x-csrf-token': token as string },
           { id: 'any' },
         ),
+        await post('flow/cancel', { ...admin, origin }, { id: 'any' }), // no token
       ];
-      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403, 403, 403]);
+      expect(refused.map((response) => response.status)).toEqual([403, 403, 403, 403, 403, 403, 403, 403, 403, 403]);
       expect(await redis.exists(keys.queue('dash.work').paused)).toBe(0);
       // The same request with all it needs goes through (so the refusals were about what they lacked).
       const allowed = await post('pause', { ...admin, origin, 'x-csrf-token': token as string }, pause);

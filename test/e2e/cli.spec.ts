@@ -286,6 +286,38 @@ describe('npx nestjs-redis-tasks', () => {
     expect((await cli(['batch', 'show', '--prefix', prefix])).code).toBe(2);
   });
 
+  it('shows and cancels a flow by id (exit 4 for an unknown one)', async () => {
+    await setup();
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    await client.flow({
+      id: 'cli-flow',
+      nodes: [
+        { id: 'a', pattern: 'cli.unworked', payload: { key: 'f1' } },
+        { id: 'b', pattern: 'cli.unworked', payload: { key: 'f2' }, deps: ['a'], onParentFailure: 'skip' },
+      ],
+    });
+    const shown = await cli(['flow', 'show', 'cli-flow', '--prefix', prefix]);
+    expect(shown.stdout).toMatch(
+      /^flow: cli-flow \(running\)\ncreated: [\dT:.Z-]+\nnodes: 2\n {2}a \[released\] cli\.unworked\n {2}b \[waiting\] cli\.unworked after a \(skip\)\n$/,
+    );
+    expect((await cli(['flow', 'cancel', 'cli-flow', '--reason', 'not today', '--prefix', prefix])).stdout).toBe(
+      'flow cli-flow: cancelled; 1 released node(s) being stopped, its waiting ones cancelled\n',
+    );
+    expect(output(await cli(['flow', 'show', 'cli-flow', '--prefix', prefix, '--json']))).toMatchObject({
+      state: 'cancelled',
+      reason: 'cancelled (not today)',
+      ended: true,
+    });
+    expect((await cli(['flow', 'cancel', 'cli-flow', '--prefix', prefix])).stdout).toBe(
+      'flow cli-flow: not cancelled, it ended cancelled\n',
+    );
+    const missing = await cli(['flow', 'show', 'nope', '--prefix', prefix]);
+    expect(missing.code).toBe(4);
+    expect(missing.stderr).toMatch(/no flow nope/);
+    expect((await cli(['flow', 'show', '--prefix', prefix])).code).toBe(2);
+  });
+
   it.each([
     [['frobnicate'], 2, /^nestjs-redis-tasks: unknown command "frobnicate" \(see --help\)\n$/],
     [['stats', '--bogus'], 2, /^nestjs-redis-tasks: Unknown option '--bogus'.*\(see --help\)\n$/],

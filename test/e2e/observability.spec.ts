@@ -158,6 +158,27 @@ describe('Prometheus metrics (nestjs-redis-tasks/metrics)', () => {
     expect(sample(await metrics.registry.metrics(), 'redis_tasks_batches_total', 'outcome="opened"')).toBe(2);
   });
 
+  it('counts the flows created and ended, by state, as recorded in Redis', async () => {
+    const module = await app();
+    const metrics = module.get(RedisTaskMetrics);
+    const client = module.get(RedisTaskClient);
+    const { transport } = await startWorker(prefix, [Handlers], { reaperIntervalMs: 50 });
+    started.push(transport);
+    await client.flow({
+      nodes: [
+        { id: 'a', pattern: 'obs.work', payload: {} },
+        { id: 'b', pattern: 'obs.work', payload: {}, deps: ['a'] },
+      ],
+    });
+    await client.flow({ nodes: [{ id: 'a', pattern: 'obs.idle' }] });
+    await waitFor(
+      async () => sample(await metrics.registry.metrics(), 'redis_tasks_flows_total', 'outcome="succeeded"') === 1,
+      'the flow that ended counted',
+    );
+    expect(sample(await metrics.registry.metrics(), 'redis_tasks_flows_total', 'outcome="created"')).toBe(2);
+    expect(sample(await metrics.registry.metrics(), 'redis_tasks_flows_total', 'outcome="failed"')).toBe(0);
+  });
+
   it('leaves the main entry point loadable without prom-client or @nestjs/terminus installed', async () => {
     // A child process whose module resolution refuses both packages, as if they were not installed.
     const refuse = `data:text/javascript,export async function resolve(specifier, context, next) {

@@ -26,7 +26,7 @@ const MOVING = Object.entries(LUA_HELPERS)
 const HEADS = new Set([...LUA_INCLUDES.follow.matchAll(/kind == '(\w+)'/g)].map((match) => match[1]));
 const FEATURES = ['track', ...HEADS].sort();
 
-type Feature = 'track' | 'coalesce' | 'batch';
+type Feature = 'track' | 'coalesce' | 'batch' | 'flow';
 
 /** Task t1 of client a, carrying `feature`: its enqueue options and its entry as enqueued. */
 function taskOf(feature: Feature, delayMs = 0) {
@@ -36,10 +36,19 @@ function taskOf(feature: Feature, delayMs = 0) {
     track: feature === 'track',
     ...(feature === 'coalesce' ? { coalesce: 'replace' as const } : {}),
     ...(feature === 'batch' ? { batch: 'b1' } : {}),
+    ...(feature === 'flow' ? { flow: 'f1' } : {}),
   };
 }
 const entryOf = (feature: Feature) =>
-  entry('t1', 'a', 0, 0, feature === 'coalesce' ? 'replace' : undefined, feature === 'batch' ? 'b1' : undefined);
+  entry(
+    't1',
+    'a',
+    0,
+    0,
+    feature === 'coalesce' ? 'replace' : undefined,
+    feature === 'batch' ? 'b1' : undefined,
+    feature === 'flow' ? 'f1' : undefined,
+  );
 const trackedOf = (keys: QueueKeys, feature: Feature) => (feature === 'track' ? keys.tracked('t1') : undefined);
 
 /** t1 claimed by the worker and started as its feature starts it: its fencing token. */
@@ -106,23 +115,27 @@ const OBSERVE: Record<Feature, (keys: QueueKeys) => Promise<string>> = {
     const last = await redis.lindex(keys.batchEvents, -1);
     return last ? `event ${last.split('\n')[3]}` : 'no event';
   },
+  flow: async (keys) => {
+    const last = await redis.lindex(keys.flowEvents, -1);
+    return last ? `event ${last.split('\n')[3]}` : 'no event';
+  },
 };
 
 /** What follows each move, per feature (and why, where a feature has no part in the move). */
 const FOLLOWS: Record<string, Record<Feature, string>> = {
-  ackTasks: { track: 'completed', coalesce: 'no record', batch: 'event s' },
-  retryTask: { track: 'delayed', coalesce: 'waits t1 in d', batch: 'no event' },
-  deadLetterTask: { track: 'dead', coalesce: 'no record', batch: 'event d' },
-  requeueTasks: { track: 'pending', coalesce: 'waits t1 in q', batch: 'no event' },
+  ackTasks: { track: 'completed', coalesce: 'no record', batch: 'event s', flow: 'event s' },
+  retryTask: { track: 'delayed', coalesce: 'waits t1 in d', batch: 'no event', flow: 'no event' },
+  deadLetterTask: { track: 'dead', coalesce: 'no record', batch: 'event d', flow: 'event d' },
+  requeueTasks: { track: 'pending', coalesce: 'waits t1 in q', batch: 'no event', flow: 'no event' },
   // A cancelled waiting task of a coalescing key frees its key: the next emit is placed anew.
-  cancelTask: { track: 'cancelled', coalesce: 'no record', batch: 'event c' },
-  // Only a task of the cancelled batch is dropped: others keep running.
-  dropHeld: { track: 'running', coalesce: 'runs 1', batch: 'event c' },
+  cancelTask: { track: 'cancelled', coalesce: 'no record', batch: 'event c', flow: 'event c' },
+  // Only a task of the cancelled batch is dropped: others keep running (a flow's node is stopped by id instead).
+  dropHeld: { track: 'running', coalesce: 'runs 1', batch: 'event c', flow: 'no event' },
   // A dead letter revived is a fresh run: only its batch waits for it again (no index, no record before).
-  requeueDeadLetters: { track: 'no index', coalesce: 'no record', batch: 'event p' },
+  requeueDeadLetters: { track: 'no index', coalesce: 'no record', batch: 'event p', flow: 'event p' },
   // The reaper dead-letters an entry it cannot run; its index (named only in the entry) keeps its state
   // until it expires, its key's slot is freed, its batch hears it.
-  deadLetterDelayed: { track: 'delayed', coalesce: 'no record', batch: 'event d' },
+  deadLetterDelayed: { track: 'delayed', coalesce: 'no record', batch: 'event d', flow: 'event d' },
 };
 
 describe('the seam: what follows a task that moves', () => {
@@ -130,7 +143,7 @@ describe('the seam: what follows a task that moves', () => {
     expect(MOVING.length).toBeGreaterThanOrEqual(8);
     expect(Object.keys(FOLLOWS).sort()).toEqual(MOVING);
     expect(Object.keys(MOVES).sort()).toEqual(MOVING);
-    expect(FEATURES).toEqual(['batch', 'coalesce', 'track']);
+    expect(FEATURES).toEqual(['batch', 'coalesce', 'flow', 'track']);
     for (const row of Object.values(FOLLOWS)) expect(Object.keys(row).sort()).toEqual(FEATURES);
   });
 

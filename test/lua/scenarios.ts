@@ -23,14 +23,17 @@ export function queueHelpers(redis: TestRedis, worker: string) {
     priority = 0,
     coalesce?: CoalesceMode,
     batch?: string,
+    flow?: string,
   ): string {
     // A coalesced task (stored form version 2) carries its key (k1) first, and a send() caller's channel; a
-    // batch's task, its batch first.
+    // batch's task, its batch first; a flow's node, its flow and node (n1) first.
     const latest = coalesce
       ? { v: 2, coalesce: 'k1', coalesceMode: COALESCE_MODE_CODES[coalesce], replyTo: 'chan' }
       : batch
         ? { v: 2, batch }
-        : {};
+        : flow
+          ? { v: 2, flow, node: 'n1' }
+          : {};
     return encodeEntry(
       { ...latest, id, clientId, payload: { id }, enqueuedAt: 1, ...(priority ? { priority } : {}) },
       attempts,
@@ -50,6 +53,8 @@ export function queueHelpers(redis: TestRedis, worker: string) {
       coalesce?: CoalesceMode;
       /** A task of this batch. */
       batch?: string;
+      /** Node n1 of this flow. */
+      flow?: string;
     }[],
     recorded = false,
   ): Promise<unknown> {
@@ -61,7 +66,7 @@ export function queueHelpers(redis: TestRedis, worker: string) {
       pushEnqueueFields(args, {
         id: task.id,
         clientId: client,
-        entry: entry(task.id, client, 0, task.priority ?? 0, coalesce, task.batch),
+        entry: entry(task.id, client, 0, task.priority ?? 0, coalesce, task.batch, task.flow),
         priority: task.priority ?? 0,
         delayMs: task.delayMs ?? 0,
         deduplicationKey: task.dedup,
@@ -146,6 +151,17 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     await gateway.batch.add(batchKeys(keys), 'q', ['c1', 'c2']);
     await gateway.batch.fold(batchKeys(keys), events);
   }
+
+  /** Flow f1 of the prefix of `keys`. */
+  const flowKeys = (keys: QueueKeys) => new PrefixKeys(keys.prefix).flow('f1');
+  /** Flow f1 created: a diamond (a; b and c after a, c skipped when a parent fails; d after b and c), a released. */
+  const openFlowOf = (keys: QueueKeys) =>
+    gateway.flow.open(flowKeys(keys), 60_000, JSON.stringify({ pattern: 'cb' }), [
+      ['a', 'f|', '{"pattern":"q","clientId":"a","payload":1}'],
+      ['b', 'f|a', '{"pattern":"q","clientId":"a","payload":2}'],
+      ['c', 's|a', '{"pattern":"q","clientId":"a","payload":3}'],
+      ['d', 'r|b,c', '{"pattern":"q","clientId":"a","payload":4}'],
+    ]);
 
   return {
     enqueueTasks: {
@@ -346,6 +362,37 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
     trimBatchEvents: {
       setup: (keys) => redis.rpush(keys.batchEvents, '1\nb1\nc1\ns', '2\nb1\nc2\nd', '3\nb1\nc3\ns'),
       run: (keys) => gateway.batch.trim(keys.batchEvents, ['1\nb1\nc1\ns', '2\nb1\nc2\nd']),
+    },
+    openFlow: {
+      setup: () => Promise.resolve(),
+      run: (keys) => openFlowOf(keys),
+    },
+    foldFlow: {
+      // a succeeded and was marked enqueued: b and c are released; then b fails, which fails the flow.
+      setup: async (keys) => {
+        await openFlowOf(keys);
+        await gateway.flow.mark(flowKeys(keys), 'released', ['a']);
+      },
+      run: (keys) =>
+        gateway.flow.fold(flowKeys(keys), ['5', 'a', 's', '{"id":"flow.f1.a","response":1}', '6', 'x9', 's', '']),
+    },
+    markFlow: {
+      setup: async (keys) => {
+        await openFlowOf(keys);
+        await gateway.flow.fold(flowKeys(keys), []);
+      },
+      run: (keys) => gateway.flow.mark(flowKeys(keys), 'released', ['a']),
+    },
+    countFlow: {
+      setup: () => Promise.resolve(),
+      run: (keys) => {
+        const prefix = new PrefixKeys(keys.prefix);
+        return gateway.flow.count(prefix.flowCounters, prefix.flowCounted('f1', '5', 'e'), 'succeeded', 60_000);
+      },
+    },
+    cancelFlow: {
+      setup: (keys) => openFlowOf(keys),
+      run: (keys) => gateway.flow.cancel(flowKeys(keys), 'asked'),
     },
     startCoalesced: {
       setup: async (keys) => {

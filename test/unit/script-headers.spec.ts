@@ -79,7 +79,7 @@ describe('Lua script contract headers', () => {
 
     it('reaches per-task features only through the seam (include/follow.lua) when it moves a task', () => {
       if (!(LUA_HELPERS[fileName] ?? []).includes('follow')) return;
-      const features = ['track', 'coalesce', 'batch'].flatMap((name) =>
+      const features = ['track', 'coalesce', 'batch', 'flow'].flatMap((name) =>
         [...LUA_INCLUDES[name].matchAll(/^local function ([A-Za-z_]+)/gm)].map((match) => match[1]),
       );
       expect(features).toContain('trackState');

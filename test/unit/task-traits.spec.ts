@@ -21,6 +21,7 @@ const ASKS: Record<TaskTrait, Partial<EnqueueItem>> = {
   tracked: { track: true },
   coalesced: { coalesce: { key: 'k1' } },
   batch: { batch: 'b1' },
+  flow: { flow: 'f1', node: 'n1' },
 };
 
 /** A task asking for `traits`, prepared and read back as a worker reads it. */

@@ -23,6 +23,8 @@ import { SCHEDULE_LIMITS } from '../schedules/tick-firer.js';
 import { silentLogger } from '../support/logger.js';
 import { TaskLookup } from './tasks.js';
 import { BatchReader } from './batches.js';
+import { FlowReader } from './flows.js';
+import type { FlowCancelResult, FlowStatus } from '../model/flow.js';
 import type { BatchCancelResult, BatchStatus } from '../model/batch.js';
 import type { CancelResult, TaskStatus } from '../model/task-status.js';
 
@@ -51,6 +53,7 @@ export class TaskAdmin {
   private readonly schedulesPart: ScheduleBook;
   private readonly tasksPart: TaskLookup;
   private readonly batchesPart: BatchReader;
+  private readonly flowsPart: FlowReader;
 
   constructor(
     private readonly store: TaskStore,
@@ -64,6 +67,22 @@ export class TaskAdmin {
     this.schedulesPart = new ScheduleBook(store, SCHEDULE_LIMITS, silentLogger);
     this.tasksPart = new TaskLookup(store, group);
     this.batchesPart = new BatchReader(store, group);
+    this.flowsPart = new FlowReader(store, group);
+  }
+
+  /** A flow by id: every node's state, result or error (`unknown`: never created, or expired). */
+  getFlow(id: string): Promise<FlowStatus> {
+    return this.flowsPart.get(id);
+  }
+
+  /** Cancels a flow (see `FlowReader.cancel`). */
+  cancelFlow(id: string, reason?: string): Promise<FlowCancelResult> {
+    return this.flowsPart.cancel(id, reason);
+  }
+
+  /** Flows created and ended under the prefix. */
+  flowCounts(): Promise<{ created: number; succeeded: number; failed: number; cancelled: number }> {
+    return this.flowsPart.counts();
   }
 
   /** A batch's counts and callback state by id (`unknown`: never opened, or its record expired). */

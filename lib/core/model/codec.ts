@@ -1,4 +1,5 @@
 import type { BackoffOptions } from './retry-policy.js';
+import type { FlowParentResult } from './flow.js';
 import { backoffProblem, maxAttemptsProblem } from './retry-policy.js';
 
 /**
@@ -13,7 +14,8 @@ export const FORMAT_VERSION = 1;
  * The version of a task a worker of version 1 would misread, so must not read (it dead-letters it as
  * `unsupported-version`): one with a coalescing key (latest wins: a version-1 worker would run the entry it
  * claimed, not the newest emitted for its key, and never release the key's record) or one of a batch (it
- * would never report the task settled, so the batch would never complete). Workers of this release read both.
+ * would never report the task settled, so the batch would never complete), or a node of a flow (likewise: its
+ * flow would never hear it settled). Workers of this release read all three.
  */
 export const FORMAT_VERSION_2 = 2;
 
@@ -70,6 +72,12 @@ export interface TaskEnvelope {
   readonly coalesceMode?: string;
   /** The batch the task belongs to (stored form version 2 only, first after `v`): its settle is counted there. */
   readonly batch?: string;
+  /** The flow the task is a node of (stored form version 2 only, first after `v`, then `node`): its settle is folded there. */
+  readonly flow?: string;
+  /** Its node id within its flow. */
+  readonly node?: string;
+  /** Its parents' outcomes, by node id, as they were when it was released (`ctx.parentResults()`). */
+  readonly parents?: Readonly<Record<string, FlowParentResult>>;
 }
 
 export interface DecodedEntry {
@@ -104,15 +112,18 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
       : `,"traceparent":${JSON.stringify(meta.traceparent)}${meta.tracestate === undefined ? '' : `,"tracestate":${JSON.stringify(meta.tracestate)}`}`;
   const track = meta.track === 1 ? ',"track":1' : '';
   const progress = meta.progress === 1 ? ',"progress":1' : '';
-  // A coalesced task's key and mode, or a batch child's batch, come first: the Lua scripts read them
+  const parents = meta.parents === undefined ? '' : `,"parents":${JSON.stringify(meta.parents)}`;
+  // A coalesced task's key and mode, a batch child's batch, or a flow node's flow and node come first: the Lua scripts read them
   // without decoding the rest.
   const head =
     meta.coalesce !== undefined
       ? `"v":${FORMAT_VERSION_2},"coalesce":${JSON.stringify(meta.coalesce)},"coalesceMode":${JSON.stringify(meta.coalesceMode)}`
       : meta.batch !== undefined
         ? `"v":${FORMAT_VERSION_2},"batch":${JSON.stringify(meta.batch)}`
-        : `"v":${FORMAT_VERSION}`;
-  return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress},"payload":${payloadJson}}`;
+        : meta.flow !== undefined
+          ? `"v":${FORMAT_VERSION_2},"flow":${JSON.stringify(meta.flow)},"node":${JSON.stringify(meta.node)}`
+          : `"v":${FORMAT_VERSION}`;
+  return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress}${parents},"payload":${payloadJson}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
@@ -184,8 +195,16 @@ function versionProblem(record: Record<string, unknown>): DecodeResult | undefin
   };
 }
 
-/** What is wrong with a version 2 entry's coalescing or batch fields, if anything (it has one of them). */
+/** What is wrong with a version 2 entry's coalescing, batch or flow fields, if anything (it has one of them). */
 function coalesceProblem(record: Record<string, unknown>): string | undefined {
+  if (record.coalesce === undefined && record.batch === undefined && record.flow !== undefined) {
+    return typeof record.flow === 'string' &&
+      record.flow !== '' &&
+      typeof record.node === 'string' &&
+      record.node !== ''
+      ? undefined
+      : `the entry's "flow" and "node" (its flow id and node id) are not non-empty strings`;
+  }
   if (record.coalesce === undefined && record.batch !== undefined) {
     return typeof record.batch === 'string' && record.batch !== ''
       ? undefined

@@ -1,3 +1,4 @@
+import type { FlowParentResult } from './flow.js';
 /**
  * Why a task ended in dead letters: `malformed` (not a task we can decode), `unsupported-version` (a
  * well-formed entry of another version of the stored form, see `FORMAT_VERSION`), `failed` (its handler
@@ -56,6 +57,10 @@ export interface DeadLetterRecord {
   /** The producer's trace context (OpenTelemetry), kept so a requeued task stays in its trace. */
   /** The batch the task belonged to (a requeued dead letter stays in it). */
   readonly batch?: string;
+  /** The flow the task was a node of, its node id and its parents' outcomes (a requeued dead letter stays in it). */
+  readonly flow?: string;
+  readonly node?: string;
+  readonly parents?: Readonly<Record<string, FlowParentResult>>;
   readonly traceparent?: string;
   readonly tracestate?: string;
 }

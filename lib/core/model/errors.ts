@@ -118,6 +118,22 @@ export class BatchIdInUseError extends InvalidTaskError {
   }
 }
 
+/**
+ * A flow cannot be created as given: a cycle, a dependency on a node it does not have, two nodes with one id,
+ * or a node's pattern, payload or options not valid (the message names the node; `node` holds its id when
+ * one is at fault). Nothing was written.
+ */
+export class InvalidFlowError extends InvalidTaskError {
+  constructor(
+    message: string,
+    /** The node at fault, when one is. */
+    readonly node?: string,
+  ) {
+    super(`flow: ${message}`);
+    Object.defineProperty(this, 'code', { value: 'INVALID_FLOW' });
+  }
+}
+
 /** The serialized payload is larger than `maxPayloadBytes`. Nothing was written to Redis. */
 export class PayloadTooLargeError extends RedisTaskError {
   constructor(

@@ -11,8 +11,9 @@ import { COALESCE_MODE_CODES } from './codec.js';
  * - tracked: an index (`getTask`, cancel, progress) follows each move.
  * - coalesced: a coalescing key's record follows each move (latest wins).
  * - batch: its batch hears each settle.
+ * - flow: its flow hears each settle (with its result), and releases the nodes that wait for it.
  */
-export type TaskTrait = 'reply' | 'dedup' | 'tracked' | 'coalesced' | 'batch';
+export type TaskTrait = 'reply' | 'dedup' | 'tracked' | 'coalesced' | 'batch' | 'flow';
 
 /** What the producer is asked for: the options of an enqueue item that make traits. */
 export interface TraitRequest {
@@ -21,6 +22,7 @@ export interface TraitRequest {
   readonly track?: unknown;
   readonly coalesce?: unknown;
   readonly batch?: string;
+  readonly flow?: string;
 }
 
 /** The worker-side step a task needs between its claim and its handler (a Lua script of its feature). */
@@ -75,10 +77,18 @@ export const TRAIT_RULES: Readonly<Record<TaskTrait, TraitRule>> = {
     settlesOnItsOwn: true,
     revoker: () => 'batch-cancel',
   },
+  flow: {
+    asked: (request) => request.flow !== undefined,
+    has: (envelope) => envelope.flow !== undefined,
+    // Its result goes to its flow with the acknowledgement.
+    settlesOnItsOwn: true,
+    // A node is tracked (its flow's cancel stops it by id), so the tracked row says the rest.
+    revoker: () => 'cancel',
+  },
 };
 
 /** Every trait, in the order their start steps and revokers are asked (a task has at most one of the last three). */
-export const TRAIT_ORDER: readonly TaskTrait[] = ['coalesced', 'batch', 'tracked', 'reply', 'dedup'];
+export const TRAIT_ORDER: readonly TaskTrait[] = ['coalesced', 'batch', 'flow', 'tracked', 'reply', 'dedup'];
 
 /**
  * Traits a task cannot have together, each with why: the producer refuses the item with the reason (an
@@ -99,6 +109,10 @@ export const TRAIT_CONFLICTS: readonly (readonly [TaskTrait, TaskTrait, string])
   ['batch', 'dedup', 'a task of a batch cannot have a deduplication key (it could be refused)'],
   ['batch', 'tracked', 'a task of a batch cannot be tracked (getBatch tells where they are)'],
   ['batch', 'reply', 'a task of a batch is emitted, not sent: its batch hears its outcome'],
+  ['flow', 'coalesced', 'a node of a flow cannot have a coalescing key (a newer emit could replace it)'],
+  ['flow', 'dedup', 'a node of a flow cannot have a deduplication key (its flow releases it once already)'],
+  ['flow', 'batch', 'a node of a flow cannot be a task of a batch (its flow tells where it is)'],
+  ['flow', 'reply', 'a node of a flow is released by its flow, not sent: its flow hears its outcome'],
 ];
 
 /** The traits named first in a conflict row: an item asking for none of them has no conflict (the common case). */
@@ -138,7 +152,8 @@ export function ridesOnClaim(envelope: TaskEnvelope): boolean {
     (envelope.dedupKey === undefined || envelope.dedupKeep === 1) &&
     envelope.track !== 1 &&
     envelope.coalesce === undefined &&
-    envelope.batch === undefined
+    envelope.batch === undefined &&
+    envelope.flow === undefined
   );
 }
 

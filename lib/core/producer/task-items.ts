@@ -10,6 +10,7 @@ import type { PreparedTask } from '../model/prepared-task.js';
 import { coalesceSettings, trackProblem, trackTimes } from '../config/rules.js';
 import { mayBeTracked, traitConflict } from '../model/task-traits.js';
 import type { TrackOptions } from '../model/task-status.js';
+import type { FlowParentResult } from '../model/flow.js';
 
 export type { PreparedTask };
 
@@ -57,6 +58,10 @@ export interface EnqueueItem extends TaskOptions {
   readonly wantsProgress?: boolean;
   /** The batch the task belongs to (counted there once it settles); its id must be given too. */
   readonly batch?: string;
+  /** The flow the task is a node of (released by its flow; its id must be given too), its node id and its parents' outcomes. */
+  readonly flow?: string;
+  readonly node?: string;
+  readonly parents?: Readonly<Record<string, FlowParentResult>>;
 }
 
 /** What a task is checked against besides its own fields. */
@@ -144,7 +149,8 @@ function isPlain(item: EnqueueItem, limits: ItemLimits): boolean {
     item.deduplicationKey === undefined &&
     item.deduplicationKeepAfterSuccess === undefined &&
     item.coalesce === undefined &&
-    item.batch === undefined
+    item.batch === undefined &&
+    item.flow === undefined
   );
 }
 
@@ -160,8 +166,8 @@ function prepareWithOptions(
   const coalesce = item.coalesce === undefined ? undefined : coalesceOf(item, fail);
   const conflict = traitConflict(item);
   if (conflict) fail(conflict);
-  if (item.batch !== undefined && item.id === undefined)
-    fail('a task of a batch needs its id given (the batch counts it before it is enqueued)');
+  if ((item.batch !== undefined || item.flow !== undefined) && item.id === undefined)
+    fail('a task of a batch or a flow needs its id given (its batch counts it, its flow releases it once)');
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
   if (item.track !== undefined) {
     const problem = trackProblem(item.track);
@@ -189,6 +195,9 @@ function prepareWithOptions(
       coalesce: coalesce?.key,
       coalesceMode: coalesce && COALESCE_MODE_CODES[coalesce.mode],
       batch: item.batch,
+      flow: item.flow,
+      node: item.node,
+      parents: item.parents,
     },
     payload,
   );

@@ -11,6 +11,7 @@ import type { QueueLayouts } from '../redis/layouts.js';
 import { TaskStore } from '../redis/store.js';
 import { RingAudit } from './ring-audit.js';
 import { BatchFolder } from '../batches/batch-folder.js';
+import { FlowFolder } from '../flows/flow-folder.js';
 import { isRedisFull } from '../redis/refusals.js';
 import { SweepTurns, type Slice } from './sweep-turns.js';
 import type { TaskRedis } from '../redis/scripts.js';
@@ -50,6 +51,8 @@ export class TaskReaper {
   private readonly audit: RingAudit;
   /** Folds batch tasks' settles into their batches (and enqueues the callbacks of those that completed). */
   private readonly batches: BatchFolder;
+  /** Folds flow nodes' settles into their flows (releasing their children, stopping, enqueueing callbacks). */
+  private readonly flows: FlowFolder;
   /** The minute each shard's counters were last recorded in (by this reaper). */
   private readonly snapshotted = new Map<string, number>();
   private offsetMs = 0;
@@ -71,6 +74,7 @@ export class TaskReaper {
     this.gateway = store.gateway;
     this.audit = new RingAudit(this.redis, this.gateway);
     this.batches = new BatchFolder(store, logger);
+    this.flows = new FlowFolder(store, logger);
     this.turns = new SweepTurns(store.gateway.sweeps, store.keys, this.owner);
   }
 
@@ -107,7 +111,9 @@ export class TaskReaper {
         total.nextDueAt = result.nextDueAt;
       }
     }
-    await this.batches.checkDue(await this.now());
+    const later = await this.now();
+    await this.batches.checkDue(later);
+    await this.flows.checkDue(later);
     return total;
   }
 
@@ -182,7 +188,11 @@ export class TaskReaper {
       }
     }
     const promotion = await this.promoteDue(keys, now);
-    await this.batches.fold(keys);
+    // Settle events of batches' and flows' tasks (one read for both while there are none: the idle case).
+    if ((await this.redis.exists(keys.batchEvents, keys.flowEvents)) > 0) {
+      await this.batches.fold(keys);
+      await this.flows.fold(keys);
+    }
     await this.snapshot(keys, now);
     for (const { clientId, tasks } of await this.audit.step(keys)) {
       result.rejoined = (result.rejoined ?? 0) + 1;

@@ -6,6 +6,7 @@ import { ScriptKeys, settleKeys } from './script-keys.js';
 import { TrackGateway } from './track-gateway.js';
 import { ScheduleGateway } from './schedule-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
+import { FlowGateway } from './flow-gateway.js';
 import { SweepGateway } from './sweep-gateway.js';
 import type { TaskRedis } from './scripts.js';
 import { sleep } from '../support/logger.js';
@@ -21,6 +22,8 @@ export class ScriptGateway {
   readonly track: TrackGateway;
   /** The scripts of batches (open, add, seal, fold, close). */
   readonly batch: BatchGateway;
+  /** The scripts of flows (open, fold, mark, cancel). */
+  readonly flow: FlowGateway;
   /** The scripts of recurring schedules (change, claim, advance, a tick's enqueue). */
   readonly schedules: ScheduleGateway;
   /** The scripts of the deployment's sweep (its turn, the ring audit's check). */
@@ -29,6 +32,7 @@ export class ScriptGateway {
   constructor(private readonly redis: TaskRedis) {
     this.track = new TrackGateway(redis);
     this.batch = new BatchGateway(redis);
+    this.flow = new FlowGateway(redis);
     this.schedules = new ScheduleGateway(redis);
     this.sweeps = new SweepGateway(redis);
   }

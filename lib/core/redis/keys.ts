@@ -235,6 +235,16 @@ export class QueueKeys {
     return `${this.base}:batch-seq`;
   }
 
+  /**
+   * The settles of flow nodes in this shard, for their flows (list: `<seq>\n<flow id>\n<node id>\n<outcome>\n<value>`,
+   * see scripts/include/flow.lua), folded into each flow's record by reapers and by the worker that settled
+   * them (lib/core/flows); written for the default group only. Their seq comes from `batchSeq`, the shard's one
+   * sequence of events.
+   */
+  get flowEvents(): string {
+    return `${this.base}:flow-events`;
+  }
+
   /** The stored result of a `send()` task, kept for a TTL (string). */
   result(taskId: string): string {
     return `${this.root}:result:${taskId}`;
@@ -248,6 +258,20 @@ export interface BatchKeys {
   readonly children: string;
   /** The patterns its tasks were added to (set; a cancel looks for them there). */
   readonly patterns: string;
+}
+
+/**
+ * The keys of one flow, in a slot of their own (`{%F<flow id>}`; see scripts/include/flowRecord.lua): its
+ * record (hash), its nodes' states (hash: node id -> `<state>/<seq>`), their edges (hash: node id ->
+ * `<policy>|<dep>,<dep>`), their specs (hash: node id -> JSON) and their results (hash: node id -> JSON).
+ */
+export interface FlowKeys {
+  readonly id: string;
+  readonly record: string;
+  readonly nodes: string;
+  readonly edges: string;
+  readonly specs: string;
+  readonly results: string;
 }
 
 /** The keys of one tracked task: its index (hash), and the entry it waits under (string). */
@@ -319,11 +343,31 @@ export class PrefixKeys {
   /** Batches opened and completed under this prefix (hash: opened, completed; for metrics). */
   readonly batchCounters: string;
 
+  /**
+   * Flows with work a crash may have cut off (sorted set: flow id -> when a reaper next checks it, Redis ms):
+   * a creation whose first nodes may not be enqueued yet, a cancel whose released nodes may not be stopped
+   * yet. A check folds the flow again, which answers what is left to do.
+   */
+  readonly flowsDue: string;
+
+  /** Flows created and ended under this prefix (hash: created, succeeded, failed, cancelled; for metrics). */
+  readonly flowCounters: string;
+
+  /**
+   * The marker of one count of a flow (string: `c` its creation, `e` its end; see countFlow-2.lua), so that
+   * a count sent again counts nothing; beside the counters, in their slot.
+   */
+  flowCounted(id: string, created: string, what: 'c' | 'e'): string {
+    return `${this.prefix}:{%F}:counted:${id}:${created}:${what}`;
+  }
+
   constructor(readonly prefix: string) {
     this.queues = `${prefix}:queues`;
     this.sweepTurn = `${prefix}:{%R}:sweep-turn`;
     this.batchesDue = `${prefix}:{%B}:due`;
     this.batchCounters = `${prefix}:{%B}:counters`;
+    this.flowsDue = `${prefix}:{%F}:due`;
+    this.flowCounters = `${prefix}:{%F}:counters`;
     // `{%S}`: no queue's tag can be this (a queue name's `%` is encoded as `%25`, a shard's marker is `%s`).
     const root = `${prefix}:{%S}`;
     this.schedules = {
@@ -362,6 +406,22 @@ export class PrefixKeys {
   batch(id: string): BatchKeys {
     const root = `${this.prefix}:{%B${id}}`;
     return { id, record: `${root}:batch`, children: `${root}:children`, patterns: `${root}:patterns` };
+  }
+
+  /**
+   * A flow's keys (see FlowKeys), under a hash tag of their own, `{%F<flow id>}` (no queue's tag can be this:
+   * a queue name's `%` is encoded as `%25`).
+   */
+  flow(id: string): FlowKeys {
+    const root = `${this.prefix}:{%F${id}}`;
+    return {
+      id,
+      record: `${root}:flow`,
+      nodes: `${root}:nodes`,
+      edges: `${root}:edges`,
+      specs: `${root}:specs`,
+      results: `${root}:results`,
+    };
   }
 
   /** The pub/sub channel on which a client instance receives `send()` results. */

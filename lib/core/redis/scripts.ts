@@ -60,6 +60,9 @@ export function scriptDefinitions(): ScriptDefinition[] {
   return cached;
 }
 
+/** A flow's five keys, in the order its scripts take them (see FlowKeys). */
+export type FlowKeyNames = [record: string, nodes: string, edges: string, specs: string, results: string];
+
 /**
  * The keys every settle script ends with: those releasing a per-client cap slot, the outcome counters, and
  * the base and root what follows a task names its keys from (include/follow.lua).
@@ -146,6 +149,15 @@ export interface TaskCommands {
   closeBatch(record: string, children: string, patterns: string, callbacks: string): Promise<(number | string)[]>;
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
+  openFlow(
+    ...keysAndArgs: [...FlowKeyNames, keepMs: number, complete: string, ...nodes: string[]]
+  ): Promise<(number | string)[]>;
+  foldFlow(...keysAndArgs: [...FlowKeyNames, ...events: string[]]): Promise<(number | string)[]>;
+  markFlow(
+    ...keysAndArgs: [...FlowKeyNames, what: 'released' | 'gone' | 'callback' | 'counted', ...ids: string[]]
+  ): Promise<number>;
+  countFlow(counters: string, marker: string, counter: string, markerMs: number): Promise<0 | 1>;
+  cancelFlow(...keysAndArgs: [...FlowKeyNames, reason: string]): Promise<string>;
   dropHeld(processing: string, ...keysAndArgs: [...SettleKeys, token: string, batch: string]): Promise<0 | 1>;
   revokeTask(
     base: string,

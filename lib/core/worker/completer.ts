@@ -57,10 +57,15 @@ export class Completer {
       token: task.token,
       taskId: envelope.id,
       deduplicationKey: freedOnSuccess(envelope),
+      // A node of a flow hands its result to its flow (no channel: nobody listens).
       reply:
-        envelope.replyTo !== undefined && reply !== undefined
-          ? { channel: envelope.replyTo, message: reply }
-          : undefined,
+        reply === undefined
+          ? undefined
+          : envelope.replyTo !== undefined
+            ? { channel: envelope.replyTo, message: reply }
+            : envelope.flow !== undefined
+              ? { channel: '', message: reply }
+              : undefined,
       resultTtlMs: this.options.resultTtlMs,
       tracked: task.tracked(envelope),
     });

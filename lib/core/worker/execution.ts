@@ -1,5 +1,6 @@
 import type { TaskEnvelope } from '../model/codec.js';
 import type { LazyAbort } from '../support/lazy-abort.js';
+import type { FlowNodeInfo } from '../model/flow.js';
 import type { RunControl, TaskExecution } from './worker-types.js';
 
 /**
@@ -17,6 +18,7 @@ export class RunExecution implements TaskExecution {
   readonly expectsReply: boolean;
   readonly workerId: string;
   readonly group: string;
+  readonly flow?: FlowNodeInfo;
 
   constructor(
     readonly queue: string,
@@ -36,6 +38,9 @@ export class RunExecution implements TaskExecution {
     this.expectsReply = envelope.replyTo !== undefined;
     this.workerId = worker.workerId;
     this.group = worker.group;
+    if (envelope.flow !== undefined) {
+      this.flow = { flowId: envelope.flow, nodeId: envelope.node ?? '', parents: envelope.parents ?? {} };
+    }
   }
 
   /** Made on first use: most handlers never look at it. */

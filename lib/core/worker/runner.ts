@@ -188,16 +188,34 @@ export class TaskRunner {
       );
       return;
     }
-    if (outcome.status === 'succeeded' && envelope.replyTo !== undefined) {
-      // Serialized before settling: a result that cannot be sent still completes the task (its work is done),
-      // and its caller gets a typed error instead (see resultReply).
-      const about = { taskId: envelope.id, pattern: queue, attempt };
-      const reply = resultReply(about, outcome.response, this.options.maxResultBytes, this.logger);
-      outcome = { status: 'succeeded', response: outcome.response, reply };
-    }
     // Decide, settle, report.
-    if (outcome.status === 'succeeded') return this.succeed(task, envelope, outcome.reply, ran);
-    return this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
+    const settled =
+      outcome.status === 'succeeded'
+        ? this.succeed(task, envelope, this.replyOf(envelope, outcome, queue, attempt), ran)
+        : this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
+    return envelope.flow === undefined ? settled : this.flowSettled(task, settled);
+  }
+
+  /**
+   * A success's result as JSON for whoever hears it (a `send()` caller, or a node's children), serialized
+   * before settling: a result that cannot be sent still completes the task (its work is done), and its
+   * hearer gets a typed error instead (see resultReply).
+   */
+  private replyOf(
+    envelope: TaskEnvelope,
+    outcome: TaskOutcome & { status: 'succeeded' },
+    queue: string,
+    attempt: number,
+  ): string | undefined {
+    if (envelope.replyTo === undefined && envelope.flow === undefined) return outcome.reply;
+    const about = { taskId: envelope.id, pattern: queue, attempt };
+    return resultReply(about, outcome.response, this.options.maxResultBytes, this.logger);
+  }
+
+  /** A node of a flow: its flow hears it once settled (its children released now), not at the next sweep. */
+  private async flowSettled(task: ClaimedTask, settled: Promise<void> | undefined): Promise<void> {
+    await settled;
+    this.options.onFlowSettled?.(task.keys);
   }
 
   /** Not an async function: the common case (a batched acknowledgement) makes no promise at all. */

@@ -5,6 +5,7 @@ import { openBlockingConnection, quit } from '../redis/connection.js';
 import { PrefixKeys } from '../redis/keys.js';
 import { QueueLayouts } from '../redis/layouts.js';
 import { TaskStore } from '../redis/store.js';
+import { FlowFolder } from '../flows/flow-folder.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { TaskReaper, type SweepResult } from '../reaper/reaper.js';
 import { ReaperSchedule } from '../reaper/schedule.js';
@@ -90,6 +91,8 @@ export class WorkerRuntime {
     // worker still promotes delayed tasks of its own queues at their due time.
     this.schedule = new ReaperSchedule(this.reaper, options.reaperIntervalMs, () => queues, logger);
     this.book = new ScheduleBook(tools, SCHEDULE_LIMITS, logger);
+    // A node of a flow that settles here has its children released by this process at once.
+    const flows = new FlowFolder(tools, logger);
     const checkMs = options.scheduleCheckMs;
     this.ticker =
       checkMs === false
@@ -107,6 +110,7 @@ export class WorkerRuntime {
         wakeSignals: this.wakeSignals,
         onStall: hooks.onStall,
         onOutcome: hooks.onOutcome,
+        onFlowSettled: (keys) => flows.nudge(keys),
         onProgress: hooks.onProgress,
         wantsOutcomes: hooks.wantsOutcomes,
         tracing: hooks.tracing,

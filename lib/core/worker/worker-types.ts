@@ -1,3 +1,5 @@
+import type { QueueKeys } from '../redis/keys.js';
+import type { FlowNodeInfo } from '../model/flow.js';
 import type { WakeSignals } from './wake-signals.js';
 import type { SettleOptions } from '../redis/requeue.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
@@ -18,6 +20,8 @@ export interface TaskExecution {
   /** The consumer group this worker belongs to (`default` unless the transport names one). */
   readonly group: string;
   readonly expectsReply: boolean;
+  /** A node of a flow: its flow, its node id and its parents' outcomes. */
+  readonly flow?: FlowNodeInfo;
   /** Aborted when the worker gives up on this run (lease lost, shutdown timeout). */
   readonly signal: AbortSignal;
   /** What the handler may decide about its own run (fenced: refused once the run no longer holds the task). */
@@ -98,6 +102,8 @@ export interface WorkerOptions extends SettleOptions {
   readonly clientWeights?: Readonly<Record<string, number>>;
   /** Told how each run ended (completed, retried, dead-lettered, lease lost); never given the payload. */
   readonly onOutcome?: (event: TaskOutcomeEvent) => void;
+  /** Told once a node of a flow settled (its shard's flow events are folded then: its children released at once). */
+  readonly onFlowSettled?: (keys: QueueKeys) => void;
   /** Told of each progress value a handler reported (`ctx.progress()`), once Redis took it. */
   readonly onProgress?: (event: TaskProgressEvent) => void;
   /** Whether `onOutcome` has anyone to tell right now (false: no event is built per run). */

@@ -77,6 +77,14 @@ select, input { font: inherit; font-size: 12px; padding: 2px 6px; }
 pre { margin: 4px 0 0; padding: 6px 8px; background: #f3f5f7; border: 1px solid var(--line); max-height: 240px; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 12px; }
 svg.spark { display: block; background: #fafbfc; border-bottom: 1px solid var(--line); }
 svg.spark .completed { fill: none; stroke: var(--ok); stroke-width: 1.5; }
+svg.flow { display: block; margin: 8px 0; background: #fff; border: 1px solid var(--line); max-width: 100%; }
+svg.flow line { stroke: #9aa5b1; stroke-width: 1.2; }
+svg.flow rect { fill: #e5e9ee; stroke: #9aa5b1; rx: 4; }
+svg.flow text { font: 12px system-ui, sans-serif; fill: #18202a; }
+svg.flow .succeeded rect { fill: #dff3e5; stroke: var(--ok); }
+svg.flow .failed rect { fill: #fde7e6; stroke: var(--bad); }
+svg.flow .released rect { fill: #e3ebfa; stroke: var(--accent); }
+svg.flow .cancelled rect, svg.flow .skipped rect { fill: #f1f1f1; stroke: #b8c2cc; stroke-dasharray: 3 2; }
 svg.spark .failed { fill: none; stroke: var(--bad); stroke-width: 1.5; }
 svg.spark circle.completed { fill: var(--ok); stroke: none; }
 svg.spark circle.failed { fill: var(--bad); stroke: none; }
@@ -273,6 +281,7 @@ export const APP_JS =
       rows.length === 0 ? null : el('div', { class: 'spark-legend' }, 'Last hour, per minute:', el('i', { class: 'completed' }), 'completed',
         el('i', { class: 'failed' }), 'failed attempts', ' (each pattern page has the full chart, with axes and values)'),
       batchLookup(''),
+      flowLookup(''),
     ];
   }
 
@@ -381,6 +390,92 @@ export const APP_JS =
           return r.cancelled ? 'Cancelled batch ' + data.id + ': ' + r.removed + ' waiting removed, ' + r.stopped + ' running stopped' : 'No such batch';
         });
       } }, 'Cancel batch')) : null,
+    ];
+  }
+
+  // A flow by id: its graph (each node a box colored by its state, an arrow from each parent) and its nodes.
+  function flowLookup(id) {
+    var input = el('input', { 'data-testid': 'flow-id', placeholder: 'flow id', value: id || '' });
+    function find() { if (input.value) location.hash = '#/flow?' + query({ id: input.value.trim() }); }
+    input.addEventListener('change', find);
+    return el('div', { class: 'bar' }, el('label', null, 'Find a flow '), input,
+      el('button', { 'data-testid': 'find-flow', onclick: find }, 'Find'));
+  }
+  // Columns by depth (a node one column right of its deepest parent), rows in the order the nodes come (svgEl: the
+  // chart's, dashboard.chart.ts).
+  function flowGraph(nodes) {
+    var depth = {}, byId = {}, columns = [];
+    nodes.forEach(function (n) { byId[n.id] = n; });
+    function depthOf(n, seen) {
+      if (depth[n.id] !== undefined) return depth[n.id];
+      if (seen[n.id]) return 0;
+      seen[n.id] = true;
+      var d = 0;
+      n.deps.forEach(function (dep) { if (byId[dep]) d = Math.max(d, depthOf(byId[dep], seen) + 1); });
+      depth[n.id] = d;
+      return d;
+    }
+    nodes.forEach(function (n) { var d = depthOf(n, {}); (columns[d] = columns[d] || []).push(n); });
+    var W = 150, H = 28, GX = 50, GY = 12, at = {}, rows = 0;
+    columns.forEach(function (column, c) {
+      rows = Math.max(rows, column.length);
+      column.forEach(function (n, r) { at[n.id] = { x: 10 + c * (W + GX), y: 10 + r * (H + GY) }; });
+    });
+    var width = 20 + columns.length * (W + GX) - GX, height = 20 + rows * (H + GY) - GY;
+    var svg = svgEl('svg', { class: 'flow', 'data-testid': 'flow-graph', width: width, height: height, viewBox: '0 0 ' + width + ' ' + height, role: 'img' });
+    svg.appendChild(svgEl('title', {}, 'The flow: each node a box (its state by color), a line from each parent'));
+    nodes.forEach(function (n) {
+      n.deps.forEach(function (dep) {
+        if (!at[dep]) return;
+        svg.appendChild(svgEl('line', { x1: at[dep].x + W, y1: at[dep].y + H / 2, x2: at[n.id].x, y2: at[n.id].y + H / 2 }));
+      });
+    });
+    nodes.forEach(function (n) {
+      var g = svgEl('g', { class: n.state, 'data-node': n.id, 'data-state': n.state });
+      g.appendChild(svgEl('rect', { x: at[n.id].x, y: at[n.id].y, width: W, height: H }));
+      var label = n.id.length > 18 ? n.id.slice(0, 17) + '…' : n.id;
+      g.appendChild(svgEl('text', { x: at[n.id].x + 6, y: at[n.id].y + 18 }, label + ' · ' + n.state));
+      g.appendChild(svgEl('title', {}, n.id + ' (' + n.pattern + '): ' + n.state));
+      svg.appendChild(g);
+    });
+    return svg;
+  }
+  function renderFlow(data, params) {
+    var fields = [
+      ['State', data.state + (data.ended ? ', ended' : '')], ['Reason', data.reason],
+      ['Created', data.createdAt && when(data.createdAt)], ['Ended', data.endedAt && when(data.endedAt)],
+      ['Callback', data.callbackId],
+    ].filter(function (f) { return f[1] !== undefined && f[1] !== null; });
+    var outcome = function (n) {
+      if (n.error) return n.error.message;
+      if (n.result !== undefined) return JSON.stringify(n.result);
+      return n.state === 'succeeded' && data.resultsHidden ? '(hidden: results are payload; showPayloads shows them)' : '';
+    };
+    return [
+      el('h1', null, 'Flow ', data.id),
+      flowLookup(params.id),
+      data.state === 'unknown' ? el('p', { class: 'muted', 'data-testid': 'flow-unknown' }, 'No flow with this id: never created, or its record expired.') : [
+        el('table', { 'data-testid': 'flow' }, el('tbody', null, fields.map(function (f) {
+          return el('tr', { 'data-field': f[0] }, el('th', null, f[0]), el('td', null, String(f[1])));
+        }))),
+        flowGraph(data.nodes),
+        el('table', { 'data-testid': 'flow-nodes' },
+          el('thead', null, el('tr', null, el('th', null, 'Node'), el('th', null, 'State'), el('th', null, 'Pattern'),
+            el('th', null, 'After'), el('th', null, 'Result or error'))),
+          el('tbody', null, data.nodes.map(function (n) {
+            return el('tr', { 'data-node': n.id },
+              el('td', null, link('/task', { name: n.pattern, id: n.taskId }, n.id)),
+              el('td', { class: n.state === 'failed' ? 'bad' : null }, n.state), el('td', null, n.pattern),
+              el('td', null, n.deps.join(', ') + (n.deps.length && n.onParentFailure !== 'fail-flow' ? ' (' + n.onParentFailure + ')' : '')),
+              el('td', null, outcome(n)));
+          }))),
+      ],
+      config.actions && data.state === 'running' ? el('div', { class: 'bar' }, el('button', { class: 'danger', 'data-action': 'cancel-flow', onclick: function () {
+        if (!window.confirm('Cancel flow ' + data.id + '?')) return;
+        act(post('flow/cancel', { id: data.id }), function (r) {
+          return r.cancelled ? 'Cancelled flow ' + data.id + ': ' + r.stopped + ' released node(s) stopped' : 'Not cancelled: it ended ' + r.state;
+        });
+      } }, 'Cancel flow')) : null,
     ];
   }
 
@@ -496,6 +591,7 @@ export const APP_JS =
     '/schedules': function () { return get('schedules').then(renderSchedules); },
     '/task': function (params) { return get('task', params).then(function (d) { return renderTask(d, params); }); },
     '/batch': function (params) { return get('batch', params).then(function (d) { return renderBatch(d, params); }); },
+    '/flow': function (params) { return get('flow', params).then(function (d) { return renderFlow(d, params); }); },
   };
 
   var generation = 0;

@@ -149,6 +149,21 @@ export function dashboardController(path: string, guard?: Type<CanActivate> | Ca
       return this.dashboard.cancelBatch(body ?? {});
     }
 
+    @Get('api/flow')
+    @secured()
+    flow(@Headers() headers: RequestHeaders, @Query() query: Body): Promise<unknown> {
+      this.dashboard.admit(headers, 'read');
+      return this.dashboard.flow(query);
+    }
+
+    @Post('api/flow/cancel')
+    @HttpCode(200)
+    @secured()
+    cancelFlow(@Headers() headers: RequestHeaders, @Body() body: Body): Promise<unknown> {
+      this.dashboard.authorize(headers);
+      return this.dashboard.cancelFlow(body ?? {});
+    }
+
     @Post('api/pause')
     @HttpCode(200)
     @secured()

@@ -21,6 +21,7 @@ import { DEFAULT_GROUP } from '../../core/config/options.js';
 import { ScheduleNotFoundError } from '../../core/model/errors.js';
 import type { CancelResult, TaskStatus } from '../../core/model/task-status.js';
 import type { BatchCancelResult, BatchStatus } from '../../core/model/batch.js';
+import type { FlowCancelResult, FlowStatus } from '../../core/model/flow.js';
 import { errorMessage } from '../../core/support/logger.js';
 import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
@@ -197,6 +198,23 @@ export class DashboardService implements OnModuleDestroy {
     return (await this.core()).admin.cancelBatch(batchIdOf(body.id));
   }
 
+  /** A flow by id; its nodes' results (payload) only where payloads are shown, as previews. */
+  async flow(query: Record<string, unknown>): Promise<FlowStatus & { resultsHidden?: true }> {
+    const status = await (await this.core()).admin.getFlow(flowIdOf(query.id));
+    const hidden = !this.settings.showPayloads;
+    const nodes = status.nodes.map(({ result, ...node }) =>
+      // spread-ok: per dashboard request
+      result === undefined || hidden ? node : { ...node, result: preview(result) },
+    );
+    // spread-ok: per dashboard request
+    return hidden ? { ...status, nodes, resultsHidden: true } : { ...status, nodes };
+  }
+
+  /** Cancels a flow (behind the dashboard's guard and its CSRF check). */
+  async cancelFlow(body: Record<string, unknown>): Promise<FlowCancelResult> {
+    return (await this.core()).admin.cancelFlow(flowIdOf(body.id), 'from the dashboard');
+  }
+
   async requeue(body: Record<string, unknown>): Promise<{ requeued: number; skipped: number }> {
     const pattern = await this.knownPattern(body.name);
     return (await this.admin(body.group)).requeueDeadLetters(pattern, selectionOf(body));
@@ -297,6 +315,14 @@ async function applyScheduleAction(admin: TaskAdmin, id: string, action: unknown
 function batchIdOf(id: unknown): string {
   if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
     throw new BadRequestException('"id" must name a batch (1 to 200 characters)');
+  }
+  return id;
+}
+
+/** The flow id a request names (a 400 when it names none). */
+function flowIdOf(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > 100) {
+    throw new BadRequestException('"id" must name a flow (1 to 100 characters)');
   }
   return id;
 }

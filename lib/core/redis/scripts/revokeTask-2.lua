@@ -7,7 +7,10 @@
 --   When the task is between places (claimed but not yet started, or just returned to its queue by a
 --   recovery), the cancel is recorded on its index and the step that next holds it (startTasks) cancels
 --   it before any handler starts.
--- Includes: guard, finishTask, releaseClientSlot, track
+-- Includes: guard, finishTask, releaseClientSlot, track, flow
+-- Tracking's own step, not a move through the seam (include/follow.lua): a tracked task carries no other
+--   feature's record but a flow's (model/task-traits.ts, TRAIT_CONFLICTS), so its cancel is handed to its flow
+--   directly (include/flow.lua); the seam's whole dispatcher would cost every tracked cancel 2.5 µs (measured).
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:task:<id>`, `<base>:pending:<client>`,
 --   `<base>:task-entry:<id>`, `<base>:priority:<client>`, `<base>:delayed`, `<base>:processing:<worker>`, ... as `QueueKeys` spells
 --   them) and the root in KEYS[2] (`<root>:dedup:<key>`, `<root>:result:<id>`); all share the hash tag.
@@ -22,7 +25,8 @@
 -- Side effects: LREM / ZREM of the waiting entry (DECR of the pending count and prioritized), or HDEL of
 --   the token from the processing hash with the client's cap slot released and PUBLISH on `<base>:control`
 --   of `revoke\n<token>\nc\n<reason>` (its worker aborts the handler at once); the deduplication key freed,
---   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`; or HSET of the
+--   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`, a node of a flow's
+--   cancel on `<base>:flow-events` (include/flow.lua); or HSET of the
 --   index's `cancel`. An index of another type is quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
 local id, reason, call = ARGV[1], ARGV[2], ARGV[3]
@@ -44,10 +48,12 @@ local counted, inflight, parked, ring = base .. ':counted', base .. ':inflight',
 if redis.call('EXISTS', counted) == 1 then
   expectTypes(counted, 'hash', inflight, 'hash', parked, 'set', ring, 'list')
 end
-local was = nil
+local was, entry = nil, nil
 -- A key of another type (a processing hash, the entry key, a list or set) holds no task of ours.
 if state == 'running' then
-  if worker and token and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
+  local taken = worker and token and redis.pcall('HGET', base .. ':processing:' .. worker, token)
+  if type(taken) == 'string' and redis.pcall('HDEL', base .. ':processing:' .. worker, token) == 1 then
+    entry = taken
     releaseClientSlot(counted, inflight, parked, ring, token, false)
     was = 'running'
     -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
@@ -55,7 +61,7 @@ if state == 'running' then
   end
 else
   -- Waiting: in the delayed set, or (promoted meanwhile) in its client's list or priority set.
-  local entry = redis.pcall('GET', entryKey)
+  entry = redis.pcall('GET', entryKey)
   if type(entry) ~= 'string' or not client then
     entry = nil
   elseif redis.pcall('ZREM', base .. ':delayed', entry) == 1 then
@@ -85,4 +91,9 @@ if not was then
 end
 cancelledTask(key, index, root, was, reason, call, entryKey)
 countOutcome(counters, 'cancelled', 1)
+-- A node of a flow reports its cancel to its flow (its index is done above).
+local node = entry and flowOf(entry)
+if node then
+  flowFollow({ base = base, root = root, head = node }, 'cancelled', reason)
+end
 return { 'cancelled', was }

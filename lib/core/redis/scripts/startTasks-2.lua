@@ -3,7 +3,10 @@
 --   holds is recorded `running` in its index (worker, fencing token, attempt, start time), unless a
 --   cancel was asked while the task was between places (claimed, not started; or returned to its queue
 --   by a recovery): then the task leaves the worker at once, cancelled, and its handler never starts.
--- Includes: guard, finishTask, releaseClientSlot, track
+-- Includes: guard, finishTask, releaseClientSlot, track, flow
+-- Tracking's own step, not a move through the seam (include/follow.lua): a tracked task carries no other
+--   feature's record but a flow's (model/task-traits.ts, TRAIT_CONFLICTS), so its cancel is handed to its flow
+--   directly (include/flow.lua); the seam's whole dispatcher would cost every tracked start 2.5 µs (measured).
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:processing:<worker>`,
 --   `<base>:task:<id>`, `<base>:task-entry:<id>`, `<base>:counted`, ... as `QueueKeys` spells them) and the root in KEYS[2]
 --   (`<root>:dedup:<key>`, `<root>:result:<id>`); all share the hash tag, hence the Cluster slot.
@@ -16,7 +19,8 @@
 --   says cancelled, as a resent call finds it); 0 no longer held (lease lost: nothing changed)
 -- Side effects: HSET/HDEL/PEXPIRE of the task's index, DEL of its entry key; for a task cancelled here: HDEL from the processing
 --   hash, the client's cap slot released (releaseClientSlot), deduplication key freed, reply stored
---   and published, HINCRBY counters cancelled; an index of another type quarantined (see guard).
+--   and published, HINCRBY counters cancelled, a node of a flow's cancel on `<base>:flow-events`
+--   (include/flow.lua); an index of another type quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
 local processing = base .. ':processing:' .. ARGV[1]
 local counted, inflight, parked, ring = base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring'
@@ -39,10 +43,16 @@ for i = 2, #ARGV, 3 do
       results[#results + 1] = 0
     end
   elseif index and index[5] then
+    local entry = redis.call('HGET', processing, token)
     redis.call('HDEL', processing, token)
     releaseClientSlot(counted, inflight, parked, ring, token, false)
     cancelledTask(key, index, root, 'pending', nil, '', entryKey)
     countOutcome(counters, 'cancelled', 1)
+    -- A node of a flow reports its cancel to its flow (its index is done above).
+    local node = entry and flowOf(entry)
+    if node then
+      flowFollow({ base = base, root = root, head = node }, 'cancelled', index[5])
+    end
     results[#results + 1] = 2
   else
     -- Recorded already under this token (a resent call): left as it is.

@@ -1,11 +1,10 @@
 -- include/batch.lua — shared by the scripts whose header says "Includes: batch".
--- Needs: guard, clock
+-- Needs: guard, eventSeq
 -- A task of a batch (stored form version 2, its batch id first after `v`) reports each settle to its batch
 -- through its own slot, in the same script call as the settle: an event on `<base>:batch-events` (list),
 -- `<seq>\n<batch id>\n<task id>\n<outcome>`, outcome s (succeeded), d (dead-lettered), c (cancelled) or p
--- (waiting again: requeued from dead letters); seq from `<base>:batch-seq` (INCR; a counter made anew starts
--- at the Redis clock in µs, past any number it gave before), increasing within the base, where a task spends its whole life, so the batch's record applies each task's events in order
--- however often they are folded (foldBatch-3.lua; reapers fold them, see lib/core/batches). Only the
+-- (waiting again: requeued from dead letters); seq from the shard's sequence (include/eventSeq.lua), so the
+-- batch's record applies each task's events in order however often they are folded (foldBatch-3.lua; reapers fold them, see lib/core/batches). Only the
 -- default consumer group's runs count (its base is the root).
 -- batchOf(entry)
 --   { batch, id } for a batch child's entry (`<attempts>|{"v":2,"batch":...`), else nil (other entries
@@ -36,19 +35,8 @@ local function batchEvent(base, root, child, outcome)
   if base ~= root then
     return
   end
-  local faults, counter = base .. ':faults', base .. ':batch-seq'
-  local seq = redis.pcall('INCR', counter)
-  if type(seq) ~= 'number' or seq == 1 then
-    -- A counter made anew (first use, or lost, or another type set aside) starts past every number it
-    -- could have given: the Redis clock in µs.
-    if type(seq) ~= 'number' then
-      quarantineKey(faults, counter, 'string')
-    end
-    seq = redisMicros()
-    redis.call('SET', counter, string.format('%d', seq))
-  end
-  healingCall(faults, 'list', 'RPUSH', base .. ':batch-events',
-    string.format('%d', seq) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
+  healingCall(base .. ':faults', 'list', 'RPUSH', base .. ':batch-events',
+    string.format('%d', nextEventSeq(base)) .. '\n' .. child.batch .. '\n' .. child.id .. '\n' .. outcome)
 end
 
 local function batchFollow(task, what)

@@ -7,14 +7,14 @@
 -- producer writes it: task-items.ts) and a handler of moves; it joins the branches below, and no script
 -- changes. (The start of a task, claimed and about to run, is a step of its own per feature, asked for by
 -- the worker where the task's traits say so: startTasks for tracking, startCoalesced for coalescing keys.)
--- Needs: track, coalesce, batch
+-- Needs: track, coalesce, batch, flow
 -- Moves: completed (acknowledged), dead (dead-lettered), retried (waits in the delayed set for its next
 --   attempt), requeued (back at the head of its client's list), cancelled (left its list or delayed set:
 --   nobody will run it), dropped (taken from its worker unfinished: a cancelled batch), revived (a dead
 --   letter given a fresh run).
 -- followOf(base, root, entry)
 --   The task as the features see it: { base, root, entry, kind, head }: kind names the feature whose record
---   the entry carries ('coalesce', 'batch', or nil) and head is what that feature's reader made of it. An
+--   the entry carries ('coalesce', 'batch', 'flow', or nil) and head is what that feature's reader made of it. An
 --   entry no feature reads shares one { base, root } per call (handlers keep nothing on it).
 -- followAsk(task, what, processing, token)
 --   Before a move that puts a held task (under `token` in `processing`) back in line (retried, requeued):
@@ -39,6 +39,8 @@ local function followOf(base, root, entry)
     head = coalesceOf(entry)
   elseif kind == 'batch' then
     head = batchOf(entry)
+  elseif kind == 'flow' then
+    head = flowOf(entry)
   end
   if head then
     return { base = base, root = root, entry = entry, kind = kind, head = head }
@@ -64,5 +66,7 @@ local function followTask(task, what, token, tracked, entryKey, value, due)
     coalesceFollow(task, what, token, value, due)
   elseif task.kind == 'batch' then
     batchFollow(task, what)
+  elseif task.kind == 'flow' then
+    flowFollow(task, what, value)
   end
 end

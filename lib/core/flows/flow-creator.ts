@@ -1,0 +1,39 @@
+import { FLOW_RECHECK_MS, POLICY_LETTERS, flowTaskId, type FlowReceipt } from '../model/flow.js';
+import type { TaskStore } from '../redis/store.js';
+import type { TaskLogger } from '../support/logger.js';
+import { FlowFolder } from './flow-folder.js';
+import type { ResolvedFlow, ResolvedFlowNode } from './flow-options.js';
+
+/**
+ * Creates a flow (checked already: `resolveFlow`) and releases its nodes without parents. In the due index
+ * first (a crash before its first releases leaves it there, and a reaper makes them), then its record (one
+ * script: all of it or nothing), then its first releases (a fold with no events answers them). A call again
+ * with the same id (after a lost reply) creates nothing and answers `created: false`.
+ */
+export async function createFlow(store: TaskStore, flow: ResolvedFlow, logger?: TaskLogger): Promise<FlowReceipt> {
+  const { redis, keys, gateway } = store;
+  await redis.zadd(keys.flowsDue, 'NX', Date.now() + FLOW_RECHECK_MS, flow.id);
+  const nodes = flow.nodes.map(
+    (node) =>
+      [node.id, `${POLICY_LETTERS[node.onParentFailure]}|${node.deps.join(',')}`, specJson(node, flow.keepMs)] as const,
+  );
+  const complete = flow.onComplete ? JSON.stringify(flow.onComplete) : '';
+  const opened = await gateway.flow.open(keys.flow(flow.id), flow.keepMs, complete, nodes);
+  await new FlowFolder(store, logger).settle(flow.id);
+  const taskIds: Record<string, string> = {};
+  for (const node of flow.nodes) taskIds[node.id] = flowTaskId(flow.id, node.id);
+  return { flowId: flow.id, created: opened.made, taskIds };
+}
+
+/** A node's spec as stored (see StoredNodeSpec), its payload's JSON written in as it is. */
+function specJson(node: ResolvedFlowNode, keepMs: number): string {
+  const head = JSON.stringify({
+    pattern: node.pattern,
+    clientId: node.clientId,
+    keepMs,
+    maxAttempts: node.maxAttempts,
+    backoff: node.backoff,
+    priority: node.priority,
+  });
+  return `${head.slice(0, -1)},"payload":${node.payloadJson}}`;
+}
