@@ -136,7 +136,7 @@ describe('chaos on a Redis Cluster: flows while processes are killed and a prima
       // Created before the chaos (as the batches above): a primary restarting under a producer is the producer suite's.
       await createFlows(client, flows);
       await Promise.all([spawn('worker'), spawn('worker'), spawn('worker'), spawn('reaper')]);
-      const ended = async () => Object.keys(tally(await book.hgetall(`${runs}:flow-callback-firsts`)).runs).length;
+      const ended = async () => Object.keys(tally(await book.hgetall(`${runs}:flow-callbacks`)).runs).length;
       let kills = 0;
       let restarted = false;
       const deadline = Date.now() + 180_000;
@@ -157,11 +157,15 @@ describe('chaos on a Redis Cluster: flows while processes are killed and a prima
       }
       await new Promise((resolve) => setTimeout(resolve, 1_000));
       const [runLog, saw, callbackLog, summaries] = await Promise.all(
-        ['flow-runs', 'flow-saw', 'flow-callback-firsts', 'flow-summaries'].map((name) =>
-          book.hgetall(`${runs}:${name}`),
-        ),
+        ['flow-runs', 'flow-saw', 'flow-callbacks', 'flow-summaries'].map((name) => book.hgetall(`${runs}:${name}`)),
       );
-      const wrong = wrongFlows(flows, { ...tally(runLog), saw, callbackFirsts: tally(callbackLog).firsts, summaries });
+      const wrong = wrongFlows(flows, {
+        ...tally(runLog),
+        saw,
+        callbackFirsts: tally(callbackLog).firsts,
+        callbackRuns: tally(callbackLog).runs,
+        summaries,
+      });
       expect({ wrong: wrong.slice(0, 20), count: wrong.length }).toEqual({ wrong: [], count: 0 });
       expect(restarted).toBe(true);
       const direct = new Cluster(cluster.nodes);
@@ -172,9 +176,7 @@ describe('chaos on a Redis Cluster: flows while processes are killed and a prima
     } finally {
       await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
       await client.close();
-      await book.del(
-        ...['flow-runs', 'flow-saw', 'flow-callback-firsts', 'flow-summaries'].map((name) => `${runs}:${name}`),
-      );
+      await book.del(...['flow-runs', 'flow-saw', 'flow-callbacks', 'flow-summaries'].map((name) => `${runs}:${name}`));
     }
   }, 300_000);
 });
