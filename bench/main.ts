@@ -8,6 +8,8 @@ import { BullMqDriver, OursDriver, type BenchTask, type Driver } from './drivers
 import { COALESCE_INTRO, coalesceRows } from './coalesce.js';
 import { BATCH_INTRO, batchRows } from './batches.js';
 import { FLOW_INTRO, flowRows } from './flows.js';
+import { OUTBOX_INTRO, outboxRows } from './outbox.js';
+import { STEP_INTRO, stepRows } from './steps.js';
 import { anchorIdleRows, claimRows, claimTable, IDLE_INTRO, idleRows, idleTable } from './idle.js';
 import { CONNECTIONS_INTRO, CONNECTIONS_LATENCY, connectionsTable } from './connections.js';
 import { NODES_INTRO, nodesTable } from './nodes.js';
@@ -1065,6 +1067,24 @@ async function flowTable(): Promise<string> {
   return table;
 }
 
+/** Durable steps against plain tasks and BullMQ's step pattern (see bench/steps.ts). */
+async function stepTable(): Promise<string> {
+  log(
+    "\n== durable steps: per task and per step, against plain tasks and BullMQ's job.updateData(), rounds taking turns",
+  );
+  const table = await stepRows(url, redis, REPEATS);
+  log(table);
+  return table;
+}
+
+/** The transactional outbox on PostgreSQL and MariaDB (see bench/outbox.ts). */
+async function outboxTable(): Promise<string> {
+  log('\n== the transactional outbox: emits in a transaction, commit → handler start, relay throughput');
+  const table = await outboxRows(url, redis, REPEATS);
+  log(table);
+  return table;
+}
+
 /** Coalescing keys against plain emits (see bench/coalesce.ts). */
 async function coalesceTable(): Promise<string> {
   log('\n== coalescing keys (nestjs-redis-tasks): per emit, against plain emits, rounds taking turns');
@@ -1234,6 +1254,16 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'outbox') {
+    log(`\n${await outboxTable()}`);
+    await redis.quit();
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'steps') {
+    log(`\n${await stepTable()}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'flows') {
     log(`\n${await flowTable()}`);
     await redis.quit();
@@ -1383,6 +1413,8 @@ async function main(): Promise<void> {
   const coalescing = await coalesceTable();
   const batchesTable = await batchTable();
   const flowsTable = await flowTable();
+  const outboxTableText = await outboxTable();
+  const stepsTable = await stepTable();
   const connections = await connectionsTable(url);
   const idle = `${claimTable(await claimRows(url))}\n\n${idleTable([...(await idleRows(url)), ...(await anchorIdleRows(url))])}`;
   const nodes = await nodesSection();
@@ -1472,6 +1504,14 @@ async function main(): Promise<void> {
     ...FLOW_INTRO,
     '',
     flowsTable,
+    '',
+    ...OUTBOX_INTRO,
+    '',
+    outboxTableText,
+    '',
+    ...STEP_INTRO,
+    '',
+    stepsTable,
     '',
     ...CONNECTIONS_INTRO,
     '',

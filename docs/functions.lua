@@ -399,8 +399,51 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
   end
 
+  -- include/steps.lua — shared by the scripts whose header says "Includes: steps" (and by follow.lua).
+  -- Durable steps (`ctx.step`, `ctx.checkpoint`): a task's steps live in `<base>:steps:<id>` (hash; QueueKeys.steps
+  -- spells it), one per consumer group's copy: `r:<name>` a finished step's result, `f:<name>` its failures so far,
+  -- `cp` the checkpoint, `done` the number of finished steps. Written by saveStep-1.lua alone, only while the
+  -- worker holds the task under its fencing token, with a TTL of `keep` ms renewed at every write (the bound of a
+  -- task that ended on a path that never heard of its steps). The steps go when the task ends: completed,
+  -- dead-lettered, cancelled, dropped or superseded (follow.lua's end moves, revokeTask, startTasks, coalesceDrop).
+  -- stepsIdOf(entry)
+  --   The task id of an encoded entry: the first unescaped `,"id":"` of the envelope (a JSON string holds every
+  --   quote escaped, so no head field and no payload comes first), decoded when it holds escapes; nil when none.
+  -- stepsEnd(base, id)
+  --   The task `id` ended: its steps are deleted (DEL; nothing when it had none).
+  -- stepsEndEntry(base, entry)
+  --   The same, for the task of an encoded entry.
+  local function stepsIdOf(entry)
+    local at = string.find(entry, ',"id":"', 1, true)
+    if not at then
+      return nil
+    end
+    local id = string.match(entry, '^,"id":"([^"\\]*)"', at)
+    if id then
+      return id
+    end
+    local bar = string.find(entry, '|', 1, true)
+    local ok, envelope = pcall(cjson.decode, string.sub(entry, (bar or 0) + 1))
+    if ok and type(envelope) == 'table' and type(envelope.id) == 'string' then
+      return envelope.id
+    end
+    return nil
+  end
+
+  local function stepsEnd(base, id)
+    if id and id ~= '' then
+      redis.call('DEL', base .. ':steps:' .. id)
+    end
+  end
+
+  local function stepsEndEntry(base, entry)
+    if entry then
+      stepsEnd(base, stepsIdOf(entry))
+    end
+  end
+
   -- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce".
-  -- Needs: guard, clock, pushTask, releaseClientSlot
+  -- Needs: guard, clock, pushTask, releaseClientSlot, steps
   -- Latest wins: tasks emitted with a coalescing key share one record per
   -- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
   --   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
@@ -441,7 +484,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   running is deleted.
   -- coalesceDrop(base, processing, record, fields, c, token)
   --   The task held under `token` in the processing hash is older than its key's newest: it leaves the worker without running
-  --   again (its cap slot released, counted `replaced`, its send() caller told), then coalesceLeft.
+  --   again (its cap slot released, counted `replaced`, its send() caller told, its durable steps deleted), then coalesceLeft.
   -- coalesceAsk(task, what, processing, token)
   --   The seam's question before a held task of the key waits again (retried, requeued): 'drop' when a newer
   --   task of its key waits or ran (coalesceDrop: it has left its worker), else nil; the record read is kept
@@ -544,6 +587,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
 
   local function coalesceDrop(base, processing, record, fields, c, token)
     redis.call('HDEL', processing, token)
+    stepsEnd(base, c.id)
     releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
     countOutcome(base .. ':counters', 'replaced', 1)
     coalesceTell(fields.root, c.reply, c.id, fields.last, fields.ttl)
@@ -610,9 +654,10 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
   --   running task of the key (its token leaves its worker's processing hash, its worker is told on
   --   `<base>:control` and aborts the handler, its heartbeat the backstop; its late settle is refused;
-  --   counted `replaced`, its send() caller told). Then, while a slot waits (one
+  --   counted `replaced`, its send() caller told, its durable steps deleted). Then, while a slot waits (one
   --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
-  --   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
+  --   replaces its latest entry (the slot keeps its place; its caller told; the durable steps of the slot's own
+  --   task deleted: it runs the newest payload, under the newest id), and a debounce moves the
   --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
   --   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
   --   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
@@ -635,6 +680,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
             -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
             redis.call('PUBLISH', base .. ':control', 'revoke\n' .. token .. '\ns\n' .. id)
             coalesceTell(root, reply, ran, id, ttl)
+            stepsEnd(base, ran)
             answer = '\2' .. ran
           end
         end
@@ -659,6 +705,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     if fields.id then
       local replaced = fields.last or fields.id
       coalesceTell(root, fields.reply, replaced, id, fields.ttl)
+      -- The slot's own task runs the newest payload under the newest id from now on: steps of its earlier runs go.
+      stepsEnd(base, fields.id)
       redis.call('HSET', record, 'mode', c.mode, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
       if c.mode == 'd' and fields.where == 'd' and fields.entry then
         local at = redis.pcall('ZSCORE', base .. ':delayed', fields.entry)

@@ -5,7 +5,7 @@ export { RedisTaskBatch } from './nest/redis-task-batch.js';
 export type { EnqueueReceipt, EnqueueReceipt as RedisTaskReceipt } from './core/producer/producer.js';
 export type { TaskOptions } from './core/producer/task-items.js';
 export type { RedisConnection } from './core/redis/scripts.js';
-export { RedisTaskContext, type RedisTaskInfo, type RunControl } from './nest/redis-task.context.js';
+export { RedisTaskContext, type RedisTaskInfo, type RunControl, type StepOptions } from './nest/redis-task.context.js';
 export {
   RedisTaskRecord,
   RedisTaskRecordBuilder,
@@ -78,6 +78,8 @@ export {
   ClosedError,
   DuplicateTaskError,
   HandlerTimeoutError,
+  StepTooLargeError,
+  TaskYieldedError,
   InvalidOptionError,
   InvalidTaskError,
   BatchIdInUseError,
@@ -117,3 +119,14 @@ export {
 export { DEFAULT_GROUP, MAX_SHARDS } from './core/redis/keys.js';
 export { UnsafeRedisError, type EvictionPolicyCheck } from './core/redis/guardrails.js';
 export { ACL_COMMANDS, aclRule } from './core/redis/acl.js';
+/** The transactional outbox's seams (the module itself: `nestjs-redis-tasks/outbox`). */
+export type { OutboxRow, OutboxWriter } from './core/outbox/outbox-store.js';
+export type { RelayTarget, RelayedTask, RelayCounts } from './core/outbox/outbox-relay.js';
+export type {
+  ResolvedOutboxOptions,
+  RedisTaskOutboxOptions,
+  OutboxExecutor,
+  OutboxDialect,
+} from './core/outbox/outbox-options.js';
+export type { AfterCommitCounts } from './core/outbox/after-commit.js';
+export { REDIS_TASK_OUTBOX_STATS, type OutboxStatsSource, type RedisTaskOutboxStats } from './nest/outbox-stats.js';

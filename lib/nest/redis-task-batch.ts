@@ -2,6 +2,7 @@ import { TaskBatch, type ResolvedBatchOptions } from '../core/batches/task-batch
 import type { EnqueueItem, EnqueueReceipt } from '../core/producer/producer.js';
 import type { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { InvalidTaskError } from '../core/model/errors.js';
+import type { CallsWithin } from '../core/producer/call-within.js';
 import type { RedisTaskRecord } from './redis-task-record.builder.js';
 
 /** What a batch gets from its client once connected: its runtime, and how the client makes items and patterns. */
@@ -34,16 +35,18 @@ export class RedisTaskBatch {
     items: readonly (TInput | RedisTaskRecord<TInput>)[],
   ): Promise<EnqueueReceipt[]> {
     if (!Array.isArray(items)) throw new InvalidTaskError(`batch.add() needs an array of items, got ${typeof items}`);
-    const { batch, host } = await this.opened();
-    return batch.add(
-      host.pattern(pattern as string),
-      items.map((item) => host.item(item)),
-    );
+    return this.within('batch.add()', async () => {
+      const { batch, host } = await this.opened();
+      return batch.add(
+        host.pattern(pattern as string),
+        items.map((item) => host.item(item)),
+      );
+    });
   }
 
   /** No more tasks: the batch completes once those added settled (at once, if they all have). */
   async seal(): Promise<void> {
-    await (await this.opened()).batch.seal();
+    await this.within('batch.seal()', async () => (await this.opened()).batch.seal(), 'calling seal() again is safe');
   }
 
   /** A batch of exactly these tasks: added, then sealed (`emitBatch(pattern, items, { batch })`). */
@@ -54,6 +57,12 @@ export class RedisTaskBatch {
     const receipts = await this.add(pattern, items);
     await this.seal();
     return receipts;
+  }
+
+  private within<T>(what: string, work: () => Promise<T>, retry?: string): Promise<T> {
+    const wired = WIRING.get(this);
+    if (!wired) throw new InvalidTaskError('a RedisTaskBatch is made by RedisTaskClient.batch()');
+    return wired.within(what, work, retry);
   }
 
   private async opened(): Promise<{ batch: TaskBatch; host: BatchHost }> {
@@ -76,6 +85,7 @@ export class RedisTaskBatch {
 interface Wiring {
   readonly options: ResolvedBatchOptions;
   readonly host: () => Promise<BatchHost>;
+  readonly within: CallsWithin;
   core?: { batch: TaskBatch; host: BatchHost };
 }
 
@@ -83,8 +93,12 @@ interface Wiring {
 const WIRING = new WeakMap<RedisTaskBatch, Wiring>();
 
 /** A batch of a client (`RedisTaskClient.batch()`), wired to it. */
-export function openBatch(options: ResolvedBatchOptions, host: () => Promise<BatchHost>): RedisTaskBatch {
+export function openBatch(
+  within: CallsWithin,
+  options: ResolvedBatchOptions,
+  host: () => Promise<BatchHost>,
+): RedisTaskBatch {
   const batch = new RedisTaskBatch(options.id);
-  WIRING.set(batch, { options, host });
+  WIRING.set(batch, { options, host, within });
   return batch;
 }

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { ClientProxy, type ReadPacket, type WritePacket } from '@nestjs/microservices';
-import { defer, from, mergeMap, Observable } from 'rxjs';
+import { Observable, throwError, type Subscriber } from 'rxjs';
 import { ClosedError, InvalidTaskError } from '../core/model/errors.js';
 import {
   resolveClientOptions,
@@ -9,11 +9,11 @@ import {
   type RedisTaskClientOptions,
   type ResolvedClientOptions,
 } from '../core/config/options.js';
-import { newTaskId, TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
+import { TaskProducer, type EnqueueItem, type EnqueueReceipt } from '../core/producer/producer.js';
 import { ProducerRuntime } from '../core/producer/producer-runtime.js';
 import { watchConnection } from './connection-events.js';
 import { EmitOutcome } from './emit-outcome.js';
-import { RedisTaskRecord, sendItem, taskItem } from './redis-task-record.builder.js';
+import { RedisTaskRecord, taskItem } from './redis-task-record.builder.js';
 import type { CancelResult } from '../core/model/task-status.js';
 import { RedisTaskStatus, type RedisTaskEvents } from './redis-task.events.js';
 import { openBatch, type RedisTaskBatch } from './redis-task-batch.js';
@@ -21,10 +21,14 @@ import { cancelWithin } from './client-cancel.js';
 import { resolveBatchOptions } from '../core/batches/task-batch.js';
 import type { BatchOptions } from '../core/model/batch.js';
 import type { FlowOptions, FlowReceipt } from '../core/model/flow.js';
-import { resolveFlow } from '../core/flows/flow-options.js';
-import { createFlow } from '../core/flows/flow-creator.js';
-
-const ignore = (): void => undefined;
+import { flowWithin } from './client-flow.js';
+import { callsWithin } from '../core/producer/call-within.js';
+import type { OutboxReceipt } from '../core/outbox/outbox-rows.js';
+import { notInTransaction, outboxEmit, outboxTarget, writeOutbox } from './client-outbox.js';
+import { publishSend } from './client-send.js';
+import { emitWhenConnected, sendWhenConnected } from './client-connecting.js';
+import type { OutboxWriter } from '../core/outbox/outbox-store.js';
+import type { RelayTarget } from '../core/outbox/outbox-relay.js';
 
 /**
  * The producer side: `emit` enqueues a task and completes (with a receipt: the task id, and whether it
@@ -45,6 +49,13 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   /** Set once connect() resolved (and cleared by close()): emits then skip it. */
   private connected = false;
   private connecting: Promise<RedisConnection> | undefined;
+  /** The transactional outbox (RedisTaskOutboxModule), when the app uses one. */
+  private outbox: OutboxWriter | undefined;
+  /** Calls of several commands (flow(), a batch's add and seal) within `enqueueTimeoutMs`, connecting included. */
+  private readonly within = callsWithin(
+    () => this.options,
+    () => this.connect(),
+  );
 
   constructor(options?: RedisTaskClientOptions) {
     super();
@@ -68,10 +79,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   /**
-   * Enqueues many tasks for one pattern: one round trip per `batchChunkSize` items, each chunk all or
-   * nothing. Every item is checked first: one invalid item rejects the whole batch (its index named)
-   * with nothing enqueued. Items may be payloads or `RedisTaskRecord`s. Resolves with the receipts, in
-   * order.
+   * Enqueues many tasks (payloads or `RedisTaskRecord`s) for one pattern: one round trip per `batchChunkSize` items,
+   * each chunk all or nothing; one invalid item rejects the whole batch (its index named). Receipts in order.
    */
   async emitBatch<TInput = unknown>(
     pattern: unknown,
@@ -80,6 +89,10 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   ): Promise<EnqueueReceipt[]> {
     if (!Array.isArray(items)) {
       throw new InvalidTaskError(`emitBatch() needs an array of items, got ${typeof items}`);
+    }
+    if (this.outbox?.inTransaction()) {
+      if (options?.batch !== undefined) throw notInTransaction('a batch');
+      return this.toOutbox(this.outbox, pattern, items);
     }
     if (options?.batch !== undefined) return this.batch(options.batch).addAndSeal(pattern, items);
     // Connected: handed over in this turn, so calls made in one turn are written in call order. Not
@@ -95,24 +108,22 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   /**
-   * Opens a batch (fan-out, then fan-in): tasks added to it (`batch.add(pattern, items)`, any patterns) are
-   * counted in it; once sealed (`batch.seal()`) and every one of them settled, `onComplete` is enqueued
-   * exactly once with a summary (`BatchSummary`), and `onSuccess` when all succeeded. See `RedisTaskBatch`.
+   * Opens a batch (fan-out, then fan-in; see `RedisTaskBatch`): once sealed and every task added settled,
+   * `onComplete` is enqueued exactly once with a summary (`BatchSummary`), `onSuccess` when all succeeded.
    */
   batch(options: BatchOptions): RedisTaskBatch {
-    return openBatch(resolveBatchOptions(options, this.options.clientId), async () => {
-      if (!this.connected) await this.connect();
-      if (!this.runtime) throw new ClosedError('RedisTaskClient');
-      return { runtime: this.runtime, item: (data) => this.toItem(data), pattern: (p) => this.normalizePattern(p) };
-    });
+    if (this.outbox?.inTransaction()) throw notInTransaction('a batch');
+    return openBatch(this.within, resolveBatchOptions(options, this.options.clientId), async () => ({
+      runtime: await this.readyRuntime(),
+      item: (data) => this.toItem(data),
+      pattern: (p) => this.normalizePattern(p),
+    }));
   }
 
   /** Creates a flow: tasks that depend on tasks (README "Flows"); a call again with its id creates nothing. */
   async flow(options: FlowOptions): Promise<FlowReceipt> {
-    const flow = resolveFlow(options, this.options.clientId, this.options.maxPayloadBytes);
-    if (!this.connected) await this.connect();
-    if (!this.runtime) throw new ClosedError('RedisTaskClient');
-    return createFlow(this.runtime.store, flow);
+    if (this.outbox?.inTransaction()) throw notInTransaction('a flow');
+    return flowWithin(this.within, this.options, options, () => this.readyRuntime());
   }
 
   /**
@@ -124,6 +135,9 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     if (pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
       return super.emit<TResult, TInput>(pattern, data); // Nest's InvalidMessageException; a dispatch hook sees the packet
     }
+    if (this.outbox?.inTransaction()) {
+      return outboxEmit(this.toOutbox(this.outbox, pattern, [data]).then(([receipt]) => receipt as TResult));
+    }
     const producer = this.producer;
     // Reported to subscribers (nobody subscribing is no unhandled rejection: there is no promise).
     const outcome = new EmitOutcome<TResult>();
@@ -131,18 +145,16 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
       // Connected: straight to the producer (no promise for connect(), no Subject per emit).
       producer.enqueueOneTo(this.normalizePattern(pattern as string), this.toItem(data), outcome);
     } else {
-      // Connecting counts against the emit's one deadline (enqueueTimeoutMs from now).
-      const deadline = Date.now() + this.options.enqueueTimeoutMs;
-      this.connect()
-        .then(() =>
-          this.requireProducer().enqueueOneTo(
-            this.normalizePattern(pattern as string),
-            this.toItem(data),
-            outcome,
-            deadline,
-          ),
-        )
-        .catch((error: unknown) => outcome.failed(error));
+      const queue = this.normalizePattern(pattern as string);
+      const timeoutMs = this.options.enqueueTimeoutMs;
+      emitWhenConnected(
+        () => this.connect(),
+        () => this.requireProducer(),
+        queue,
+        () => this.toItem(data),
+        outcome,
+        timeoutMs,
+      );
     }
     return new Observable<TResult>((subscriber) => outcome.subscribe(subscriber));
   }
@@ -155,30 +167,32 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     if (pattern === null || pattern === undefined || data === null || data === undefined || this.dispatchHooked) {
       return super.send<TResult, TInput>(pattern, data);
     }
+    if (this.outbox?.inTransaction()) return throwError(() => notInTransaction('send()'));
     if (!this.connected) {
-      // Connecting, subscribing to replies and enqueueing share one deadline: enqueueTimeoutMs from the subscription.
-      return defer(() => {
-        const deadline = Date.now() + this.options.enqueueTimeoutMs;
-        return from(this.connect()).pipe(
-          mergeMap(
-            () =>
-              new Observable<TResult>((observer) =>
-                this.publish({ pattern, data }, this.createObserver(observer), deadline),
-              ),
-          ),
-        );
-      });
+      const publish = (observer: Subscriber<TResult>, deadline: number) =>
+        this.publish({ pattern, data }, this.createObserver(observer), deadline);
+      return sendWhenConnected(() => this.connect(), publish, this.options.enqueueTimeoutMs);
     }
     // Connected: no promise for connect() and no mergeMap per call.
     return new Observable<TResult>((observer) => this.publish({ pattern, data }, this.createObserver(observer)));
   }
 
-  /**
-   * Cancels a tracked task (see `RedisTaskAdmin.cancel`): removed if it waits, stopped through its fencing
-   * token if it runs; its `send()` caller gets `TaskCancelledError`. Within `enqueueTimeoutMs`.
-   */
+  /** Cancels a tracked task (see `RedisTaskAdmin.cancel`) within `enqueueTimeoutMs`; its `send()` caller gets `TaskCancelledError`. */
   cancel(pattern: string, id: string, reason?: string): Promise<CancelResult> {
     return cancelWithin(this.options, () => this.connect(), this.normalizePattern(pattern), id, reason);
+  }
+
+  /** Sends emits made inside a database transaction to `outbox` (RedisTaskOutboxModule calls it); undefined: off. */
+  useOutbox(outbox: OutboxWriter | undefined): void {
+    this.outbox = outbox;
+  }
+
+  /** Where the outbox relay hands rows over: this client's producer (connected on first use). */
+  outboxTarget(): RelayTarget {
+    return outboxTarget(
+      async () => (await this.readyRuntime()).producer,
+      () => this.producer,
+    );
   }
 
   /** Nest 12's `setOnDispatchHook` (instrumentation) sees every packet: then Nest's own path is kept. */
@@ -205,17 +219,13 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
   }
 
   unwrap<T = RedisConnection>(): T {
-    if (!this.runtime) {
-      throw new Error('RedisTaskClient is not connected: call connect() (or emit) first');
-    }
+    if (!this.runtime) throw new Error('RedisTaskClient is not connected: call connect() (or emit) first');
     return this.runtime.redis as unknown as T;
   }
 
   protected async dispatchEvent<T = EnqueueReceipt>(packet: ReadPacket): Promise<T> {
-    return (await this.requireProducer().enqueueOne(
-      this.normalizePattern(packet.pattern),
-      this.toItem(packet.data),
-    )) as T;
+    const queue = this.normalizePattern(packet.pattern);
+    return (await this.requireProducer().enqueueOne(queue, this.toItem(packet.data))) as T;
   }
 
   protected publish(
@@ -223,25 +233,8 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     callback: (packet: WritePacket) => void,
     deadline = Date.now() + this.options.enqueueTimeoutMs,
   ): () => void {
-    const runtime = this.runtime;
-    if (!runtime) {
-      callback({ err: new ClosedError('RedisTaskClient'), isDisposed: true });
-      return ignore;
-    }
-    const inbox = runtime.inbox;
     const queue = this.normalizePattern(packet.pattern);
-    const { item, onProgress } = sendItem(packet.data, this.options.clientId, inbox.channel, newTaskId);
-    // The send() bookkeeping (subscribe, enqueue, duplicates, progress, the reply or its timeout) is the inbox's.
-    return inbox.send(
-      queue,
-      item,
-      deadline,
-      (answer) =>
-        callback(
-          'err' in answer ? { err: answer.err, isDisposed: true } : { response: answer.response, isDisposed: true },
-        ),
-      onProgress,
-    );
+    return publishSend(this.runtime, queue, packet.data, this.options.clientId, callback, deadline);
   }
 
   private async open(): Promise<RedisConnection> {
@@ -264,11 +257,23 @@ export class RedisTaskClient extends ClientProxy implements OnApplicationShutdow
     return runtime.redis;
   }
 
+  /** The runtime once connected (ClosedError when the client closed). */
+  private async readyRuntime(): Promise<ProducerRuntime> {
+    if (!this.connected) await this.connect();
+    if (!this.runtime) throw new ClosedError('RedisTaskClient');
+    return this.runtime;
+  }
+
   private requireProducer(): TaskProducer {
-    if (!this.producer) {
-      throw new ClosedError('RedisTaskClient');
-    }
+    if (!this.producer) throw new ClosedError('RedisTaskClient');
     return this.producer;
+  }
+
+  /** The tasks' rows written in the caller's transaction (items checked first); their receipts. */
+  private async toOutbox(outbox: OutboxWriter, pattern: unknown, items: readonly unknown[]): Promise<OutboxReceipt[]> {
+    const now = Date.now();
+    const tasks = items.map((item) => this.toItem(item, now));
+    return writeOutbox(outbox, this.normalizePattern(pattern as string), tasks, this.options);
   }
 
   /** The item of a payload or record. */

@@ -1,8 +1,9 @@
 import { BaseRpcContext } from '@nestjs/microservices';
 import type { RunControl } from '../core/worker/worker-types.js';
+import type { StepOptions } from '../core/worker/run-steps.js';
 import type { FlowNodeInfo, FlowParentResult } from '../core/model/flow.js';
 
-export type { RunControl };
+export type { RunControl, StepOptions };
 
 /** What a handler can learn about the task it runs. */
 export interface RedisTaskInfo {
@@ -130,6 +131,38 @@ export class RedisTaskContext extends BaseRpcContext<[RedisTaskInfo, RunControl?
    */
   progress(value: unknown): Promise<boolean> {
     return this.control('progress').progress(value);
+  }
+
+  /**
+   * A durable step: `fn` runs once per task, across retries, lease takeovers, deploys and restarts. Its result
+   * (JSON, at most 512 KiB: `StepTooLargeError`) is saved before it is returned, and every later run of the task
+   * gets the saved result without running `fn` (a step returns the same JSON value either way). Names are unique
+   * per task (`charge`, `page-${n}`): a second call of a name returns the first's result.
+   * - With `{ attempts: n }`, a failure of `fn` while the step has runs of its own left retries the task without
+   *   counting an attempt (after `backoff`, default the task's), so 1,000 steps with rare failures do not add up.
+   * - At a step boundary, a run of a worker shutting down, or past `maxRuntimeMs`, gives its task back
+   *   (`TaskYieldedError`): its finished steps are kept and no attempt is counted.
+   * - Fenced: a run whose task another process holds now (lease lost, cancelled, superseded) saves nothing
+   *   (`LeaseLostError`). `fn` may run again only when its run died or lost the task between its end and the save:
+   *   hand `ctx.stepKey(name)` to external APIs as the idempotency key.
+   */
+  step<T>(name: string, fn: () => T | Promise<T>, options?: StepOptions): Promise<T> {
+    return this.control('step').step(name, fn, options);
+  }
+
+  /** Saves a cursor for long iterations (any JSON value, at most 512 KiB) through the run's fence; read it back with `getCheckpoint()`. */
+  checkpoint(value: unknown): Promise<void> {
+    return this.control('checkpoint').checkpoint(value);
+  }
+
+  /** The last checkpoint any run of this task saved (undefined when none). */
+  getCheckpoint<T = unknown>(): Promise<T | undefined> {
+    return this.control('getCheckpoint').getCheckpoint<T>();
+  }
+
+  /** A stable idempotency key for step `name` of this task: the same on every attempt, another for every task. */
+  stepKey(name: string): string {
+    return this.control('stepKey').stepKey(name);
   }
 
   private control(what: string): RunControl {

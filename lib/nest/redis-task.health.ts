@@ -1,8 +1,9 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import { RedisTaskClient } from './redis-task.client.js';
 import type { RedisTaskTransport } from './redis-task.transport.js';
+import { outboxStatsWithin, REDIS_TASK_OUTBOX_STATS, type OutboxStatsSource } from './outbox-stats.js';
 
 export interface RedisTaskHealthOptions {
   /** A worker to check: down unless it is listening and claiming (not stalled, not reconnecting). */
@@ -13,7 +14,12 @@ export interface RedisTaskHealthOptions {
   readonly checkFaults?: boolean;
   /** Patterns whose dead letters (and faults) are watched. Default: every pattern under the prefix. */
   readonly patterns?: readonly string[];
-  /** Longest wait for Redis to answer. Default 1,000 ms. */
+  /**
+   * Down when the oldest row of the transactional outbox has waited longer than this (ms): its relays are
+   * stuck (Redis or the database down, no relay running). Needs a `RedisTaskOutboxModule`. Default: not checked.
+   */
+  readonly maxOutboxLagMs?: number;
+  /** Longest wait for Redis (and the outbox's database) to answer. Default 1,000 ms. */
   readonly timeoutMs?: number;
 }
 
@@ -36,6 +42,7 @@ export class RedisTaskHealthIndicator {
     private readonly health: HealthIndicatorService,
     private readonly client: RedisTaskClient,
     private readonly admin: RedisTaskAdmin,
+    @Optional() @Inject(REDIS_TASK_OUTBOX_STATS) private readonly outbox?: OutboxStatsSource,
   ) {}
 
   async isHealthy<Key extends string>(
@@ -86,12 +93,33 @@ export class RedisTaskHealthIndicator {
           }
         }
       }
+      if (options.maxOutboxLagMs !== undefined)
+        healthy = (await this.checkOutbox(options.maxOutboxLagMs, timeoutMs, data)) && healthy;
       return healthy ? session.up(data) : session.down(data);
     } catch (error) {
       return session.down({ redis: 'down', message: (error as Error).message });
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** The outbox's state into `data`; false when its lag is past `maxLagMs` or it cannot be read. */
+  private async checkOutbox(maxLagMs: number, timeoutMs: number, data: Record<string, unknown>): Promise<boolean> {
+    if (!this.outbox) {
+      data.outbox = 'missing';
+      data.message = 'maxOutboxLagMs is set but the app has no RedisTaskOutboxModule';
+      return false;
+    }
+    const stats = await outboxStatsWithin(this.outbox, timeoutMs);
+    if ('error' in stats) {
+      data.outbox = 'down';
+      data.message = stats.error;
+      return false;
+    }
+    data.outbox = { depth: stats.depth, lagMs: stats.lagMs, rejected: stats.rejected };
+    if (stats.lagMs <= maxLagMs) return true;
+    data.message = `the oldest outbox row has waited ${stats.lagMs} ms (more than ${maxLagMs}): are relays running and Redis up?`;
+    return false;
   }
 
   private async ping(): Promise<number> {

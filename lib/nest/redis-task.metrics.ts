@@ -4,6 +4,8 @@ import type { QueueStats, ScheduleInfo } from '../core/admin/admin.js';
 import type { TaskOutcomeEvent } from '../core/model/outcomes.js';
 import { RedisTaskAdmin } from './redis-task.admin.js';
 import type { RedisTaskTransport } from './redis-task.transport.js';
+import { registerOutboxMetrics } from './outbox-metrics.js';
+import { REDIS_TASK_OUTBOX_STATS, type OutboxStatsSource } from './outbox-stats.js';
 
 export const REDIS_TASK_METRICS_OPTIONS = Symbol('REDIS_TASK_METRICS_OPTIONS');
 
@@ -26,7 +28,8 @@ export interface RedisTaskMetricsOptions {
 /**
  * Prometheus metrics (prom-client, an optional peer: import from `nestjs-redis-tasks/metrics`).
  * Queue gauges are read from Redis when scraped: depth, in flight, delayed, dead letters, oldest pending
- * age, paused. Handler durations and outcomes come from the transports passed to `observe()`.
+ * age, paused. Handler durations and outcomes come from the transports passed to `observe()`. With a
+ * `RedisTaskOutboxModule` in the app, the outbox's depth, lag, rejected rows and relayed count too.
  *
  * ```ts
  * @Module({ imports: [RedisTaskModule.forRoot({})], providers: [RedisTaskMetrics] })
@@ -49,6 +52,8 @@ export class RedisTaskMetrics {
   constructor(
     private readonly admin: RedisTaskAdmin,
     @Optional() @Inject(REDIS_TASK_METRICS_OPTIONS) private readonly options: RedisTaskMetricsOptions = {},
+    /** The app's transactional outbox (RedisTaskOutboxModule): its gauges too. */
+    @Optional() @Inject(REDIS_TASK_OUTBOX_STATS) outbox?: OutboxStatsSource,
   ) {
     this.registry = options.registry ?? defaultRegistry;
     const name = (suffix: string) => `${options.namePrefix ?? 'redis_tasks_'}${suffix}`;
@@ -87,6 +92,7 @@ export class RedisTaskMetrics {
     this.scheduleTicks(name('schedule_ticks_total'));
     this.batchCounters(name('batches_total'));
     this.flowCounters(name('flows_total'));
+    if (outbox) registerOutboxMetrics(this.registry, name, () => this.inTime(outbox.stats()));
   }
 
   /** The per-pattern gauges read from the queue stats, and whether Redis could be read and is full. */
@@ -253,17 +259,8 @@ export class RedisTaskMetrics {
   }
 
   /** What `read` resolves to within `scrapeTimeoutMs` (default 2,000), or undefined on a failure or past it. */
-  private async inTime<T>(read: Promise<T>): Promise<T | undefined> {
-    const timeoutMs = this.options.scrapeTimeoutMs ?? 2_000;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), timeoutMs);
-    });
-    try {
-      return await Promise.race([read.catch(() => undefined), late]);
-    } finally {
-      clearTimeout(timer);
-    }
+  private inTime<T>(read: Promise<T>): Promise<T | undefined> {
+    return within(read, this.options.scrapeTimeoutMs ?? 2_000);
   }
 
   private queueStats(): Promise<QueueStats[]> {
@@ -281,5 +278,18 @@ export class RedisTaskMetrics {
   /** A metric of this name already in the registry (a second instance, a hot reload), or a new one. */
   private metric<T>(name: string, create: () => T): T {
     return (this.registry.getSingleMetric(name) as T | undefined) ?? create();
+  }
+}
+
+/** What `read` resolves to within `timeoutMs`, or undefined on a failure or past it. */
+async function within<T>(read: Promise<T>, timeoutMs: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), timeoutMs);
+  });
+  try {
+    return await Promise.race([read.catch(() => undefined), late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

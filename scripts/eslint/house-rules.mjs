@@ -22,6 +22,8 @@ export const LAYERS = {
   // Flows release their nodes as the producer prepares tasks, and stop them through the tracked tasks'
   // fences; the reaper and the worker fold their settles, the admin API reads and cancels them.
   flows: 5,
+  // The transactional outbox: rows written as the producer encodes tasks, relayed through it.
+  outbox: 5,
   worker: 6,
   reaper: 6,
   admin: 6,

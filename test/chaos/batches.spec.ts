@@ -9,7 +9,7 @@ import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { emitBatchLoad, rerunsOf, wrongCallbacks } from './batch-load.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix } from '../support/redis.js';
-import { REAPER, startWorkerProcess, type WorkerProcess } from './processes.js';
+import { REAPER, type WorkerProcess, seededRandom, startWorkerProcess } from './processes.js';
 
 const processes: WorkerProcess[] = [];
 
@@ -17,20 +17,11 @@ afterEach(async () => {
   await Promise.all(processes.splice(0).map((process) => process.kill('SIGKILL')));
 });
 
-/** A small deterministic generator (the run is reproducible from its seed, printed on failure). */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
-    return state / 2 ** 31;
-  };
-}
-
 describe('chaos: batches while workers and reapers are killed and Redis restarts from AOF', () => {
   it('fires the callback of each of 200 batches (3–51 tasks over 3 sharded patterns, some failing) exactly once, with the right counts', async () => {
     const prefix = testPrefix('chaos-batches');
     const seed = Date.now() % 100_000;
-    const next = random(seed);
+    const next = seededRandom(seed);
     const dir = mkdtempSync(join(tmpdir(), 'tasks-batches-aof-'));
     const args = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
     let server = await startRedisServer(args);

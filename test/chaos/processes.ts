@@ -84,3 +84,12 @@ export async function startWorkerProcess(
   await worker.waitFor('READY');
   return worker;
 }
+
+/** A small deterministic generator (a chaos run is reproducible from its seed, printed on failure). */
+export function seededRandom(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2 ** 31;
+    return state / 2 ** 31;
+  };
+}

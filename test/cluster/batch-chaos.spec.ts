@@ -137,11 +137,33 @@ describe('chaos on a Redis Cluster: flows while processes are killed and a prima
       await createFlows(client, flows);
       await Promise.all([spawn('worker'), spawn('worker'), spawn('worker'), spawn('reaper')]);
       const ended = async () => Object.keys(tally(await book.hgetall(`${runs}:flow-callbacks`)).runs).length;
+      // What a run that timed out says: the first flows that did not end, each node's state, and the processes' last words.
+      const stuckReport = async () => {
+        const over = new Set(Object.keys(tally(await book.hgetall(`${runs}:flow-callbacks`)).runs));
+        const direct = new Cluster(cluster.nodes);
+        try {
+          const admin = TaskAdmin.onConnection(direct, prefix);
+          const stuck = flows.filter((flow) => !over.has(flow.id)).slice(0, 5);
+          const states = await Promise.all(
+            stuck.map(async (flow) => {
+              const status = await admin.getFlow(flow.id);
+              const nodes = status.nodes.map((node) => `${node.id}:${node.state}`).join(' ');
+              return `${flow.id} ${status.state} ended=${status.ended} callback=${status.callbackId ?? '-'} [${nodes}]`;
+            }),
+          );
+          const output = processes.map((process) => `${process.id}: ${process.output.slice(-400)}`);
+          return `stuck: ${states.join('; ')}\nprocesses:\n${output.join('\n')}`;
+        } finally {
+          direct.disconnect();
+        }
+      };
       let kills = 0;
       let restarted = false;
       const deadline = Date.now() + 180_000;
       while ((await ended()) < flows.length) {
-        if (Date.now() > deadline) throw new Error(`only ${await ended()} of ${flows.length} flows ended`);
+        if (Date.now() > deadline) {
+          throw new Error(`only ${await ended()} of ${flows.length} flows ended; ${await stuckReport()}`);
+        }
         await new Promise((resolve) => setTimeout(resolve, 600));
         if (kills < 6) {
           const victim = processes.splice(kills % processes.length, 1)[0];

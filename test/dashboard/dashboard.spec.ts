@@ -8,13 +8,19 @@ import {
   type INestApplication,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { EventPattern, Payload } from '@nestjs/microservices';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { mkdirSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskDashboardModule } from '../../lib/dashboard.js';
-import { InvalidOptionError, RedisTaskAdmin, RedisTaskRecordBuilder, type RedisTaskClient } from '../../lib/index.js';
+import {
+  InvalidOptionError,
+  RedisTaskAdmin,
+  RedisTaskContext,
+  RedisTaskRecordBuilder,
+  type RedisTaskClient,
+} from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { launchBrowser } from '../support/browser.js';
 import { startProducer, startWorker, type Worker } from '../support/nest.js';
@@ -39,6 +45,20 @@ class Handlers {
   async slow(@Payload() payload: unknown): Promise<void> {
     runs.push({ pattern: 'dash.slow', payload });
     await held;
+  }
+
+  /** Durable steps: one saved, a checkpoint, then a step that fails and waits ten minutes for its own retry. */
+  @EventPattern<string>('dash.steps')
+  async steps(@Ctx() ctx: RedisTaskContext): Promise<void> {
+    await ctx.step('fetch', () => 1);
+    await ctx.checkpoint({ page: 7 });
+    await ctx.step(
+      'upload',
+      () => {
+        throw new Error('the upload failed');
+      },
+      { attempts: 3, backoff: { type: 'fixed', delayMs: 600_000 } },
+    );
   }
 
   @EventPattern<string>('dash.fail')
@@ -83,6 +103,15 @@ const rowOf = (page: Page, pattern: string) =>
 
 async function cell(page: Page, pattern: string, field: string): Promise<string> {
   return (await rowOf(page, pattern).locator(`td[data-field="${field}"]`).textContent()) ?? '';
+}
+
+/**
+ * Opens a route of the dashboard and waits until the view shows it: a hash change renders after its fetch, so an
+ * action taken at once would land on the route before.
+ */
+async function visit(page: Page, base: string, route = ''): Promise<void> {
+  await page.goto(base + route);
+  await page.locator(`#view[data-route="${route || '#/'}"]`).waitFor({ state: 'attached' });
 }
 
 let browser: Browser;
@@ -146,7 +175,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       }
       await firstValueFrom(client.emit('dash.orphan', new RedisTaskRecordBuilder({ n: 4 }).setDelay(600_000).build()));
       await firstValueFrom(client.emit(XSS_PATTERN, { n: 5 }));
-      await page.goto(base);
+      await visit(page, base);
       const stats = await new RedisTaskAdmin(client).stats('dash.orphan');
       await waitFor(
         async () => (await cell(page, 'dash.orphan', 'pending')) === String(stats.pending.total),
@@ -167,7 +196,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       const dead = keys.queue('dash.fail').deadLetters;
       await waitFor(async () => (await redis.llen(dead)) === 1, 'the failing task to be dead-lettered');
       const [{ id }] = (await redis.lrange(dead, 0, -1)).map((raw) => JSON.parse(raw) as { id: string });
-      await page.goto(`${base}#/dead?name=dash.fail`);
+      await visit(page, base, `#/dead?name=dash.fail`);
       const row = page.locator(`tr[data-task="${id}"]`);
       await row.waitFor();
       expect(await row.locator('pre[data-field="payload"]').textContent()).toBe(
@@ -188,7 +217,7 @@ for (const adapter of ['express', 'fastify'] as const) {
     it('pauses and resumes a pattern from the page: claims stop, then start again', async () => {
       await firstValueFrom(client.emit('dash.work', { n: 0 }));
       await waitFor(() => runs.some((run) => run.pattern === 'dash.work'), 'the worker to run a first task');
-      await page.goto(base);
+      await visit(page, base);
       await rowOf(page, 'dash.work').getByTestId('toggle-pause').click();
       const paused = keys.queue('dash.work').paused;
       await waitFor(async () => (await redis.exists(paused)) === 1, 'the pattern to be paused in Redis');
@@ -218,7 +247,7 @@ for (const adapter of ['express', 'fastify'] as const) {
         tz: 'Europe/Berlin',
         payload: { nightly: true },
       });
-      await page.goto(`${base}#/schedules`);
+      await visit(page, base, `#/schedules`);
       const row = page.locator('tr[data-schedule="dash-nightly"]');
       await row.waitFor();
       expect(await row.textContent()).toContain('cron 0 3 * * * (Europe/Berlin)');
@@ -253,7 +282,7 @@ for (const adapter of ['express', 'fastify'] as const) {
           new RedisTaskRecordBuilder({ later: true }).setTracked().setDelay(600_000).build(),
         ),
       );
-      await page.goto(`${base}#/pattern?name=dash.work&group=default`);
+      await visit(page, base, `#/pattern?name=dash.work&group=default`);
       await page.getByTestId('task-id').fill(receipt.id);
       await page.getByTestId('find-task').click();
       const state = page.getByTestId('task').locator('tr[data-field="State"] td');
@@ -273,6 +302,24 @@ for (const adapter of ['express', 'fastify'] as const) {
       await page.getByTestId('task-unknown').waitFor();
     });
 
+    it("shows a tracked task's durable steps: how many are done, and its checkpoint", async () => {
+      const admin = new RedisTaskAdmin(client);
+      const receipt = await firstValueFrom(
+        client.emit<{ id: string }>('dash.steps', new RedisTaskRecordBuilder({}).setTracked().build()),
+      );
+      await waitFor(async () => {
+        const task = await admin.getTask('dash.steps', receipt.id);
+        return task.state === 'delayed' && task.steps?.done === 1;
+      }, 'the task to wait for its step to run again, one step done');
+      await visit(page, base, `#/pattern?name=dash.steps&group=default`);
+      await page.getByTestId('task-id').fill(receipt.id);
+      await page.getByTestId('find-task').click();
+      const field = (name: string) => page.getByTestId('task').locator(`tr[data-field="${name}"] td`);
+      await field('State').waitFor();
+      expect(await field('Steps done').textContent()).toBe('1');
+      expect(await field('Checkpoint').textContent()).toBe('{"page":7}');
+    });
+
     it('finds a batch by id from the overview, shows its counts, and cancels it', async () => {
       const admin = new RedisTaskAdmin(client);
       const batch = client.batch({ id: 'dash-batch', onComplete: { pattern: 'dash.work' } });
@@ -280,7 +327,7 @@ for (const adapter of ['express', 'fastify'] as const) {
         new RedisTaskRecordBuilder({ later: 1 }).setDelay(600_000).build(),
         new RedisTaskRecordBuilder({ later: 2 }).setDelay(600_000).build(),
       ]);
-      await page.goto(base);
+      await visit(page, base);
       await page.getByTestId('batch-id').fill('dash-batch');
       await page.getByTestId('find-batch').click();
       const field = (name: string) => page.getByTestId('batch').locator(`tr[data-field="${name}"] td`);
@@ -313,7 +360,7 @@ for (const adapter of ['express', 'fastify'] as const) {
         ],
       });
       await waitFor(() => runs.some((run) => run.pattern === 'dash.slow'), 'the slow node to run');
-      await page.goto(base);
+      await visit(page, base);
       await page.getByTestId('flow-id').fill('dash-flow');
       await page.getByTestId('find-flow').click();
       const graph = page.getByTestId('flow-graph');
@@ -349,7 +396,7 @@ for (const adapter of ['express', 'fastify'] as const) {
     });
 
     it('refuses a POST the guard does not approve, without the CSRF token, or from another origin, and changes nothing', async () => {
-      await page.goto(base);
+      await visit(page, base);
       const token = await page.locator('meta[name="csrf-token"]').getAttribute('content');
       expect(token).toBeTruthy();
       const origin = new URL(base).origin;
@@ -402,7 +449,7 @@ for (const adapter of ['express', 'fastify'] as const) {
         );
       await waitFor(async () => (await redis.llen(dead)) === before + 4, 'four dead letters');
       page.on('dialog', (dialog) => void dialog.accept());
-      await page.goto(`${base}#/dead?name=dash.fail&clientId=x&reason=failed`);
+      await visit(page, base, `#/dead?name=dash.fail&clientId=x&reason=failed`);
       const rows = page.getByTestId('dead-letters').locator('tbody tr');
       await waitFor(async () => (await rows.count()) === 3, 'the three dead letters of client x');
       await rows.first().locator('input[type="checkbox"]').check();
@@ -439,7 +486,7 @@ for (const adapter of ['express', 'fastify'] as const) {
               ),
             ),
           );
-      await page.goto(`${base}#/pattern?name=dash.orphan`);
+      await visit(page, base, `#/pattern?name=dash.orphan`);
       await page.getByTestId('clients').waitFor();
       expect((await table('clients')).map((row) => row.slice(0, 3))).toEqual([
         ['a', 'ready', '2'],
@@ -457,7 +504,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       expect(await headline.locator('[data-field="delayed"]').textContent()).toBe(String(orphan.delayed));
       expect(await headline.locator('[data-field="state"]').textContent()).toBe('no worker');
       expect(await page.locator('h1 [data-testid="state"]').textContent()).toBe('no worker');
-      await page.goto(`${base}#/pattern?name=dash.slow`);
+      await visit(page, base, `#/pattern?name=dash.slow`);
       await page.getByTestId('workers').locator('tbody tr').first().waitFor();
       expect(await page.getByTestId('clients').locator('thead').textContent()).toContain('In flight (cap 4)');
       expect(await page.getByTestId('headline').locator('[data-field="state"]').textContent()).toBe('running');
@@ -471,7 +518,7 @@ for (const adapter of ['express', 'fastify'] as const) {
       release();
       // The pattern's chart: completed, failed attempts and dead-lettered per minute over the last hour, with
       // both axes labelled, a legend, and a hover value per minute that agrees with the headline.
-      await page.goto(`${base}#/pattern?name=dash.fail`);
+      await visit(page, base, `#/pattern?name=dash.fail`);
       const chart = page.getByTestId('rates-chart');
       await chart.waitFor();
       expect(await chart.locator('.legend').textContent()).toBe('completedfailed attemptsdead-lettered');
@@ -498,11 +545,11 @@ for (const adapter of ['express', 'fastify'] as const) {
 
     if (adapter === 'express') {
       it('saves screenshots of the overview and a pattern page (used in the README)', async () => {
-        await page.goto(base);
+        await visit(page, base);
         await rowOf(page, 'dash.work').waitFor();
         mkdirSync('docs', { recursive: true });
         await page.screenshot({ path: 'docs/dashboard.png' });
-        await page.goto(`${base}#/pattern?name=dash.fail`);
+        await visit(page, base, `#/pattern?name=dash.fail`);
         await page.getByTestId('rates-chart').waitFor();
         await page.screenshot({ path: 'docs/dashboard-pattern.png', fullPage: true });
       });

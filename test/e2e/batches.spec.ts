@@ -299,9 +299,16 @@ describe('batches: fan-out, then a callback exactly once', () => {
     const record = new PrefixKeys(prefix).batch('late').record;
     await waitFor(async () => (await redis.pttl(record)) <= 60_000, 'the countdown to start at the callback settle');
     expect(await redis.pttl(record)).toBeGreaterThan(0);
-    // Nothing is due any more (only the counters stay in the batches' shared slot).
-    expect((await keysUnder(redis, prefix)).filter((key) => key.includes('{%B}'))).toEqual([
-      new PrefixKeys(prefix).batchCounters,
+    // Nothing is due any more: only the counters stay in the batches' shared slot, and the markers of its
+    // counts (a count sent again counts nothing), which expire.
+    const shared = (await keysUnder(redis, prefix)).filter((key) => key.includes('{%B}'));
+    expect(shared.filter((key) => !key.includes(':counted:'))).toEqual([new PrefixKeys(prefix).batchCounters]);
+    expect(shared.filter((key) => key.includes(':counted:')).sort()).toEqual([
+      expect.stringMatching(/:counted:late:\d+:c$/),
+      expect.stringMatching(/:counted:late:open:o$/),
     ]);
+    for (const key of shared.filter((key) => key.includes(':counted:'))) {
+      expect(await redis.pttl(key)).toBeGreaterThan(0);
+    }
   });
 });

@@ -446,6 +446,22 @@ describe('bad options', () => {
     await expect(startWorker(prefix, [BadExtras])).rejects.toThrow(/extras of pattern "oops".maxAttempts/);
   });
 
+  it('refuses bad durable-step extras on a pattern at start-up, naming the pattern and the extra', async () => {
+    fresh('step-extras');
+    @Controller()
+    class BadStepExtras {
+      @EventPattern<string>('steps.oops', { stepAttempts: 0 })
+      oops(): void {}
+    }
+    await expect(startWorker(prefix, [BadStepExtras])).rejects.toThrow(/extras of pattern "steps.oops".stepAttempts/);
+    @Controller()
+    class BadRuntime {
+      @EventPattern<string>('steps.long', { maxRuntimeMs: -1 })
+      long(): void {}
+    }
+    await expect(startWorker(prefix, [BadRuntime])).rejects.toThrow(/extras of pattern "steps.long".maxRuntimeMs/);
+  });
+
   it("refuses a concurrency extra above the worker's concurrency at start-up, naming the pattern and the value", async () => {
     fresh('extras-concurrency');
     @Controller()

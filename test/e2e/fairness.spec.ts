@@ -136,9 +136,12 @@ function mostAtOnce(pattern: string): number {
 }
 
 describe('fairness across patterns of one worker', () => {
-  afterEach(() => {
+  afterEach(async () => {
     release?.();
     while (heldOneByOne.length > 0) releaseOne();
+    // Closed before the timeline is cleared: a released handler ends a microtask later, and a worker left running
+    // would add its ends (or new starts) to the next test's timeline.
+    await Promise.all(started.splice(0).map((app) => app.close()));
     timeline.length = 0;
   });
 
@@ -167,10 +170,13 @@ describe('fairness across patterns of one worker', () => {
     );
     expect(timeline.filter((item) => item.event === 'end')).toEqual([]);
     // The flood itself runs on, three at a time, to its end.
-    while (timeline.filter((item) => item.event === 'end').length < 40) {
-      const ended = timeline.filter((item) => item.event === 'end').length;
+    const ends = () => timeline.filter((item) => item.event === 'end').length;
+    while (ends() < 40) {
+      const ended = ends();
+      // The gate opens once the next tasks wait on it: one that started after it opened would wait for the next.
+      await waitFor(() => running('media.encode') === Math.min(3, 40 - ended), "the flood's next tasks to start");
       openGate();
-      await waitFor(() => timeline.filter((item) => item.event === 'end').length > ended, 'the next slow tasks to end');
+      await waitFor(() => ends() > ended, 'the next slow tasks to end');
     }
     expect(mostAtOnce('media.encode')).toBe(3);
   });

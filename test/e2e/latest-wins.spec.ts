@@ -304,8 +304,11 @@ describe('latest wins: setCoalesceKey', () => {
     for (const outcome of settled) {
       expect(outcome).toMatchObject({ status: 'rejected', reason: { code: 'TASK_REPLACED' } });
     }
+    // The caller's answer can arrive before the worker reports its outcome: wait for every outcome.
     await waitFor(
-      () => outcomes.filter((event) => event.outcome === 'replaced').length === runs.length - 1,
+      () =>
+        outcomes.filter((event) => event.outcome === 'replaced').length === runs.length - 1 &&
+        outcomes.some((event) => event.outcome === 'completed'),
       'outcomes',
     );
     expect(outcomes.filter((event) => event.outcome === 'completed').map((event) => event.id)).toEqual([last.id]);

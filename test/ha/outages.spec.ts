@@ -2,7 +2,13 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { Test } from '@nestjs/testing';
 import type { Redis } from 'ioredis';
 import { firstValueFrom } from 'rxjs';
-import { ClosedError, RedisTaskClient, RedisTaskModule, RedisUnavailableError } from '../../lib/index.js';
+import {
+  ClosedError,
+  RedisTaskAdmin,
+  RedisTaskClient,
+  RedisTaskModule,
+  RedisUnavailableError,
+} from '../../lib/index.js';
 import { freePort, startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix, waitFor } from '../support/redis.js';
 
@@ -70,6 +76,68 @@ describe('emit during an outage: fail fast, say what happened', () => {
     await tasks.close();
     const error = await pending;
     expect(error).toBeInstanceOf(ClosedError);
+  });
+});
+
+describe('flow() and batches during an outage: answered within enqueueTimeoutMs, as an emit is', () => {
+  it('rejects flow(), batch.add() and batch.seal() to a Redis that is down within enqueueTimeoutMs, nothing written', async () => {
+    const port = await freePort();
+    const tasks = await client(`redis://:s3cret@127.0.0.1:${port}`);
+    const started = Date.now();
+    const errors = await Promise.all([
+      tasks.flow({ id: 'down', nodes: [{ id: 'a', pattern: 'outage.task' }] }).catch((e: unknown) => e),
+      tasks
+        .batch({ onComplete: { pattern: 'outage.done' } })
+        .add('outage.task', [{ n: 1 }])
+        .catch((e: unknown) => e),
+      tasks
+        .batch({ onComplete: { pattern: 'outage.done' } })
+        .seal()
+        .catch((e: unknown) => e),
+    ]);
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const whats = ['flow()', 'batch.add()', 'batch.seal()'];
+    errors.forEach((error, i) => {
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toMatchObject({
+        server: `127.0.0.1:${port}`,
+        written: false,
+        reason: `${whats[i]} could not reach Redis`,
+      });
+      expect(String((error as Error).message)).not.toContain('s3cret');
+    });
+  });
+
+  it('tells a flow() whose Redis stopped answering mid-call that it may be created, naming its id; called again with it once Redis answers, it makes one flow', async () => {
+    const server = await startRedisServer([]);
+    try {
+      const tasks = await client(server.url, 500);
+      const nodes = [
+        { id: 'a', pattern: 'outage.task' },
+        { id: 'b', pattern: 'outage.task', deps: ['a'] },
+      ];
+      await expect(tasks.flow({ id: 'before', nodes })).resolves.toMatchObject({ created: true });
+      process.kill(server.pid, 'SIGSTOP'); // up, connected, answering nothing
+      const error = await tasks.flow({ id: 'frozen', nodes }).catch((e: unknown) => e);
+      process.kill(server.pid, 'SIGCONT');
+      expect(error).toBeInstanceOf(RedisUnavailableError);
+      expect(error).toMatchObject({ written: 'unknown' });
+      expect((error as RedisUnavailableError).reason).toBe(
+        'flow() got no answer in time (calling flow() again with id "frozen" creates it at most once)',
+      );
+      const again = await tasks.flow({ id: 'frozen', nodes });
+      expect(again.taskIds).toEqual({ a: expect.any(String), b: expect.any(String) });
+      const status = await new RedisTaskAdmin(tasks).getFlow('frozen');
+      expect(status).toMatchObject({ state: 'running' });
+      // One flow: node a released once (its task waiting), b waiting for it.
+      expect(status.nodes.map((node) => [node.id, node.state])).toEqual([
+        ['a', 'released'],
+        ['b', 'waiting'],
+      ]);
+    } finally {
+      process.kill(server.pid, 'SIGCONT');
+      await server.stop();
+    }
   });
 });
 

@@ -100,6 +100,26 @@ describe('an enqueue call resent after its reply was lost', () => {
     expect([...seen.values()].every((count) => count === 1)).toBe(true);
   });
 
+  it("counts a batch's opening and completion once when the count's reply was lost and it was resent", async () => {
+    prefix = testPrefix('resend-batch-count');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
+    closing.push(module);
+    const counters = new PrefixKeys(prefix).batchCounters;
+    // The opening's count: the reply to the first command naming the counters is lost.
+    let cut = proxy.loseReplyTo(counters);
+    await client.batch({ id: 'b1', onComplete: { pattern: 'resend.done' } }).add('resend.task', [{ n: 1 }]);
+    await cut;
+    expect(await redis.hget(counters, 'opened')).toBe('1');
+    // The completion's count: an empty batch sealed completes at once, in the same call.
+    const empty = client.batch({ id: 'b2', onComplete: { pattern: 'resend.done' } });
+    await empty.add('resend.task', []);
+    cut = proxy.loseReplyTo('completed');
+    await empty.seal();
+    await cut;
+    expect(await redis.hgetall(counters)).toEqual({ opened: '2', completed: '1' });
+  });
+
   it('lets 64 emits wait through an outage on one set of listeners (no MaxListenersExceededWarning)', async () => {
     prefix = testPrefix('resend-listeners');
     proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));

@@ -24,9 +24,10 @@ const MOVING = Object.entries(LUA_HELPERS)
   .map(([file]) => file.replace(/-\d+(\+n)?\.lua$/, ''))
   .sort();
 const HEADS = new Set([...LUA_INCLUDES.follow.matchAll(/kind == '(\w+)'/g)].map((match) => match[1]));
-const FEATURES = ['track', ...HEADS].sort();
+// Durable steps follow every task, whatever its head: the seam deletes them on the moves that end a task.
+const FEATURES = ['track', ...(LUA_INCLUDES.follow.includes('stepsEndEntry') ? ['steps'] : []), ...HEADS].sort();
 
-type Feature = 'track' | 'coalesce' | 'batch' | 'flow';
+type Feature = 'track' | 'coalesce' | 'batch' | 'flow' | 'steps';
 
 /** Task t1 of client a, carrying `feature`: its enqueue options and its entry as enqueued. */
 function taskOf(feature: Feature, delayMs = 0) {
@@ -119,23 +120,43 @@ const OBSERVE: Record<Feature, (keys: QueueKeys) => Promise<string>> = {
     const last = await redis.lindex(keys.flowEvents, -1);
     return last ? `event ${last.split('\n')[3]}` : 'no event';
   },
+  steps: async (keys) => ((await redis.exists(keys.steps('t1'))) === 1 ? 'steps kept' : 'steps gone'),
 };
 
 /** What follows each move, per feature (and why, where a feature has no part in the move). */
 const FOLLOWS: Record<string, Record<Feature, string>> = {
-  ackTasks: { track: 'completed', coalesce: 'no record', batch: 'event s', flow: 'event s' },
-  retryTask: { track: 'delayed', coalesce: 'waits t1 in d', batch: 'no event', flow: 'no event' },
-  deadLetterTask: { track: 'dead', coalesce: 'no record', batch: 'event d', flow: 'event d' },
-  requeueTasks: { track: 'pending', coalesce: 'waits t1 in q', batch: 'no event', flow: 'no event' },
+  ackTasks: { track: 'completed', coalesce: 'no record', batch: 'event s', flow: 'event s', steps: 'steps gone' },
+  retryTask: { track: 'delayed', coalesce: 'waits t1 in d', batch: 'no event', flow: 'no event', steps: 'steps kept' },
+  deadLetterTask: { track: 'dead', coalesce: 'no record', batch: 'event d', flow: 'event d', steps: 'steps gone' },
+  requeueTasks: {
+    track: 'pending',
+    coalesce: 'waits t1 in q',
+    batch: 'no event',
+    flow: 'no event',
+    steps: 'steps kept',
+  },
   // A cancelled waiting task of a coalescing key frees its key: the next emit is placed anew.
-  cancelTask: { track: 'cancelled', coalesce: 'no record', batch: 'event c', flow: 'event c' },
-  // Only a task of the cancelled batch is dropped: others keep running (a flow's node is stopped by id instead).
-  dropHeld: { track: 'running', coalesce: 'runs 1', batch: 'event c', flow: 'no event' },
-  // A dead letter revived is a fresh run: only its batch waits for it again (no index, no record before).
-  requeueDeadLetters: { track: 'no index', coalesce: 'no record', batch: 'event p', flow: 'event p' },
+  cancelTask: { track: 'cancelled', coalesce: 'no record', batch: 'event c', flow: 'event c', steps: 'steps gone' },
+  // Only a task of the cancelled batch is dropped: others keep running (a flow's node is stopped by id instead), their steps kept.
+  dropHeld: { track: 'running', coalesce: 'runs 1', batch: 'event c', flow: 'no event', steps: 'steps kept' },
+  // A dead letter revived is a fresh run: only its batch waits for it again (no index, no record before; its
+  // steps went when it was dead-lettered).
+  requeueDeadLetters: {
+    track: 'no index',
+    coalesce: 'no record',
+    batch: 'event p',
+    flow: 'event p',
+    steps: 'steps kept',
+  },
   // The reaper dead-letters an entry it cannot run; its index (named only in the entry) keeps its state
   // until it expires, its key's slot is freed, its batch hears it.
-  deadLetterDelayed: { track: 'delayed', coalesce: 'no record', batch: 'event d', flow: 'event d' },
+  deadLetterDelayed: {
+    track: 'delayed',
+    coalesce: 'no record',
+    batch: 'event d',
+    flow: 'event d',
+    steps: 'steps gone',
+  },
 };
 
 describe('the seam: what follows a task that moves', () => {
@@ -143,7 +164,7 @@ describe('the seam: what follows a task that moves', () => {
     expect(MOVING.length).toBeGreaterThanOrEqual(8);
     expect(Object.keys(FOLLOWS).sort()).toEqual(MOVING);
     expect(Object.keys(MOVES).sort()).toEqual(MOVING);
-    expect(FEATURES).toEqual(['batch', 'coalesce', 'flow', 'track']);
+    expect(FEATURES).toEqual(['batch', 'coalesce', 'flow', 'steps', 'track']);
     for (const row of Object.values(FOLLOWS)) expect(Object.keys(row).sort()).toEqual(FEATURES);
   });
 
@@ -153,6 +174,8 @@ describe('the seam: what follows a task that moves', () => {
     const keys = new PrefixKeys(prefix).queue('q');
     try {
       await redis.sadd(keys.groups, 'default');
+      // A plain task whose runs saved a step (what saveStep writes).
+      if (feature === 'steps') await redis.hset(keys.steps('t1'), 'r:a', '=1', 'done', 1);
       await MOVES[script](keys, feature);
       expect(await OBSERVE[feature](keys)).toBe(FOLLOWS[script][feature]);
     } finally {

@@ -427,6 +427,28 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
           publish: { channel: 'chan', message: '{"id":"t1","seq":1,"progress":{"done":1}}' },
         }),
     },
+    saveStep: {
+      // A running task with a step saved already: the call saves the next one.
+      setup: async (keys) => {
+        const token = await runningTracked(keys);
+        await gateway.steps.save(keys, worker, token, {
+          taskId: 't1',
+          what: 'result',
+          name: 'a',
+          value: '=1',
+          keepMs: 60_000,
+        });
+        return token;
+      },
+      run: (keys, token) =>
+        gateway.steps.save(keys, worker, token as string, {
+          taskId: 't1',
+          what: 'result',
+          name: 'b',
+          value: '={"b":2}',
+          keepMs: 60_000,
+        }),
+    },
     heartbeatWorker: {
       setup: async (keys) => {
         await sound(keys);

@@ -4,6 +4,7 @@
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { findRedis } from '../../scripts/redis-server.mjs';
+import { findDatabases } from '../../scripts/databases.mjs';
 
 const require = createRequire(import.meta.url);
 
@@ -14,6 +15,16 @@ export default async function globalSetup() {
   process.env.TASKS_TEST_REDIS_VERSION = redis.version;
   globalThis.__tasksRedis = redis;
   console.log(`\ntests use Redis ${redis.version} at ${redis.url} (${redis.source})`);
+  // The outbox's tests need PostgreSQL and MariaDB/MySQL: started here when installed and stopped.
+  const databases = await findDatabases();
+  process.env.PG_URL = databases.postgres.url;
+  process.env.MYSQL_URL = databases.mysql.url;
+  for (const [name, { url, up }] of Object.entries(databases)) {
+    if (!up)
+      console.log(
+        `${name} does not answer at ${url}: the outbox tests will fail (see README "Enqueue inside a transaction")`,
+      );
+  }
   execFileSync(process.execPath, ['scripts/clean.mjs', '.chaos-build'], { stdio: 'inherit' });
   execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.chaos.json'], {
     stdio: 'inherit',

@@ -23,6 +23,9 @@ describe('options are validated at construction', () => {
     [{ concurrency: 4, patternConcurrency: { 'video.encode': 5 } }, 'patternConcurrency["video.encode"]'],
     [{ concurrency: 4, idleSlots: 4 }, 'idleSlots'],
     [{ idleSlots: -1 }, 'idleSlots'],
+    [{ maxRuntimeMs: -1 }, 'maxRuntimeMs'],
+    [{ stepAttempts: 0 }, 'stepAttempts'],
+    [{ stepAttempts: 2.5 }, 'stepAttempts'],
   ])('the transport rejects %j naming "%s"', (options, option) => {
     const attempt = () => new RedisTaskTransport(options as never);
     expect(attempt).toThrow(InvalidOptionError);

@@ -65,6 +65,7 @@ const DECLARED: Record<string, string> = {
   UserDto: 'declare class UserDto { id: number }',
   WorkerModule: 'declare class WorkerModule {}',
   AppModule: 'declare class AppModule {}',
+  DatabaseModule: 'declare class DatabaseModule {}',
   AdminGuard: 'declare class AdminGuard { canActivate(): boolean }',
   BillingModule: 'declare class BillingModule {}',
   EmailModule: 'declare class EmailModule {}',
@@ -90,6 +91,10 @@ const DECLARED: Record<string, string> = {
   EncoderService: 'declare class EncoderService { step(videoId: string): Promise<void> }',
   PreviewService:
     'declare class PreviewService { pages(draftId: string): Promise<string[]>; render(page: string, signal: AbortSignal): Promise<void> }',
+  Payments:
+    'declare class Payments { charge(orderId: string, options: { idempotencyKey: string }): Promise<{ chargeId: string }> }',
+  Catalog:
+    'declare class Catalog { page(cursor: number): Promise<{ items: string[]; next?: number }>; index(item: string): Promise<void> }',
   videoId: 'declare const videoId: string',
   userId: 'declare const userId: number',
   file: 'declare const file: string',

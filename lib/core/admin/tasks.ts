@@ -21,7 +21,11 @@ export class TaskLookup extends AdminPart {
     for (const keys of await this.shards(queue)) {
       const fields = await this.redis.hgetall(keys.task(id)).catch(() => ({}) as Record<string, string>);
       if (Object.keys(fields).length === 0) continue;
-      return this.completed(keys, id, parseTaskIndex(fields, { id, pattern: queue, group: this.group }));
+      return this.completed(
+        keys,
+        id,
+        await this.withSteps(keys, id, parseTaskIndex(fields, { id, pattern: queue, group: this.group })),
+      );
     }
     return { state: 'unknown', id, pattern: queue, group: this.group };
   }
@@ -65,6 +69,18 @@ export class TaskLookup extends AdminPart {
   }
 
   /** What the index alone cannot say: a running task's lease, a waiting one's place. */
+  /** A live task's durable steps (how many finished, its checkpoint); they go when it ends. */
+  private async withSteps(keys: QueueKeys, id: string, status: TaskStatus): Promise<TaskStatus> {
+    if (status.state !== 'pending' && status.state !== 'delayed' && status.state !== 'running') return status;
+    const [done, checkpoint] = await this.redis.hmget(keys.steps(id), 'done', 'cp').catch(() => [null, null]);
+    if (done === null && checkpoint === null) return status;
+    const steps = {
+      done: Number(done ?? 0),
+      ...(checkpoint?.startsWith('=') ? { checkpoint: parseJson(checkpoint.slice(1)) } : {}),
+    };
+    return { ...status, steps };
+  }
+
   private async completed(keys: QueueKeys, id: string, status: TaskStatus): Promise<TaskStatus> {
     if (status.state === 'running' && status.workerId !== undefined) {
       const lease = await this.redis.zscore(keys.workers, status.workerId).catch(() => null);
@@ -96,5 +112,14 @@ export class TaskLookup extends AdminPart {
 function checkId(id: unknown): void {
   if (typeof id !== 'string' || id.length === 0 || id.length > 512) {
     throw new InvalidTaskError(`a task id must be a non-empty string of at most 512 characters, got ${describe(id)}`);
+  }
+}
+
+/** A stored JSON value, or undefined when it is not JSON (a stray write). */
+function parseJson(json: string): unknown {
+  try {
+    return JSON.parse(json) as unknown;
+  } catch {
+    return undefined;
   }
 }

@@ -18,6 +18,8 @@ import { prepareTask } from '../producer/task-items.js';
 const CALLBACK_GUARD_MS = 7 * BATCH_DEFAULT_KEEP_MS;
 /** The longest wait for Redis per callback enqueue (ms). */
 const CALLBACK_TIMEOUT_MS = 10_000;
+/** How long a batch count's marker lives at most (ms): past any resend of the count. */
+export const COUNT_MARKER_MS = 600_000;
 
 /**
  * Enqueues a completed batch's callbacks, exactly once however often it is called (by the seal, by reapers
@@ -71,8 +73,14 @@ export async function enqueueCallbacks(store: TaskStore, id: string, fire: Batch
     ids.push(taskId);
   }
   const closed = await gateway.batch.close(keys.batch(id), ids);
-  // Counted for metrics by whichever call recorded them (a crash between loses one count).
-  if (closed.recorded) await redis.hincrby(keys.batchCounters, 'completed', 1);
+  // Counted for metrics by whichever call recorded them, under a marker of the batch's generation that a
+  // resend finds (a crash between loses one count).
+  if (closed.recorded) {
+    const marker = keys.batchCounted(id, fire.created, 'c');
+    // Gone with the batch's keys at the latest (its `keep` after its callbacks settled).
+    const keep = Number(await redis.hget(keys.batch(id).record, 'keep')) || COUNT_MARKER_MS;
+    await gateway.batch.count(keys.batchCounters, marker, 'completed', Math.min(keep, COUNT_MARKER_MS));
+  }
   for (const settled of closed.settled) {
     const held = guards.get(settled);
     if (held && callbackKindOf(id, settled)) await redis.del(held.shard.dedup(held.guard));

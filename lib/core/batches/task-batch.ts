@@ -5,7 +5,7 @@ import type { TaskStore } from '../redis/store.js';
 import { describe } from '../support/describe.js';
 import { nameProblem, patternProblem } from '../config/rules.js';
 import { newTaskId, type EnqueueItem, type EnqueueReceipt, type TaskProducer } from '../producer/producer.js';
-import { enqueueCallbacks } from './batch-callbacks.js';
+import { COUNT_MARKER_MS, enqueueCallbacks } from './batch-callbacks.js';
 import { BATCH_RECHECK_MS } from './batch-folder.js';
 
 /** A batch's options checked, with the defaults filled in. */
@@ -109,9 +109,12 @@ export class TaskBatch {
       await redis.zadd(keys.batchesDue, 'NX', Date.now() + BATCH_RECHECK_MS, this.options.id);
       const { onComplete, onSuccess, keepMs } = this.options;
       const { state, ttlMs } = await gateway.batch.open(this.keys, onComplete, onSuccess, keepMs);
-      // Counted for metrics (once per batch: only the open that made it; a crash here loses one count).
-      if (state === 'opened') await redis.hincrby(keys.batchCounters, 'opened', 1);
-      else if (state !== 'open') throw new BatchIdInUseError(this.options.id, state, ttlMs);
+      // Counted for metrics (once per batch: only the open that made it, under a marker a resend finds; a
+      // crash here loses one count). The marker outlives any resend, never the batch's keys (an id used again).
+      if (state === 'opened') {
+        const marker = keys.batchCounted(this.options.id, 'open', 'o');
+        await gateway.batch.count(keys.batchCounters, marker, 'opened', Math.min(keepMs, COUNT_MARKER_MS));
+      } else if (state !== 'open') throw new BatchIdInUseError(this.options.id, state, ttlMs);
     })().catch((error: unknown) => {
       this.opened = undefined;
       throw error;

@@ -201,6 +201,20 @@ export interface RedisTaskTransportOptions extends RedisTaskCommonOptions {
    */
   handlerTimeoutMs?: number;
   /**
+   * Durable steps: a run past this many ms gives its task back at its next step boundary (`ctx.step` throws
+   * `TaskYieldedError`): the task waits again behind newer tasks, its finished steps kept, no attempt counted,
+   * and its next run goes on from the next step; 0 for none. Per pattern with handler extras
+   * (`@EventPattern('p', { maxRuntimeMs: 600_000 })`). Default 0.
+   */
+  maxRuntimeMs?: number;
+  /**
+   * Durable steps: the runs each `ctx.step` has of its own before its failure counts as a failed attempt of the
+   * task (a step's `{ attempts }` overrides it). 1 (the default) counts every failure against `maxAttempts`;
+   * more makes attempts count per step, so a task of many steps with rare failures is not ended by their sum.
+   * Per pattern with handler extras (`@EventPattern('p', { stepAttempts: 3 })`).
+   */
+  stepAttempts?: number;
+  /**
    * A run going on this long is logged as slow, once. If the worker shuts down before such a run ends,
    * the interruption counts as an attempt, so a task that hangs every run ends in dead letters (reason
    * `interrupted`) instead of coming back after every restart; shorter runs return uncounted. Default 60 s.
@@ -284,6 +298,8 @@ const TRANSPORT_DEFAULTS: Omit<ResolvedTransportOptions, 'workerId' | 'prefetch'
   clientRateLimit: 0,
   group: 'default',
   handlerTimeoutMs: 0,
+  maxRuntimeMs: 0,
+  stepAttempts: 1,
   slowRunMs: 60_000,
   startupTimeoutMs: 0,
   sendErrorStack: false,
@@ -400,6 +416,8 @@ const TRANSPORT_CHECKS: Record<string, Check> = {
   clientRateLimit: (option, value) => validateRate(option, value),
   group: (option, value) => validateGroup(option, value),
   handlerTimeoutMs: (option, value) => validateHandlerTimeout(option, value),
+  maxRuntimeMs: (option, value) => validateHandlerTimeout(option, value),
+  stepAttempts: (option, value) => validateMaxAttempts(option, value),
   slowRunMs: integer(100, 86_400_000),
   startupTimeoutMs: integer(0, 86_400_000),
   sendErrorStack: (option, value) => boolean(option, value),

@@ -3,6 +3,7 @@ import type { ResolvedTransportOptions } from './options.js';
 import {
   validateClientConcurrency,
   validateHandlerTimeout,
+  validateMaxAttempts,
   validatePatternConcurrency,
   validateRate,
   validateRetry,
@@ -17,6 +18,10 @@ export interface PatternSettings {
   rateLimit(pattern: string): number;
   /** Longest run of a handler (0: none). */
   handlerTimeout(pattern: string): number;
+  /** How long a run may go on before it gives its task back at a step boundary (0: no limit). */
+  maxRuntime(pattern: string): number;
+  /** The runs of its own a durable step has by default (1: every failure counts an attempt of the task). */
+  stepAttempts(pattern: string): number;
   /** Most of this worker's handler slots the pattern may hold at once (0: no cap of its own). */
   concurrency(pattern: string): number;
 }
@@ -34,6 +39,8 @@ export function patternSettings(
   const caps = new Map<string, number>();
   const rates = new Map<string, number>();
   const timeouts = new Map<string, number>();
+  const runtimes = new Map<string, number>();
+  const stepAttempts = new Map<string, number>();
   const concurrency = new Map<string, number>(Object.entries(options.patternConcurrency));
   for (const [pattern, extras = {}] of extrasByPattern) {
     const where = `extras of pattern "${pattern}"`;
@@ -59,12 +66,21 @@ export function patternSettings(
       validateHandlerTimeout(`${where}.handlerTimeoutMs`, extras.handlerTimeoutMs);
       timeouts.set(pattern, extras.handlerTimeoutMs as number);
     }
+    if (extras.maxRuntimeMs !== undefined) {
+      validateHandlerTimeout(`${where}.maxRuntimeMs`, extras.maxRuntimeMs);
+      runtimes.set(pattern, extras.maxRuntimeMs as number);
+    }
+    if (extras.stepAttempts !== undefined) {
+      stepAttempts.set(pattern, validateMaxAttempts(`${where}.stepAttempts`, extras.stepAttempts));
+    }
   }
   return {
     retryPolicy: (pattern) => policies.get(pattern) ?? base,
     clientConcurrency: (pattern) => caps.get(pattern) ?? options.clientConcurrency,
     rateLimit: (pattern) => rates.get(pattern) ?? options.clientRateLimit,
     handlerTimeout: (pattern) => timeouts.get(pattern) ?? options.handlerTimeoutMs,
+    maxRuntime: (pattern) => runtimes.get(pattern) ?? options.maxRuntimeMs,
+    stepAttempts: (pattern) => stepAttempts.get(pattern) ?? options.stepAttempts,
     concurrency: (pattern) => concurrency.get(pattern) ?? 0,
   };
 }

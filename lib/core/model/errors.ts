@@ -316,7 +316,7 @@ export function requestOf(error: unknown): HandlerRequest | undefined {
 export function isNonRetryable(error: unknown): boolean {
   try {
     const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
-    return code === 'NON_RETRYABLE' || code === 'UNSERIALIZABLE_RESULT';
+    return code === 'NON_RETRYABLE' || code === 'UNSERIALIZABLE_RESULT' || code === 'STEP_TOO_LARGE';
   } catch {
     return false; // a thrown Proxy whose traps throw: an ordinary failure
   }
@@ -374,6 +374,45 @@ export class HandlerTimeoutError extends RedisTaskError {
     super(
       'HANDLER_TIMEOUT',
       `nestjs-redis-tasks: the "${pattern}" handler did not finish within ${timeoutMs} ms (handlerTimeoutMs)`,
+    );
+  }
+}
+
+/**
+ * A durable step's result or a checkpoint (`ctx.step`, `ctx.checkpoint`) is larger than a step may store
+ * (its JSON, bytes): it is not stored, and the run fails without a retry (the same step would return the same
+ * value again): the task goes to dead letters with this error. Store large data elsewhere and return a reference.
+ */
+export class StepTooLargeError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    /** The step's name, or `checkpoint`. */
+    readonly step: string,
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
+    super(
+      'STEP_TOO_LARGE',
+      `nestjs-redis-tasks: step "${step}" of task ${taskId} of "${pattern}" is ${bytes} bytes of JSON, more than a step may store (${limit}); nothing was stored (store large data elsewhere and return a reference)`,
+    );
+  }
+}
+
+/**
+ * A run gave its task back at a step boundary (`ctx.step`) instead of starting another step: the worker is
+ * shutting down, or the run passed its `maxRuntimeMs`. Thrown by `ctx.step` so the handler stops there; the task
+ * waits again with its finished steps kept, no attempt counted, and its next run goes on from the next step.
+ */
+export class TaskYieldedError extends RedisTaskError {
+  constructor(
+    readonly pattern: string,
+    readonly taskId: string,
+    readonly why: 'shutdown' | 'maxRuntimeMs',
+  ) {
+    super(
+      'TASK_YIELDED',
+      `nestjs-redis-tasks: task ${taskId} of "${pattern}" gave itself back at a step boundary (${why === 'shutdown' ? 'the worker is shutting down' : 'its run passed maxRuntimeMs'}); its finished steps are kept and no attempt is counted`,
     );
   }
 }

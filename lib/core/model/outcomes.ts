@@ -1,7 +1,15 @@
 import type { DeadLetterReason, ErrorRecord } from './dead-letter.js';
 
 /** How a run of a task ended, as reported to `onOutcome` listeners (events, metrics). */
-export type TaskOutcomeKind = 'completed' | 'retried' | 'dead-lettered' | 'lease-lost' | 'cancelled' | 'replaced';
+export type TaskOutcomeKind =
+  | 'completed'
+  | 'retried'
+  | 'dead-lettered'
+  | 'lease-lost'
+  | 'cancelled'
+  | 'replaced'
+  /** Given back at a step boundary (shutdown, maxRuntimeMs): waits again, no attempt counted. */
+  | 'yielded';
 
 /** One task outcome. Never carries the payload, so it is safe to log. */
 export interface TaskOutcomeEvent {

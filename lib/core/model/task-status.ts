@@ -48,6 +48,11 @@ export interface TaskStatus {
   readonly leaseExpiresAt?: number;
   /** The last progress value its handler reported (`ctx.progress()`), kept after it ended. */
   readonly progress?: unknown;
+  /**
+   * Durable steps (`ctx.step`) while the task waits or runs: how many have finished, and the last checkpoint
+   * (`ctx.checkpoint`). They go when the task ends.
+   */
+  readonly steps?: { readonly done: number; readonly checkpoint?: unknown };
   /** completed: a `send()` task's result. */
   readonly result?: unknown;
   /** dead: why, in words, and the handler's error. */

@@ -11,6 +11,7 @@ import { KnownQueues } from './known-queues.js';
 import { tracedBatch, tracedOne } from './producer-spans.js';
 import { prepareTask, type EnqueueItem, type ItemLimits, type PreparedTask } from './task-items.js';
 import type { EnqueueAnswer, EnqueueReceipt, ProducerOptions } from './producer-types.js';
+import { relayedTasks, relayTasks, type RelayedTask } from './relay-enqueue.js';
 
 export { newTaskId, type EnqueueItem } from './task-items.js';
 
@@ -180,6 +181,26 @@ export class TaskProducer {
       clearTimeout(timer);
       this.calls.delete(onClose);
     }
+  }
+
+  /**
+   * The outbox relay's enqueue: each task under a call record named for it, so a row relayed again writes
+   * nothing (see relay-enqueue.ts). Waits for the connection within enqueueTimeoutMs.
+   */
+  async relay(queue: string, tasks: readonly RelayedTask[], recordMs: number): Promise<void> {
+    if (this.readyLayout(queue) === undefined) {
+      await this.options.watch.whenReady(this.options.enqueueTimeoutMs, this.errors.refusal);
+      await this.options.ready?.();
+      this.checked = true;
+    }
+    const layout = this.known.get(queue) ?? (await this.known.learn(queue));
+    await relayTasks(this.redis, layout, tasks, recordMs, this.options);
+  }
+
+  /** The rows of relayed tasks are deleted for good: their records may go soon. */
+  relayed(queue: string, tasks: readonly RelayedTask[]): void {
+    const layout = this.known.get(queue);
+    if (layout) relayedTasks(this.redis, layout, tasks);
   }
 
   /** The layout this producer enqueues a queue's tasks with (checked against Redis on first use). */

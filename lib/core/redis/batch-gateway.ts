@@ -44,6 +44,14 @@ export class BatchGateway {
     return this.redis.addBatchChildren(keys.record, keys.children, keys.patterns, '-', '', ...ids);
   }
 
+  /**
+   * countFlow over the batch counters: `counter` (opened, completed) counted once under `marker` (kept
+   * `markerMs`), however often the call is sent; true when counted by this call.
+   */
+  async count(counters: string, marker: string, counter: 'opened' | 'completed', markerMs: number): Promise<boolean> {
+    return (await this.redis.countFlow(counters, marker, counter, markerMs)) === 1;
+  }
+
   async seal(keys: BatchKeys): Promise<FireAnswer> {
     return fireAnswer(await this.redis.sealBatch(keys.record, keys.children));
   }

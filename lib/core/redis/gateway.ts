@@ -8,6 +8,7 @@ import { ScheduleGateway } from './schedule-gateway.js';
 import { BatchGateway } from './batch-gateway.js';
 import { FlowGateway } from './flow-gateway.js';
 import { SweepGateway } from './sweep-gateway.js';
+import { StepGateway } from './step-gateway.js';
 import type { TaskRedis } from './scripts.js';
 import { sleep } from '../support/logger.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
@@ -18,16 +19,14 @@ import type { AckItem, PreparedTask } from '../model/prepared-task.js';
  * instead of the scripts' sentinel numbers. Each method's script is named in its comment.
  */
 export class ScriptGateway {
-  /** The scripts of tracked tasks (start, cancel, progress). */
+  /** The scripts of tracked tasks (start, cancel, progress), batches (open, add, seal, fold, close), flows (open, fold,
+   * mark, cancel), schedules (change, claim, advance, a tick's enqueue), the sweep, durable steps (load, fenced save). */
   readonly track: TrackGateway;
-  /** The scripts of batches (open, add, seal, fold, close). */
   readonly batch: BatchGateway;
-  /** The scripts of flows (open, fold, mark, cancel). */
   readonly flow: FlowGateway;
-  /** The scripts of recurring schedules (change, claim, advance, a tick's enqueue). */
   readonly schedules: ScheduleGateway;
-  /** The scripts of the deployment's sweep (its turn, the ring audit's check). */
   readonly sweeps: SweepGateway;
+  readonly steps: StepGateway;
 
   constructor(private readonly redis: TaskRedis) {
     this.track = new TrackGateway(redis);
@@ -35,6 +34,7 @@ export class ScriptGateway {
     this.flow = new FlowGateway(redis);
     this.schedules = new ScheduleGateway(redis);
     this.sweeps = new SweepGateway(redis);
+    this.steps = new StepGateway(redis);
   }
 
   /**
@@ -90,7 +90,8 @@ export class ScriptGateway {
     return results.map((held) => held === 1);
   }
 
-  /** retryTask: the attempt counted, the task due after `delayMs` (Redis clock). */
+  /** retryTask: the task due after `delayMs` (Redis clock); `counts`: `attempt` (a failed attempt, counted), `step`
+   * (a durable step's own retry: not counted), `yield` (given back at a step boundary: neither). */
   async retry(
     keys: QueueKeys,
     workerId: string,
@@ -98,6 +99,7 @@ export class ScriptGateway {
     delayMs: number,
     /** A tracked task's keys: its index becomes `delayed`, its entry key holds the new entry. */
     tracked?: TrackedKeys,
+    counts: 'attempt' | 'step' | 'yield' = 'attempt',
   ): Promise<{ kind: 'scheduled'; dueAt: number } | { kind: 'replaced' } | Lost> {
     const due = await this.redis.retryTask(
       keys.processing(workerId),
@@ -107,6 +109,7 @@ export class ScriptGateway {
       delayMs,
       tracked?.index ?? '',
       tracked?.entry ?? '',
+      counts,
     );
     // -1: a task with a coalescing key whose key has a newer task: not retried (it left the worker).
     return due === 0 ? LOST : due === -1 ? { kind: 'replaced' } : { kind: 'scheduled', dueAt: due };
@@ -132,11 +135,8 @@ export class ScriptGateway {
     return settled === 1;
   }
 
-  /**
-   * requeueTasks: held tasks back to the heads of their clients' lists; how many went back. With
-   * `expiredBy` (a reaper's recovery), nothing moves unless the worker's lease still ends by then:
-   * -1 when the worker renewed it meanwhile (it is alive).
-   */
+  /** requeueTasks: held tasks back to the heads of their clients' lists; how many went back. With `expiredBy` (a
+   * reaper's recovery), nothing moves unless the worker's lease still ends by then: -1 when it renewed it (alive). */
   requeue(
     keys: QueueKeys,
     workerId: string,
@@ -173,8 +173,7 @@ export class ScriptGateway {
   /** deadLetterDelayed: an entry of the delayed set that cannot run, to dead letters (once); false when already gone. */
   async deadLetterDelayed(keys: QueueKeys, entry: string, record: string, cap: number): Promise<boolean> {
     const { delayed, deadLetters, counters, base, root } = keys;
-    const moved = await this.redis.deadLetterDelayed(delayed, deadLetters, counters, base, root, entry, record, cap);
-    return moved === 1;
+    return (await this.redis.deadLetterDelayed(delayed, deadLetters, counters, base, root, entry, record, cap)) === 1;
   }
 
   /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
@@ -477,6 +476,7 @@ export type HeartbeatCalls = Pick<ScriptGateway, 'heartbeat'>;
 /** A claimed task's part: its settles, its renewal, and the steps of a tracked or coalesced task. */
 export type ClaimedTaskCalls = Pick<ScriptGateway, 'retry' | 'deadLetter' | 'heartbeat'> & {
   readonly track: Pick<TrackGateway, 'start' | 'startCoalesced' | 'progress'>;
+  readonly steps: Pick<StepGateway, 'load' | 'save'>;
 };
 
 /** The gateway of a connection (scripts are defined per connection). */

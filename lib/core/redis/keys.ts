@@ -208,6 +208,15 @@ export class QueueKeys {
     return `${this.base}:task:${taskId}`;
   }
 
+  /**
+   * A task's durable steps (hash: `r:<name>` results, `f:<name>` failures, `cp` its checkpoint, `done`; see
+   * scripts/include/steps.lua), written by its runs through their fence, deleted when the task ends. One per
+   * consumer group.
+   */
+  steps(taskId: string): string {
+    return `${this.base}:steps:${taskId}`;
+  }
+
   /** A tracked task's keys: its index, and its entry while it waits (string, see scripts/include/track.lua). */
   tracked(taskId: string): TrackedKeys {
     return { index: this.task(taskId), entry: `${this.base}:task-entry:${taskId}` };
@@ -359,6 +368,14 @@ export class PrefixKeys {
    */
   flowCounted(id: string, created: string, what: 'c' | 'e'): string {
     return `${this.prefix}:{%F}:counted:${id}:${created}:${what}`;
+  }
+
+  /**
+   * The marker of one count of a batch (string: `o` its opening, `c` its completion; countFlow-2.lua), so that
+   * a count sent again (a resend after a reconnection) counts nothing; beside the counters, in their slot.
+   */
+  batchCounted(id: string, generation: string, what: 'o' | 'c'): string {
+    return `${this.prefix}:{%B}:counted:${id}:${generation}:${what}`;
   }
 
   constructor(readonly prefix: string) {

@@ -45,6 +45,7 @@ export const WHEN_FULL: Readonly<Record<string, WhenFull>> = {
   releaseLock: 'drains',
   releaseThrottled: 'drains',
   reportProgress: 'drains',
+  saveStep: 'drains',
   requeueDeadLetters: 'grows',
   requeueTasks: 'drains',
   retryTask: 'drains',

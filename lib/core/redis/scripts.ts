@@ -119,7 +119,14 @@ export interface TaskCommands {
   retryTask(
     processing: string,
     delayed: string,
-    ...keysAndArgs: [...SettleKeys, token: string, delayMs: number, index: string, entry: string]
+    ...keysAndArgs: [
+      ...SettleKeys,
+      token: string,
+      delayMs: number,
+      index: string,
+      entry: string,
+      counts: 'attempt' | 'step' | 'yield',
+    ]
   ): Promise<number>;
   startTasks(base: string, root: string, workerId: string, ...tasks: (string | number)[]): Promise<(0 | 1 | 2)[]>;
   startCoalesced(base: string, workerId: string, ...tasks: string[]): Promise<(0 | 1 | 2 | string)[]>;
@@ -166,6 +173,16 @@ export interface TaskCommands {
     reason: string,
     callId: string,
   ): Promise<['cancelled' | 'requested' | 'ended' | 'unknown', string]>;
+  saveStep(
+    base: string,
+    workerId: string,
+    token: string,
+    id: string,
+    what: 'result' | 'checkpoint' | 'failure',
+    name: string,
+    value: string,
+    keepMs: number,
+  ): Promise<number>;
   reportProgress(
     base: string,
     workerId: string,

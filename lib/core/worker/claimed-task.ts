@@ -38,19 +38,30 @@ export class ClaimedTask {
   ) {}
 
   /**
-   * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted. Resolves
+   * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted (unless `counts` says
+   * a step's own retry or a yield). Resolves
    * with the due time, `undefined` when the task is no longer held, or 'replaced' when a newer task of its
    * coalescing key was emitted (it is not retried: it left the worker).
    */
-  async retry(delayMs: number, envelope?: TaskEnvelope): Promise<number | 'replaced' | undefined> {
+  async retry(
+    delayMs: number,
+    envelope?: TaskEnvelope,
+    counts: 'attempt' | 'step' | 'yield' = 'attempt',
+  ): Promise<number | 'replaced' | undefined> {
     const retried = await this.gateway.retry(
       this.keys,
       this.options.workerId,
       this.token,
       delayMs,
       this.tracked(envelope),
+      counts,
     );
     return retried.kind === 'scheduled' ? retried.dueAt : retried.kind === 'replaced' ? 'replaced' : undefined;
+  }
+
+  /** The task's durable steps (`ctx.step`): what earlier runs saved, and the fenced save. */
+  get steps(): ClaimedTaskCalls['steps'] {
+    return this.gateway.steps;
   }
 
   /** A task with a coalescing key, before its handler starts: it takes its key's newest entry (see startCoalesced-1.lua). */

@@ -85,6 +85,9 @@ export class Completer {
   get released(): boolean {
     return this.given;
   }
+
+  /** Set when the worker begins to shut down: runs with durable steps give their tasks back at their next step boundary. */
+  stopping = false;
 }
 
 /** The deduplication key a success frees: none when the task keeps it for its TTL (`dedupKeep`). */

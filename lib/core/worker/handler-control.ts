@@ -1,5 +1,7 @@
 import { validateDeadLetterReason, validateLeaseExtension, validateRetryDelay } from '../config/rules.js';
-import { InvalidTaskError } from '../model/errors.js';
+import { InvalidTaskError, LeaseLostError } from '../model/errors.js';
+import type { RetryPolicy } from '../model/retry-policy.js';
+import { RunSteps, type StepOptions } from './run-steps.js';
 import type { TaskLogger } from '../support/logger.js';
 import type { ClaimedTask } from './claimed-task.js';
 import { loseLease, type Run } from './running.js';
@@ -32,14 +34,57 @@ function progressJson(value: unknown): string {
  * late, from a timer or an un-awaited keep-alive, where a throw or a rejection would end the process.
  */
 export class HandlerControl implements RunControl {
+  /** The run's durable steps, made on first use (most handlers have none). */
+  private steps: RunSteps | undefined;
+
   constructor(
     private readonly task: ClaimedTask,
     private readonly run: Run,
     private readonly taskId: string,
     private readonly options: WorkerOptions,
-    private readonly released: () => boolean,
+    /** Whether shutdown gave the worker's tasks back, or has begun (the worker's completer). */
+    private readonly worker: { readonly released: boolean; readonly stopping: boolean },
     private readonly logger: TaskLogger,
+    private readonly policy: RetryPolicy,
   ) {}
+
+  step<T>(name: string, fn: () => T | Promise<T>, options?: StepOptions): Promise<T> {
+    return rejecting(() => this.durable('step').step(name, fn, options));
+  }
+
+  checkpoint(value: unknown): Promise<void> {
+    return rejecting(() => this.durable('checkpoint').checkpoint(value));
+  }
+
+  getCheckpoint<T = unknown>(): Promise<T | undefined> {
+    return rejecting(() => this.durable('getCheckpoint').getCheckpoint<T>());
+  }
+
+  stepKey(name: string): string {
+    return this.durable('stepKey', false).stepKey(name);
+  }
+
+  /** The run's steps; a call from a run that no longer holds its task (or is over) throws LeaseLostError. */
+  private durable(what: string, fenced = true): RunSteps {
+    if (fenced && this.refused(what)) {
+      throw new LeaseLostError(
+        this.task.keys.queue,
+        this.taskId,
+        `ctx.${what}() came after the run ended or lost its task`,
+      );
+    }
+    this.steps ??= new RunSteps({
+      task: this.task,
+      run: this.run,
+      taskId: this.taskId,
+      workerId: this.options.workerId,
+      policy: this.policy,
+      maxRuntimeMs: this.options.patterns.maxRuntime(this.task.keys.queue),
+      stepAttempts: this.options.patterns.stepAttempts(this.task.keys.queue),
+      worker: this.worker,
+    });
+    return this.steps;
+  }
 
   retry(options?: { readonly delayMs?: number }): boolean {
     if (this.refused('retry')) return false;
@@ -92,7 +137,7 @@ export class HandlerControl implements RunControl {
   private refused(what: string): boolean {
     const why = this.run.leaseLost
       ? 'its lease was lost: another process recovered the task'
-      : this.released()
+      : this.worker.released
         ? 'the worker gave it up at shutdown'
         : this.run.over
           ? 'the run is over'
@@ -110,4 +155,13 @@ export class HandlerControl implements RunControl {
   /** The kinds of call refused already (a keep-alive timer would log every tick). */
   // table-ok: made only once a run is refused a call
   private readonly warned = new Set<string>();
+}
+
+/** A promise-returning call whose synchronous throw (a bad argument, a refused run) becomes its rejection. */
+function rejecting<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return call();
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+  }
 }

@@ -14,6 +14,7 @@ import type { ConsumerTrace } from '../support/tracing.js';
 import type { ClaimedTask } from './claimed-task.js';
 import type { RunOutcomes, Ran } from './run-outcomes.js';
 import type { TaskOutcome, WorkerOptions } from './worker-types.js';
+import type { RunAgain, Run } from './running.js';
 
 /**
  * The runner's ways to end a run that did not succeed, each a fenced settle followed by its report: an
@@ -69,15 +70,22 @@ export class RunFailures {
     this.logger.warn(`task ${envelope.id} of "${queue}" moved to dead letters: ${detail}`);
   }
 
-  /** A run that failed: retried with backoff, or (attempts used up, non-retryable, asked for) dead-lettered. */
+  /**
+   * A run that failed: retried with backoff, or (attempts used up, non-retryable, asked for) dead-lettered; or,
+   * when a durable step asked for it and the handler asked for nothing else (`mayRunAgain`), run again without
+   * counting an attempt (see `again`).
+   */
   async fail(
     task: ClaimedTask,
     envelope: TaskEnvelope,
     outcome: Extract<TaskOutcome, { status: 'failed' }>,
     policy: RetryPolicy,
     ran: Ran,
-    trace: ConsumerTrace | undefined,
+    run: Pick<Run, 'again' | 'trace'>,
+    mayRunAgain: boolean,
   ): Promise<void> {
+    if (run.again !== undefined && mayRunAgain) return this.again(task, envelope, run.again, ran, outcome.error);
+    const trace = run.trace;
     const error = toErrorRecord(outcome.error);
     const requested = requestOf(outcome.error);
     const decision = decide(
@@ -94,6 +102,40 @@ export class RunFailures {
     const failed: Failed = { task, envelope, error, requested, ran, trace };
     if (decision.kind === 'dead-letter') return this.deadLetterFailed(failed, decision.reason, decision.detail);
     return this.retryFailed(failed, decision.delayMs, policy);
+  }
+
+  /**
+   * A run that gives its task back without counting an attempt: a durable step failed with runs of its own left
+   * (after its backoff), or the run yielded at a step boundary (shutdown, maxRuntimeMs: due at once, behind newer
+   * tasks). Its finished steps stay with the task.
+   */
+  async again(task: ClaimedTask, envelope: TaskEnvelope, again: RunAgain, ran: Ran, thrown: unknown): Promise<void> {
+    const queue = task.keys.queue;
+    let dueAt: number | 'replaced' | undefined;
+    await this.outcomes.settle(
+      task,
+      async () => {
+        dueAt = await task.retry(again.delayMs, envelope, again.why);
+        return dueAt !== undefined;
+      },
+      envelope,
+      ran,
+    );
+    if (dueAt === undefined || dueAt === 'replaced') {
+      if (dueAt === 'replaced') this.outcomes.report('replaced', ran);
+      return;
+    }
+    if (again.why === 'yield') {
+      this.outcomes.report('yielded', ran);
+      this.logger.log(`task ${envelope.id} of "${queue}" gave itself back at a step boundary (${errorText(thrown)})`);
+    } else {
+      const error = toErrorRecord(thrown);
+      this.outcomes.report('retried', ran, { error, retryInMs: again.delayMs });
+      this.logger.warn(
+        `task ${envelope.id} of "${queue}": a step failed (${error.message}); it runs again in ${again.delayMs} ms, no attempt counted (the step has runs of its own left)`,
+      );
+    }
+    this.options.onDelayed?.(queue, dueAt);
   }
 
   /** A failed run whose task goes to dead letters (its `send()` caller answered with the failure). */
@@ -181,4 +223,9 @@ interface Failed {
   readonly requested: ReturnType<typeof requestOf>;
   readonly ran: Ran;
   readonly trace: ConsumerTrace | undefined;
+}
+
+/** The message of a thrown value, for a log line (never its payload: errors of ours say none). */
+function errorText(thrown: unknown): string {
+  return thrown instanceof Error ? thrown.message : String(thrown);
 }

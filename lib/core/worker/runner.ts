@@ -21,8 +21,6 @@ import type { TaskExecutor, TaskOutcome, WorkerOptions } from './worker-types.js
  * report. Every settle is a fenced script; a task whose outcome cannot be written stays held.
  */
 export class TaskRunner {
-  /** Whether shutdown gave the worker's tasks back (one function for every run's handler control). */
-  private readonly isReleased = (): boolean => this.completer.released;
   /** Settles through Redis outages, and tells the outcome listener. */
   private readonly outcomes: RunOutcomes;
   /** Where a run that did not succeed ends (dead letters, or a retry). */
@@ -151,7 +149,7 @@ export class TaskRunner {
     run.startedAt = Date.now();
     run.about = envelope;
     run.attempt = attempt;
-    let outcome = await this.callHandler(task, envelope, queue, attempt, policy.maxAttempts, run);
+    let outcome = await this.callHandler(task, envelope, queue, attempt, policy, run);
     run.over = true;
     // Its last progress report goes out before its outcome (a caller hears every value before the result).
     if (run.progressing) await run.progressing;
@@ -188,11 +186,11 @@ export class TaskRunner {
       );
       return;
     }
-    // Decide, settle, report.
+    // Decide, settle, report (a step may have asked for another run without counting an attempt: see RunFailures).
     const settled =
       outcome.status === 'succeeded'
-        ? this.succeed(task, envelope, this.replyOf(envelope, outcome, queue, attempt), ran)
-        : this.failures.fail(task, envelope, outcome, policy, ran, run.trace);
+        ? this.succeed(task, envelope, this.replyOf(envelope, outcome, queue, attempt), ran, run.stepped === true)
+        : this.failures.fail(task, envelope, outcome, policy, ran, run, requested === undefined);
     return envelope.flow === undefined ? settled : this.flowSettled(task, settled);
   }
 
@@ -224,12 +222,16 @@ export class TaskRunner {
     envelope: TaskEnvelope,
     reply: string | undefined,
     ran: Ran,
+    stepped: boolean,
   ): Promise<void> | undefined {
-    // The common case rides on the claim loop's next call (acknowledged in batches).
-    const rode = this.completer.ride(task, envelope, (held) => {
-      if (!held) this.outcomes.leaseLost(task, envelope, ran);
-      else if (this.outcomes.reporting) this.outcomes.report('completed', ran);
-    });
+    // The common case rides on the claim loop's next call (acknowledged in batches); a task with durable steps
+    // is acknowledged on its own (its acknowledgement deletes them).
+    const rode =
+      !stepped &&
+      this.completer.ride(task, envelope, (held) => {
+        if (!held) this.outcomes.leaseLost(task, envelope, ran);
+        else if (this.outcomes.reporting) this.outcomes.report('completed', ran);
+      });
     if (rode) return;
     return this.outcomes
       .settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran)
@@ -244,7 +246,7 @@ export class TaskRunner {
     envelope: TaskEnvelope,
     queue: string,
     attempt: number,
-    maxAttempts: number,
+    policy: RetryPolicy,
     run: Run,
   ): Promise<TaskOutcome> {
     const timeoutMs = this.options.patterns.handlerTimeout(queue);
@@ -253,8 +255,8 @@ export class TaskRunner {
     let running: Promise<TaskOutcome>;
     const trace = run.trace;
     try {
-      const control = new HandlerControl(task, run, envelope.id, this.options, this.isReleased, this.logger);
-      const execution = new RunExecution(queue, envelope, attempt, maxAttempts, this.worker, control, abort);
+      const control = new HandlerControl(task, run, envelope.id, this.options, this.completer, this.logger, policy);
+      const execution = new RunExecution(queue, envelope, attempt, policy.maxAttempts, this.worker, control, abort);
       running = trace ? trace.within(() => this.executor(execution)) : this.executor(execution);
     } catch (error) {
       return Promise.resolve({ status: 'failed', error });

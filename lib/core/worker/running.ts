@@ -7,6 +7,12 @@ import { LazyAbort } from '../support/lazy-abort.js';
 import { LeaseLostError, TaskCancelledError, TaskReplacedError } from '../model/errors.js';
 import type { TaskLogger } from '../support/logger.js';
 
+/** Why a run gives its task back without counting an attempt (set by a durable step; applied when the run failed). */
+export interface RunAgain {
+  readonly why: 'step' | 'yield';
+  readonly delayMs: number;
+}
+
 /** One run of a task on this worker, from its claim until it settled (or was given up). */
 export interface Run {
   readonly keys: QueueKeys;
@@ -34,6 +40,10 @@ export interface Run {
   cancelled?: boolean;
   /** Its task was superseded by this newer task of its coalescing key: aborted with `TaskReplacedError`. */
   replacedBy?: string;
+  /** The run read or wrote durable steps (`ctx.step`): its success is acknowledged on its own, which deletes them. */
+  stepped?: boolean;
+  /** A step asked for the task to run again without counting an attempt (applied when the run failed). */
+  again?: RunAgain;
   /** Progress values reported so far (each report's sequence), and the last report on its way. */
   progressSeq?: number;
   progressing?: Promise<boolean>;

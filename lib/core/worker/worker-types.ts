@@ -5,6 +5,7 @@ import type { SettleOptions } from '../redis/requeue.js';
 import type { TaskOutcomeEvent } from '../model/outcomes.js';
 import type { PatternSettings } from '../config/pattern-settings.js';
 import type { TaskTracing } from '../support/tracing.js';
+import type { StepOptions } from './run-steps.js';
 
 /** What the worker hands to the code that runs a task (the Nest adapter, in this package). */
 export interface TaskExecution {
@@ -54,6 +55,19 @@ export interface RunControl {
    * value that is not JSON or too large.
    */
   progress(value: unknown): Promise<boolean>;
+  /**
+   * A durable step: `fn` runs once per task across attempts, lease takeovers and restarts; its result (JSON, at
+   * most 512 KiB) is saved through the run's fence and returned, and later runs get the saved result without
+   * running `fn`. At a step boundary a run of a stopping worker, or past `maxRuntimeMs`, gives its task back
+   * (throws `TaskYieldedError`); a save refused because another run holds the task throws `LeaseLostError`.
+   */
+  step<T>(name: string, fn: () => T | Promise<T>, options?: StepOptions): Promise<T>;
+  /** Saves the run's cursor (any JSON value, at most 512 KiB) through its fence; later runs read it with `getCheckpoint()`. */
+  checkpoint(value: unknown): Promise<void>;
+  /** The last checkpoint saved by this task's runs, or undefined. */
+  getCheckpoint<T = unknown>(): Promise<T | undefined>;
+  /** A stable idempotency key for step `name` of this task (the same on every attempt), for external APIs. */
+  stepKey(name: string): string;
 }
 
 export type TaskOutcome =

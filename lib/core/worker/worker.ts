@@ -218,6 +218,8 @@ export class TaskWorker {
   }
 
   private async shutdown(): Promise<void> {
+    // Runs with durable steps give their tasks back at their next step boundary, their finished steps kept.
+    this.completer.stopping = true;
     const loops = [...this.loops.values()].map(({ loop }) => loop);
     this.watchdog.stop();
     const leaseStopped = this.lease.stop();

@@ -65,6 +65,7 @@ td a { color: var(--accent); word-break: break-all; }
 .badge.dead { background: #fde7e6; color: var(--bad); }
 .badge.alive { background: #dff3e5; color: var(--ok); }
 .muted { color: var(--muted); }
+.error { color: #b42318; }
 .bad { color: var(--bad); }
 button { font: inherit; font-size: 12px; padding: 3px 10px; border: 1px solid #b7c0ca; border-radius: 4px; background: #fff; cursor: pointer; }
 button:hover { background: #eef1f4; }
@@ -280,9 +281,25 @@ export const APP_JS =
           el('tbody', null, rows)),
       rows.length === 0 ? null : el('div', { class: 'spark-legend' }, 'Last hour, per minute:', el('i', { class: 'completed' }), 'completed',
         el('i', { class: 'failed' }), 'failed attempts', ' (each pattern page has the full chart, with axes and values)'),
+      outboxPanel(data.outbox),
       batchLookup(''),
       flowLookup(''),
     ];
+  }
+
+  // The transactional outbox (when the app has one): rows waiting for a relay, the oldest one's age.
+  function outboxPanel(outbox) {
+    if (!outbox) return null;
+    if (outbox.error) return el('section', { 'data-testid': 'outbox' }, el('h2', null, 'Outbox'), el('p', { class: 'error' }, outbox.error));
+    return el('section', { 'data-testid': 'outbox' }, el('h2', null, 'Outbox'),
+      el('table', null,
+        el('thead', null, el('tr', null, el('th', { class: 'num' }, 'Waiting rows'), el('th', { class: 'num' }, 'Oldest waiting'),
+          el('th', { class: 'num' }, 'Unreadable rows'), el('th', { class: 'num' }, 'Relayed here'))),
+        el('tbody', null, el('tr', null,
+          el('td', { class: 'num', 'data-field': 'depth' }, num(outbox.depth)),
+          el('td', { class: 'num', 'data-field': 'lag' }, age(outbox.lagMs)),
+          el('td', { class: 'num', 'data-field': 'rejected' }, num(outbox.rejected)),
+          el('td', { class: 'num', 'data-field': 'relayed' }, outbox.relay ? num(outbox.relay.relayed) : 'no relay here')))));
   }
 
   function renderPattern(data, params) {
@@ -341,6 +358,8 @@ export const APP_JS =
       ['Worker', data.workerId], ['Attempt', data.attempt], ['Started', data.startedAt && when(data.startedAt)],
       ['Lease until', data.leaseExpiresAt && when(data.leaseExpiresAt)], ['Was', data.was], ['Reason', data.reason],
       ['Detail', data.detail], ['Progress', data.progressHidden ? 'reported (hidden: progress values are payload; showPayloads shows them)' : data.progress === undefined ? undefined : JSON.stringify(data.progress)],
+      ['Steps done', data.steps && data.steps.done],
+      ['Checkpoint', data.steps && (data.steps.checkpointHidden ? 'saved (hidden: checkpoints are payload; showPayloads shows them)' : data.steps.checkpoint === undefined ? undefined : JSON.stringify(data.steps.checkpoint))],
       ['Result', data.result === undefined ? undefined : JSON.stringify(data.result)],
       ['Error', data.error === undefined ? undefined : JSON.stringify(data.error)],
     ].filter(function (f) { return f[1] !== undefined && f[1] !== null; });
@@ -598,6 +617,7 @@ export const APP_JS =
   function refresh() {
     if (busy) return Promise.resolve();
     var current = route();
+    var shown = location.hash || '#/';
     var mine = ++generation;
     var load = loaders[current.path] || loaders['/'];
     return load(current.params).then(function (nodes) {
@@ -607,6 +627,8 @@ export const APP_JS =
       view.replaceChildren();
       if (message) append(view, el('div', { class: 'message', 'data-testid': 'message' }, message));
       append(view, nodes);
+      // Which route the view shows, once it shows it: a hash change renders later, after its fetch.
+      view.setAttribute('data-route', shown);
       status.textContent = 'updated ' + new Date().toLocaleTimeString();
       status.removeAttribute('data-error');
     }, function (error) {

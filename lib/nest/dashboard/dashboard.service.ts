@@ -4,6 +4,7 @@ import {
   Inject,
   Injectable,
   NotFoundException,
+  Optional,
   ServiceUnavailableException,
   type OnModuleDestroy,
 } from '@nestjs/common';
@@ -27,6 +28,12 @@ import { connectedRedis, readyBy } from '../ready-by.js';
 import { scrubbing } from '../../core/support/redact.js';
 import { RedisTaskClient } from '../redis-task.client.js';
 import { CsrfTokens, type DashboardRequest } from './csrf.js';
+import {
+  outboxStatsWithin,
+  REDIS_TASK_OUTBOX_STATS,
+  type OutboxStatsSource,
+  type RedisTaskOutboxStats,
+} from '../outbox-stats.js';
 import type { ResolvedDashboardSettings } from './dashboard.options.js';
 import { countOf, filterOf, groupOf, selectionOf } from './dashboard.requests.js';
 
@@ -60,7 +67,11 @@ export class DashboardService implements OnModuleDestroy {
   private readonly client: RedisTaskClient;
   private parts?: Promise<{ admin: TaskAdmin; reader: OverviewReader }>;
 
-  constructor(@Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings) {
+  constructor(
+    @Inject(DASHBOARD_SETTINGS) readonly settings: ResolvedDashboardSettings,
+    /** The app's transactional outbox (RedisTaskOutboxModule), when it has one: shown on the overview. */
+    @Optional() @Inject(REDIS_TASK_OUTBOX_STATS) private readonly outbox?: OutboxStatsSource,
+  ) {
     this.csrf = new CsrfTokens(settings.csrfSecret, {
       allowedHosts: settings.allowedHosts,
       trustProxy: settings.trustProxy,
@@ -78,8 +89,13 @@ export class DashboardService implements OnModuleDestroy {
     await this.client.close();
   }
 
-  async overview(): Promise<Overview> {
-    return (await this.core()).reader.overview();
+  async overview(): Promise<Overview & { outbox?: RedisTaskOutboxStats | { readonly error: string } }> {
+    const [overview, outbox] = await Promise.all([
+      (await this.core()).reader.overview(),
+      this.outbox ? outboxStatsWithin(this.outbox, 1_000) : undefined,
+    ]);
+    // spread-ok: once per overview read (a page refresh)
+    return outbox ? { ...overview, outbox } : overview;
   }
 
   async pattern(query: Record<string, unknown>): Promise<PatternPage> {
@@ -327,20 +343,36 @@ function flowIdOf(id: unknown): string {
   return id;
 }
 
-/** A tracked task as the dashboard shows it (`progressHidden`: a progress value is there, not shown). */
-export type TaskView = TaskStatus & { progressHidden?: true };
+/**
+ * A tracked task as the dashboard shows it (`progressHidden`: a progress value is there, not shown; likewise a
+ * durable steps' checkpoint, `steps.checkpointHidden`).
+ */
+export type TaskView = Omit<TaskStatus, 'steps'> & {
+  progressHidden?: true;
+  steps?: { readonly done: number; readonly checkpoint?: unknown; readonly checkpointHidden?: true };
+};
 
 /**
  * A task's `send()` result and its progress values are payload (a handler reports what it likes): shown only
  * where payloads are (`showPayloads`, behind the guard), as previews; otherwise the page says a progress value
  * is there, not what it is.
  */
-function taskView({ result, progress, ...status }: TaskStatus, showPayloads: boolean): TaskView {
+function taskView({ result, progress, steps, ...status }: TaskStatus, showPayloads: boolean): TaskView {
+  // A checkpoint is the handler's own value, like progress: shown only with payloads.
+  const shownSteps =
+    steps === undefined
+      ? undefined
+      : showPayloads
+        ? { done: steps.done, checkpoint: preview(steps.checkpoint) }
+        : // spread-ok: per dashboard request
+          { done: steps.done, ...(steps.checkpoint === undefined ? {} : { checkpointHidden: true as const }) };
   // spread-ok: per dashboard request
-  if (!showPayloads) return progress === undefined ? status : { ...status, progressHidden: true };
+  const withSteps = shownSteps === undefined ? status : { ...status, steps: shownSteps };
+  // spread-ok: per dashboard request
+  if (!showPayloads) return progress === undefined ? withSteps : { ...withSteps, progressHidden: true };
   // spread-ok: per dashboard request
   return {
-    ...status,
+    ...withSteps,
     ...(progress === undefined ? {} : { progress: preview(progress) }),
     ...(result === undefined ? {} : { result: preview(result) }),
   };

@@ -67,6 +67,12 @@ export class FakeGateway implements ClaimedTaskCalls {
     startCoalesced: () => Promise.reject(new Error('FakeGateway: track.startCoalesced is not scripted')),
     progress: () => Promise.reject(new Error('FakeGateway: track.progress is not scripted')),
   };
+
+  /** Durable steps: not scripted here (test/e2e/steps.spec.ts and the saveStep script's test run them on Redis). */
+  readonly steps = {
+    load: () => Promise.reject(new Error('FakeGateway: steps.load is not scripted')),
+    save: () => Promise.reject(new Error('FakeGateway: steps.save is not scripted')),
+  };
 }
 
 /** This turn's acknowledgement call, scripted: each acknowledgement answers held unless told otherwise. */

@@ -1,5 +1,5 @@
 -- include/coalesce.lua — shared by the scripts whose header says "Includes: coalesce".
--- Needs: guard, clock, pushTask, releaseClientSlot
+-- Needs: guard, clock, pushTask, releaseClientSlot, steps
 -- Latest wins: tasks emitted with a coalescing key share one record per
 -- key and consumer group, `<base>:coalesce:<key>` (hash; QueueKeys.coalesce spells it). Its fields:
 --   mode      r (replace), d (debounce), k (keep-last), s (supersede): the last emit's
@@ -40,7 +40,7 @@
 --   running is deleted.
 -- coalesceDrop(base, processing, record, fields, c, token)
 --   The task held under `token` in the processing hash is older than its key's newest: it leaves the worker without running
---   again (its cap slot released, counted `replaced`, its send() caller told), then coalesceLeft.
+--   again (its cap slot released, counted `replaced`, its send() caller told, its durable steps deleted), then coalesceLeft.
 -- coalesceAsk(task, what, processing, token)
 --   The seam's question before a held task of the key waits again (retried, requeued): 'drop' when a newer
 --   task of its key waits or ran (coalesceDrop: it has left its worker), else nil; the record read is kept
@@ -143,6 +143,7 @@ end
 
 local function coalesceDrop(base, processing, record, fields, c, token)
   redis.call('HDEL', processing, token)
+  stepsEnd(base, c.id)
   releaseClientSlot(base .. ':counted', base .. ':inflight', base .. ':parked', base .. ':ring', token, false)
   countOutcome(base .. ':counters', 'replaced', 1)
   coalesceTell(fields.root, c.reply, c.id, fields.last, fields.ttl)

@@ -5,9 +5,10 @@
 --   An emit with a coalescing key (c: key, mode, maxWait, reply, ttl): supersede first revokes every
 --   running task of the key (its token leaves its worker's processing hash, its worker is told on
 --   `<base>:control` and aborts the handler, its heartbeat the backstop; its late settle is refused;
---   counted `replaced`, its send() caller told). Then, while a slot waits (one
+--   counted `replaced`, its send() caller told, its durable steps deleted). Then, while a slot waits (one
 --   whose client's list or priority set now holds another type is gone with it: it is forgotten), the emit
---   replaces its latest entry (the slot keeps its place; its caller told), and a debounce moves the
+--   replaces its latest entry (the slot keeps its place; its caller told; the durable steps of the slot's own
+--   task deleted: it runs the newest payload, under the newest id), and a debounce moves the
 --   slot's due time to min(now + delay, first + maxWait); else the task becomes the slot: parked
 --   (keep-last, while one of the key runs), delayed (a delay), or in its client's list. Returns the
 --   emit's answer (0 placed, '\1' .. the id it replaced, '\2' .. the id of a running task it
@@ -30,6 +31,7 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
           -- Its worker hears it now (its heartbeat is the backstop): the handler's signal aborts in milliseconds.
           redis.call('PUBLISH', base .. ':control', 'revoke\n' .. token .. '\ns\n' .. id)
           coalesceTell(root, reply, ran, id, ttl)
+          stepsEnd(base, ran)
           answer = '\2' .. ran
         end
       end
@@ -54,6 +56,8 @@ local function coalesceEmit(base, root, c, client, entry, priority, delay, id, n
   if fields.id then
     local replaced = fields.last or fields.id
     coalesceTell(root, fields.reply, replaced, id, fields.ttl)
+    -- The slot's own task runs the newest payload under the newest id from now on: steps of its earlier runs go.
+    stepsEnd(base, fields.id)
     redis.call('HSET', record, 'mode', c.mode, 'latest', entry, 'last', id, 'reply', c.reply, 'ttl', c.ttl)
     if c.mode == 'd' and fields.where == 'd' and fields.entry then
       local at = redis.pcall('ZSCORE', base .. ':delayed', fields.entry)

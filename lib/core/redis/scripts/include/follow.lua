@@ -7,7 +7,7 @@
 -- producer writes it: task-items.ts) and a handler of moves; it joins the branches below, and no script
 -- changes. (The start of a task, claimed and about to run, is a step of its own per feature, asked for by
 -- the worker where the task's traits say so: startTasks for tracking, startCoalesced for coalescing keys.)
--- Needs: track, coalesce, batch, flow
+-- Needs: track, coalesce, batch, flow, steps
 -- Moves: completed (acknowledged), dead (dead-lettered), retried (waits in the delayed set for its next
 --   attempt), requeued (back at the head of its client's list), cancelled (left its list or delayed set:
 --   nobody will run it), dropped (taken from its worker unfinished: a cancelled batch), revived (a dead
@@ -15,7 +15,7 @@
 -- followOf(base, root, entry)
 --   The task as the features see it: { base, root, entry, kind, head }: kind names the feature whose record
 --   the entry carries ('coalesce', 'batch', 'flow', or nil) and head is what that feature's reader made of it. An
---   entry no feature reads shares one { base, root } per call (handlers keep nothing on it).
+--   entry no feature reads shares one { base, root, entry } per call (handlers keep nothing on it).
 -- followAsk(task, what, processing, token)
 --   Before a move that puts a held task (under `token` in `processing`) back in line (retried, requeued):
 --   'drop' when a feature holds it back (a newer task of its coalescing key was emitted: the task has left
@@ -48,6 +48,7 @@ local function followOf(base, root, entry)
   if not followPlain or followPlain.base ~= base or followPlain.root ~= root then
     followPlain = { base = base, root = root }
   end
+  followPlain.entry = entry
   return followPlain
 end
 
@@ -59,6 +60,10 @@ local function followAsk(task, what, processing, token)
 end
 
 local function followTask(task, what, token, tracked, entryKey, value, due)
+  -- Durable steps (include/steps.lua) of every kind of task go when it ends.
+  if what == 'completed' or what == 'dead' or what == 'cancelled' or what == 'dropped' then
+    stepsEndEntry(task.base, task.entry)
+  end
   if tracked ~= '' then
     trackFollow(task, what, tracked, entryKey, value, due)
   end
