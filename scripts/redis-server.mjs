@@ -54,6 +54,13 @@ export function hasRedisServer() {
  * redis-server wants first), it is started from that file, e.g. as a Sentinel with `--sentinel`.
  */
 export async function startRedisServer(extraArgs = [], port = undefined, configFile = undefined) {
+  // An AOF or RDB written to the working directory lands in the checkout, shared by every suite's Redis there.
+  const persists = extraArgs.some(
+    (arg, i) => (arg === '--appendonly' || arg === '--save') && extraArgs[i + 1] !== 'no' && extraArgs[i + 1] !== '',
+  );
+  if (persists && !extraArgs.includes('--dir') && configFile === undefined) {
+    throw new Error('startRedisServer: --appendonly / --save need a --dir of their own (e.g. a mkdtemp directory)');
+  }
   port ??= await freePort();
   const child = spawn(
     'redis-server',

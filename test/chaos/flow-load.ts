@@ -1,4 +1,5 @@
 import type { FlowNode, FlowParentPolicy, FlowSummary, RedisTaskClient } from '../../lib/index.js';
+import type { TaskAdmin } from '../../lib/core/admin/admin.js';
 
 /** The patterns a load's nodes go to (the chaos worker's handlers), and its callback's. */
 export const FLOW_PATTERNS = ['chaos.flow.a', 'chaos.flow.b', 'chaos.flow.c'] as const;
@@ -154,4 +155,30 @@ export function tally(log: Record<string, string>): { runs: Record<string, strin
     if (attempt === '1') firsts[name] = String(Number(firsts[name] ?? 0) + 1);
   }
   return { runs, firsts };
+}
+
+/** What a few of the flows not ended hold, for a chaos run that timed out: flow, node and task states. */
+export async function describeStuck(
+  admin: TaskAdmin,
+  flows: readonly PlannedFlow[],
+  ended: ReadonlySet<string>,
+): Promise<string> {
+  const lines: string[] = [];
+  for (const flow of flows.filter((planned) => !ended.has(planned.id)).slice(0, 3)) {
+    const status = await admin.getFlow(flow.id);
+    const states: Record<string, number> = {};
+    for (const node of status.nodes) states[node.state] = (states[node.state] ?? 0) + 1;
+    const open = status.nodes.filter((node) => node.state !== 'waiting' && node.state !== 'succeeded').slice(0, 3);
+    const tasks = await Promise.all(
+      open.map(
+        async (node) => `${node.id}=${node.state}/task ${(await admin.getTask(node.pattern, node.taskId)).state}`,
+      ),
+    );
+    const callback =
+      status.callbackId === undefined ? 'none' : (await admin.getTask('chaos.flow.done', status.callbackId)).state;
+    lines.push(
+      `${flow.id}: ${status.state}, ended ${status.ended}, nodes ${JSON.stringify(states)}, ${tasks.join(' ')}; callback ${callback}`,
+    );
+  }
+  return lines.join('\n');
 }

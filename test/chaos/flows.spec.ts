@@ -6,7 +6,7 @@ import { Redis } from 'ioredis';
 import { TaskAdmin } from '../../lib/core/admin/admin.js';
 import { RedisTaskClient } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
-import { createFlows, planFlows, tally, wrongFlows } from './flow-load.js';
+import { createFlows, describeStuck, planFlows, tally, wrongFlows } from './flow-load.js';
 import { startRedisServer } from '../../scripts/redis-server.mjs';
 import { testPrefix } from '../support/redis.js';
 import { REAPER, type WorkerProcess, seededRandom, startWorkerProcess } from './processes.js';
@@ -20,7 +20,7 @@ afterEach(async () => {
 describe('chaos: flows while workers and reapers are killed and Redis restarts from AOF', () => {
   it('ends each of 1,000 flows (diamonds, chains of 5, fan-out 50 / fan-in; failures under each policy) once, every node released at most once', async () => {
     const prefix = testPrefix('chaos-flows');
-    const seed = Date.now() % 100_000;
+    const seed = Number(process.env.CHAOS_SEED) || Date.now() % 100_000;
     const next = seededRandom(seed);
     const dir = mkdtempSync(join(tmpdir(), 'tasks-flows-aof-'));
     const args = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
@@ -57,8 +57,14 @@ describe('chaos: flows while workers and reapers are killed and Redis restarts f
       let restarted = false;
       const deadline = Date.now() + 240_000;
       while ((await ended()) < flows.length) {
-        if (Date.now() > deadline)
-          throw new Error(`seed ${seed}: only ${await ended()} of ${flows.length} flows ended`);
+        if (Date.now() > deadline) {
+          const endedIds = new Set(Object.keys(tally(await direct.hgetall(`${runs}:flow-callbacks`)).runs));
+          const stuck = await describeStuck(TaskAdmin.onConnection(direct, prefix), flows, endedIds);
+          const alive = processes.map((process) => process.id).join(', ');
+          throw new Error(
+            `seed ${seed}: only ${endedIds.size} of ${flows.length} flows ended (processes: ${alive})\n${stuck}`,
+          );
+        }
         await new Promise((resolve) => setTimeout(resolve, 700));
         if (kills < 8) {
           const victim = processes.splice(Math.floor(next() * processes.length), 1)[0];
@@ -70,6 +76,7 @@ describe('chaos: flows while workers and reapers are killed and Redis restarts f
           // Redis crashes and comes back from its AOF (every write fsynced), mid-run.
           restarted = true;
           await server.kill();
+          await new Promise((resolve) => setTimeout(resolve, Number(process.env.CHAOS_OUTAGE_MS ?? 0)));
           server = await startRedisServer(args, server.port);
         }
       }

@@ -7,6 +7,7 @@ import type { DeadLetterRecord } from '../../lib/core/model/dead-letter.js';
 import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import type { QueueKeys } from '../../lib/core/redis/keys.js';
 import { requeueProcessing } from '../../lib/core/redis/requeue.js';
+import { TaskReaper } from '../../lib/core/reaper/reaper.js';
 import {
   InvalidOptionError,
   NonRetryableTaskError,
@@ -323,6 +324,23 @@ describe('leases and recovery', () => {
     expect(pending.map((raw) => raw.split('|')[0])).toEqual(['1', '1', '0']);
     expect(JSON.parse(pending[0].slice(2)).payload).toEqual({ n: 1 });
     expect(await reaper.sweep()).toMatchObject({ recovered: 0, workersRemoved: 0 }); // nothing twice
+  });
+
+  it('a shard that cannot be swept leaves the others swept, and its error is thrown after them', async () => {
+    fresh('reap-isolated');
+    const { client } = await module();
+    await client.emitBatch('noop', [{ n: 1 }, { n: 2 }]);
+    const queue = keys.queue('noop');
+    await redis.sadd(keys.queues, 'noop', 'a-broken');
+    // "a-broken" sorts first: its flow events hold a stray string, so folding them fails at every sweep.
+    await redis.set(keys.queue('a-broken').flowEvents, 'stray');
+    await claimThenDie(queue, 'dead-worker', 2);
+    // Swept in the order given: the broken shard first.
+    const core = TaskReaper.forPrefix(redis, prefix);
+    await expect(core.sweep(['a-broken', 'noop'])).rejects.toThrow(/WRONGTYPE/);
+    // The shard after the broken one was swept all the same: the dead worker's tasks are back.
+    expect(await redis.exists(queue.processing('dead-worker'))).toBe(0);
+    expect(await redis.llen(queue.pending('default'))).toBe(2);
   });
 
   it("a worker's built-in reaper recovers a dead worker's tasks with no other wiring", async () => {

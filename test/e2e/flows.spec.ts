@@ -10,6 +10,7 @@ import {
   type FlowParentResult,
   type FlowSummary,
 } from '../../lib/index.js';
+import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, gate, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -247,6 +248,20 @@ describe('flows: tasks that depend on tasks', () => {
       },
     });
     expect((await admin.getFlow('l1')).state).toBe('succeeded');
+  });
+
+  it('a flow that cannot be folded holds up no other flow whose events come after its own', async () => {
+    prefix = testPrefix('flow-isolated');
+    const { client } = await producer();
+    for (const id of ['x', 'y']) await client.flow({ id, nodes: [node('A'), node('B', ['A'])] });
+    // x's record is a stray string: each fold of x's events fails, and x's come first (one task at a time).
+    const record = new PrefixKeys(prefix).flow('x').record;
+    await redis.del(record);
+    await redis.set(record, 'stray');
+    await worker({ concurrency: 1 });
+    await waitFor(() => ran.get('y/B') === 1, "y's second node, released after x's fold failed");
+    expect(ran.get('x/A')).toBe(1);
+    expect(ran.has('x/B')).toBe(false);
   });
 
   it('refuses cycles, unknown dependencies and duplicate ids naming the node, writing nothing', async () => {

@@ -3,6 +3,9 @@
  * driver executors): a relay that enqueued and then lost its transaction, two relays racing,
  * Redis down for 10 s, too few replicas, an unreadable row, and PostgreSQL's NOTIFY at commit only.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { firstValueFrom } from 'rxjs';
 import { RedisTaskClient, ReplicationTimeoutError } from '../../lib/index.js';
@@ -132,7 +135,10 @@ describe.each<Dialect>(['postgres', 'mysql'])('the outbox relay on %s', (dialect
   });
 
   it('leaves rows waiting while Redis is down for 10 s, and drains them after', async () => {
-    let server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'always']);
+    // Its AOF in a directory of its own (never the working directory another suite's Redis may share).
+    const dir = mkdtempSync(join(tmpdir(), 'tasks-outbox-aof-'));
+    const aof = ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir];
+    let server = await startRedisServer(aof);
     const ownPrefix = testPrefix(`outbox-down-${dialect}`);
     const ownClient = new RedisTaskClient({
       connection: server.url,
@@ -153,7 +159,7 @@ describe.each<Dialect>(['postgres', 'mysql'])('the outbox relay on %s', (dialect
       await new Promise((resolve) => setTimeout(resolve, 10_000)); // the outage the scenario is about
       expect(await db.outboxRows()).toHaveLength(20);
       expect(relay.counts.failures).toBeGreaterThan(0);
-      server = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'always'], server.port);
+      server = await startRedisServer(aof, server.port);
       await waitFor(() => ids.every((id) => seen.runs.get(id) === 1), 'every task of the outage to run', {
         timeoutMs: 30_000,
       });
@@ -163,6 +169,7 @@ describe.each<Dialect>(['postgres', 'mysql'])('the outbox relay on %s', (dialect
       await ownWorker.app.close();
       await ownClient.close();
       await server.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -1,3 +1,4 @@
+import { eachOf } from '../support/each-of.js';
 import { callbackGuard, callbackKindOf } from '../model/batch.js';
 import type { ScriptGateway } from '../redis/gateway.js';
 import { DEFAULT_GROUP, type PrefixKeys, type QueueKeys } from '../redis/keys.js';
@@ -51,11 +52,12 @@ export class BatchFolder {
         if (fields) fields.push(seq, child, outcome);
         else byBatch.set(batch, [seq, child, outcome]);
       }
-      for (const [batch, fields] of byBatch) {
+      // A batch whose fold fails leaves the others folded; the events stay (folded again later) and it is thrown.
+      await eachOf(byBatch, async ([batch, fields]) => {
         const answer = await this.gateway.batch.fold(this.keys.batch(batch), fields);
         await this.settle(batch, answer);
         if (answer.kind === 'done') await this.dropGuards(queue, batch, answer.created, fields);
-      }
+      });
       await this.gateway.batch.trim(queue.batchEvents, events);
       folded += events.length;
       if (events.length < FOLD_SLICE) return folded;
@@ -68,13 +70,13 @@ export class BatchFolder {
    */
   async checkDue(now: number): Promise<void> {
     const due = this.keys.batchesDue;
-    for (const id of await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100)) {
+    await eachOf(await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100), async (id) => {
       const answer = await this.gateway.batch.fold(this.keys.batch(id), []);
       // Gone, or its callbacks on record (a crash cut its enqueuer off before it left the index): done here.
       if (answer.kind === 'unknown' || answer.kind === 'done') await this.redis.zrem(due, id);
       else if (answer.kind === 'fire') await this.settle(id, answer);
       else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
-    }
+    });
   }
 
   /**

@@ -1,6 +1,7 @@
 import { DEFAULT_GROUP, type QueueKeys } from '../redis/keys.js';
 import type { TaskStore } from '../redis/store.js';
 import { FLOW_RECHECK_MS } from '../model/flow.js';
+import { eachOf } from '../support/each-of.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
 import { FlowActions } from './flow-actions.js';
 
@@ -95,7 +96,8 @@ export class FlowFolder {
         if (list) list.push(seq, node, outcome, value);
         else byFlow.set(flow, [seq, node, outcome, value]);
       }
-      for (const [flow, fields] of byFlow) await this.actions.settle(flow, fields);
+      // A flow whose settle fails leaves the others settled; the events stay (folded again later) and it is thrown.
+      await eachOf(byFlow, ([flow, fields]) => this.actions.settle(flow, fields));
       await gateway.batch.trim(queue.flowEvents, events);
       folded += events.length;
       if (events.length < FOLD_SLICE) return folded;
@@ -109,10 +111,10 @@ export class FlowFolder {
    */
   async checkDue(now: number): Promise<void> {
     const { redis, keys } = this.store;
-    for (const id of await redis.zrangebyscore(keys.flowsDue, '-inf', now, 'LIMIT', 0, 100)) {
+    await eachOf(await redis.zrangebyscore(keys.flowsDue, '-inf', now, 'LIMIT', 0, 100), async (id) => {
       if (await this.actions.pending(id)) await redis.zadd(keys.flowsDue, 'XX', now + FLOW_RECHECK_MS, id);
       else await redis.zrem(keys.flowsDue, id);
-    }
+    });
   }
 
   /** Folds flow `id` with no events, doing what is left (a creation's first releases, a cancel's stops). */

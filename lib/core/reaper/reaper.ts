@@ -1,3 +1,4 @@
+import { eachOf } from '../support/each-of.js';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { decodeEntry, guessTaskId, type DecodeFailure } from '../model/codec.js';
@@ -100,20 +101,17 @@ export class TaskReaper {
     const total: SweepResult = { recovered: 0, promoted: 0, deadLettered: 0, workersRemoved: 0 };
     // One clock reading for the sweep: a little behind by its last shard, which only finds a lease expired later.
     const now = await this.now();
-    for (const keys of await this.shards(names, slice)) {
-      const result = await this.sweepQueue(keys, now);
-      total.recovered += result.recovered;
-      total.promoted += result.promoted;
-      total.deadLettered += result.deadLettered;
-      total.workersRemoved += result.workersRemoved;
-      if (result.rejoined) total.rejoined = (total.rejoined ?? 0) + result.rejoined;
-      if (result.nextDueAt !== undefined && (total.nextDueAt === undefined || result.nextDueAt < total.nextDueAt)) {
-        total.nextDueAt = result.nextDueAt;
-      }
-    }
+    // A shard whose sweep fails leaves the others swept (and the due checks made); the first failure is thrown after.
+    const failed = await eachOf(await this.shards(names, slice), async (keys) =>
+      addSweep(total, await this.sweepQueue(keys, now)),
+    ).then(
+      () => undefined,
+      (error: unknown) => ({ error }),
+    );
     const later = await this.now();
-    await this.batches.checkDue(later);
-    await this.flows.checkDue(later);
+    // The batches' and flows' due checks, each whatever the other's does.
+    await eachOf<{ checkDue(now: number): Promise<void> }>([this.batches, this.flows], (due) => due.checkDue(later));
+    if (failed) throw failed.error;
     return total;
   }
 
@@ -288,5 +286,17 @@ export class TaskReaper {
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     this.offsetMs = now - Date.now();
     return now;
+  }
+}
+
+/** Adds one shard's sweep to the sweep's totals. */
+function addSweep(total: SweepResult, result: SweepResult): void {
+  total.recovered += result.recovered;
+  total.promoted += result.promoted;
+  total.deadLettered += result.deadLettered;
+  total.workersRemoved += result.workersRemoved;
+  if (result.rejoined) total.rejoined = (total.rejoined ?? 0) + result.rejoined;
+  if (result.nextDueAt !== undefined && (total.nextDueAt === undefined || result.nextDueAt < total.nextDueAt)) {
+    total.nextDueAt = result.nextDueAt;
   }
 }
