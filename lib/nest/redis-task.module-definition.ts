@@ -7,7 +7,9 @@ export interface RedisTaskModuleOptions extends RedisTaskClientOptions {
   reaperIntervalMs?: number | false;
   /**
    * Longest wait between two checks for due recurring schedules in the module's `RedisTaskReaper` (ms),
-   * or false to fire none here. Default 1,000 (false when `reaperIntervalMs` is false).
+   * or false to fire none here. It sleeps until the earliest tick and is woken when a schedule is stored (a
+   * subscriber connection of its own), so this is only the backstop. Default 60,000 (false when
+   * `reaperIntervalMs` is false; 1,000 when it cannot subscribe).
    */
   scheduleCheckMs?: number | false;
 }

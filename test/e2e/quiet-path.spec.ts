@@ -132,6 +132,39 @@ describe('the quiet path (real Redis)', () => {
     expect(checks(seen)).toBeGreaterThan(0);
   });
 
+  it("a module's RedisTaskReaper with no schedule due checks for none, and fires a schedule stored later at its first tick", async () => {
+    prefix = testPrefix('quiet-module-sched');
+    // The module's reaper fires schedules; the worker only runs their tasks (it fires none itself).
+    const { module } = await startProducer(prefix);
+    started.push(module);
+    const worker = await startWorker(prefix, [Quiet], { workerId: 'w1', scheduleCheckMs: false });
+    started.push(worker.app);
+    const admin = TaskAdmin.forPrefix(redis, prefix);
+    await admin.upsertSchedule('nightly', { pattern: 'quiet.tick', cron: '0 3 * * *' });
+    const names = scriptNamesBySha();
+    const checks = (seen: readonly MonitoredCommand[]) =>
+      seen.filter(
+        ({ args }) =>
+          args[0].toLowerCase() === 'evalsha' &&
+          names.get(args[1]) === 'claimSchedules' &&
+          args[3]?.startsWith(`${prefix}:`),
+      ).length;
+    // Heard once the reaper subscribed (its ticker checked then): after that nothing is due before 03:00.
+    await waitFor(
+      async () => (await redis.pubsub('NUMSUB', new PrefixKeys(prefix).schedules.changed))[1] === 1,
+      'the reaper to subscribe',
+    );
+    await sleep(300);
+    const seen = await watch();
+    await sleep(3_000);
+    expect(checks(seen)).toBe(0);
+    await admin.upsertSchedule('soon', { pattern: 'quiet.tick', everyMs: 300 });
+    await waitFor(() => runs.some((id) => id.startsWith('soon@')), 'the first tick of the stored schedule', {
+      timeoutMs: 5_000,
+    });
+    expect(checks(seen)).toBeGreaterThan(0);
+  });
+
   it("an idle shard costs the ring audit no SCAN; a count the clients' lists disagree with starts one pass, not one per sweep", async () => {
     prefix = testPrefix('quiet-audit');
     const worker = await startWorker(prefix, [Quiet], { workerId: 'w1', reaperIntervalMs: 100 });
