@@ -57,6 +57,33 @@ async function watch(): Promise<MonitoredCommand[]> {
   return seen;
 }
 
+/** The checks for due schedules (claimSchedules calls) of this test's prefix among `seen`. */
+function scheduleChecks(seen: readonly MonitoredCommand[]): number {
+  const names = scriptNamesBySha();
+  return seen.filter(
+    ({ args }) =>
+      args[0].toLowerCase() === 'evalsha' &&
+      names.get(args[1]) === 'claimSchedules' &&
+      args[3]?.startsWith(`${prefix}:`),
+  ).length;
+}
+
+/**
+ * With nothing due, 3 s without a check for due schedules; then a schedule stored fires its first tick (300 ms
+ * on) at once, heard rather than found by a backstop check.
+ */
+async function expectQuietThenFired(admin: TaskAdmin): Promise<void> {
+  await sleep(300);
+  const seen = await watch();
+  await sleep(3_000);
+  expect(scheduleChecks(seen)).toBe(0);
+  await admin.upsertSchedule('soon', { pattern: 'quiet.tick', everyMs: 300 });
+  await waitFor(() => runs.some((id) => id.startsWith('soon@')), 'the first tick of the stored schedule', {
+    timeoutMs: 5_000,
+  });
+  expect(scheduleChecks(seen)).toBeGreaterThan(0);
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -108,28 +135,11 @@ describe('the quiet path (real Redis)', () => {
     prefix = testPrefix('quiet-sched');
     const worker = await startWorker(prefix, [Quiet], { workerId: 'w1' });
     started.push(worker.app);
-    // The admin API alone (a module's RedisTaskReaper would check for due schedules on a timer of its own).
+    // The admin API alone (a module's RedisTaskReaper, which fires schedules too, is the next test's).
     const admin = TaskAdmin.forPrefix(redis, prefix);
     await admin.upsertSchedule('nightly', { pattern: 'quiet.tick', cron: '0 3 * * *' });
-    const names = scriptNamesBySha();
-    const checks = (seen: readonly MonitoredCommand[]) =>
-      seen.filter(
-        ({ args }) =>
-          args[0].toLowerCase() === 'evalsha' &&
-          names.get(args[1]) === 'claimSchedules' &&
-          args[3]?.startsWith(`${prefix}:`),
-      ).length;
     // The upsert woke the ticker once; after that nothing is due before 03:00.
-    await sleep(300);
-    const seen = await watch();
-    await sleep(3_000);
-    expect(checks(seen)).toBe(0);
-    // Stored now: the worker hears it and fires its first tick (300 ms on) without waiting for a backstop.
-    await admin.upsertSchedule('soon', { pattern: 'quiet.tick', everyMs: 300 });
-    await waitFor(() => runs.some((id) => id.startsWith('soon@')), 'the first tick of the stored schedule', {
-      timeoutMs: 5_000,
-    });
-    expect(checks(seen)).toBeGreaterThan(0);
+    await expectQuietThenFired(admin);
   });
 
   it("a module's RedisTaskReaper with no schedule due checks for none, and fires a schedule stored later at its first tick", async () => {
@@ -141,28 +151,12 @@ describe('the quiet path (real Redis)', () => {
     started.push(worker.app);
     const admin = TaskAdmin.forPrefix(redis, prefix);
     await admin.upsertSchedule('nightly', { pattern: 'quiet.tick', cron: '0 3 * * *' });
-    const names = scriptNamesBySha();
-    const checks = (seen: readonly MonitoredCommand[]) =>
-      seen.filter(
-        ({ args }) =>
-          args[0].toLowerCase() === 'evalsha' &&
-          names.get(args[1]) === 'claimSchedules' &&
-          args[3]?.startsWith(`${prefix}:`),
-      ).length;
     // Heard once the reaper subscribed (its ticker checked then): after that nothing is due before 03:00.
     await waitFor(
       async () => (await redis.pubsub('NUMSUB', new PrefixKeys(prefix).schedules.changed))[1] === 1,
       'the reaper to subscribe',
     );
-    await sleep(300);
-    const seen = await watch();
-    await sleep(3_000);
-    expect(checks(seen)).toBe(0);
-    await admin.upsertSchedule('soon', { pattern: 'quiet.tick', everyMs: 300 });
-    await waitFor(() => runs.some((id) => id.startsWith('soon@')), 'the first tick of the stored schedule', {
-      timeoutMs: 5_000,
-    });
-    expect(checks(seen)).toBeGreaterThan(0);
+    await expectQuietThenFired(admin);
   });
 
   it("an idle shard costs the ring audit no SCAN; a count the clients' lists disagree with starts one pass, not one per sweep", async () => {
