@@ -22,7 +22,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
   --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
   --   ring entries, a priority set to quarantine) and goes on from that task.
-  -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit, track
+  -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit, track, body
   -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
   --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
   --   both agree) to keep the request small; all share the root's hash tag, hence its Cluster slot.
@@ -49,7 +49,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- Returns: array with one element per task: 0 when enqueued (or already enqueued: a deduplication key
   --   held by the task's own id), or the id of the live task that holds its deduplication key (the task
   --   was refused as a duplicate), or for a coalesced task '\1' and the id of the waiting task it replaced,
-  --   or '\2' and the id of the running task it superseded; -1 (mode '3' only) when no answer is on record
+  --   or '\2' and the id of the running task it superseded, or '\3' when the task's out-of-line payload
+  --   (include/body.lua) was gone (nothing of the task written); -1 (mode '3' only) when no answer is on record
   -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
   --   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking idle
   --   workers: a token on `<base>:bell` unless it holds one, and PUBLISH on `<base>:wake` when the ring was empty); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
@@ -57,7 +58,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
   --   include/track.lua). A coalesced task writes its key's
   --   record, `<base>:coalesce:<key>` per group (see include/coalesce.lua), and may replace the entry a
-  --   waiting task runs, or revoke a running task (HDEL from its worker's processing hash).
+  --   waiting task runs, or revoke a running task (HDEL from its worker's processing hash). A task whose entry
+  --   names an out-of-line payload (tasks with options and tracked ones only; include/body.lua): its body is
+  --   kept (PERSIST, COPY per group) when the task is written, deleted when it is refused as a duplicate.
   local root = KEYS[1]
   local count = #ARGV
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
@@ -901,6 +904,58 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
   end
 
+  -- include/body.lua — shared by the scripts whose header says "Includes: body" (and by follow.lua).
+  -- Out-of-line payloads: a payload larger than the producer's `outOfLineBytes` does not travel through the
+  -- scripts. The producer stores it with a plain SET under `<root>:body:<body id>` (QueueKeys.body; a string
+  -- with a TTL, the bound of a body whose enqueue never ran), then enqueues an entry that names it: the entry's
+  -- envelope has no `payload` and ends with `,"body":"<body id>"}` (its last field, written by the producer
+  -- alone; body ids are [A-Za-z0-9_-]). The enqueue keeps the body of each task it writes (PERSIST; a copy per
+  -- consumer group's base, COPY, so each group's copy has its own life) and deletes the body of a task it
+  -- refuses; a worker reads it with a plain GET after the claim; every move that ends the task (completed,
+  -- dead: the dead-letter record carries the payload the worker read; cancelled, dropped, superseded) deletes
+  -- it. A body never crosses into Lua: 16 KB that crosses costs Redis ~20 µs each way, a plain SET or GET ~10.
+  -- bodyOf(entry)
+  --   The body id an encoded entry names, or nil (most entries: their last character is not `}` after a
+  --   quoted id, or the field is not there). Reads the tail alone: the cost does not grow with the entry.
+  -- bodyEnd(base, entry)
+  --   The task of `entry` ended: its body in `base` is deleted (DEL; nothing when it has none).
+  -- bodyKeep(root, bases, id)
+  --   The enqueue wrote the task whose body is `id` (stored by the producer under the root): each base that
+  --   is not the root gets its copy (COPY), and the root's is kept (PERSIST) when the root is one of the
+  --   bases, else deleted. The caller checked first that the body is there (an enqueue run after the body's TTL
+  --   ran out writes nothing of its task).
+  local function bodyOf(entry)
+    if string.byte(entry, -1) ~= 125 then
+      return nil
+    end
+    return string.match(string.sub(entry, -80), ',"body":"([%w_%-]+)"}$')
+  end
+
+  local function bodyEnd(base, entry)
+    local id = entry and bodyOf(entry)
+    if id then
+      redis.call('DEL', base .. ':body:' .. id)
+    end
+  end
+
+  local function bodyKeep(root, bases, id)
+    local source = root .. ':body:' .. id
+    local kept = false
+    for _, base in ipairs(bases) do
+      if base == root then
+        kept = true
+      else
+        redis.call('COPY', source, base .. ':body:' .. id, 'REPLACE')
+        redis.call('PERSIST', base .. ':body:' .. id)
+      end
+    end
+    if kept then
+      redis.call('PERSIST', source)
+    else
+      redis.call('DEL', source)
+    end
+  end
+
   -- @helpers
   -- The general path: whatever the fast path did not finish, from task `a` on.
   local faults = root .. ':faults'
@@ -947,12 +1002,14 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     local client, entry, priority, delay, dedup, ttl, id
     local track = nil
     local coalesce = nil
+    local body = nil
     if ARGV[a] == '}' then
       client, entry, priority, delay, dedup, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), '', ARGV[a + 6]
       coalesce = { key = ARGV[a + 5], mode = ARGV[a + 7], maxWait = tonumber(ARGV[a + 8]) or 0, reply = ARGV[a + 9], ttl = ARGV[a + 10] }
       a = a + 11
     elseif ARGV[a] == '' or ARGV[a] == ' ' then
       client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
+      body = bodyOf(entry)
       if ARGV[a] == ' ' then
         track = { keep = ARGV[a + 8], live = ARGV[a + 9], reply = ARGV[a + 10] }
         a = a + 11
@@ -965,7 +1022,10 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     end
     n = n + 1
     local holder = nil
-    if dedup ~= '' then
+    if body and redis.call('EXISTS', root .. ':body:' .. body) == 0 then
+      -- Its out-of-line payload is gone (its TTL ran out before this call ran): nothing of it is written.
+      holder = '\3'
+    elseif dedup ~= '' then
       local key = root .. ':dedup:' .. dedup
       if not redis.call('SET', key, id, 'NX', 'PX', ttl) then
         holder = redis.pcall('GET', key)
@@ -994,9 +1054,15 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
         end
       end
     elseif holder then
-      results[n] = holder -- 0: this task, written before; else the live task that holds the key
+      results[n] = holder -- 0: this task, written before; '\3' its body is gone; else the live task that holds the key
+      if body and holder ~= 0 and holder ~= '\3' then
+        redis.call('DEL', root .. ':body:' .. body)
+      end
     else
       results[n] = 0
+      if body then
+        bodyKeep(root, bases, body)
+      end
       if delay > 0 then
         if not now then
           now = redisMs()

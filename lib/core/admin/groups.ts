@@ -75,6 +75,8 @@ export class ConsumerGroups extends AdminPart {
       );
       // Its coalescing keys' records (one per key: found by name; removal is rare, never on a request path).
       doomed.push(...(await keysStartingWith(this.redis, keys.coalesce(''))));
+      // Its out-of-line payloads (one per task waiting or held: found by name, as above).
+      doomed.push(...(await keysStartingWith(this.redis, keys.body(''))));
       for (let i = 0; i < doomed.length; i += CHUNK) {
         await this.redis.del(...doomed.slice(i, i + CHUNK));
       }

@@ -78,7 +78,15 @@ export interface TaskEnvelope {
   readonly node?: string;
   /** Its parents' outcomes, by node id, as they were when it was released (`ctx.parentResults()`). */
   readonly parents?: Readonly<Record<string, FlowParentResult>>;
+  /**
+   * Its payload is stored out of line under this body id (`QueueKeys.body`; scripts/include/body.lua), and
+   * the envelope has no `payload`: the envelope's last field, so the scripts read it from the entry's tail.
+   */
+  readonly body?: string;
 }
+
+/** What a body id is made of (the scripts read it from an entry's tail with this class: include/body.lua). */
+export const BODY_ID = /^[A-Za-z0-9_-]{1,60}$/;
 
 export interface DecodedEntry {
   /** Runs already started before this claim (0 for a fresh task). */
@@ -123,7 +131,9 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
         : meta.flow !== undefined
           ? `"v":${FORMAT_VERSION_2},"flow":${JSON.stringify(meta.flow)},"node":${JSON.stringify(meta.node)}`
           : `"v":${FORMAT_VERSION}`;
-  return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress}${parents},"payload":${payloadJson}}`;
+  // An out-of-line payload's body id comes last, in place of the payload (the scripts read the entry's tail).
+  const payload = meta.body === undefined ? `,"payload":${payloadJson}` : `,"body":"${meta.body}"`;
+  return `0|{${head},"id":${JSON.stringify(meta.id)},"clientId":${JSON.stringify(meta.clientId)},"enqueuedAt":${meta.enqueuedAt}${reply}${attempts}${backoff}${priority}${expires}${dedup}${trace}${track}${progress}${parents}${payload}}`;
 }
 
 /** Decodes an entry found in Redis; anything that is not a well-formed task is reported, never thrown. */
@@ -153,7 +163,10 @@ export function decodeEntry(raw: string): DecodeResult {
   if (typeof record.enqueuedAt !== 'number' || !Number.isFinite(record.enqueuedAt)) {
     return { ok: false, reason: `the entry's "enqueuedAt" is missing or not a number` };
   }
-  if (!('payload' in record)) {
+  if (record.body !== undefined && (typeof record.body !== 'string' || !BODY_ID.test(record.body))) {
+    return { ok: false, reason: `the entry's "body" (its out-of-line payload's id) is not a body id` };
+  }
+  if (!('payload' in record) && record.body === undefined) {
     return { ok: false, reason: `the entry has no "payload"` };
   }
   if (record.replyTo !== undefined && typeof record.replyTo !== 'string') {

@@ -230,10 +230,12 @@ function cap(text: string, limit: number): string {
 }
 
 /** The error of a task dead-lettered before it ran (no handler threw): what its dead letter and its caller get. */
-export function notRunError(reason: 'interrupted' | 'expired', detail: string): ErrorRecord {
+export function notRunError(reason: 'interrupted' | 'expired' | 'malformed', detail: string): ErrorRecord {
   return reason === 'interrupted'
     ? { name: 'InterruptedError', code: 'TASK_INTERRUPTED', message: detail }
-    : { name: 'ExpiredError', code: 'TASK_EXPIRED', message: detail };
+    : reason === 'expired'
+      ? { name: 'ExpiredError', code: 'TASK_EXPIRED', message: detail }
+      : { name: 'PayloadLostError', code: 'PAYLOAD_LOST', message: detail };
 }
 
 /** Most of an undecodable entry kept in its dead letter (characters); the rest is counted, not stored. */

@@ -24,6 +24,11 @@ export interface PreparedTask {
   readonly replyTo?: string;
   /** Latest wins: its coalescing key and how emits with it combine. */
   readonly coalesce?: CoalesceSettings;
+  /**
+   * Its payload out of line: the body id its entry names and the payload's JSON, stored by the producer
+   * (`QueueKeys.body`) before the enqueue call (see scripts/include/body.lua).
+   */
+  readonly body?: { readonly id: string; readonly json: string };
 }
 
 /** How long a tracked task's index is kept (ms): once the task ended, and while it waits or runs. */

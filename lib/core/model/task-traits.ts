@@ -12,8 +12,9 @@ import { COALESCE_MODE_CODES } from './codec.js';
  * - coalesced: a coalescing key's record follows each move (latest wins).
  * - batch: its batch hears each settle.
  * - flow: its flow hears each settle (with its result), and releases the nodes that wait for it.
+ * - body: its payload is stored out of line (read after the claim, deleted when the task ends).
  */
-export type TaskTrait = 'reply' | 'dedup' | 'tracked' | 'coalesced' | 'batch' | 'flow';
+export type TaskTrait = 'reply' | 'dedup' | 'tracked' | 'coalesced' | 'batch' | 'flow' | 'body';
 
 /** What the producer is asked for: the options of an enqueue item that make traits. */
 export interface TraitRequest {
@@ -85,10 +86,17 @@ export const TRAIT_RULES: Readonly<Record<TaskTrait, TraitRule>> = {
     // A node is tracked (its flow's cancel stops it by id), so the tracked row says the rest.
     revoker: () => 'cancel',
   },
+  body: {
+    // Never asked for: the producer decides by the payload's size (the client's `outOfLineBytes`).
+    asked: () => false,
+    has: (envelope) => envelope.body !== undefined,
+    // Its body is deleted with the acknowledgement (scripts/include/body.lua, through the seam).
+    settlesOnItsOwn: true,
+  },
 };
 
 /** Every trait, in the order their start steps and revokers are asked (a task has at most one of the last three). */
-export const TRAIT_ORDER: readonly TaskTrait[] = ['coalesced', 'batch', 'flow', 'tracked', 'reply', 'dedup'];
+export const TRAIT_ORDER: readonly TaskTrait[] = ['coalesced', 'batch', 'flow', 'tracked', 'reply', 'dedup', 'body'];
 
 /**
  * Traits a task cannot have together, each with why: the producer refuses the item with the reason (an
@@ -153,7 +161,8 @@ export function ridesOnClaim(envelope: TaskEnvelope): boolean {
     envelope.track !== 1 &&
     envelope.coalesce === undefined &&
     envelope.batch === undefined &&
-    envelope.flow === undefined
+    envelope.flow === undefined &&
+    envelope.body === undefined
   );
 }
 

@@ -1,6 +1,6 @@
 import type { QueueKeys, QueueLayout } from '../redis/keys.js';
 import type { TaskRedis } from '../redis/scripts.js';
-import { ClosedError } from '../model/errors.js';
+import { ClosedError, RedisTaskError } from '../model/errors.js';
 import { SlotSet } from '../support/churn-tables.js';
 import { coalescerOf, type CallSettings, type EnqueueCoalescer, type EnqueuePart } from './enqueue-coalescer.js';
 import type { EnqueueErrors } from './enqueue-errors.js';
@@ -115,7 +115,9 @@ export class EnqueueHandOver {
         if (part.settled) return;
         part.settled = true;
         parts.delete(slot, part);
-        answer(results, at);
+        const lost = bodiesLost(tasks, results, at);
+        if (lost) reject(lost);
+        else answer(results, at);
       },
       fail: (error) => {
         if (part.settled) return;
@@ -127,6 +129,28 @@ export class EnqueueHandOver {
     const slot = parts.add(part);
     this.coalescer.add(this.signature, this.settings, part);
   }
+}
+
+/**
+ * The error of a part whose tasks' out-of-line payloads were gone when their enqueue ran (a `'\x03'` result:
+ * evicted, or their TTL ran out before a late resend; those tasks were not written), or undefined.
+ */
+function bodiesLost(
+  tasks: readonly PreparedTask[],
+  results: readonly (0 | string)[],
+  at: number,
+): RedisTaskError | undefined {
+  const lost: string[] = [];
+  for (let i = 0; i < tasks.length; i++) {
+    const result = results[at + i];
+    if (result !== 0 && result !== undefined && result.charCodeAt(0) === 3) lost.push(tasks[i].id);
+  }
+  if (lost.length === 0) return undefined;
+  return new RedisTaskError(
+    'PAYLOAD_LOST',
+    `nestjs-redis-tasks: the out-of-line payload of ${lost.length === tasks.length ? 'the task' : `task ${lost.join(', ')}`} ` +
+      `was gone from Redis (evicted?) before its enqueue ran; ${lost.length === tasks.length ? 'nothing was written' : 'those tasks were not written, the others were'}: emit again`,
+  );
 }
 
 /** The indexes of `prepared` per shard of the layout, in item order. */

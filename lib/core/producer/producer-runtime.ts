@@ -83,6 +83,7 @@ export class ProducerRuntime {
       batchChunkSize: options.batchChunkSize,
       deduplicationTtlMs: options.deduplicationTtlMs,
       track: options.track,
+      outOfLineBytes: options.outOfLineBytes,
       durability: options.durability,
       enqueueTimeoutMs: options.enqueueTimeoutMs,
       server: watch.server,

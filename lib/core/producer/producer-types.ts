@@ -35,6 +35,8 @@ export interface ProducerOptions {
   readonly deduplicationTtlMs: number;
   /** Whether tasks are tracked unless a record says otherwise (the client's `track`). */
   readonly track?: boolean | TrackOptions;
+  /** A payload over this many bytes (JSON) is stored out of line (the client's `outOfLineBytes`); false: never. */
+  readonly outOfLineBytes?: number | false;
   /** Replicas that must confirm each enqueue, in the same round trip (WAIT). */
   readonly durability?: DurabilityOptions;
   /** Longest wait for Redis per enqueue call, from the call to its answer (ms). */

@@ -46,6 +46,7 @@ export class TaskProducer {
       maxPayloadBytes: options.maxPayloadBytes,
       deduplicationTtlMs: options.deduplicationTtlMs,
       track: options.track,
+      outOfLineBytes: options.outOfLineBytes,
     };
     this.errors = new EnqueueErrors(layouts.prefix, options);
     this.handOver = new EnqueueHandOver(redis, options, this.errors);

@@ -71,6 +71,8 @@ export interface ItemLimits {
   readonly deduplicationTtlMs: number;
   /** Whether tasks are tracked unless they say otherwise (the client's `track`). */
   readonly track?: boolean | TrackOptions;
+  /** A payload over this many bytes (JSON) is stored out of line (see `outOfLineBytes`); false: never. */
+  readonly outOfLineBytes?: number | false;
 }
 
 /**
@@ -118,7 +120,8 @@ export function prepareTask(
   }
   const payload = serializePayload(item.payload, index, limits.maxPayloadBytes);
   // A plain task (the common case) has nothing more to check.
-  if (!isPlain(item, limits)) return prepareWithOptions(item, id, payload, now, limits, fail);
+  if (!isPlain(item, limits) || outOfLine(item, payload, limits))
+    return prepareWithOptions(item, id, payload, now, limits, fail);
   const entry = encodeNewEntry(
     { id, clientId: item.clientId, enqueuedAt: now, replyTo: item.replyTo, ...item.trace },
     payload,
@@ -132,6 +135,18 @@ export function prepareTask(
     deduplicationTtlMs: limits.deduplicationTtlMs,
     awaitsReply: item.replyTo !== undefined,
   };
+}
+
+/**
+ * Whether the payload goes out of line (a plain SET by the producer, a plain GET by the worker: it never
+ * crosses into the scripts; see scripts/include/body.lua): over `outOfLineBytes`, unless the task has a
+ * coalescing key (a newer emit replaces its entry inside the script: its payload stays in the entry).
+ */
+function outOfLine(item: EnqueueItem, payload: string, limits: ItemLimits): boolean {
+  const over = limits.outOfLineBytes;
+  if (over === false || over === undefined || item.coalesce !== undefined) return false;
+  // Each UTF-16 unit is at most 3 UTF-8 bytes: most payloads are measured without counting.
+  return payload.length > over || (payload.length * 3 > over && Buffer.byteLength(payload) > over);
 }
 
 /** A task with no option but its payload, client, id and reply channel (and no client-wide tracking). */
@@ -169,14 +184,12 @@ function prepareWithOptions(
   if ((item.batch !== undefined || item.flow !== undefined) && item.id === undefined)
     fail('a task of a batch or a flow needs its id given (its batch counts it, its flow releases it once)');
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
-  if (item.track !== undefined) {
-    const problem = trackProblem(item.track);
-    if (problem) fail(`track ${problem}`);
-  }
-  if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
+  const trackIssue = item.track === undefined ? undefined : trackProblem(item.track);
+  if (trackIssue) fail(`track ${trackIssue}`);
   // A task whose traits conflict with tracking (a coalesced one: its id may be replaced before it runs; a
   // batch's: the batch tells where its tasks are) is not tracked: the client's `track` passes it by.
   const track = mayBeTracked(item) ? trackTimes(item.track ?? limits.track) : undefined;
+  const body = outOfLine(item, payload, limits) ? { id: newTaskId(), json: payload } : undefined;
   const entry = encodeNewEntry(
     {
       id,
@@ -198,6 +211,7 @@ function prepareWithOptions(
       flow: item.flow,
       node: item.node,
       parents: item.parents,
+      body: body?.id,
     },
     payload,
   );
@@ -213,6 +227,7 @@ function prepareWithOptions(
     awaitsReply: item.replyTo !== undefined,
     track,
     replyTo: item.replyTo,
+    body,
   };
 }
 
@@ -243,6 +258,7 @@ function checkOptions(
   } catch (error) {
     fail((error as Error).message);
   }
+  if (item.wantsProgress && item.replyTo === undefined) fail('onProgress needs send(): emit() has no caller to tell');
   const must = (what: string, value: unknown, rule: (value: unknown) => string | undefined): void => {
     const expected = rule(value);
     if (expected) fail(`${what} must be ${expected}, got ${describe(value)}`);

@@ -6,7 +6,18 @@ import { LUA_INCLUDES, LUA_SCRIPTS } from './scripts/sources.generated.js';
  * sends. A test checks each derived name against a live Redis's `COMMAND INFO`, so a new argument word
  * that is not a command fails there, and a new command is in the rule without anyone listing it.
  */
-const SCRIPT_ARGUMENT_WORDS = new Set(['PX', 'EX', 'NX', 'XX', 'WITHSCORES', 'LIMIT', 'LEFT', 'RIGHT', 'WRONGTYPE']);
+const SCRIPT_ARGUMENT_WORDS = new Set([
+  'PX',
+  'EX',
+  'NX',
+  'XX',
+  'WITHSCORES',
+  'LIMIT',
+  'LEFT',
+  'RIGHT',
+  'WRONGTYPE',
+  'REPLACE',
+]);
 
 /** The commands the Lua scripts send (helpers included), derived from their sources, lower case. */
 export function scriptCommands(): string[] {
@@ -50,6 +61,8 @@ const CLIENT_COMMANDS: readonly string[] = [
   'blpop',
   // reads and writes of the admin API, the reapers and the schedules outside scripts
   'get',
+  // a worker's read of out-of-line payloads after its claim (one per turn and shard)
+  'mget',
   'set',
   'del',
   'unlink',

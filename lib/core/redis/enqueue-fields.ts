@@ -24,11 +24,19 @@ export function startEnqueueCall(args: (string | number)[], deadline: number, ti
  * ids have no spaces): the same 7, then its index's TTLs (ms) once ended and while live, and its reply channel;
  * a task with a coalescing key is 11, marked by '}' (client ids have no braces): client id, entry, priority,
  * delay (ms), the key, task id, mode (one letter), a debounce's longest wait (ms), reply channel, and how long
- * the message telling a replaced send() caller is kept (ms).
+ * the message telling a replaced send() caller is kept (ms). A task whose payload is out of line takes the
+ * format of a task with options (the script reads its body id from its entry there alone).
  */
 export function pushEnqueueFields(args: (string | number)[], task: PreparedTask): void {
   const coalesce = task.coalesce;
-  if (task.priority === 0 && task.delayMs === 0 && task.deduplicationKey === undefined && !task.track && !coalesce) {
+  if (
+    task.priority === 0 &&
+    task.delayMs === 0 &&
+    task.deduplicationKey === undefined &&
+    !task.track &&
+    !coalesce &&
+    task.body === undefined
+  ) {
     args.push(task.clientId, task.entry);
   } else if (coalesce) {
     args.push(

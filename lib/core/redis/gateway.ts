@@ -9,6 +9,7 @@ import { BatchGateway } from './batch-gateway.js';
 import { FlowGateway } from './flow-gateway.js';
 import { SweepGateway } from './sweep-gateway.js';
 import { StepGateway } from './step-gateway.js';
+import { afterBodies } from './bodies.js';
 import type { TaskRedis } from './scripts.js';
 import { sleep } from '../support/logger.js';
 import type { AckItem, PreparedTask } from '../model/prepared-task.js';
@@ -44,8 +45,8 @@ export class ScriptGateway {
    * that send). Read it with `enqueueAnswer`.
    */
   enqueue(keys: QueueKeys, call: EnqueueCall): Promise<(0 | string)[] | -1> {
-    // No promise of its own here (once per emit): the caller reads the answer.
-    return this.redis.enqueueTasks(keys.root, ...enqueueArgs(call));
+    // Out-of-line payloads stored first; else no promise of its own here (once per emit).
+    return afterBodies(this.redis, keys, call.batches, () => this.redis.enqueueTasks(keys.root, ...enqueueArgs(call)));
   }
 
   /** The enqueue and a WAIT in one pipeline (one round trip, both on the node of the shard's slot). */
@@ -54,7 +55,10 @@ export class ScriptGateway {
     call: EnqueueCall,
     { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number },
   ): Promise<Replicated> {
-    const [results, acknowledged] = await enqueueAndWait(this.redis, keys, enqueueArgs(call), replicas, timeoutMs);
+    // Out-of-line payloads stored first: the WAIT after the call covers them too (one connection, in order).
+    const [results, acknowledged] = await afterBodies(this.redis, keys, call.batches, () =>
+      enqueueAndWait(this.redis, keys, enqueueArgs(call), replicas, timeoutMs),
+    );
     const written = enqueueAnswer(results);
     return acknowledged < replicas
       ? { kind: 'short', results: written, acknowledged }

@@ -217,6 +217,16 @@ export class QueueKeys {
     return `${this.base}:steps:${taskId}`;
   }
 
+  /** An out-of-line payload (string; scripts/include/body.lua), by a body id of its own (never the task's). */
+  body(bodyId: string): string {
+    return `${this.base}:body:${bodyId}`;
+  }
+
+  /** The same as the producer stores it, under the root (the enqueue copies it to each group's base). */
+  rootBody(bodyId: string): string {
+    return `${this.root}:body:${bodyId}`;
+  }
+
   /** A tracked task's keys: its index, and its entry while it waits (string, see scripts/include/track.lua). */
   tracked(taskId: string): TrackedKeys {
     return { index: this.task(taskId), entry: `${this.base}:task-entry:${taskId}` };

@@ -1,4 +1,4 @@
-import type { TaskEnvelope } from '../model/codec.js';
+import type { DecodedEntry, TaskEnvelope } from '../model/codec.js';
 import {
   capRaw,
   capText,
@@ -10,7 +10,7 @@ import {
 import type { QueueKeys, TrackedKeys } from '../redis/keys.js';
 import type { ClaimedTaskCalls } from '../redis/gateway.js';
 import type { SettleOptions } from '../redis/requeue.js';
-import type { CoalescedStartBatch, StartBatch } from './turn-batch.js';
+import type { TurnBatches } from './turn-batch.js';
 import type { CoalescedStart } from '../redis/track-gateway.js';
 import { hasTrait } from '../model/task-traits.js';
 import type { ReplyError, ReplyMessage } from '../model/reply.js';
@@ -31,11 +31,30 @@ export class ClaimedTask {
     readonly token: string,
     readonly raw: string,
     private readonly options: SettleOptions,
-    /** Where a tracked task's start goes (one call per turn and shard); without it, a call of its own. */
-    private readonly starts?: StartBatch,
-    /** Where a coalesced task's start goes (one call per turn and shard); without it, a call of its own. */
-    private readonly coalescedStarts?: CoalescedStartBatch,
+    /**
+     * Where a tracked or coalesced task's start and an out-of-line payload's read go (one call per turn and
+     * shard); without them, a start is a call of its own.
+     */
+    private readonly batches: TurnBatches = {},
   ) {}
+
+  /**
+   * The claimed entry with its out-of-line payload (`envelope.body`) read in (one MGET per turn and shard), or
+   * why it cannot run: the payload is gone, or not JSON.
+   */
+  async withPayload(claimed: DecodedEntry): Promise<DecodedEntry | string> {
+    const bodyId = claimed.envelope.body!;
+    if (!this.batches.bodies) throw new Error('this worker reads no out-of-line payloads');
+    const json = await this.batches.bodies.add(this.keys, this.options.workerId, bodyId);
+    try {
+      const payload: unknown = json === undefined ? undefined : JSON.parse(json);
+      // spread-ok: once per task with an out-of-line payload (parsing its JSON costs far more)
+      if (json !== undefined) return { attempts: claimed.attempts, envelope: { ...claimed.envelope, payload } };
+    } catch {
+      return `its payload, stored out of line (body ${bodyId}), is not JSON`;
+    }
+    return `its payload, stored out of line (body ${bodyId}), is gone`;
+  }
 
   /**
    * Schedules the next attempt after `delayMs` (Redis clock), with this attempt counted (unless `counts` says
@@ -67,7 +86,7 @@ export class ClaimedTask {
   /** A task with a coalescing key, before its handler starts: it takes its key's newest entry (see startCoalesced-1.lua). */
   async startCoalesced(id: string): Promise<CoalescedStart> {
     const item = { token: this.token, id };
-    if (this.coalescedStarts) return this.coalescedStarts.add(this.keys, this.options.workerId, item);
+    if (this.batches.coalescedStarts) return this.batches.coalescedStarts.add(this.keys, this.options.workerId, item);
     const [started] = await this.gateway.track.startCoalesced(this.keys, this.options.workerId, [item]);
     return started;
   }
@@ -75,7 +94,7 @@ export class ClaimedTask {
   /** A tracked task, before its handler starts: recorded running, or cancelled (a cancel came first), or lost. */
   async start(envelope: TaskEnvelope, attempt: number): Promise<'run' | 'cancelled' | 'lost'> {
     const item = { token: this.token, id: envelope.id, attempt };
-    if (this.starts) return this.starts.add(this.keys, this.options.workerId, item);
+    if (this.batches.starts) return this.batches.starts.add(this.keys, this.options.workerId, item);
     const [started] = await this.gateway.track.start(this.keys, this.options.workerId, [item]);
     return started;
   }

@@ -43,12 +43,15 @@ export class RunFailures {
     this.logger.warn(`moved ${reason} task ${id ?? '(no id)'} of "${queue}" to dead letters: ${decoded.reason}`);
   }
 
-  /** A task that may not start (attempts used up by interrupted runs, or expired) goes to dead letters. */
+  /**
+   * A task that may not start (attempts used up by interrupted runs, or expired; or `malformed`: its
+   * out-of-line payload is gone) goes to dead letters.
+   */
   async refuse(
     task: ClaimedTask,
     envelope: TaskEnvelope,
     attempts: number,
-    reason: 'interrupted' | 'expired',
+    reason: 'interrupted' | 'expired' | 'malformed',
     detail: string,
   ): Promise<void> {
     const queue = task.keys.queue;

@@ -57,9 +57,22 @@ export class TaskRunner {
     // Decode: an entry we cannot read is set aside with the reason (retrying cannot fix it).
     const decoded = decodeEntry(task.raw);
     if (!decoded.ok) return this.failures.setAsideUndecodable(task, decoded);
+    // An out-of-line payload is read first (one MGET per turn and shard); one that is gone cannot run.
+    if (decoded.entry.envelope.body === undefined) return this.started(task, run, decoded.entry);
+    const { envelope, attempts } = decoded.entry;
+    return task
+      .withPayload(decoded.entry)
+      .then((read) =>
+        typeof read === 'string'
+          ? this.failures.refuse(task, envelope, attempts, 'malformed', read)
+          : this.started(task, run, read),
+      );
+  }
+
+  private started(task: ClaimedTask, run: Run, decoded: DecodedEntry): Promise<void> {
     // Latest wins: a task with a coalescing key first takes its key's newest entry (or does not run).
-    if (startStep(decoded.entry.envelope) === 'startCoalesced') return this.startCoalesced(task, run, decoded.entry);
-    return this.admit(task, run, decoded.entry);
+    if (startStep(decoded.envelope) === 'startCoalesced') return this.startCoalesced(task, run, decoded);
+    return this.admit(task, run, decoded);
   }
 
   private admit(task: ClaimedTask, run: Run, { envelope, attempts }: DecodedEntry): Promise<void> {
@@ -189,25 +202,9 @@ export class TaskRunner {
     // Decide, settle, report (a step may have asked for another run without counting an attempt: see RunFailures).
     const settled =
       outcome.status === 'succeeded'
-        ? this.succeed(task, envelope, this.replyOf(envelope, outcome, queue, attempt), ran, run.stepped === true)
+        ? this.succeed(task, envelope, outcome, ran, run.stepped === true)
         : this.failures.fail(task, envelope, outcome, policy, ran, run, requested === undefined);
     return envelope.flow === undefined ? settled : this.flowSettled(task, settled);
-  }
-
-  /**
-   * A success's result as JSON for whoever hears it (a `send()` caller, or a node's children), serialized
-   * before settling: a result that cannot be sent still completes the task (its work is done), and its
-   * hearer gets a typed error instead (see resultReply).
-   */
-  private replyOf(
-    envelope: TaskEnvelope,
-    outcome: TaskOutcome & { status: 'succeeded' },
-    queue: string,
-    attempt: number,
-  ): string | undefined {
-    if (envelope.replyTo === undefined && envelope.flow === undefined) return outcome.reply;
-    const about = { taskId: envelope.id, pattern: queue, attempt };
-    return resultReply(about, outcome.response, this.options.maxResultBytes, this.logger);
   }
 
   /** A node of a flow: its flow hears it once settled (its children released now), not at the next sweep. */
@@ -220,7 +217,7 @@ export class TaskRunner {
   private succeed(
     task: ClaimedTask,
     envelope: TaskEnvelope,
-    reply: string | undefined,
+    outcome: TaskOutcome & { status: 'succeeded' },
     ran: Ran,
     stepped: boolean,
   ): Promise<void> | undefined {
@@ -233,6 +230,7 @@ export class TaskRunner {
         else if (this.outcomes.reporting) this.outcomes.report('completed', ran);
       });
     if (rode) return;
+    const reply = replyOf(envelope, outcome, ran, this.options, this.logger);
     return this.outcomes
       .settle(task, () => this.completer.acknowledge(task, envelope, reply), envelope, ran)
       .then((settled) => {
@@ -268,6 +266,23 @@ export class TaskRunner {
       ? withHandlerTimeout(running, { taskId: envelope.id, queue, timeoutMs, run, logger: this.logger })
       : running;
   }
+}
+
+/**
+ * A success's result as JSON for whoever hears it (a `send()` caller, or a node's children), serialized
+ * before settling: a result that cannot be sent still completes the task (its work is done), and its
+ * hearer gets a typed error instead (see resultReply).
+ */
+function replyOf(
+  envelope: TaskEnvelope,
+  outcome: TaskOutcome & { status: 'succeeded' },
+  { queue, attempt }: Ran,
+  options: WorkerOptions,
+  logger: TaskLogger,
+): string | undefined {
+  if (envelope.replyTo === undefined && envelope.flow === undefined) return outcome.reply;
+  const about = { taskId: envelope.id, pattern: queue, attempt };
+  return resultReply(about, outcome.response, options.maxResultBytes, logger);
 }
 
 /** The error a handler's request stands for (what its dead letter and events record), its cause the run's own error. */

@@ -3,6 +3,7 @@ import { perConnection } from '../redis/per-connection.js';
 import { gatewayOf } from '../redis/gateway.js';
 import type { AckItem } from '../model/prepared-task.js';
 import type { CoalescedStart } from '../redis/track-gateway.js';
+import { loadBodies } from '../redis/bodies.js';
 
 /** One item waiting for its call, and its caller. */
 interface Pending<TItem, TAnswer> {
@@ -97,3 +98,26 @@ export const coalescedStartBatchOf = perConnection(
   (redis): CoalescedStartBatch =>
     new TurnBatch((keys, workerId, tasks) => gatewayOf(redis).track.startCoalesced(keys, workerId, tasks)),
 );
+
+/** Out-of-line payloads read after a claim (one MGET per turn and shard): each as stored, or undefined when gone. */
+export type BodyBatch = TurnBatch<string, string | undefined>;
+
+/** The out-of-line payload batch of a connection (shared by every worker using it). */
+export const bodyBatchOf = perConnection(
+  (redis): BodyBatch => new TurnBatch((keys, _workerId, ids) => loadBodies(redis, keys, ids)),
+);
+
+/** A connection's batches of the per-task calls between a claim and a handler (each one call per turn and shard). */
+export interface TurnBatches {
+  /** Starts of tracked tasks. */
+  readonly starts?: StartBatch;
+  /** Starts of tasks with a coalescing key. */
+  readonly coalescedStarts?: CoalescedStartBatch;
+  /** Reads of out-of-line payloads. */
+  readonly bodies?: BodyBatch;
+}
+
+/** The batches of a connection (shared by every worker using it). */
+export function turnBatchesOf(redis: Parameters<typeof startBatchOf>[0]): TurnBatches {
+  return { starts: startBatchOf(redis), coalescedStarts: coalescedStartBatchOf(redis), bodies: bodyBatchOf(redis) };
+}

@@ -1,12 +1,6 @@
 import type { ClaimRequest, ScriptGateway } from '../redis/gateway.js';
 import type { TaskStore } from '../redis/store.js';
-import {
-  ackBatchOf,
-  coalescedStartBatchOf,
-  startBatchOf,
-  type CoalescedStartBatch,
-  type StartBatch,
-} from './turn-batch.js';
+import { ackBatchOf, turnBatchesOf, type TurnBatches } from './turn-batch.js';
 import { Completer } from './completer.js';
 import { openBlockingConnection, quit } from '../redis/connection.js';
 import type { PrefixKeys, QueueKeys } from '../redis/keys.js';
@@ -63,10 +57,8 @@ export class TaskWorker {
   private readonly redis: TaskRedis;
   private readonly keys: PrefixKeys;
   private readonly layouts: QueueLayouts;
-  /** This turn's starts of tracked tasks, one call per shard. */
-  private readonly starts: StartBatch;
-  /** This turn's starts of tasks with a coalescing key, one call per shard. */
-  private readonly coalescedStarts: CoalescedStartBatch;
+  /** This turn's starts of tracked or coalesced tasks and reads of out-of-line payloads, one call per shard. */
+  private readonly batches: TurnBatches;
 
   constructor(
     store: TaskStore,
@@ -81,8 +73,7 @@ export class TaskWorker {
     this.slots = new Slots(options.concurrency, options.idleSlots);
     this.gateway = store.gateway;
     this.completer = new Completer(ackBatchOf(redis), options);
-    this.starts = startBatchOf(redis);
-    this.coalescedStarts = coalescedStartBatchOf(redis);
+    this.batches = turnBatchesOf(redis);
     const watch = store.watch;
     const downSince = () => watch.downSince;
     this.downSince = downSince;
@@ -179,10 +170,7 @@ export class TaskWorker {
         {
           onClaimed: (token, entry) => {
             this.lease.claimed(keys);
-            this.dispatch(
-              new ClaimedTask(this.gateway, keys, token, entry, this.options, this.starts, this.coalescedStarts),
-              slots,
-            );
+            this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options, this.batches), slots);
           },
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),

@@ -7,7 +7,7 @@
 --   When the task is between places (claimed but not yet started, or just returned to its queue by a
 --   recovery), the cancel is recorded on its index and the step that next holds it (startTasks) cancels
 --   it before any handler starts.
--- Includes: guard, finishTask, releaseClientSlot, track, flow, steps
+-- Includes: guard, finishTask, releaseClientSlot, track, flow, steps, body
 -- Tracking's own step, not a move through the seam (include/follow.lua): a tracked task carries no other
 --   feature's record but a flow's (model/task-traits.ts, TRAIT_CONFLICTS), so its cancel is handed to its flow
 --   directly (include/flow.lua); the seam's whole dispatcher would cost every tracked cancel 2.5 µs (measured).
@@ -25,8 +25,8 @@
 -- Side effects: LREM / ZREM of the waiting entry (DECR of the pending count and prioritized), or HDEL of
 --   the token from the processing hash with the client's cap slot released and PUBLISH on `<base>:control`
 --   of `revoke\n<token>\nc\n<reason>` (its worker aborts the handler at once); the deduplication key freed,
---   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`, its durable steps deleted
---   (include/steps.lua), a node of a flow's
+--   the reply stored and published, HINCRBY counters cancelled, the index `cancelled`, its durable steps and
+--   out-of-line payload deleted (include/steps.lua, include/body.lua), a node of a flow's
 --   cancel on `<base>:flow-events` (include/flow.lua); or HSET of the
 --   index's `cancel`. An index of another type is quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
@@ -92,6 +92,7 @@ if not was then
 end
 cancelledTask(key, index, root, was, reason, call, entryKey)
 stepsEnd(base, ARGV[1])
+bodyEnd(base, entry)
 countOutcome(counters, 'cancelled', 1)
 -- A node of a flow reports its cancel to its flow (its index is done above).
 local node = entry and flowOf(entry)

@@ -3,7 +3,7 @@
 --   holds is recorded `running` in its index (worker, fencing token, attempt, start time), unless a
 --   cancel was asked while the task was between places (claimed, not started; or returned to its queue
 --   by a recovery): then the task leaves the worker at once, cancelled, and its handler never starts.
--- Includes: guard, finishTask, releaseClientSlot, track, flow, steps
+-- Includes: guard, finishTask, releaseClientSlot, track, flow, steps, body
 -- Tracking's own step, not a move through the seam (include/follow.lua): a tracked task carries no other
 --   feature's record but a flow's (model/task-traits.ts, TRAIT_CONFLICTS), so its cancel is handed to its flow
 --   directly (include/flow.lua); the seam's whole dispatcher would cost every tracked start 2.5 µs (measured).
@@ -19,7 +19,7 @@
 --   says cancelled, as a resent call finds it); 0 no longer held (lease lost: nothing changed)
 -- Side effects: HSET/HDEL/PEXPIRE of the task's index, DEL of its entry key; for a task cancelled here: HDEL from the processing
 --   hash, the client's cap slot released (releaseClientSlot), deduplication key freed, reply stored
---   and published, HINCRBY counters cancelled, its durable steps deleted (include/steps.lua), a node of a flow's cancel on `<base>:flow-events`
+--   and published, HINCRBY counters cancelled, its durable steps and out-of-line payload deleted (include/steps.lua, include/body.lua), a node of a flow's cancel on `<base>:flow-events`
 --   (include/flow.lua); an index of another type quarantined (see guard).
 local base, root = KEYS[1], KEYS[2]
 local processing = base .. ':processing:' .. ARGV[1]
@@ -48,6 +48,7 @@ for i = 2, #ARGV, 3 do
     releaseClientSlot(counted, inflight, parked, ring, token, false)
     cancelledTask(key, index, root, 'pending', nil, '', entryKey)
     stepsEnd(base, id)
+    bodyEnd(base, entry)
     countOutcome(counters, 'cancelled', 1)
     -- A node of a flow reports its cancel to its flow (its index is done above).
     local node = entry and flowOf(entry)

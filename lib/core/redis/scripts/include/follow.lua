@@ -7,7 +7,7 @@
 -- producer writes it: task-items.ts) and a handler of moves; it joins the branches below, and no script
 -- changes. (The start of a task, claimed and about to run, is a step of its own per feature, asked for by
 -- the worker where the task's traits say so: startTasks for tracking, startCoalesced for coalescing keys.)
--- Needs: track, coalesce, batch, flow, steps
+-- Needs: track, coalesce, batch, flow, steps, body
 -- Moves: completed (acknowledged), dead (dead-lettered), retried (waits in the delayed set for its next
 --   attempt), requeued (back at the head of its client's list), cancelled (left its list or delayed set:
 --   nobody will run it), dropped (taken from its worker unfinished: a cancelled batch), revived (a dead
@@ -60,9 +60,11 @@ local function followAsk(task, what, processing, token)
 end
 
 local function followTask(task, what, token, tracked, entryKey, value, due)
-  -- Durable steps (include/steps.lua) of every kind of task go when it ends.
+  -- Durable steps (include/steps.lua) and an out-of-line payload (include/body.lua) of every kind of task go
+  -- when it ends (a dead letter's record carries the payload its worker read).
   if what == 'completed' or what == 'dead' or what == 'cancelled' or what == 'dropped' then
     stepsEndEntry(task.base, task.entry)
+    bodyEnd(task.base, task.entry)
   end
   if tracked ~= '' then
     trackFollow(task, what, tracked, entryKey, value, due)
