@@ -424,6 +424,31 @@ describe('Redis Cluster (3 primaries)', () => {
     expect([...handled.values()].every((count) => count === 2)).toBe(true);
   });
 
+  it('stores large payloads out of line on the shard of their task (3 primaries, two consumer groups), each read once per group and none left', async () => {
+    const prefix = testPrefix('bodies');
+    const payloads = new Map<string, number>();
+    for (const group of ['billing', 'email']) {
+      const { transport } = await worker(prefix, { shards: 3, group, concurrency: 8 });
+      transport.on('task', (event) => {
+        if (event.outcome === 'completed') payloads.set(`${group}/${event.id}`, 1);
+      });
+    }
+    const client = await producer(prefix, { shards: 3, outOfLineBytes: 1_000 });
+    const receipts = await client.emitBatch(
+      'cluster.work',
+      Array.from({ length: 90 }, (_, n) =>
+        new RedisTaskRecordBuilder({ key: `b${n}`, pad: 'x'.repeat(5_000 + n) }).setClientId(`client-${n % 9}`).build(),
+      ),
+    );
+    await waitFor(() => payloads.size === 180, 'each task run once per group', { timeoutMs: 30_000, intervalMs: 50 });
+    // Each handler saw its own payload (its key) once per group.
+    expect(receipts.length).toBe(90);
+    expect(Array.from({ length: 90 }, (_, n) => handled.get(`b${n}`))).toEqual(Array.from({ length: 90 }, () => 2));
+    const bodies = async () =>
+      (await Promise.all(redis.nodes('master').map((node) => node.keys(`${prefix}:*:body:*`)))).flat();
+    await waitFor(async () => (await bodies()).length === 0, 'every copy deleted once its group ran it');
+  });
+
   it('fires a recurring schedule into a sharded queue once per tick with two workers (schedules and queue on different slots)', async () => {
     const prefix = testPrefix('cluster-sched');
     await worker(prefix, { shards: 3, workerId: 'sched-1' });

@@ -16,8 +16,10 @@ import type { PreparedTask } from '../model/prepared-task.js';
 export const BODY_PENDING_MS = 2 * 3_600_000;
 
 /**
- * `send()` (an enqueue call), once the out-of-line payloads of its tasks are stored; at once, with no
- * promise of its own, when it has none (the common case). Not sent when storing them failed.
+ * `send()` (an enqueue call) with the out-of-line payloads of its tasks stored just before it, on the same
+ * connection and without waiting (one round trip: Redis runs them in order); at once, with no promise of its
+ * own, when it has none (the common case). When storing fails, the call fails with that error: the script
+ * found no body for those tasks and wrote nothing of them (`'\x03'`), and a full Redis refused the call too.
  */
 export function afterBodies<T>(
   redis: TaskRedis,
@@ -26,7 +28,9 @@ export function afterBodies<T>(
   send: () => Promise<T>,
 ): Promise<T> {
   const bodies = bodiesOf(batches);
-  return bodies.length === 0 ? send() : storeBodies(redis, keys, bodies).then(send);
+  if (bodies.length === 0) return send();
+  const stored = storeBodies(redis, keys, bodies);
+  return Promise.all([stored, send()]).then(([, answer]) => answer);
 }
 
 /** The tasks of one enqueue call whose payloads go out of line. */
@@ -44,8 +48,7 @@ const NONE: PreparedTask[] = [];
 
 /**
  * Stores the bodies of `tasks` under the shard's root, each with a TTL (the enqueue keeps those of the tasks
- * it writes): one round trip. Rejects with the first error (Redis full, a connection lost): then the call
- * that names them must not be sent.
+ * it writes). Rejects with the first error (Redis full, a connection lost).
  */
 async function storeBodies(redis: TaskRedis, keys: QueueKeys, tasks: readonly PreparedTask[]): Promise<void> {
   if (tasks.length === 1) {

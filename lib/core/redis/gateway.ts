@@ -45,7 +45,7 @@ export class ScriptGateway {
    * that send). Read it with `enqueueAnswer`.
    */
   enqueue(keys: QueueKeys, call: EnqueueCall): Promise<(0 | string)[] | -1> {
-    // Out-of-line payloads stored first; else no promise of its own here (once per emit).
+    // Out-of-line payloads stored just before it; else no promise of its own here (once per emit).
     return afterBodies(this.redis, keys, call.batches, () => this.redis.enqueueTasks(keys.root, ...enqueueArgs(call)));
   }
 
@@ -55,7 +55,7 @@ export class ScriptGateway {
     call: EnqueueCall,
     { replicas, timeoutMs }: { readonly replicas: number; readonly timeoutMs: number },
   ): Promise<Replicated> {
-    // Out-of-line payloads stored first: the WAIT after the call covers them too (one connection, in order).
+    // Out-of-line payloads stored just before it: the WAIT after the call covers them too (one connection).
     const [results, acknowledged] = await afterBodies(this.redis, keys, call.batches, () =>
       enqueueAndWait(this.redis, keys, enqueueArgs(call), replicas, timeoutMs),
     );

@@ -303,3 +303,51 @@ describe('deduplication', () => {
     expect(await redis.get(keys.dedup('k'))).toBe('someone-else');
   });
 });
+
+describe('enqueueTasks and out-of-line payloads (include/body.lua)', () => {
+  /** A task whose entry names body `bodyId` (its payload stored beside it), with an optional deduplication key. */
+  function bodied(id: string, bodyId: string, dedupKey?: string): (string | number)[] {
+    const args: (string | number)[] = [];
+    const head = entry(id).replace(/,"payload":.*}$/, '');
+    pushEnqueueFields(args, {
+      id,
+      clientId: 'a',
+      entry: `${head},"body":"${bodyId}"}`,
+      priority: 0,
+      delayMs: 0,
+      deduplicationKey: dedupKey,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+      body: { id: bodyId, json: '"unused here"' },
+    });
+    return args;
+  }
+
+  it('keeps the body of a task it writes (its TTL removed), and copies it to each consumer group', async () => {
+    await redis.set(keys.rootBody('b1'), '{"big":1}', 'PX', 60_000);
+    expect(await redis.enqueueTasks(keys.root, ...bodied('t1', 'b1'))).toEqual([0]);
+    expect(await redis.pttl(keys.rootBody('b1'))).toBe(-1);
+    expect(await redis.lrange(keys.pending('a'), 0, -1)).toEqual([expect.stringMatching(/,"body":"b1"}$/)]);
+
+    await redis.sadd(keys.groups, 'billing', 'audit');
+    await redis.set(keys.rootBody('b2'), '{"big":2}', 'PX', 60_000);
+    expect(await redis.enqueueTasks(keys.root, ...bodied('t2', 'b2'))).toEqual([0]);
+    for (const group of ['billing', 'audit']) {
+      expect(await redis.get(keys.forGroup(group).body('b2'))).toBe('{"big":2}');
+      expect(await redis.pttl(keys.forGroup(group).body('b2'))).toBe(-1);
+    }
+    // No group reads the root's copy (`default` is not registered): it is gone.
+    expect(await redis.exists(keys.rootBody('b2'))).toBe(0);
+  });
+
+  it('deletes the body of a duplicate it refuses, and writes nothing of a task whose body is gone', async () => {
+    await redis.set(keys.dedup('held'), 'other');
+    await redis.set(keys.rootBody('b3'), '{"big":3}', 'PX', 60_000);
+    expect(await redis.enqueueTasks(keys.root, ...bodied('t3', 'b3', 'held'))).toEqual(['other']);
+    expect(await redis.exists(keys.rootBody('b3'))).toBe(0);
+
+    const before = await snapshotKeys(redis, prefix);
+    expect(await redis.enqueueTasks(keys.root, ...bodied('t4', 'never-stored', 'free'))).toEqual(['\x03']);
+    expect(await snapshotKeys(redis, prefix)).toEqual(before);
+  });
+});
