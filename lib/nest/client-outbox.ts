@@ -19,6 +19,8 @@ export async function writeOutbox(
     maxPayloadBytes: options.maxPayloadBytes,
     deduplicationTtlMs: options.deduplicationTtlMs,
     track: options.track,
+    // A row holds its whole task (the relay sends its fields as they are): its payload stays in its entry.
+    outOfLineBytes: false,
   });
   await outbox.write(rows);
   return receipts.map((receipt) =>

@@ -54,6 +54,19 @@ class Large {
     if (ctx.getAttempt() === 1) throw new Error('first attempt fails');
   }
 
+  /** Runs until its run is given up (a cancel aborts its signal). */
+  @EventPattern<string>('big.until-cancelled')
+  async untilCancelled(@Payload() payload: unknown, @Ctx() ctx: RedisTaskContext): Promise<void> {
+    record(ctx, payload);
+    entered.open();
+    await new Promise((resolve) => ctx.signal.addEventListener('abort', resolve, { once: true }));
+  }
+
+  @EventPattern<string>('big.batch-done')
+  batchDone(@Payload() summary: { total: number; succeeded: number }, @Ctx() ctx: RedisTaskContext): void {
+    record(ctx, summary);
+  }
+
   @EventPattern<string>('big.dead')
   dead(@Payload() payload: unknown, @Ctx() ctx: RedisTaskContext): void {
     record(ctx, payload);
@@ -199,6 +212,28 @@ describe('out-of-line payloads', () => {
     expect(await admin.requeueDeadLetters('big.dead', 'all')).toEqual({ requeued: 1, skipped: 0 });
     await waitFor(() => got.get('d1')?.length === 4, 'the requeued task to run its two attempts');
     expect(got.get('d1')).toEqual([payload, payload, payload, payload]);
+  });
+
+  it('deletes the body of a tracked task cancelled while it runs, and of a batch’s tasks as they settle', async () => {
+    const { client, admin } = await setUp('ool-cancel');
+    const running = new RedisTaskRecordBuilder(payloadOf(30_000)).setTracked(true).build();
+    const { id } = await firstValueFrom(client.emit('big.until-cancelled', running));
+    await entered.promise;
+    expect(await bodyKeys()).toHaveLength(1);
+    expect(await admin.cancel('big.until-cancelled', id, 'not needed')).toEqual({ cancelled: true, was: 'running' });
+    await waitFor(async () => (await bodyKeys()).length === 0, 'the cancelled task’s body to go');
+
+    const batch = client.batch({ id: 'big-batch', onComplete: { pattern: 'big.batch-done' } });
+    await batch.add(
+      'big',
+      Array.from({ length: 6 }, (_, n) => payloadOf(12_000 + n, `batch-${n}`)),
+    );
+    await batch.seal();
+    await waitFor(() => got.has('batch.big-batch.complete'), 'the batch callback');
+    expect(got.get('batch.big-batch.complete')).toEqual([expect.objectContaining({ total: 6, succeeded: 6 })]);
+    const payloads = [...got.values()].flat().filter((value) => (value as { tag?: string }).tag?.startsWith('batch-'));
+    expect(payloads).toHaveLength(6);
+    await waitFor(async () => (await bodyKeys()).length === 0, 'the batch tasks’ bodies to go');
   });
 
   it('keeps the body of a task taken back from a worker that stopped answering, for the run that follows', async () => {
