@@ -31,8 +31,8 @@
 --   Mode '1': a first send: the tasks are written and the answer recorded under `<root>:call:<id>`.
 --   Mode '2': the same call sent again (ioredis resends a command whose reply a reconnection lost): the
 --   recorded answer is returned if the first send ran, else the call runs as a first send would.
---   Mode '3': sent again after the caller's deadline (it was told the outcome is unknown): the recorded
---   answer, or -1 with nothing written.
+--   Mode '3': written after the caller's deadline, again or first from a reconnection's queue (it was told
+--   the call failed): the recorded answer, or -1 with nothing written.
 -- ARGV[1..] (or ARGV[2..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
 --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
 --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id;

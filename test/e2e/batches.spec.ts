@@ -11,6 +11,10 @@ import {
   type BatchSummary,
 } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
+import { TaskStore } from '../../lib/core/redis/store.js';
+import { DECIDED_ENQUEUE_MS, SETTLED_GUARD_MS } from '../../lib/core/redis/call-record.js';
+import { callbackGuard, type BatchFire } from '../../lib/core/model/batch.js';
+import { enqueueCallbacks } from '../../lib/core/batches/batch-callbacks.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
 
@@ -310,5 +314,48 @@ describe('batches: fan-out, then a callback exactly once', () => {
     for (const key of shared.filter((key) => key.includes(':counted:'))) {
       expect(await redis.pttl(key)).toBeGreaterThan(0);
     }
+  });
+
+  it('enqueues no second callback from a process that decided to fire before the first ran and settled, however late its enqueue comes', async () => {
+    prefix = testPrefix('batch-stale-fire');
+    const { client } = await producer();
+    const app = await worker();
+    const batch = client.batch({ id: 'stale', onComplete: { pattern: 'album.publish' } });
+    await batch.add('image.thumbnail', images(0, 3));
+    // What a reaper read from foldBatch the moment the batch fired, before any callback was on record.
+    const keys = new PrefixKeys(prefix);
+    await batch.seal();
+    await waitFor(() => summaries.length === 1, 'the callback');
+    const created = (await redis.hget(keys.batch('stale').record, 'created')) as string;
+    const stale: BatchFire = {
+      complete: { pattern: 'album.publish' },
+      total: 3,
+      succeeded: 3,
+      dead: 0,
+      cancelled: 0,
+      failedIds: [],
+      created,
+    };
+    // The callback ran, and its settle was folded: nothing decides it any more.
+    await waitFor(
+      async () => (await redis.hexists(keys.batch('stale').record, 'settled/batch.stale.complete')) === 1,
+      'the callback settle folded',
+    );
+    await app.app.close();
+    started.splice(started.indexOf(app.app), 1);
+    const store = TaskStore.recorded(redis, prefix);
+    const shard = (await store.layouts.layout('album.publish')).shardOf('default');
+    const guard = shard.dedup(callbackGuard('stale', created, 'complete'));
+    await waitFor(async () => (await redis.pttl(guard)) <= SETTLED_GUARD_MS, 'the guard to be let go');
+    // That reaper's enqueue comes now, within its deadline: the guard still refuses it.
+    await enqueueCallbacks(store, 'stale', stale, Date.now());
+    expect(await redis.llen(shard.pending('default'))).toBe(0);
+    // Once the guard is gone, an enqueue decided longer ago than its deadline writes nothing either.
+    await redis.del(guard);
+    await expect(enqueueCallbacks(store, 'stale', stale, Date.now() - DECIDED_ENQUEUE_MS - 1)).rejects.toThrow(
+      /after its deadline/,
+    );
+    expect(await redis.llen(shard.pending('default'))).toBe(0);
+    expect(summaries).toHaveLength(1);
   });
 });

@@ -3,8 +3,12 @@ import { firstValueFrom } from 'rxjs';
 import { RedisTaskRecordBuilder } from '../../lib/index.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { decodeEntry } from '../../lib/core/model/codec.js';
+import { Redis } from 'ioredis';
+import { TaskStore } from '../../lib/core/redis/store.js';
+import { enqueueAnswer } from '../../lib/core/redis/gateway.js';
+import { prepareTask } from '../../lib/core/producer/task-items.js';
 import { startProducer } from '../support/nest.js';
-import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
+import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 // ioredis resends a command whose reply a reconnection lost (autoResendUnfulfilledCommands). An enqueue
@@ -12,6 +16,7 @@ import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 // callers get their normal receipts (a deduplicated task is "written", not a duplicate of itself).
 
 const redis = openRedis();
+const LIMITS = { maxPayloadBytes: 1_000_000, deduplicationTtlMs: 60_000 };
 const closing: { close(): Promise<unknown> }[] = [];
 let proxy: TcpProxy | undefined;
 let prefix = '';
@@ -139,5 +144,37 @@ describe('an enqueue call resent after its reply was lost', () => {
     } finally {
       process.off('warning', onWarning);
     }
+  });
+
+  it('writes nothing of an enqueue call first written after its deadline (it waited in the offline queue through an outage); one within its deadline is written', async () => {
+    prefix = testPrefix('resend-late-first');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    // A reaper's connection: it keeps commands while Redis is away, and writes them once Redis is back.
+    const connection = new Redis(proxy.url, { maxRetriesPerRequest: null, retryStrategy: () => 20 });
+    closing.push({ close: async () => connection.disconnect() });
+    const store = TaskStore.onConnection(connection, prefix);
+    const queue = store.keys.queue('resend.late');
+    await connection.ping();
+    proxy.dropAfter(20);
+    await waitFor(() => connection.status !== 'ready', 'the connection to notice');
+    const call = (clientId: string, deadline: number) =>
+      store.gateway.enqueue(queue, {
+        deadline,
+        timeoutMs: 10_000,
+        batches: [{ tasks: [prepareTask({ clientId, payload: { clientId } }, Date.now(), undefined, LIMITS)] }],
+      });
+    const lateDeadline = Date.now() + 200;
+    const late = call('late', lateDeadline);
+    const timely = call('timely', Date.now() + 60_000);
+    await waitFor(() => Date.now() > lateDeadline, 'the deadline to pass while Redis is away');
+    expect(connection.status).not.toBe('ready');
+    proxy.restore();
+    // Mode '3': no answer on record, nothing written (enqueueAnswer throws it as such).
+    const lateAnswer = await late;
+    expect(lateAnswer).toBe(-1);
+    expect(() => enqueueAnswer(lateAnswer)).toThrow(/after its deadline/);
+    expect(enqueueAnswer(await timely)).toEqual([0]);
+    expect(await redis.llen(queue.pending('late'))).toBe(0);
+    expect(await redis.llen(queue.pending('timely'))).toBe(1);
   });
 });

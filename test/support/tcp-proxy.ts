@@ -24,6 +24,8 @@ export interface TcpProxy {
    * connection drops between the two). Resolves once it happened.
    */
   loseReplyTo(marker: string): Promise<void>;
+  /** Ends `dropAfter`: connections opened from now on are forwarded again (Redis is back). */
+  restore(): void;
   close(): Promise<void>;
 }
 
@@ -93,6 +95,9 @@ export async function startProxy(targetPort: number): Promise<TcpProxy> {
         client.destroy();
         upstream.destroy();
       }
+    },
+    restore() {
+      dropAfterMs = undefined;
     },
     loseReplyTo(marker) {
       return new Promise<void>((resolve) => {

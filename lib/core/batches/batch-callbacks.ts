@@ -6,6 +6,7 @@ import {
   type BatchFire,
   type BatchSummary,
 } from '../model/batch.js';
+import { DECIDED_ENQUEUE_MS, SETTLED_GUARD_MS } from '../redis/call-record.js';
 import { enqueueAnswer } from '../redis/gateway.js';
 import type { TaskStore } from '../redis/store.js';
 import type { QueueKeys } from '../redis/keys.js';
@@ -13,11 +14,9 @@ import { prepareTask } from '../producer/task-items.js';
 
 /**
  * How long a callback's deduplication key holds at most (ms): far past any re-fire (they stop once the
- * callbacks are on record). It goes sooner: once its callback settled (see BatchFolder).
+ * callbacks are on record). It goes sooner: `SETTLED_GUARD_MS` after its callback settled (see BatchFolder).
  */
 const CALLBACK_GUARD_MS = 7 * BATCH_DEFAULT_KEEP_MS;
-/** The longest wait for Redis per callback enqueue (ms). */
-const CALLBACK_TIMEOUT_MS = 10_000;
 /** How long a batch count's marker lives at most (ms): past any resend of the count. */
 export const COUNT_MARKER_MS = 600_000;
 
@@ -25,20 +24,24 @@ export const COUNT_MARKER_MS = 600_000;
  * Enqueues a completed batch's callbacks, exactly once however often it is called (by the seal, by reapers
  * folding events at once, again after a crash): each callback has a fixed task id and a deduplication key
  * of its batch's generation that no settle frees (it is not in the task's envelope). Then records them on
- * the batch (no reaper enqueues them again; its keys expire `keep` ms after every callback settled), drops
- * the guards of callbacks that settled already (the others go when their settle is folded), and drops the
+ * the batch (no reaper enqueues them again; its keys expire `keep` ms after every callback settled), lets
+ * the guards of callbacks that settled already go (the others' when their settle is folded), and drops the
  * batch from the due index. Returns the callback task ids.
+ *
+ * `asked` is when the script that answered `fire` was sent: the enqueues go under a deadline
+ * `DECIDED_ENQUEUE_MS` from then, and none lands later (one that waited out an outage writes nothing), so a
+ * settled callback's guard, kept `SETTLED_GUARD_MS` once the callbacks are on record, refuses every enqueue
+ * of it from a process that decided before: a callback that ran and settled is never enqueued again.
  */
-export async function enqueueCallbacks(store: TaskStore, id: string, fire: BatchFire): Promise<string[]> {
+export async function enqueueCallbacks(
+  store: TaskStore,
+  id: string,
+  fire: BatchFire,
+  asked: number,
+): Promise<string[]> {
+  const deadline = asked + DECIDED_ENQUEUE_MS;
   const { redis, keys, layouts, gateway } = store;
-  const summary: BatchSummary = {
-    batchId: id,
-    total: fire.total,
-    succeeded: fire.succeeded,
-    failed: fire.dead,
-    cancelled: fire.cancelled,
-    failedIds: fire.failedIds,
-  };
+  const summary = summaryOf(id, fire);
   const ids: string[] = [];
   // table-ok: lives for one call (at most two callbacks)
   const guards = new Map<string, { shard: QueueKeys; guard: string }>();
@@ -65,8 +68,8 @@ export async function enqueueCallbacks(store: TaskStore, id: string, fire: Batch
     guards.set(taskId, { shard, guard });
     enqueueAnswer(
       await gateway.enqueue(shard, {
-        deadline: Date.now() + CALLBACK_TIMEOUT_MS,
-        timeoutMs: CALLBACK_TIMEOUT_MS,
+        deadline,
+        timeoutMs: DECIDED_ENQUEUE_MS,
         batches: [{ tasks: [guarded] }],
       }),
     );
@@ -83,8 +86,20 @@ export async function enqueueCallbacks(store: TaskStore, id: string, fire: Batch
   }
   for (const settled of closed.settled) {
     const held = guards.get(settled);
-    if (held && callbackKindOf(id, settled)) await redis.del(held.shard.dedup(held.guard));
+    if (held && callbackKindOf(id, settled)) await redis.pexpire(held.shard.dedup(held.guard), SETTLED_GUARD_MS);
   }
   await redis.zrem(keys.batchesDue, id);
   return ids;
+}
+
+/** What a batch's callbacks are told (their payload, with the callback's own as `payload`). */
+function summaryOf(id: string, fire: BatchFire): BatchSummary {
+  return {
+    batchId: id,
+    total: fire.total,
+    succeeded: fire.succeeded,
+    failed: fire.dead,
+    cancelled: fire.cancelled,
+    failedIds: fire.failedIds,
+  };
 }

@@ -6,6 +6,7 @@ import type { TaskStore } from '../redis/store.js';
 import type { TaskRedis } from '../redis/scripts.js';
 import { errorMessage, type TaskLogger } from '../support/logger.js';
 import { enqueueCallbacks } from './batch-callbacks.js';
+import { SETTLED_GUARD_MS } from '../redis/call-record.js';
 import type { FireAnswer } from '../redis/batch-gateway.js';
 
 /** Events folded per read of a shard's list. */
@@ -54,8 +55,9 @@ export class BatchFolder {
       }
       // A batch whose fold fails leaves the others folded; the events stay (folded again later) and it is thrown.
       await eachOf(byBatch, async ([batch, fields]) => {
+        const asked = Date.now();
         const answer = await this.gateway.batch.fold(this.keys.batch(batch), fields);
-        await this.settle(batch, answer);
+        await this.settle(batch, answer, asked);
         if (answer.kind === 'done') await this.dropGuards(queue, batch, answer.created, fields);
       });
       await this.gateway.batch.trim(queue.batchEvents, events);
@@ -71,31 +73,34 @@ export class BatchFolder {
   async checkDue(now: number): Promise<void> {
     const due = this.keys.batchesDue;
     await eachOf(await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100), async (id) => {
+      const asked = Date.now();
       const answer = await this.gateway.batch.fold(this.keys.batch(id), []);
       // Gone, or its callbacks on record (a crash cut its enqueuer off before it left the index): done here.
       if (answer.kind === 'unknown' || answer.kind === 'done') await this.redis.zrem(due, id);
-      else if (answer.kind === 'fire') await this.settle(id, answer);
+      else if (answer.kind === 'fire') await this.settle(id, answer, asked);
       else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
     });
   }
 
   /**
-   * A callback that settled (its event folded while the callbacks are on record) can never be enqueued
-   * again: its deduplication guard, in this shard (where it ran), goes now instead of outliving the batch.
+   * A callback that settled (its event folded while the callbacks are on record) is decided by no fold any
+   * more: its deduplication guard, in this shard (where it ran), is kept only past the deadline of an enqueue
+   * of it still on its way from a process that decided before (`SETTLED_GUARD_MS`), not as long as the batch.
    */
   private async dropGuards(queue: QueueKeys, batch: string, created: string, fields: readonly string[]): Promise<void> {
     for (let i = 0; i + 2 < fields.length; i += 3) {
       const which = callbackKindOf(batch, fields[i + 1]);
       if (which && (fields[i + 2] === 's' || fields[i + 2] === 'd')) {
-        await this.redis.del(queue.dedup(callbackGuard(batch, created, which)));
+        await this.redis.pexpire(queue.dedup(callbackGuard(batch, created, which)), SETTLED_GUARD_MS);
       }
     }
   }
 
-  private async settle(id: string, answer: FireAnswer): Promise<void> {
+  /** Enqueues the callbacks of a batch whose fold, sent at `asked`, answered `fire`. */
+  private async settle(id: string, answer: FireAnswer, asked: number): Promise<void> {
     if (answer.kind !== 'fire') return;
     try {
-      const callbacks = await enqueueCallbacks(this.store, id, answer);
+      const callbacks = await enqueueCallbacks(this.store, id, answer, asked);
       this.logger?.log(`batch ${id} completed: enqueued ${callbacks.join(', ')}`);
     } catch (error) {
       // Its events stay (they are dropped after this), and the due index holds it: enqueued by a later fold.

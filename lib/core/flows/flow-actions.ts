@@ -12,6 +12,7 @@ import {
   type FlowParentResult,
   type FlowSummary,
 } from '../model/flow.js';
+import { DECIDED_ENQUEUE_MS, SETTLED_GUARD_MS } from '../redis/call-record.js';
 import { enqueueAnswer } from '../redis/gateway.js';
 import type { FlowFold, FoldedParent } from '../redis/flow-gateway.js';
 import type { FlowKeys, QueueKeys } from '../redis/keys.js';
@@ -25,13 +26,6 @@ import { errorMessage, type TaskLogger } from '../support/logger.js';
  * any release made again after a crash (a reaper's due check, 30 s later, or its next sweep).
  */
 const GUARD_MS = 7 * 86_400_000;
-/**
- * How long a guard holds once its task is on record as enqueued, or once a stop took it first (ms): past the
- * deadline of any enqueue of it still on its way (10 s), from a process that folded before.
- */
-export const SETTLED_GUARD_MS = 20_000;
-/** The longest wait for Redis per enqueue (ms). */
-const ENQUEUE_TIMEOUT_MS = 10_000;
 /** Most folds of one flow in one settle (each round does what the last answered; a stop may end the flow). */
 const MAX_ROUNDS = 4;
 
@@ -69,10 +63,12 @@ export class FlowActions {
    */
   async settle(id: string, events: readonly string[]): Promise<string | undefined> {
     const keys = this.store.keys.flow(id);
+    let asked = Date.now();
     let fold = await this.store.gateway.flow.fold(keys, events);
     for (let round = 1; fold.kind === 'flow'; round++) {
-      const again = await this.act(keys, fold);
+      const again = await this.act(keys, fold, asked);
       if (!again || round >= MAX_ROUNDS) return fold.created;
+      asked = Date.now();
       fold = await this.store.gateway.flow.fold(keys, []);
     }
     return undefined;
@@ -81,15 +77,21 @@ export class FlowActions {
   /** Folds flow `id` again and does what is left; whether it still has work a crash could cut off. */
   async pending(id: string): Promise<boolean> {
     const keys = this.store.keys.flow(id);
+    const asked = Date.now();
     const fold = await this.store.gateway.flow.fold(keys, []);
     if (fold.kind !== 'flow') return false;
-    await this.act(keys, fold);
+    await this.act(keys, fold, asked);
     const done = fold.ended !== '' && (fold.complete === undefined || fold.callback !== undefined);
     return !done || !fold.counted.includes('c') || !fold.counted.includes('e');
   }
 
-  /** Does what one fold answered; true when a stop changed the flow (a fold again may end it). */
-  private async act(keys: FlowKeys, fold: FlowFold & { kind: 'flow' }): Promise<boolean> {
+  /**
+   * Does what one fold, sent at `asked`, answered; true when a stop changed the flow (a fold again may end it).
+   * Its enqueues go under a deadline `DECIDED_ENQUEUE_MS` from `asked`: none lands later, so a guard kept
+   * `SETTLED_GUARD_MS` once its task is on record refuses each one from a process that folded before.
+   */
+  private async act(keys: FlowKeys, fold: FlowFold & { kind: 'flow' }, asked: number): Promise<boolean> {
+    const deadline = asked + DECIDED_ENQUEUE_MS;
     const { redis, gateway } = this.store;
     await this.count(keys, fold);
     // table-ok: lives for one call
@@ -115,7 +117,7 @@ export class FlowActions {
     }
     // One enqueue call per shard for the releases of one fold (a diamond's two middle nodes in one call).
     const guards: string[] = [];
-    for (const [shard, tasks] of byShard) guards.push(...(await this.enqueueAll(shard, tasks)));
+    for (const [shard, tasks] of byShard) guards.push(...(await this.enqueueAll(shard, tasks, deadline)));
     await gateway.flow.mark(
       keys,
       'released',
@@ -135,7 +137,7 @@ export class FlowActions {
     const changed = (await gateway.flow.mark(keys, 'gone', gone)) > 0;
     for (const shard of revoked) await this.foldShard?.(shard);
     if (fold.ended !== '' && fold.complete !== undefined && fold.callback === undefined) {
-      await this.complete(keys, fold, JSON.parse(fold.complete) as FlowCallback);
+      await this.complete(keys, fold, JSON.parse(fold.complete) as FlowCallback, deadline);
     }
     return changed;
   }
@@ -188,7 +190,12 @@ export class FlowActions {
   }
 
   /** Enqueues the completion callback of an ended flow (exactly once: guarded), then puts it on record. */
-  private async complete(keys: FlowKeys, fold: FlowFold & { kind: 'flow' }, callback: FlowCallback): Promise<void> {
+  private async complete(
+    keys: FlowKeys,
+    fold: FlowFold & { kind: 'flow' },
+    callback: FlowCallback,
+    deadline: number,
+  ): Promise<void> {
     const states = await this.store.redis.hgetall(keys.nodes);
     const count = (letter: string): string[] =>
       Object.entries(states)
@@ -210,7 +217,7 @@ export class FlowActions {
     const item: EnqueueItem = { payload: summary, clientId: callback.clientId ?? 'default', id: taskId };
     let guard: string;
     try {
-      guard = await this.enqueue(callback.pattern, item, `flow-complete:${keys.id}:${fold.created}`);
+      guard = await this.enqueue(callback.pattern, item, `flow-complete:${keys.id}:${fold.created}`, deadline);
     } catch (error) {
       // Left off the record: the flow stays in the due index, and a later check enqueues it.
       this.logger?.error(`could not enqueue the completion callback of flow ${keys.id}: ${errorMessage(error)}`);
@@ -222,9 +229,9 @@ export class FlowActions {
   }
 
   /** Enqueues one task under a guard of its own (not in its envelope: no settle frees it); the guard's key. */
-  private async enqueue(pattern: string, item: EnqueueItem, guard: string): Promise<string> {
+  private async enqueue(pattern: string, item: EnqueueItem, guard: string, deadline: number): Promise<string> {
     const task = this.guarded(item, guard);
-    const [key] = await this.enqueueAll(await this.shardOf({ pattern, clientId: task.clientId }), [task]);
+    const [key] = await this.enqueueAll(await this.shardOf({ pattern, clientId: task.clientId }), [task], deadline);
     return key;
   }
 
@@ -237,12 +244,15 @@ export class FlowActions {
     return { ...task, deduplicationKey: guard, deduplicationTtlMs: GUARD_MS };
   }
 
-  /** Enqueues guarded tasks of one shard in one call (each refused alone if its guard is held); their guards' keys. */
-  private async enqueueAll(shard: QueueKeys, tasks: readonly PreparedTask[]): Promise<string[]> {
+  /**
+   * Enqueues guarded tasks of one shard in one call (each refused alone if its guard is held), unless past
+   * `deadline` (then nothing is written and it throws); their guards' keys.
+   */
+  private async enqueueAll(shard: QueueKeys, tasks: readonly PreparedTask[], deadline: number): Promise<string[]> {
     enqueueAnswer(
       await this.store.gateway.enqueue(shard, {
-        deadline: Date.now() + ENQUEUE_TIMEOUT_MS,
-        timeoutMs: ENQUEUE_TIMEOUT_MS,
+        deadline,
+        timeoutMs: DECIDED_ENQUEUE_MS,
         batches: [{ tasks }],
       }),
     );

@@ -17,7 +17,7 @@ let callSequence = 0;
 
 /**
  * A producer call's record: mode '1', a TTL covering the caller's wait, and a new call id that carries the
- * caller's deadline (`resentRecord` reads it back).
+ * caller's deadline (`writtenRecord` reads it back).
  */
 export function firstSendRecord(deadline: number, timeoutMs: number): string {
   const ttl = Math.ceil(timeoutMs / 1_000) + CALL_RECORD_MARGIN_S;
@@ -38,11 +38,32 @@ export function isCallRecord(arg: string | undefined): boolean {
 }
 
 /**
- * The record of a call written again (ioredis resends a command whose reply a reconnection lost): mode '2'
- * while the caller's deadline (in a first send's id) has not passed, else '3'.
+ * How long a decision read from Redis may take to become an enqueue (ms): a batch's callbacks or a flow's
+ * releases are enqueued under a deadline this long from when the script that decided them was sent, so no
+ * enqueue of them lands later (see `writtenRecord`) and their guards need to outlast only this.
  */
-export function resentRecord(record: string): string {
-  // `{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: the mode is its second character.
+export const DECIDED_ENQUEUE_MS = 10_000;
+
+/**
+ * How long the deduplication guard of a decided enqueue (a batch's callback, a flow's release or callback)
+ * is kept once its task is on record and no fold decides it again (ms): past the deadline of any enqueue of
+ * it still on its way from a process that decided before (`DECIDED_ENQUEUE_MS`), with a margin.
+ */
+export const SETTLED_GUARD_MS = 2 * DECIDED_ENQUEUE_MS;
+
+/**
+ * A call record as its call is written the `writes`-th time (ioredis writes a command again after a
+ * reconnection when its reply was lost, and writes one first from its offline queue once Redis is back). A
+ * first send's record (mode '1') written after its caller's deadline goes as '3': the caller was told it
+ * failed, and what the call carries may have been decided from a read that no longer holds (a batch's
+ * callback that ran and settled meanwhile); before the deadline it is '1' the first time, '2' after. A
+ * named record goes as it is (mode '2' from the first send on).
+ */
+export function writtenRecord(record: string, writes: number): string {
+  if (record[1] !== '1') return record;
+  // `{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: the mode is its second character. A record made
+  // otherwise (no deadline in it) is only told as sent again.
   const deadline = parseInt(record.split('.')[2] ?? '', 36);
-  return `${CALL_MARKER}${Number.isFinite(deadline) && Date.now() < deadline ? '2' : '3'}${record.slice(2)}`;
+  if (Number.isFinite(deadline) && Date.now() >= deadline) return `${CALL_MARKER}3${record.slice(2)}`;
+  return writes > 1 ? `${CALL_MARKER}2${record.slice(2)}` : record;
 }

@@ -40,9 +40,9 @@ export class ScriptGateway {
 
   /**
    * enqueueTasks: the call's tasks, batch by batch, behind its call record (which makes a resend
-   * idempotent); per task 0 (written) or the id holding its deduplication key; -1 when the call was sent
-   * again after its deadline and no answer was on record (the script's mode '3': nothing was written by
-   * that send). Read it with `enqueueAnswer`.
+   * idempotent); per task 0 (written) or the id holding its deduplication key; -1 when the call was written
+   * after its deadline (again, or first once a reconnection let it go) and no answer was on record (the
+   * script's mode '3': nothing was written by that send). Read it with `enqueueAnswer`.
    */
   enqueue(keys: QueueKeys, call: EnqueueCall): Promise<(0 | string)[] | -1> {
     // Out-of-line payloads stored just before it; else no promise of its own here (once per emit).
@@ -490,6 +490,6 @@ export const gatewayOf = perConnection((redis) => new ScriptGateway(redis));
 export function enqueueAnswer(results: (0 | string)[] | -1): (0 | string)[] {
   if (Array.isArray(results)) return results;
   throw new Error(
-    'the enqueue call was sent again after its deadline (a reconnection) and found no record of an earlier send; it wrote nothing',
+    'the enqueue call reached Redis after its deadline (it waited for a reconnection) and found no record of an earlier send; it wrote nothing',
   );
 }

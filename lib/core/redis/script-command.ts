@@ -1,5 +1,5 @@
 import { Command } from 'ioredis';
-import { isCallRecord, resentRecord } from './call-record.js';
+import { isCallRecord, writtenRecord } from './call-record.js';
 import { scriptFlagsOn } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
@@ -78,14 +78,16 @@ export function scriptCommand(
 /**
  * ioredis writes a command again after a reconnection when its reply was lost
  * (`autoResendUnfulfilledCommands`): by then Redis may have run it. A call that carries a call record
- * says so on every write after the first: mode '2' (answer from the record if the first write ran), or
- * '3' once the caller's deadline passed (the caller was told the outcome is unknown: write nothing new).
+ * says so on every write after the first: mode '2' (answer from the record if the first write ran); and on
+ * any write, the first from the offline queue included, '3' once the caller's deadline passed (the caller
+ * was told it failed: write nothing new). See `writtenRecord`.
  */
 function resentAs(command: Command, sent: string[], at: number): void {
   const toWritable = command.toWritable;
+  const first = sent[at];
   let writes = 0;
   command.toWritable = function (this: Command, socket: unknown) {
-    if (++writes > 1) sent[at] = resentRecord(sent[at]);
+    sent[at] = writtenRecord(first, ++writes);
     return toWritable.call(this, socket as never);
   };
 }
