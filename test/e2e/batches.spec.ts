@@ -13,7 +13,8 @@ import {
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { TaskStore } from '../../lib/core/redis/store.js';
 import { DECIDED_ENQUEUE_MS, SETTLED_GUARD_MS } from '../../lib/core/redis/call-record.js';
-import { callbackGuard, type BatchFire } from '../../lib/core/model/batch.js';
+import { callbackGuard } from '../../lib/core/model/batch.js';
+import type { BatchFireAnswer } from '../../lib/core/redis/batch-gateway.js';
 import { enqueueCallbacks } from '../../lib/core/batches/batch-callbacks.js';
 import { startProducer, startWorker } from '../support/nest.js';
 import { deleteKeys, keysUnder, openRedis, testPrefix, waitFor } from '../support/redis.js';
@@ -327,7 +328,9 @@ describe('batches: fan-out, then a callback exactly once', () => {
     await batch.seal();
     await waitFor(() => summaries.length === 1, 'the callback');
     const created = (await redis.hget(keys.batch('stale').record, 'created')) as string;
-    const stale: BatchFire = {
+    const stale: BatchFireAnswer = {
+      kind: 'fire',
+      asked: Date.now(),
       complete: { pattern: 'album.publish' },
       total: 3,
       succeeded: 3,
@@ -348,13 +351,13 @@ describe('batches: fan-out, then a callback exactly once', () => {
     const guard = shard.dedup(callbackGuard('stale', created, 'complete'));
     await waitFor(async () => (await redis.pttl(guard)) <= SETTLED_GUARD_MS, 'the guard to be let go');
     // That reaper's enqueue comes now, within its deadline: the guard still refuses it.
-    await enqueueCallbacks(store, 'stale', stale, Date.now());
+    await enqueueCallbacks(store, 'stale', { ...stale, asked: Date.now() });
     expect(await redis.llen(shard.pending('default'))).toBe(0);
     // Once the guard is gone, an enqueue decided longer ago than its deadline writes nothing either.
     await redis.del(guard);
-    await expect(enqueueCallbacks(store, 'stale', stale, Date.now() - DECIDED_ENQUEUE_MS - 1)).rejects.toThrow(
-      /after its deadline/,
-    );
+    await expect(
+      enqueueCallbacks(store, 'stale', { ...stale, asked: Date.now() - DECIDED_ENQUEUE_MS - 1 }),
+    ).rejects.toThrow(/after its deadline/);
     expect(await redis.llen(shard.pending('default'))).toBe(0);
     expect(summaries).toHaveLength(1);
   });

@@ -3,11 +3,11 @@ import {
   callbackGuard,
   callbackKindOf,
   callbackTaskId,
-  type BatchFire,
   type BatchSummary,
 } from '../model/batch.js';
 import { DECIDED_ENQUEUE_MS, SETTLED_GUARD_MS } from '../redis/call-record.js';
 import { enqueueAnswer } from '../redis/gateway.js';
+import type { BatchFireAnswer } from '../redis/batch-gateway.js';
 import type { TaskStore } from '../redis/store.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { prepareTask } from '../producer/task-items.js';
@@ -28,18 +28,13 @@ export const COUNT_MARKER_MS = 600_000;
  * the guards of callbacks that settled already go (the others' when their settle is folded), and drops the
  * batch from the due index. Returns the callback task ids.
  *
- * `asked` is when the script that answered `fire` was sent: the enqueues go under a deadline
+ * `fire.asked` is when the script that answered `fire` was sent: the enqueues go under a deadline
  * `DECIDED_ENQUEUE_MS` from then, and none lands later (one that waited out an outage writes nothing), so a
  * settled callback's guard, kept `SETTLED_GUARD_MS` once the callbacks are on record, refuses every enqueue
  * of it from a process that decided before: a callback that ran and settled is never enqueued again.
  */
-export async function enqueueCallbacks(
-  store: TaskStore,
-  id: string,
-  fire: BatchFire,
-  asked: number,
-): Promise<string[]> {
-  const deadline = asked + DECIDED_ENQUEUE_MS;
+export async function enqueueCallbacks(store: TaskStore, id: string, fire: BatchFireAnswer): Promise<string[]> {
+  const deadline = fire.asked + DECIDED_ENQUEUE_MS;
   const { redis, keys, layouts, gateway } = store;
   const summary = summaryOf(id, fire);
   const ids: string[] = [];
@@ -93,7 +88,7 @@ export async function enqueueCallbacks(
 }
 
 /** What a batch's callbacks are told (their payload, with the callback's own as `payload`). */
-function summaryOf(id: string, fire: BatchFire): BatchSummary {
+function summaryOf(id: string, fire: BatchFireAnswer): BatchSummary {
   return {
     batchId: id,
     total: fire.total,

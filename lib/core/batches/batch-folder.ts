@@ -55,9 +55,8 @@ export class BatchFolder {
       }
       // A batch whose fold fails leaves the others folded; the events stay (folded again later) and it is thrown.
       await eachOf(byBatch, async ([batch, fields]) => {
-        const asked = Date.now();
         const answer = await this.gateway.batch.fold(this.keys.batch(batch), fields);
-        await this.settle(batch, answer, asked);
+        await this.settle(batch, answer);
         if (answer.kind === 'done') await this.dropGuards(queue, batch, answer.created, fields);
       });
       await this.gateway.batch.trim(queue.batchEvents, events);
@@ -73,11 +72,10 @@ export class BatchFolder {
   async checkDue(now: number): Promise<void> {
     const due = this.keys.batchesDue;
     await eachOf(await this.redis.zrangebyscore(due, '-inf', now, 'LIMIT', 0, 100), async (id) => {
-      const asked = Date.now();
       const answer = await this.gateway.batch.fold(this.keys.batch(id), []);
       // Gone, or its callbacks on record (a crash cut its enqueuer off before it left the index): done here.
       if (answer.kind === 'unknown' || answer.kind === 'done') await this.redis.zrem(due, id);
-      else if (answer.kind === 'fire') await this.settle(id, answer, asked);
+      else if (answer.kind === 'fire') await this.settle(id, answer);
       else await this.redis.zadd(due, 'XX', now + BATCH_RECHECK_MS, id);
     });
   }
@@ -96,11 +94,10 @@ export class BatchFolder {
     }
   }
 
-  /** Enqueues the callbacks of a batch whose fold, sent at `asked`, answered `fire`. */
-  private async settle(id: string, answer: FireAnswer, asked: number): Promise<void> {
+  private async settle(id: string, answer: FireAnswer): Promise<void> {
     if (answer.kind !== 'fire') return;
     try {
-      const callbacks = await enqueueCallbacks(this.store, id, answer, asked);
+      const callbacks = await enqueueCallbacks(this.store, id, answer);
       this.logger?.log(`batch ${id} completed: enqueued ${callbacks.join(', ')}`);
     } catch (error) {
       // Its events stay (they are dropped after this), and the due index holds it: enqueued by a later fold.

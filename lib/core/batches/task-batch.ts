@@ -97,10 +97,9 @@ export class TaskBatch {
   /** No task will be added any more; fires the batch at once when every task settled already. */
   async seal(): Promise<void> {
     await this.open();
-    const asked = Date.now();
     const answer = await this.parts.store.gateway.batch.seal(this.keys);
     if (answer.kind === 'fire') {
-      await enqueueCallbacks(this.parts.store, this.options.id, answer, asked);
+      await enqueueCallbacks(this.parts.store, this.options.id, answer);
     }
   }
 

@@ -63,12 +63,10 @@ export class FlowActions {
    */
   async settle(id: string, events: readonly string[]): Promise<string | undefined> {
     const keys = this.store.keys.flow(id);
-    let asked = Date.now();
     let fold = await this.store.gateway.flow.fold(keys, events);
     for (let round = 1; fold.kind === 'flow'; round++) {
-      const again = await this.act(keys, fold, asked);
+      const again = await this.act(keys, fold);
       if (!again || round >= MAX_ROUNDS) return fold.created;
-      asked = Date.now();
       fold = await this.store.gateway.flow.fold(keys, []);
     }
     return undefined;
@@ -77,21 +75,20 @@ export class FlowActions {
   /** Folds flow `id` again and does what is left; whether it still has work a crash could cut off. */
   async pending(id: string): Promise<boolean> {
     const keys = this.store.keys.flow(id);
-    const asked = Date.now();
     const fold = await this.store.gateway.flow.fold(keys, []);
     if (fold.kind !== 'flow') return false;
-    await this.act(keys, fold, asked);
+    await this.act(keys, fold);
     const done = fold.ended !== '' && (fold.complete === undefined || fold.callback !== undefined);
     return !done || !fold.counted.includes('c') || !fold.counted.includes('e');
   }
 
   /**
-   * Does what one fold, sent at `asked`, answered; true when a stop changed the flow (a fold again may end it).
-   * Its enqueues go under a deadline `DECIDED_ENQUEUE_MS` from `asked`: none lands later, so a guard kept
-   * `SETTLED_GUARD_MS` once its task is on record refuses each one from a process that folded before.
+   * Does what one fold answered; true when a stop changed the flow (a fold again may end it). Its enqueues go
+   * under a deadline `DECIDED_ENQUEUE_MS` from when the fold was sent (`fold.asked`): none lands later, so a
+   * guard kept `SETTLED_GUARD_MS` once its task is on record refuses each one from a process that folded before.
    */
-  private async act(keys: FlowKeys, fold: FlowFold & { kind: 'flow' }, asked: number): Promise<boolean> {
-    const deadline = asked + DECIDED_ENQUEUE_MS;
+  private async act(keys: FlowKeys, fold: FlowFold & { kind: 'flow' }): Promise<boolean> {
+    const deadline = fold.asked + DECIDED_ENQUEUE_MS;
     const { redis, gateway } = this.store;
     await this.count(keys, fold);
     // table-ok: lives for one call

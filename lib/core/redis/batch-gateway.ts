@@ -3,12 +3,18 @@ import type { BatchKeys, QueueKeys } from './keys.js';
 import { settleKeys } from './script-keys.js';
 import type { TaskRedis } from './scripts.js';
 
+/**
+ * A batch script's answer that the batch fires: its callbacks to enqueue, decided when the script was sent
+ * (`asked`, Date.now() ms: their enqueue's deadline counts from then, see enqueueCallbacks).
+ */
+export type BatchFireAnswer = { readonly kind: 'fire'; readonly asked: number } & BatchFire;
+
 /** What a batch script answered about firing: nothing yet, fire (its callbacks to enqueue), or no record. */
 export type FireAnswer =
   | { readonly kind: 'none' }
   | { readonly kind: 'done'; readonly created: string }
   | { readonly kind: 'unknown' }
-  | ({ readonly kind: 'fire' } & BatchFire);
+  | BatchFireAnswer;
 
 /** The scripts of batches (see scripts/include/batchRecord.lua and include/batch.lua), one method each. */
 export class BatchGateway {
@@ -53,12 +59,14 @@ export class BatchGateway {
   }
 
   async seal(keys: BatchKeys): Promise<FireAnswer> {
-    return fireAnswer(await this.redis.sealBatch(keys.record, keys.children));
+    const asked = Date.now();
+    return fireAnswer(await this.redis.sealBatch(keys.record, keys.children), asked);
   }
 
   /** foldBatch: the events (seq, task id, outcome per event) applied; whether the batch fires. */
   async fold(keys: BatchKeys, events: readonly string[]): Promise<FireAnswer> {
-    return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, keys.patterns, keys.id, ...events));
+    const asked = Date.now();
+    return fireAnswer(await this.redis.foldBatch(keys.record, keys.children, keys.patterns, keys.id, ...events), asked);
   }
 
   /**
@@ -92,13 +100,14 @@ export class BatchGateway {
   }
 }
 
-function fireAnswer(reply: (number | string)[]): FireAnswer {
+function fireAnswer(reply: (number | string)[], asked: number): FireAnswer {
   if (reply[0] === -1) return { kind: 'unknown' };
   if (reply[0] === 2) return { kind: 'done', created: String(reply[1]) };
   if (reply[0] !== 1) return { kind: 'none' };
   const [, complete, success, total, succeeded, dead, cancelled, created, ...failedIds] = reply;
   return {
     kind: 'fire',
+    asked,
     complete: JSON.parse(String(complete)) as BatchCallback,
     success: success === '' ? undefined : (JSON.parse(String(success)) as BatchCallback),
     total: Number(total),

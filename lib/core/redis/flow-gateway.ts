@@ -19,6 +19,8 @@ export type FlowFold =
   | { readonly kind: 'unknown' }
   | {
       readonly kind: 'flow';
+      /** When the fold was sent (Date.now() ms): what it answered is enqueued within a deadline from then. */
+      readonly asked: number;
       readonly state: string;
       readonly created: string;
       /** '' running on; 'now' ended by this fold; 'before' ended earlier. */
@@ -59,7 +61,8 @@ export class FlowGateway {
 
   /** foldFlow: the events (seq, node id, outcome, value per event) applied; what is left to do. */
   async fold(keys: FlowKeys, events: readonly string[]): Promise<FlowFold> {
-    return foldAnswer(await this.redis.foldFlow(...names(keys), ...events));
+    const asked = Date.now();
+    return foldAnswer(await this.redis.foldFlow(...names(keys), ...events), asked);
   }
 
   /** markFlow released / gone: how many nodes changed. */
@@ -93,7 +96,7 @@ function names(keys: FlowKeys): FlowKeyNames {
   return [keys.record, keys.nodes, keys.edges, keys.specs, keys.results];
 }
 
-function foldAnswer(reply: (number | string)[]): FlowFold {
+function foldAnswer(reply: (number | string)[], asked: number): FlowFold {
   if (reply[0] === -1) return { kind: 'unknown' };
   const [state, created, ended, reason, callback, complete, counted, keep] = reply.map(String);
   let at = 8;
@@ -110,6 +113,7 @@ function foldAnswer(reply: (number | string)[]): FlowFold {
   for (let n = Number(next()); n > 0; n--) stops.push({ node: next(), state: next(), spec: next() });
   return {
     kind: 'flow',
+    asked,
     state,
     created,
     ended: ended === '1' ? 'now' : ended === '2' ? 'before' : '',
