@@ -15,13 +15,22 @@ const CALL_RECORD_MARGIN_S = 10;
 const CALL_ID_PREFIX = randomBytes(4).toString('base64url');
 let callSequence = 0;
 
+/** The start of this process's first-send records, by TTL (seconds): one string per TTL, not one per call. */
+// table-ok: one entry per distinct call timeout
+const FIRST_SEND_HEADS = new Map<number, string>();
+
 /**
  * A producer call's record: mode '1', a TTL covering the caller's wait, and a new call id that carries the
  * caller's deadline (`writtenRecord` reads it back).
  */
 export function firstSendRecord(deadline: number, timeoutMs: number): string {
   const ttl = Math.ceil(timeoutMs / 1_000) + CALL_RECORD_MARGIN_S;
-  return `${CALL_MARKER}1${ttl}.${CALL_ID_PREFIX}.${deadline.toString(36)}.${(++callSequence).toString(36)}`;
+  let head = FIRST_SEND_HEADS.get(ttl);
+  if (head === undefined) {
+    head = `${CALL_MARKER}1${ttl}.${CALL_ID_PREFIX}.`;
+    FIRST_SEND_HEADS.set(ttl, head);
+  }
+  return `${head}${deadline.toString(36)}.${(++callSequence).toString(36)}`;
 }
 
 /**
@@ -60,10 +69,24 @@ export const SETTLED_GUARD_MS = 2 * DECIDED_ENQUEUE_MS;
  * named record goes as it is (mode '2' from the first send on).
  */
 export function writtenRecord(record: string, writes: number): string {
-  if (record[1] !== '1') return record;
-  // `{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: the mode is its second character. A record made
-  // otherwise (no deadline in it) is only told as sent again.
-  const deadline = parseInt(record.split('.')[2] ?? '', 36);
-  if (Number.isFinite(deadline) && Date.now() >= deadline) return `${CALL_MARKER}3${record.slice(2)}`;
+  if (record.charCodeAt(1) !== MODE_FIRST) return record;
+  const deadline = recordDeadline(record);
+  if (Date.now() >= deadline) return `${CALL_MARKER}3${record.slice(2)}`;
   return writes > 1 ? `${CALL_MARKER}2${record.slice(2)}` : record;
+}
+
+/** '1', a first send's mode (the record's second character). */
+const MODE_FIRST = 0x31;
+
+/**
+ * The caller's deadline a record carries (`{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: its third
+ * part), or NaN when it carries none (a record made otherwise). Read with `indexOf`, not `split`: once per
+ * write of every enqueue call.
+ */
+function recordDeadline(record: string): number {
+  const first = record.indexOf('.', 2);
+  const second = first < 0 ? -1 : record.indexOf('.', first + 1);
+  if (second < 0) return Number.NaN;
+  const third = record.indexOf('.', second + 1);
+  return parseInt(record.slice(second + 1, third < 0 ? record.length : third), 36);
 }

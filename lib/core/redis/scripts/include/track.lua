@@ -21,8 +21,9 @@
 --   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
 --   `faults` is given, else left alone; the task goes on untracked.
 -- trackState(key, index, state, entryKey, entry, ...)
---   Moves the index to `state`: one HDEL of the fields of the states it leaves, one HSET of `state`, `at`
---   and the given field/value pairs, one PEXPIRE (`live` while waiting or running, `keep` once ended).
+--   Moves the index to `state`: one HDEL of the fields of the states it leaves (none when the caller knows it
+--   holds none of them: `index.dropsNothing`), one HSET of `state`, `at` and the given field/value pairs, one
+--   PEXPIRE (`live` while waiting or running, `keep` once ended).
 --   Waiting again (pending, delayed) with `entry`: SET of the entry key; running or ended: DEL of it.
 -- cancelledTask(key, index, root, was, reason, call, entryKey)
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
@@ -87,7 +88,9 @@ local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
 
 local function trackState(key, index, state, entryKey, entry, ...)
   local drops = TRACK_DROPS[state]
-  redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
+  if not index.dropsNothing then
+    redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
+  end
   redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
   local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
   redis.call('PEXPIRE', key, ttl)

@@ -1,0 +1,73 @@
+import { describe, expect, it } from '@jest/globals';
+import { keys, redis, useLuaHarness, worker } from '../harness.js';
+import { queueHelpers } from '../scenarios.js';
+
+useLuaHarness();
+const { gateway, enqueue, claimAll } = queueHelpers(redis, worker);
+
+/** The fencing tokens of a claim's token/entry pairs, in claim order. */
+const tokensOf = (claimed: string[]) => claimed.filter((_, i) => i % 2 === 0);
+
+describe('startTasks', () => {
+  it('records each held task running under its token, and answers a token it no longer holds as lost', async () => {
+    await enqueue(keys, [
+      { id: 't1', track: true },
+      { id: 't2', client: 'b', track: true },
+    ]);
+    expect(await redis.exists(keys.tracked('t1').entry)).toBe(1);
+    const [first, second] = tokensOf(await claimAll(keys));
+    const answers = await gateway.track.start(keys, worker, [
+      { token: first, id: 't1', attempt: 1 },
+      { token: 'not-held', id: 'tx', attempt: 1 },
+      { token: second, id: 't2', attempt: 2 },
+    ]);
+    expect(answers).toEqual(['run', 'lost', 'run']);
+    expect(await redis.hgetall(keys.task('t2'))).toMatchObject({
+      state: 'running',
+      token: second,
+      attempt: '2',
+      worker,
+    });
+    // Its entry key (kept for a cancel while it waited) went with the start.
+    expect(await redis.exists(keys.tracked('t1').entry)).toBe(0);
+    expect(await redis.exists(keys.tracked('t2').entry)).toBe(0);
+  });
+
+  it("drops a retry's due time and why when the task runs again, and keeps the rest of its index", async () => {
+    await enqueue(keys, [{ id: 't1', track: true }]);
+    // As a retry leaves it waiting (trackFollow `retried`): its due time and why on the index.
+    await redis.hset(keys.task('t1'), 'state', 'delayed', 'due', Date.now(), 'why', 'retry');
+    const [token] = tokensOf(await claimAll(keys));
+    expect(await gateway.track.start(keys, worker, [{ token, id: 't1', attempt: 2 }])).toEqual(['run']);
+    const index = await redis.hgetall(keys.task('t1'));
+    expect(index).toMatchObject({ state: 'running', token, attempt: '2', id: 't1', client: 'a' });
+    expect(index).not.toHaveProperty('due');
+    expect(index).not.toHaveProperty('why');
+  });
+
+  it('cancels a task asked to be cancelled between places once, even when its token comes twice in one call', async () => {
+    await enqueue(keys, [{ id: 't1', track: true }]);
+    await redis.hset(keys.task('t1'), 'cancel', 'asked');
+    const [token] = tokensOf(await claimAll(keys));
+    const answers = await gateway.track.start(keys, worker, [
+      { token, id: 't1', attempt: 1 },
+      { token, id: 't1', attempt: 1 },
+    ]);
+    // The second sees it gone and its index cancelled (as a resent call would): never recorded running.
+    expect(answers).toEqual(['cancelled', 'cancelled']);
+    expect(await redis.hget(keys.task('t1'), 'state')).toBe('cancelled');
+    expect(await redis.hget(keys.counters, 'cancelled')).toBe('1');
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+  });
+
+  it('leaves a task recorded running under the same token as it is (a resent call)', async () => {
+    await enqueue(keys, [{ id: 't1', track: true }]);
+    const [token] = tokensOf(await claimAll(keys));
+    expect(await gateway.track.start(keys, worker, [{ token, id: 't1', attempt: 1 }])).toEqual(['run']);
+    const at = await redis.hget(keys.task('t1'), 'at');
+    await redis.hset(keys.task('t1'), 'at', '1');
+    expect(await gateway.track.start(keys, worker, [{ token, id: 't1', attempt: 1 }])).toEqual(['run']);
+    expect(at).not.toBe('1');
+    expect(await redis.hget(keys.task('t1'), 'at')).toBe('1');
+  });
+});
