@@ -157,10 +157,10 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
   /** Flow f1 created: a diamond (a; b and c after a, c skipped when a parent fails; d after b and c), a released. */
   const openFlowOf = (keys: QueueKeys) =>
     gateway.flow.open(flowKeys(keys), 60_000, JSON.stringify({ pattern: 'cb' }), [
-      ['a', 'f|', '{"pattern":"q","clientId":"a","payload":1}'],
-      ['b', 'f|a', '{"pattern":"q","clientId":"a","payload":2}'],
-      ['c', 's|a', '{"pattern":"q","clientId":"a","payload":3}'],
-      ['d', 'r|b,c', '{"pattern":"q","clientId":"a","payload":4}'],
+      ['a', 'f|', '{"pattern":"q","clientId":"a","payload":1}', ''],
+      ['b', 'f|a', '{"pattern":"q","clientId":"a","payload":2}', ''],
+      ['c', 's|a', '{"pattern":"q","clientId":"a","payload":3}', ''],
+      ['d', 'r|b,c', '{"pattern":"q","clientId":"a","payload":4}', ''],
     ]);
 
   return {

@@ -95,19 +95,8 @@ export class FlowActions {
     const byShard = new Map<QueueKeys, PreparedTask[]>();
     for (const release of fold.releases) {
       const spec = JSON.parse(release.spec) as StoredNodeSpec;
-      const item: EnqueueItem = {
-        payload: spec.payload ?? null,
-        clientId: spec.clientId,
-        id: flowTaskId(keys.id, release.node),
-        flow: keys.id,
-        node: release.node,
-        parents: parentResults(release.parents),
-        // Tracked (its flow's stop cancels it by id), its index kept as long as its flow's records.
-        track: { keepMs: Math.min(spec.keepMs ?? FLOW_DEFAULT_KEEP_MS, MAX_TRACK_MS) },
-        maxAttempts: spec.maxAttempts,
-        backoff: spec.backoff,
-        priority: spec.priority,
-      };
+      const parents = parentResults(release.parents);
+      const item = nodeItem(keys.id, release.node, spec, parents, !this.store.redis.isCluster);
       const task = this.guarded(item, flowGuard(keys.id, fold.created, release.node));
       const shard = await this.shardOf(spec);
       byShard.set(shard, [...(byShard.get(shard) ?? []), task]);
@@ -259,6 +248,33 @@ export class FlowActions {
   private async shardOf(spec: Pick<StoredNodeSpec, 'pattern' | 'clientId'>): Promise<QueueKeys> {
     return (await this.store.layouts.layout(spec.pattern)).shardOf(spec.clientId);
   }
+}
+
+/**
+ * A node's task as its flow enqueues it: a fixed id, tracked (its flow's stop cancels it by id), its index kept
+ * as long as its flow's records. `fold` (a flow on one Redis server, not a Cluster): its success may release
+ * its children in its own settle (see flow-templates.ts).
+ */
+export function nodeItem(
+  flow: string,
+  node: string,
+  spec: StoredNodeSpec,
+  parents: Record<string, FlowParentResult>,
+  fold: boolean,
+): EnqueueItem {
+  return {
+    payload: spec.payload ?? null,
+    clientId: spec.clientId,
+    id: flowTaskId(flow, node),
+    flow,
+    node,
+    fold,
+    parents,
+    track: { keepMs: Math.min(spec.keepMs ?? FLOW_DEFAULT_KEEP_MS, MAX_TRACK_MS) },
+    maxAttempts: spec.maxAttempts,
+    backoff: spec.backoff,
+    priority: spec.priority,
+  };
 }
 
 /** The parents' outcomes as a child sees them (`ctx.parentResults()`), from what the fold answered. */

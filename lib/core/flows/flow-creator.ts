@@ -1,11 +1,14 @@
 import { FLOW_RECHECK_MS, POLICY_LETTERS, flowTaskId, type FlowReceipt } from '../model/flow.js';
 import type { TaskStore } from '../redis/store.js';
 import type { TaskLogger } from '../support/logger.js';
+import type { StoredNodeSpec } from './flow-actions.js';
 import { FlowFolder } from './flow-folder.js';
+import { releaseTemplates } from './flow-templates.js';
 import type { ResolvedFlow, ResolvedFlowNode } from './flow-options.js';
 
 /**
- * Creates a flow (checked already: `resolveFlow`) and releases its nodes without parents. In the due index
+ * Creates a flow (checked already: `resolveFlow`) and releases its nodes without parents; on one Redis server,
+ * each node with parents gets its release template (flow-templates.ts). In the due index
  * first (a crash before its first releases leaves it there, and a reaper makes them), then its record (one
  * script: all of it or nothing), then its first releases (a fold with no events answers them). A call again
  * with the same id (after a lost reply) creates nothing and answers `created: false`.
@@ -13,9 +16,20 @@ import type { ResolvedFlow, ResolvedFlowNode } from './flow-options.js';
 export async function createFlow(store: TaskStore, flow: ResolvedFlow, logger?: TaskLogger): Promise<FlowReceipt> {
   const { redis, keys, gateway } = store;
   await redis.zadd(keys.flowsDue, 'NX', Date.now() + FLOW_RECHECK_MS, flow.id);
+  const specs = flow.nodes.map((node) => specJson(node, flow.keepMs));
+  const templates = await releaseTemplates(
+    store,
+    flow.id,
+    flow.nodes.map((node, i) => ({ id: node.id, deps: node.deps, spec: JSON.parse(specs[i]) as StoredNodeSpec })),
+  );
   const nodes = flow.nodes.map(
-    (node) =>
-      [node.id, `${POLICY_LETTERS[node.onParentFailure]}|${node.deps.join(',')}`, specJson(node, flow.keepMs)] as const,
+    (node, i) =>
+      [
+        node.id,
+        `${POLICY_LETTERS[node.onParentFailure]}|${node.deps.join(',')}`,
+        specs[i],
+        templates.get(node.id) ?? '',
+      ] as const,
   );
   const complete = flow.onComplete ? JSON.stringify(flow.onComplete) : '';
   const opened = await gateway.flow.open(keys.flow(flow.id), flow.keepMs, complete, nodes);

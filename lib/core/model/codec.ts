@@ -76,6 +76,11 @@ export interface TaskEnvelope {
   readonly flow?: string;
   /** Its node id within its flow. */
   readonly node?: string;
+  /**
+   * 1: its success may release its children in its own settle (right after `node`; the flow was made on one
+   * Redis server, not a Cluster, and left their tasks ready: scripts/include/flow.lua, `flowRelease`).
+   */
+  readonly fold?: number;
   /** Its parents' outcomes, by node id, as they were when it was released (`ctx.parentResults()`). */
   readonly parents?: Readonly<Record<string, FlowParentResult>>;
   /**
@@ -129,7 +134,7 @@ export function encodeNewEntry(meta: Omit<TaskEnvelope, 'payload'>, payloadJson:
       : meta.batch !== undefined
         ? `"v":${FORMAT_VERSION_2},"batch":${JSON.stringify(meta.batch)}`
         : meta.flow !== undefined
-          ? `"v":${FORMAT_VERSION_2},"flow":${JSON.stringify(meta.flow)},"node":${JSON.stringify(meta.node)}`
+          ? `"v":${FORMAT_VERSION_2},"flow":${JSON.stringify(meta.flow)},"node":${JSON.stringify(meta.node)}${meta.fold === 1 ? ',"fold":1' : ''}`
           : `"v":${FORMAT_VERSION}`;
   // An out-of-line payload's body id comes last, in place of the payload (the scripts read the entry's tail).
   const payload = meta.body === undefined ? `,"payload":${payloadJson}` : `,"body":"${meta.body}"`;

@@ -62,6 +62,8 @@ export interface EnqueueItem extends TaskOptions {
   readonly flow?: string;
   readonly node?: string;
   readonly parents?: Readonly<Record<string, FlowParentResult>>;
+  /** A node whose success may release its children in its own settle (the envelope's `fold`). */
+  readonly fold?: boolean;
 }
 
 /** What a task is checked against besides its own fields. */
@@ -184,8 +186,7 @@ function prepareWithOptions(
   if ((item.batch !== undefined || item.flow !== undefined) && item.id === undefined)
     fail('a task of a batch or a flow needs its id given (its batch counts it, its flow releases it once)');
   const { priority, delayMs, dedupTtlMs } = checkOptions(item, now, limits, fail);
-  const trackIssue = item.track === undefined ? undefined : trackProblem(item.track);
-  if (trackIssue) fail(`track ${trackIssue}`);
+  if (item.track !== undefined && trackProblem(item.track)) fail(`track ${trackProblem(item.track)}`);
   // A task whose traits conflict with tracking (a coalesced one: its id may be replaced before it runs; a
   // batch's: the batch tells where its tasks are) is not tracked: the client's `track` passes it by.
   const track = mayBeTracked(item) ? trackTimes(item.track ?? limits.track) : undefined;
@@ -210,6 +211,7 @@ function prepareWithOptions(
       batch: item.batch,
       flow: item.flow,
       node: item.node,
+      fold: item.fold ? 1 : undefined,
       parents: item.parents,
       body: body?.id,
     },

@@ -45,13 +45,14 @@ export class FlowGateway {
 
   /**
    * openFlow: `created` (Redis ms, the flow's generation) when made now, else `existed` with its state.
-   * Each node is `[id, edges, spec]` (edges: `<policy letter>|<dep>,<dep>`).
+   * Each node is `[id, edges, spec, template]` (edges: `<policy letter>|<dep>,<dep>`; template: its release
+   * template, '' none; see flows/flow-templates.ts).
    */
   async open(
     keys: FlowKeys,
     keepMs: number,
     complete: string,
-    nodes: readonly (readonly [string, string, string])[],
+    nodes: readonly (readonly [string, string, string, string])[],
   ): Promise<{ made: boolean; created: string; state: string }> {
     const reply = await this.redis.openFlow(...names(keys), keepMs, complete, ...nodes.flat());
     return reply[0] === 1

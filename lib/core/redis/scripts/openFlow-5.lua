@@ -10,11 +10,11 @@
 -- KEYS[4]: their specs (hash: node id -> JSON)
 -- KEYS[5]: their results (hash: node id -> JSON)
 -- ARGV[1]: how long its keys are kept once it ended (ms); ARGV[2]: the completion callback (JSON, '' none);
---   ARGV[3..]: per node, 3 fields: node id, edges (`<policy>|<dep>,<dep>`, '' after the bar for none), spec
---   (JSON)
+--   ARGV[3..]: per node, 4 fields: node id, edges (`<policy>|<dep>,<dep>`, '' after the bar for none), spec
+--   (JSON), release template ('' none; kept in the specs hash as field `,<node id>`: see include/flow.lua)
 -- Returns: { 1, created } when created now (created: Redis ms, its generation); { 0, state, created } when it
 --   existed
--- Side effects: HSET of the record, the nodes, the edges and the specs when it is new.
+-- Side effects: HSET of the record, the nodes, the edges and the specs (and templates) when it is new.
 flowKeys()
 local existing = redis.call('HMGET', KEYS[1], 'state', 'created')
 if existing[1] then
@@ -22,7 +22,7 @@ if existing[1] then
 end
 local created = string.format('%d', redisMs())
 local total = 0
-for i = 3, #ARGV, 3 do
+for i = 3, #ARGV, 4 do
   local id, edges = ARGV[i], ARGV[i + 1]
   local state = 'w'
   if string.sub(edges, 3) == '' then
@@ -31,6 +31,9 @@ for i = 3, #ARGV, 3 do
   redis.call('HSET', KEYS[2], id, state .. '/0')
   redis.call('HSET', KEYS[3], id, edges)
   redis.call('HSET', KEYS[4], id, ARGV[i + 2])
+  if ARGV[i + 3] ~= '' then
+    redis.call('HSET', KEYS[4], ',' .. id, ARGV[i + 3])
+  end
   total = total + 1
 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'created', created, 'keep', ARGV[1], 'total', total)

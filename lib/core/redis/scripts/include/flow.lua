@@ -1,5 +1,5 @@
 -- include/flow.lua — shared by the scripts whose header says "Includes: flow".
--- Needs: guard, eventSeq
+-- Needs: guard, eventSeq, pushTask, track, flowRecord
 -- A node of a flow (stored form version 2, its flow id and node id first after `v`) reports each settle to
 -- its flow through its own slot, in the same script call as the settle: an event on `<base>:flow-events`
 -- (list), `<seq>\n<flow id>\n<node id>\n<outcome>\n<value>`, outcome s (succeeded; value: the handler's
@@ -9,16 +9,27 @@
 -- applies each node's events in order however often they are folded (foldFlow-5.lua; the worker that
 -- settled the node and reapers fold them, see lib/core/flows). Only the default consumer group's runs count
 -- (its base is the root).
+-- A node's success may instead release its children in the same script, when its flow was made on one Redis
+-- server (its entry says `"fold":1` right after `node`, and each node with parents has a release template
+-- beside its spec: lib/core/flows/flow-templates.ts); see flowRelease below.
 -- flowOf(entry)
---   { flow, node } for a flow node's entry (`<attempts>|{"v":2,"flow":...`), else nil. Read by a string match
---   in the producer's field order; written otherwise (another producer, escapes), decoded.
+--   { flow, node, fold } for a flow node's entry (`<attempts>|{"v":2,"flow":...`), else nil. Read by a string
+--   match in the producer's field order; written otherwise (another producer, escapes), decoded.
+-- flowRelease(head, base, value)
+--   The same-script release of a node's success (`value`: its acknowledged result): applied to its flow's
+--   record in the node's own settle, and each child whose parents all succeeded with it released at once: its
+--   task written from its template (the Redis clock as its enqueue time, its parents' results spliced in) into
+--   its queue, tracked, a copy per consumer group (what the fold's releaser would enqueue), and recorded
+--   enqueued (`r`), so no fold releases it again. True when done so; false, with nothing written, when the fold
+--   has more to decide (the flow not running or unknown, a parent that did not succeed, the flow's end, a
+--   result that is an error, a template missing, a key of another type): then the event goes to the fold.
 -- flowFollow(task, what, value)
 --   Flows' handler of a move (include/follow.lua): completed s, dead d, cancelled and dropped c, revived p;
 --   the other moves (retried, requeued) leave the node released, as it was.
 local function flowOf(entry)
-  local flow, node = string.match(entry, '^%d+|{"v":2,"flow":"([^"\\]*)","node":"([^"\\]*)"')
+  local flow, node, after = string.match(entry, '^%d+|{"v":2,"flow":"([^"\\]*)","node":"([^"\\]*)"()')
   if flow then
-    return { flow = flow, node = node }
+    return { flow = flow, node = node, fold = string.sub(entry, after, after + 9) == ',"fold":1,' }
   end
   if not string.find(entry, '^%d+|{"v":2,"flow":') then
     return nil
@@ -27,7 +38,7 @@ local function flowOf(entry)
   if not ok or type(envelope) ~= 'table' or type(envelope.flow) ~= 'string' or type(envelope.node) ~= 'string' then
     return nil
   end
-  return { flow = envelope.flow, node = envelope.node }
+  return { flow = envelope.flow, node = envelope.node, fold = envelope.fold == 1 }
 end
 
 -- The dead-letter record's why, as the flow keeps it (never its payload, never a stack).
@@ -43,6 +54,147 @@ local function flowDeadValue(record)
     code = type(err.code) == 'string' and err.code or nil,
     message = type(message) == 'string' and message or 'dead-lettered',
   })
+end
+
+-- A parent's result as its child sees it (`{"state":"succeeded","result":...}`): the JSON of its response cut
+-- out of the acknowledged result (`{"id":"...","response":...}`, as the worker writes it: no unescaped
+-- `,"` inside a JSON string, so the first `,"response":` is its field); nil for anything else (an error).
+local function flowResponse(raw)
+  if type(raw) ~= 'string' or string.sub(raw, 1, 7) ~= '{"id":"' or string.sub(raw, -1) ~= '}' then
+    return nil
+  end
+  local at = string.find(raw, ',"response":', 8, true)
+  if not at then
+    return nil
+  end
+  return string.sub(raw, at + 12, -2)
+end
+
+-- The lines of a release template (flow-templates.ts): root, task id, client, priority, keep, live, and the
+-- entry's three parts; nil unless all nine are there.
+local function flowTemplate(template)
+  if type(template) ~= 'string' then
+    return nil
+  end
+  local lines, from = {}, 1
+  while true do
+    local cut = string.find(template, '\n', from, true)
+    if not cut then
+      lines[#lines + 1] = string.sub(template, from)
+      break
+    end
+    lines[#lines + 1] = string.sub(template, from, cut - 1)
+    from = cut + 1
+  end
+  if #lines ~= 9 then
+    return nil
+  end
+  return { root = lines[1], id = lines[2], client = lines[3], priority = tonumber(lines[4]) or 0,
+    keep = lines[5], live = lines[6], head = lines[7], middle = lines[8], tail = lines[9] }
+end
+
+local function flowRelease(head, base, value)
+  local prefix = string.match(base, '^(.-):{')
+  if not prefix or not flowResponse(value) then
+    return false
+  end
+  local froot = prefix .. ':{%F' .. head.flow .. '}'
+  local nodesKey, specsKey, resultsKey = froot .. ':nodes', froot .. ':specs', froot .. ':results'
+  local record = redis.pcall('HMGET', froot .. ':flow', 'state', 'ended')
+  if record.err or record[1] ~= 'running' or record[2] then
+    return false
+  end
+  local flatNodes = redis.pcall('HGETALL', nodesKey)
+  local flatEdges = redis.pcall('HGETALL', froot .. ':edges')
+  if flatNodes.err or flatEdges.err then
+    return false
+  end
+  local nodes = {}
+  for i = 1, #flatNodes, 2 do
+    local state, seq = string.match(flatNodes[i + 1], '^(%a)/(%d+)$')
+    nodes[flatNodes[i]] = { state = state or 'w', seq = tonumber(seq) or 0 }
+  end
+  local me = nodes[head.node]
+  if not me or (me.state ~= 'q' and me.state ~= 'r') then
+    return false
+  end
+  me.state = 's'
+  -- Its waiting children whose parents all succeeded now; whether anything else is still open.
+  local releases, open = {}, false
+  for i = 1, #flatEdges, 2 do
+    local node = nodes[flatEdges[i]]
+    if node and (node.state == 'q' or node.state == 'r') then
+      open = true
+    elseif node and node.state == 'w' then
+      local deps = {}
+      for dep in string.gmatch(string.match(flatEdges[i + 1], '^%a|(.*)$') or '', '[^,]+') do
+        deps[#deps + 1] = dep
+      end
+      local mine, all = false, true
+      for _, dep in ipairs(deps) do
+        mine = mine or dep == head.node
+        local parent = nodes[dep] and nodes[dep].state or 'c'
+        if parent == 'w' or parent == 'q' or parent == 'r' then
+          all = false
+        elseif parent ~= 's' then
+          all = nil
+        end
+      end
+      if mine and all == nil then
+        return false -- a parent that did not succeed: its policy is the fold's to apply
+      elseif mine and all then
+        releases[#releases + 1] = { id = flatEdges[i], deps = deps }
+      end
+      open = true
+    end
+  end
+  local results = redis.call('TYPE', resultsKey)['ok']
+  if not open or (results ~= 'none' and results ~= 'hash') then
+    return false -- the flow's end: the fold ends it (its state, counts, completion callback)
+  end
+  -- Everything read before the first write: a release that cannot be made leaves it all to the fold.
+  for _, release in ipairs(releases) do
+    local plan = flowTemplate(redis.pcall('HGET', specsKey, ',' .. release.id))
+    local groups = plan and redis.pcall('SMEMBERS', plan.root .. ':groups')
+    if not plan or groups.err then
+      return false
+    end
+    local parents = {}
+    for i, dep in ipairs(release.deps) do
+      local result = flowResponse(dep == head.node and value or redis.pcall('HGET', resultsKey, dep))
+      if not result then
+        return false
+      end
+      parents[i] = cjson.encode(dep) .. ':{"state":"succeeded","result":' .. result .. '}'
+    end
+    plan.parents = '{' .. table.concat(parents, ',') .. '}'
+    plan.bases = {}
+    for _, group in ipairs(groups) do
+      plan.bases[#plan.bases + 1] = group == 'default' and plan.root or (plan.root .. ':g:' .. group)
+    end
+    if #plan.bases == 0 then
+      plan.bases[1] = plan.root
+    end
+    release.plan = plan
+  end
+  me.seq = nextEventSeq(base)
+  redis.call('HSET', resultsKey, head.node, value)
+  flowSaveNode(nodesKey, head.node, me)
+  local now = redisMs()
+  for _, release in ipairs(releases) do
+    local plan = release.plan
+    local entry = plan.head .. string.format('%d', now) .. plan.middle .. plan.parents .. plan.tail
+    for _, at in ipairs(plan.bases) do
+      local faults = at .. ':faults'
+      pushTask(at .. ':pending:' .. plan.client, at .. ':priority:' .. plan.client, at .. ':ring', at .. ':sequence',
+        at .. ':prioritized', plan.client, entry, plan.priority, false, faults, at .. ':pending-count')
+      trackCreate(at, faults, plan.id, plan.client, plan.priority, 0, '', { keep = plan.keep, live = plan.live, reply = '' },
+        entry, now)
+    end
+    nodes[release.id].state = 'r'
+    flowSaveNode(nodesKey, release.id, nodes[release.id])
+  end
+  return true
 end
 
 local function flowFollow(task, what, value)
@@ -61,6 +213,9 @@ local function flowFollow(task, what, value)
     end
   elseif what == 'revived' then
     outcome = 'p'
+  end
+  if outcome == 's' and task.head.fold and flowRelease(task.head, task.base, carried) then
+    return
   end
   if outcome then
     local head = task.head

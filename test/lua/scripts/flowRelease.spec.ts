@@ -1,0 +1,113 @@
+import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
+import { RedisTaskClient } from '../../../lib/index.js';
+import { gatewayOf } from '../../../lib/core/redis/gateway.js';
+import { PrefixKeys, QueueKeys } from '../../../lib/core/redis/keys.js';
+import { claimAs, deleteKeys, openRedis, testPrefix } from '../../support/redis.js';
+
+// A node's success releases its children in its own settle (ackTasks), when its flow was made on one Redis
+// server: the child's task is in its queue when the settle answers, and no event waits for a fold.
+const redis = openRedis();
+const gateway = gatewayOf(redis);
+const worker = 'w1';
+let prefix = '';
+let client: RedisTaskClient | undefined;
+
+afterEach(async () => {
+  await client?.close();
+  client = undefined;
+  await deleteKeys(redis, prefix);
+});
+
+afterAll(async () => {
+  await redis.quit();
+});
+
+/** A chain a -> b (b on its own pattern, for client c2) and a -> c, made by a client (no worker runs). */
+async function madeFlow(): Promise<{ a: QueueKeys; b: QueueKeys }> {
+  prefix = testPrefix('flow-release');
+  client = new RedisTaskClient({ connection: redis.options, prefix });
+  await client.connect();
+  await client.flow({
+    id: 'f1',
+    nodes: [
+      { id: 'a', pattern: 'step.a', payload: { n: 1 } },
+      { id: 'b', pattern: 'step.b', payload: { n: 2 }, deps: ['a'], clientId: 'c2', priority: 3 },
+      { id: 'c', pattern: 'step.a', payload: { n: 3 }, deps: ['a'] },
+    ],
+  });
+  return { a: new QueueKeys(prefix, 'step.a'), b: new QueueKeys(prefix, 'step.b') };
+}
+
+/** Claims node a and acknowledges it with `result` as the worker does (its index, its result as the reply). */
+async function settleA(a: QueueKeys, result: string): Promise<void> {
+  await gateway.heartbeat(a, worker, 60_000);
+  const claimed = await claimAs(redis, a, worker, 1);
+  if (!Array.isArray(claimed)) throw new Error(`nothing claimed: ${claimed}`);
+  const [token] = claimed;
+  const acked = await gateway.acknowledge(a, worker, [
+    {
+      token,
+      taskId: 'flow.f1.a',
+      reply: { channel: '', message: result },
+      resultTtlMs: 60_000,
+      tracked: a.tracked('flow.f1.a'),
+    },
+  ]);
+  expect(acked).toEqual([true]);
+}
+
+const envelopeOf = (entry: string) => JSON.parse(entry.slice(entry.indexOf('|') + 1)) as Record<string, unknown>;
+
+describe('a flow node released in its parent settle', () => {
+  it("is in its queue, tracked and recorded enqueued when the parent's settle answers, with its parent's result", async () => {
+    const { a, b } = await madeFlow();
+    const flow = new PrefixKeys(prefix).flow('f1');
+    expect(await redis.hget(flow.specs, ',b')).toContain('flow.f1.b');
+    // Written by hand: 12345678901234567 is more than a JavaScript (or Lua) number holds.
+    await settleA(a, '{"id":"flow.f1.a","response":{"total":0.30000000000000004,"big":12345678901234567}}');
+
+    // No event was left for a fold: the settle itself released b and c.
+    expect(await redis.llen(a.flowEvents)).toBe(0);
+    const states = await redis.hgetall(flow.nodes);
+    expect(Object.fromEntries(Object.entries(states).map(([id, value]) => [id, value[0]]))).toEqual({
+      a: 's',
+      b: 'r',
+      c: 'r',
+    });
+    // b: its own pattern, its client, its priority (a priority set), tracked and waiting.
+    const [member] = await redis.zrange(b.priority('c2'), '0', '0');
+    const envelope = envelopeOf(member.slice(15));
+    expect(envelope).toMatchObject({ flow: 'f1', node: 'b', fold: 1, id: 'flow.f1.b', clientId: 'c2', priority: 3 });
+    expect(envelope.payload).toEqual({ n: 2 });
+    // The parent's result as it was written, digit for digit (not through a Lua number).
+    expect(member).toContain(
+      '"parents":{"a":{"state":"succeeded","result":{"total":0.30000000000000004,"big":12345678901234567}}}',
+    );
+    expect(await redis.hget(b.task('flow.f1.b'), 'state')).toBe('pending');
+    expect(Number(await redis.get(b.pendingCount))).toBe(1);
+    expect(await redis.lrange(b.ring, 0, -1)).toEqual(['c2']);
+    // c: the same pattern as a, its client's list.
+    const [entry] = await redis.lrange(a.pending('default'), 0, -1);
+    expect(envelopeOf(entry)).toMatchObject({ node: 'c', parents: { a: { state: 'succeeded' } } });
+  });
+
+  it('leaves what the fold must decide to the fold: a result that is an error goes as an event, nothing released', async () => {
+    const { a, b } = await madeFlow();
+    const flow = new PrefixKeys(prefix).flow('f1');
+    await settleA(a, JSON.stringify({ id: 'flow.f1.a', err: { name: 'ResultTooLargeError', message: 'too large' } }));
+    expect(await redis.llen(a.flowEvents)).toBe(1);
+    expect((await redis.hget(flow.nodes, 'b'))?.[0]).toBe('w');
+    expect(await redis.exists(b.priority('c2'))).toBe(0);
+  });
+
+  it('goes by the fold when the template is gone (a flow made before templates, or on a Cluster)', async () => {
+    const { a } = await madeFlow();
+    const flow = new PrefixKeys(prefix).flow('f1');
+    await redis.hdel(flow.specs, ',c');
+    await settleA(a, JSON.stringify({ id: 'flow.f1.a', response: 1 }));
+    // One child without a template: neither is released here (all or nothing), the event waits for the fold.
+    expect(await redis.llen(a.flowEvents)).toBe(1);
+    expect((await redis.hget(flow.nodes, 'b'))?.[0]).toBe('w');
+    expect((await redis.hget(flow.nodes, 'a'))?.[0]).toBe('r');
+  });
+});
