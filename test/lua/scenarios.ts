@@ -156,7 +156,7 @@ export function scenarios(redis: TestRedis, worker: string): Record<string, Scen
   const flowKeys = (keys: QueueKeys) => new PrefixKeys(keys.prefix).flow('f1');
   /** Flow f1 created: a diamond (a; b and c after a, c skipped when a parent fails; d after b and c), a released. */
   const openFlowOf = (keys: QueueKeys) =>
-    gateway.flow.open(flowKeys(keys), 60_000, JSON.stringify({ pattern: 'cb' }), [
+    gateway.flow.open(flowKeys(keys), 60_000, JSON.stringify({ pattern: 'cb' }), undefined, [
       ['a', 'f|', '{"pattern":"q","clientId":"a","payload":1}', ''],
       ['b', 'f|a', '{"pattern":"q","clientId":"a","payload":2}', ''],
       ['c', 's|a', '{"pattern":"q","clientId":"a","payload":3}', ''],

@@ -7,20 +7,23 @@ import { releaseTemplates } from './flow-templates.js';
 import type { ResolvedFlow, ResolvedFlowNode } from './flow-options.js';
 
 /**
- * Creates a flow (checked already: `resolveFlow`) and releases its nodes without parents; on one Redis server,
- * each node with parents gets its release template (flow-templates.ts). In the due index
- * first (a crash before its first releases leaves it there, and a reaper makes them), then its record (one
- * script: all of it or nothing), then its first releases (a fold with no events answers them). A call again
+ * Creates a flow (checked already: `resolveFlow`) and releases its nodes without parents. On one Redis server, in
+ * one script (all of it or nothing): its record, its roots' tasks and its count, each node with parents keeping
+ * its release template (flow-templates.ts). On a Cluster: in the due index first (a crash before its first
+ * releases leaves it there, and a reaper makes them), then its record, then its first releases (a fold with no
+ * events answers them). A call again
  * with the same id (after a lost reply) creates nothing and answers `created: false`.
  */
 export async function createFlow(store: TaskStore, flow: ResolvedFlow, logger?: TaskLogger): Promise<FlowReceipt> {
   const { redis, keys, gateway } = store;
-  await redis.zadd(keys.flowsDue, 'NX', Date.now() + FLOW_RECHECK_MS, flow.id);
+  // On a Cluster the flow's record and its roots' queues have slots of their own: in the due index first.
+  const oneServer = !redis.isCluster;
+  if (!oneServer) await redis.zadd(keys.flowsDue, 'NX', Date.now() + FLOW_RECHECK_MS, flow.id);
   const specs = flow.nodes.map((node) => specJson(node, flow.keepMs));
   const templates = await releaseTemplates(
     store,
     flow.id,
-    flow.nodes.map((node, i) => ({ id: node.id, deps: node.deps, spec: JSON.parse(specs[i]) as StoredNodeSpec })),
+    flow.nodes.map((node, i) => ({ id: node.id, spec: JSON.parse(specs[i]) as StoredNodeSpec })),
   );
   const nodes = flow.nodes.map(
     (node, i) =>
@@ -32,8 +35,9 @@ export async function createFlow(store: TaskStore, flow: ResolvedFlow, logger?: 
       ] as const,
   );
   const complete = flow.onComplete ? JSON.stringify(flow.onComplete) : '';
-  const opened = await gateway.flow.open(keys.flow(flow.id), flow.keepMs, complete, nodes);
-  await new FlowFolder(store, logger).settle(flow.id);
+  const dueAt = oneServer ? Date.now() + FLOW_RECHECK_MS : undefined;
+  const opened = await gateway.flow.open(keys.flow(flow.id), flow.keepMs, complete, dueAt, nodes);
+  if (opened.left) await new FlowFolder(store, logger).settle(flow.id);
   const taskIds: Record<string, string> = {};
   for (const node of flow.nodes) taskIds[node.id] = flowTaskId(flow.id, node.id);
   return { flowId: flow.id, created: opened.made, taskIds };

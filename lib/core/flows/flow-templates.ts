@@ -7,10 +7,10 @@ const ENQUEUED_AT = ',"enqueuedAt":0';
 const NO_PARENTS = ',"parents":{}';
 
 /**
- * The release templates of a flow's nodes with parents, by node id, when the flow is made on one Redis server
+ * The release templates of a flow's nodes, by node id, when the flow is made on one Redis server
  * (not a Cluster; else none): what lets a parent's success release a child in the parent's own settle, in the
- * same script (scripts/include/flow.lua, `flowRelease`), instead of a fold after it. Stored beside each node's
- * spec (`specs` hash, field `,<node id>`: node ids hold no commas), one string of 9 lines: the shard root its
+ * same script (scripts/include/flow.lua, `flowRelease`), instead of a fold after it, and its creation write its
+ * roots (openFlow-5.lua). A node with parents keeps it beside its spec (`specs` hash, field `,<node id>`: node ids hold no commas), one string of 9 lines: the shard root its
  * task goes to, its task id, its client id, priority, index keep and live (ms), then its entry cut in three around its
  * enqueue time and its parents' outcomes (the settle writes in the Redis clock and the parents' results). A
  * node without a template, or a settle that cannot take it, goes by the fold as before.
@@ -18,13 +18,12 @@ const NO_PARENTS = ',"parents":{}';
 export async function releaseTemplates(
   store: TaskStore,
   flow: string,
-  nodes: readonly { readonly id: string; readonly deps: readonly string[]; readonly spec: StoredNodeSpec }[],
+  nodes: readonly { readonly id: string; readonly spec: StoredNodeSpec }[],
 ): Promise<Map<string, string>> {
-  // table-ok: one entry per node with parents, for one creation
+  // table-ok: one entry per node, for one creation
   const templates = new Map<string, string>();
   if (store.redis.isCluster) return templates;
   for (const node of nodes) {
-    if (node.deps.length === 0) continue;
     const task = prepareTask(nodeItem(flow, node.id, node.spec, {}, true), 0, undefined, {
       maxPayloadBytes: Number.MAX_SAFE_INTEGER,
       deduplicationTtlMs: 1,

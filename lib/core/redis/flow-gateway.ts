@@ -44,20 +44,23 @@ export class FlowGateway {
   constructor(private readonly redis: TaskRedis) {}
 
   /**
-   * openFlow: `created` (Redis ms, the flow's generation) when made now, else `existed` with its state.
-   * Each node is `[id, edges, spec, template]` (edges: `<policy letter>|<dep>,<dep>`; template: its release
-   * template, '' none; see flows/flow-templates.ts).
+   * openFlow: `created` (Redis ms, the flow's generation) when made now, else `existed` with its state; `left`:
+   * something is left for the creator's fold (its roots, its count). Each node is `[id, edges, spec, template]`
+   * (edges: `<policy letter>|<dep>,<dep>`; template: its release template, '' none; see flows/flow-templates.ts).
+   * `dueAt` (on one Redis server; undefined on a Cluster): the roots are written and the creation counted in the
+   * call, and a root left puts the flow in the due index at that time.
    */
   async open(
     keys: FlowKeys,
     keepMs: number,
     complete: string,
+    dueAt: number | undefined,
     nodes: readonly (readonly [string, string, string, string])[],
-  ): Promise<{ made: boolean; created: string; state: string }> {
-    const reply = await this.redis.openFlow(...names(keys), keepMs, complete, ...nodes.flat());
+  ): Promise<{ made: boolean; created: string; state: string; left: boolean }> {
+    const reply = await this.redis.openFlow(...names(keys), keepMs, complete, dueAt ?? '', ...nodes.flat());
     return reply[0] === 1
-      ? { made: true, created: String(reply[1]), state: 'running' }
-      : { made: false, created: String(reply[2]), state: String(reply[1]) };
+      ? { made: true, created: String(reply[1]), state: 'running', left: reply[2] === 1 }
+      : { made: false, created: String(reply[2]), state: String(reply[1]), left: true };
   }
 
   /** foldFlow: the events (seq, node id, outcome, value per event) applied; what is left to do. */

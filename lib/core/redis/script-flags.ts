@@ -3,8 +3,9 @@
  * script flags say it (a `#!lua flags=…` first line; Redis 6.2 knows no flags and runs the scripts as
  * written):
  * - `drains`: it runs (`allow-oom`): what a worker needs to start, claim, settle and recover tasks, what a
- *   reaper needs to promote and recover them, and an operator's cancels. None of them adds tasks: a full
- *   Redis is drained by starting workers.
+ *   reaper needs to promote and recover them, and an operator's cancels. None of them adds tasks (but a flow
+ *   node's success releasing its children in its settle, on one server: the flow was admitted at creation, and
+ *   each child's entry moves out of its flow's record): a full Redis is drained by starting workers.
  * - `grows`: refused whole, before its first command (the flagged script without `allow-oom`), so a
  *   producer's enqueue fails with `RedisFullError` and nothing half-written: what adds tasks, batches,
  *   schedules or dead letters back.

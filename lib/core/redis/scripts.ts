@@ -157,7 +157,7 @@ export interface TaskCommands {
   trimBatchEvents(events: string, count: number, first: string, last: string): Promise<0 | 1>;
   cancelBatch(record: string, children: string, patterns: string): Promise<string[]>;
   openFlow(
-    ...keysAndArgs: [...FlowKeyNames, keepMs: number, complete: string, ...nodes: string[]]
+    ...keysAndArgs: [...FlowKeyNames, keepMs: number, complete: string, dueAt: number | '', ...nodes: string[]]
   ): Promise<(number | string)[]>;
   foldFlow(...keysAndArgs: [...FlowKeyNames, ...events: string[]]): Promise<(number | string)[]>;
   markFlow(

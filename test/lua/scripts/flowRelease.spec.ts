@@ -58,6 +58,24 @@ async function settleA(a: QueueKeys, result: string): Promise<void> {
 
 const envelopeOf = (entry: string) => JSON.parse(entry.slice(entry.indexOf('|') + 1)) as Record<string, unknown>;
 
+describe('a flow made on one Redis server', () => {
+  it('writes its roots and counts its creation in the one script that makes it: nothing left for a fold', async () => {
+    const { a } = await madeFlow();
+    const flow = new PrefixKeys(prefix).flow('f1');
+    const [entry] = await redis.lrange(a.pending('default'), 0, -1);
+    expect(envelopeOf(entry)).toMatchObject({ flow: 'f1', node: 'a', fold: 1, parents: {} });
+    expect(await redis.hget(a.task('flow.f1.a'), 'state')).toBe('pending');
+    expect((await redis.hget(flow.nodes, 'a'))?.[0]).toBe('r');
+    expect(await redis.hget(flow.record, 'counted')).toBe('c');
+    const prefixKeys = new PrefixKeys(prefix);
+    expect(await redis.hget(prefixKeys.flowCounters, 'created')).toBe('1');
+    expect(await redis.zscore(prefixKeys.flowsDue, 'f1')).toBeNull();
+    // A root's template is not kept; a node with parents keeps its own until released.
+    expect(await redis.hexists(flow.specs, ',a')).toBe(0);
+    expect(await redis.hexists(flow.specs, ',b')).toBe(1);
+  });
+});
+
 describe('a flow node released in its parent settle', () => {
   it("is in its queue, tracked and recorded enqueued when the parent's settle answers, with its parent's result", async () => {
     const { a, b } = await madeFlow();
@@ -86,6 +104,8 @@ describe('a flow node released in its parent settle', () => {
     expect(await redis.hget(b.task('flow.f1.b'), 'state')).toBe('pending');
     expect(Number(await redis.get(b.pendingCount))).toBe(1);
     expect(await redis.lrange(b.ring, 0, -1)).toEqual(['c2']);
+    // Its template went with its release.
+    expect(await redis.hexists(flow.specs, ',b')).toBe(0);
     // c: the same pattern as a, its client's list.
     const [entry] = await redis.lrange(a.pending('default'), 0, -1);
     expect(envelopeOf(entry)).toMatchObject({ node: 'c', parents: { a: { state: 'succeeded' } } });

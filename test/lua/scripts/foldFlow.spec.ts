@@ -15,6 +15,7 @@ async function open(nodes: [string, string][]): Promise<string> {
     flowKeys(),
     60_000,
     JSON.stringify({ pattern: 'cb' }),
+    undefined,
     nodes.map(([id, edges], i) => [id, edges, spec(i), '']),
   );
   return opened.created;

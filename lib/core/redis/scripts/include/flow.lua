@@ -19,8 +19,8 @@
 --   The same-script release of a node's success (`value`: its acknowledged result): applied to its flow's
 --   record in the node's own settle, and each child whose parents all succeeded with it released at once: its
 --   task written from its template (the Redis clock as its enqueue time, its parents' results spliced in) into
---   its queue, tracked, a copy per consumer group (what the fold's releaser would enqueue), and recorded
---   enqueued (`r`), so no fold releases it again. True when done so; false, with nothing written, when the fold
+--   its queue, tracked, a copy per consumer group (what the fold's releaser would enqueue; flowPlan, flowWrite),
+--   and recorded enqueued (`r`), so no fold releases it again. True when done so; false, with nothing written, when the fold
 --   has more to decide (the flow not running or unknown, a parent that did not succeed, the flow's end, a
 --   result that is an error, a template missing, a key of another type): then the event goes to the fold.
 -- flowFollow(task, what, value)
@@ -70,9 +70,10 @@ local function flowResponse(raw)
   return string.sub(raw, at + 12, -2)
 end
 
--- The lines of a release template (flow-templates.ts): root, task id, client, priority, keep, live, and the
--- entry's three parts; nil unless all nine are there.
-local function flowTemplate(template)
+-- flowPlan(template): a release template (flow-templates.ts, a string of 9 lines: root, task id, client,
+--   priority, keep, live and the entry's three parts) as a plan with the bases its task goes to (the root's
+--   consumer groups read here: a copy per group), or nil when it is not one or the groups set is of another type.
+local function flowPlan(template)
   if type(template) ~= 'string' then
     return nil
   end
@@ -89,8 +90,34 @@ local function flowTemplate(template)
   if #lines ~= 9 then
     return nil
   end
-  return { root = lines[1], id = lines[2], client = lines[3], priority = tonumber(lines[4]) or 0,
-    keep = lines[5], live = lines[6], head = lines[7], middle = lines[8], tail = lines[9] }
+  local groups = redis.pcall('SMEMBERS', lines[1] .. ':groups')
+  if groups.err then
+    return nil
+  end
+  local bases = {}
+  for _, group in ipairs(groups) do
+    bases[#bases + 1] = group == 'default' and lines[1] or (lines[1] .. ':g:' .. group)
+  end
+  if #bases == 0 then
+    bases[1] = lines[1]
+  end
+  return { bases = bases, id = lines[2], client = lines[3], priority = tonumber(lines[4]) or 0, keep = lines[5],
+    live = lines[6], head = lines[7], middle = lines[8], tail = lines[9] }
+end
+
+-- flowWrite(plan, parents, now, specs, node): the node's task written as its plan says (its enqueue time `now`, its
+--   parents' outcomes `parents`, JSON), tracked, in each base; its template then leaves the specs hash (the entry
+--   moved into its queue: a release on a full Redis adds only the task's index).
+local function flowWrite(plan, parents, now, specs, node)
+  local entry = plan.head .. string.format('%d', now) .. plan.middle .. parents .. plan.tail
+  for _, at in ipairs(plan.bases) do
+    local faults = at .. ':faults'
+    pushTask(at .. ':pending:' .. plan.client, at .. ':priority:' .. plan.client, at .. ':ring', at .. ':sequence',
+      at .. ':prioritized', plan.client, entry, plan.priority, false, faults, at .. ':pending-count')
+    trackCreate(at, faults, plan.id, plan.client, plan.priority, 0, '', { keep = plan.keep, live = plan.live, reply = '' },
+      entry, now)
+  end
+  redis.call('HDEL', specs, ',' .. node)
 end
 
 local function flowRelease(head, base, value)
@@ -154,9 +181,8 @@ local function flowRelease(head, base, value)
   end
   -- Everything read before the first write: a release that cannot be made leaves it all to the fold.
   for _, release in ipairs(releases) do
-    local plan = flowTemplate(redis.pcall('HGET', specsKey, ',' .. release.id))
-    local groups = plan and redis.pcall('SMEMBERS', plan.root .. ':groups')
-    if not plan or groups.err then
+    release.plan = flowPlan(redis.pcall('HGET', specsKey, ',' .. release.id))
+    if not release.plan then
       return false
     end
     local parents = {}
@@ -167,30 +193,14 @@ local function flowRelease(head, base, value)
       end
       parents[i] = cjson.encode(dep) .. ':{"state":"succeeded","result":' .. result .. '}'
     end
-    plan.parents = '{' .. table.concat(parents, ',') .. '}'
-    plan.bases = {}
-    for _, group in ipairs(groups) do
-      plan.bases[#plan.bases + 1] = group == 'default' and plan.root or (plan.root .. ':g:' .. group)
-    end
-    if #plan.bases == 0 then
-      plan.bases[1] = plan.root
-    end
-    release.plan = plan
+    release.parents = '{' .. table.concat(parents, ',') .. '}'
   end
   me.seq = nextEventSeq(base)
   redis.call('HSET', resultsKey, head.node, value)
   flowSaveNode(nodesKey, head.node, me)
   local now = redisMs()
   for _, release in ipairs(releases) do
-    local plan = release.plan
-    local entry = plan.head .. string.format('%d', now) .. plan.middle .. plan.parents .. plan.tail
-    for _, at in ipairs(plan.bases) do
-      local faults = at .. ':faults'
-      pushTask(at .. ':pending:' .. plan.client, at .. ':priority:' .. plan.client, at .. ':ring', at .. ':sequence',
-        at .. ':prioritized', plan.client, entry, plan.priority, false, faults, at .. ':pending-count')
-      trackCreate(at, faults, plan.id, plan.client, plan.priority, 0, '', { keep = plan.keep, live = plan.live, reply = '' },
-        entry, now)
-    end
+    flowWrite(release.plan, release.parents, now, specsKey, release.id)
     nodes[release.id].state = 'r'
     flowSaveNode(nodesKey, release.id, nodes[release.id])
   end
