@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from '@jest/globals';
 import { RedisTaskClient } from '../../../lib/index.js';
+import { TaskAdmin } from '../../../lib/core/admin/admin.js';
 import { gatewayOf } from '../../../lib/core/redis/gateway.js';
 import { PrefixKeys, QueueKeys } from '../../../lib/core/redis/keys.js';
 import { claimAs, deleteKeys, openRedis, testPrefix } from '../../support/redis.js';
@@ -38,23 +39,26 @@ async function madeFlow(): Promise<{ a: QueueKeys; b: QueueKeys }> {
   return { a: new QueueKeys(prefix, 'step.a'), b: new QueueKeys(prefix, 'step.b') };
 }
 
-/** Claims node a and acknowledges it with `result` as the worker does (its index, its result as the reply). */
-async function settleA(a: QueueKeys, result: string): Promise<void> {
-  await gateway.heartbeat(a, worker, 60_000);
-  const claimed = await claimAs(redis, a, worker, 1);
+/** Claims the next task of `queue` (node `node` of f1) and acknowledges it as the worker does (its index, its result as the reply). */
+async function settle(queue: QueueKeys, node: string, result: string): Promise<void> {
+  await gateway.heartbeat(queue, worker, 60_000);
+  const claimed = await claimAs(redis, queue, worker, 1);
   if (!Array.isArray(claimed)) throw new Error(`nothing claimed: ${claimed}`);
-  const [token] = claimed;
-  const acked = await gateway.acknowledge(a, worker, [
+  const [token, entry] = claimed;
+  expect(envelopeOf(entry).node).toBe(node);
+  const acked = await gateway.acknowledge(queue, worker, [
     {
       token,
-      taskId: 'flow.f1.a',
+      taskId: `flow.f1.${node}`,
       reply: { channel: '', message: result },
       resultTtlMs: 60_000,
-      tracked: a.tracked('flow.f1.a'),
+      tracked: queue.tracked(`flow.f1.${node}`),
     },
   ]);
   expect(acked).toEqual([true]);
 }
+
+const settleA = (a: QueueKeys, result: string) => settle(a, 'a', result);
 
 const envelopeOf = (entry: string) => JSON.parse(entry.slice(entry.indexOf('|') + 1)) as Record<string, unknown>;
 
@@ -109,6 +113,27 @@ describe('a flow node released in its parent settle', () => {
     // c: the same pattern as a, its client's list.
     const [entry] = await redis.lrange(a.pending('default'), 0, -1);
     expect(envelopeOf(entry)).toMatchObject({ node: 'c', parents: { a: { state: 'succeeded' } } });
+  });
+
+  it('ends a flow without a completion callback in the settle of its last node: its state, its count, its keys expiring', async () => {
+    const { a, b } = await madeFlow();
+    const keys = new PrefixKeys(prefix);
+    const flow = keys.flow('f1');
+    await settleA(a, '{"id":"flow.f1.a","response":1}');
+    await settle(a, 'c', '{"id":"flow.f1.c","response":2}');
+    expect(await redis.hget(flow.record, 'state')).toBe('running');
+    await settle(b, 'b', '{"id":"flow.f1.b","response":3}');
+    expect(await redis.llen(a.flowEvents)).toBe(0);
+    expect(await redis.llen(b.flowEvents)).toBe(0);
+    expect(await redis.hmget(flow.record, 'state', 'reason', 'counted')).toEqual(['succeeded', '', 'ce']);
+    expect(await redis.hget(keys.flowCounters, 'succeeded')).toBe('1');
+    for (const key of [flow.record, flow.nodes, flow.edges, flow.specs, flow.results]) {
+      expect(await redis.pttl(key)).toBeGreaterThan(0);
+    }
+    // As the admin API tells it.
+    const admin = TaskAdmin.onConnection(redis, prefix);
+    expect(await admin.getFlow('f1')).toMatchObject({ state: 'succeeded' });
+    expect(await admin.flowCounts()).toEqual({ created: 1, succeeded: 1, failed: 0, cancelled: 0 });
   });
 
   it('leaves what the fold must decide to the fold: a result that is an error goes as an event, nothing released', async () => {

@@ -8,7 +8,9 @@
 -- Builds keys: a task's result key `<root>:result:<id>` and deduplication key `<root>:dedup:<key>` are
 --   named from the root in KEYS[8]; what follows the task (include/follow.lua) names its keys from the base in
 --   KEYS[7] (as `QueueKeys` spells them; tests read them back through it); all share the root's hash tag,
---   hence its Cluster slot.
+--   hence its Cluster slot. One exception, never on a Cluster: a flow node's success on one Redis server (its
+--   entry says `fold`) reads and writes its flow's keys and writes its released children into their queues
+--   (include/flow.lua, flowRelease: keys named from the prefix of KEYS[7] and from each child's template).
 -- KEYS[1]: processing hash of the worker (hash: fencing token -> encoded entry)
 -- KEYS[2]: counted (hash: fencing token -> client id, for tasks claimed under a per-client cap)
 -- KEYS[3]: inflight (hash: client id -> tasks of it in flight under the cap)

@@ -10,6 +10,10 @@
 --   is left for a fold. A root whose template is missing or cannot be used stays `q` for the creator's fold, and
 --   the flow goes into the due index (`<prefix>:{%F}:due`, at ARGV[3]) so that a crash before that fold leaves it
 --   found. On a Cluster (ARGV[3] '') the creator does both, as before.
+-- Builds keys: on one Redis server only (where any key is in reach of a script), from the prefix of KEYS[1]: the
+--   prefix's flow counters `<prefix>:{%F}:counters` and due index `<prefix>:{%F}:due`, and each root's queue keys
+--   from the shard root in its template (`<root>:groups`, `<base>:pending:<client>`, `<base>:ring`,
+--   `<base>:task:<id>`, ... as `QueueKeys` spells them; include/flow.lua, flowWrite). On a Cluster, none.
 -- KEYS[1]: the flow's record (hash)
 -- KEYS[2]: its nodes (hash: node id -> state and seq)
 -- KEYS[3]: their edges (hash: node id -> policy and parents)

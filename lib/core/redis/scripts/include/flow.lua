@@ -20,8 +20,9 @@
 --   record in the node's own settle, and each child whose parents all succeeded with it released at once: its
 --   task written from its template (the Redis clock as its enqueue time, its parents' results spliced in) into
 --   its queue, tracked, a copy per consumer group (what the fold's releaser would enqueue; flowPlan, flowWrite),
---   and recorded enqueued (`r`), so no fold releases it again. True when done so; false, with nothing written, when the fold
---   has more to decide (the flow not running or unknown, a parent that did not succeed, the flow's end, a
+--   and recorded enqueued (`r`), so no fold releases it again; a success that ends a flow without a completion
+--   callback ends it here too (flowEnd). True when done so; false, with nothing written, when the fold has more to
+--   decide (the flow not running or unknown, a parent that did not succeed, the end of a flow with a callback, a
 --   result that is an error, a template missing, a key of another type): then the event goes to the fold.
 -- flowFollow(task, what, value)
 --   Flows' handler of a move (include/follow.lua): completed s, dead d, cancelled and dropped c, revived p;
@@ -120,6 +121,30 @@ local function flowWrite(plan, parents, now, specs, node)
   redis.call('HDEL', specs, ',' .. node)
 end
 
+-- flowEnd(froot, prefix, nodes, counted, keep, now): the end of a flow with no completion callback, as the fold
+--   and its releaser would make it (foldFlow-5.lua, countFlow-2.lua, markFlow-5.lua): succeeded, or failed
+--   naming its first node (by id) that did not succeed; its end counted in the prefix's flow counters and on its
+--   record (`counted` e), and its five keys expiring `keep` ms from now.
+local FLOW_WORDS = { d = 'failed', c = 'was cancelled', k = 'was skipped' }
+local function flowEnd(froot, prefix, nodes, counted, keep, now)
+  local firstBad = nil
+  for id, node in pairs(nodes) do
+    if node.state ~= 's' and (not firstBad or id < firstBad) then
+      firstBad = id
+    end
+  end
+  local state, reason = 'succeeded', ''
+  if firstBad then
+    state, reason = 'failed', 'node "' .. firstBad .. '" ' .. (FLOW_WORDS[nodes[firstBad].state] or 'did not succeed')
+  end
+  redis.call('HSET', froot .. ':flow', 'state', state, 'reason', reason, 'ended', string.format('%d', now), 'counted',
+    counted .. 'e')
+  redis.pcall('HINCRBY', prefix .. ':{%F}:counters', state, 1)
+  for _, name in ipairs({ ':flow', ':nodes', ':edges', ':specs', ':results' }) do
+    redis.call('PEXPIRE', froot .. name, keep)
+  end
+end
+
 local function flowRelease(head, base, value)
   local prefix = string.match(base, '^(.-):{')
   if not prefix or not flowResponse(value) then
@@ -127,7 +152,8 @@ local function flowRelease(head, base, value)
   end
   local froot = prefix .. ':{%F' .. head.flow .. '}'
   local nodesKey, specsKey, resultsKey = froot .. ':nodes', froot .. ':specs', froot .. ':results'
-  local record = redis.pcall('HMGET', froot .. ':flow', 'state', 'ended')
+  local recordKey = froot .. ':flow'
+  local record = redis.pcall('HMGET', recordKey, 'state', 'ended', 'complete', 'counted', 'keep')
   if record.err or record[1] ~= 'running' or record[2] then
     return false
   end
@@ -157,27 +183,30 @@ local function flowRelease(head, base, value)
       for dep in string.gmatch(string.match(flatEdges[i + 1], '^%a|(.*)$') or '', '[^,]+') do
         deps[#deps + 1] = dep
       end
-      local mine, all = false, true
+      local mine, waiting, bad = false, false, false
       for _, dep in ipairs(deps) do
         mine = mine or dep == head.node
         local parent = nodes[dep] and nodes[dep].state or 'c'
         if parent == 'w' or parent == 'q' or parent == 'r' then
-          all = false
+          waiting = true
         elseif parent ~= 's' then
-          all = nil
+          bad = true
         end
       end
-      if mine and all == nil then
+      if mine and bad then
         return false -- a parent that did not succeed: its policy is the fold's to apply
-      elseif mine and all then
+      elseif mine and not waiting then
         releases[#releases + 1] = { id = flatEdges[i], deps = deps }
       end
       open = true
     end
   end
   local results = redis.call('TYPE', resultsKey)['ok']
-  if not open or (results ~= 'none' and results ~= 'hash') then
-    return false -- the flow's end: the fold ends it (its state, counts, completion callback)
+  local counted = record[4] or ''
+  if results ~= 'none' and results ~= 'hash' then
+    return false
+  elseif not open and (record[3] or not string.find(counted, 'c', 1, true)) then
+    return false -- the flow's end with a completion callback to enqueue: the fold's releaser does it
   end
   -- Everything read before the first write: a release that cannot be made leaves it all to the fold.
   for _, release in ipairs(releases) do
@@ -203,6 +232,9 @@ local function flowRelease(head, base, value)
     flowWrite(release.plan, release.parents, now, specsKey, release.id)
     nodes[release.id].state = 'r'
     flowSaveNode(nodesKey, release.id, nodes[release.id])
+  end
+  if not open then
+    flowEnd(froot, prefix, nodes, counted, tonumber(record[5]) or 86400000, now)
   end
   return true
 end
