@@ -170,9 +170,16 @@ export class DeadLetters extends AdminPart {
         const entry = encodeEntry({
           // A batch's task stays in its batch (stored form version 2, the batch first after `v`).
           ...(typeof record.batch === 'string' ? { v: FORMAT_VERSION_2, batch: record.batch } : {}),
-          // A flow's node stays in its flow (awaited again while it runs), with the parents it was released with.
+          // A flow's node stays in its flow (awaited again while it runs), with the parents it was released with,
+          // and says `fold` as it did (right after `node`): its revival and its settles apply in their own scripts.
           ...(typeof record.flow === 'string' && typeof record.node === 'string'
-            ? { v: FORMAT_VERSION_2, flow: record.flow, node: record.node, parents: record.parents }
+            ? {
+                v: FORMAT_VERSION_2,
+                flow: record.flow,
+                node: record.node,
+                ...(record.fold === 1 ? { fold: 1 } : {}),
+                parents: record.parents,
+              }
             : {}),
           id: record.id,
           clientId: record.clientId,

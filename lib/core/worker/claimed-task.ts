@@ -156,7 +156,9 @@ export class ClaimedTask {
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
       ...(envelope?.batch !== undefined ? { batch: envelope.batch } : {}),
-      ...(envelope?.flow !== undefined ? { flow: envelope.flow, node: envelope.node, parents: envelope.parents } : {}),
+      ...(envelope?.flow !== undefined
+        ? { flow: envelope.flow, node: envelope.node, fold: envelope.fold, parents: envelope.parents }
+        : {}),
       ...(typeof envelope?.traceparent === 'string' ? { traceparent: envelope.traceparent } : {}),
       ...(typeof envelope?.tracestate === 'string' ? { tracestate: envelope.tracestate } : {}),
     };

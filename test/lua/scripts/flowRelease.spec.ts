@@ -39,20 +39,29 @@ async function madeFlow(): Promise<{ a: QueueKeys; b: QueueKeys }> {
   return { a: new QueueKeys(prefix, 'step.a'), b: new QueueKeys(prefix, 'step.b') };
 }
 
-/** Claims the next task of `queue` (node `node` of f1) and acknowledges it as the worker does (its index, its result as the reply). */
-async function settle(queue: QueueKeys, node: string, result: string): Promise<void> {
+/** Claims the next task of `queue`, node `node` of flow `flow`: its token and its envelope. */
+async function claimNode(
+  queue: QueueKeys,
+  node: string,
+): Promise<{ token: string; envelope: Record<string, unknown> }> {
   await gateway.heartbeat(queue, worker, 60_000);
   const claimed = await claimAs(redis, queue, worker, 1);
   if (!Array.isArray(claimed)) throw new Error(`nothing claimed: ${claimed}`);
   const [token, entry] = claimed;
   expect(envelopeOf(entry).node).toBe(node);
+  return { token, envelope: envelopeOf(entry) };
+}
+
+/** Claims the next task of `queue` (node `node` of `flow`) and acknowledges it as the worker does (its index, its result as the reply). */
+async function settle(queue: QueueKeys, node: string, result: string, flow = 'f1'): Promise<void> {
+  const { token } = await claimNode(queue, node);
   const acked = await gateway.acknowledge(queue, worker, [
     {
       token,
-      taskId: `flow.f1.${node}`,
+      taskId: `flow.${flow}.${node}`,
       reply: { channel: '', message: result },
       resultTtlMs: 60_000,
-      tracked: queue.tracked(`flow.f1.${node}`),
+      tracked: queue.tracked(`flow.${flow}.${node}`),
     },
   ]);
   expect(acked).toEqual([true]);
@@ -154,5 +163,61 @@ describe('a flow node released in its parent settle', () => {
     expect(await redis.llen(a.flowEvents)).toBe(1);
     expect((await redis.hget(flow.nodes, 'b'))?.[0]).toBe('w');
     expect((await redis.hget(flow.nodes, 'a'))?.[0]).toBe('r');
+  });
+});
+
+describe('a flow of roots only, on one Redis server', () => {
+  /** Roots x and y on step.a (no edges at all), made by a client. */
+  async function madeRoots(): Promise<QueueKeys> {
+    prefix = testPrefix('flow-roots');
+    client = new RedisTaskClient({ connection: redis.options, prefix });
+    await client.connect();
+    await client.flow({
+      id: 'f2',
+      nodes: [
+        { id: 'x', pattern: 'step.a', payload: {} },
+        { id: 'y', pattern: 'step.a', payload: {} },
+      ],
+    });
+    return new QueueKeys(prefix, 'step.a');
+  }
+
+  it("does not end in a root's settle while another root runs (a flow's open nodes are all its nodes, not its edges')", async () => {
+    const a = await madeRoots();
+    const flow = new PrefixKeys(prefix).flow('f2');
+    await settle(a, 'x', '{"id":"flow.f2.x","response":1}', 'f2');
+    expect(await redis.hmget(flow.record, 'state', 'ended')).toEqual(['running', null]);
+    await settle(a, 'y', '{"id":"flow.f2.y","response":2}', 'f2');
+    expect(await redis.hmget(flow.record, 'state', 'counted')).toEqual(['succeeded', 'ce']);
+  });
+
+  it('awaits a node requeued from dead letters at once: its revival applies in the requeue, so a later settle ends the flow right', async () => {
+    const a = await madeRoots();
+    const flow = new PrefixKeys(prefix).flow('f2');
+    const admin = TaskAdmin.onConnection(redis, prefix);
+    // x dies, as a worker dead-letters it (its record says fold), and the fold applies its death.
+    await gateway.heartbeat(a, worker, 60_000);
+    const [token, entry] = (await claimAs(redis, a, worker, 1)) as string[];
+    const envelope = envelopeOf(entry);
+    expect(envelope.node).toBe('x');
+    const record = { id: 'flow.f2.x', pattern: 'step.a', clientId: 'default', reason: 'failed', attempts: 1 };
+    const dead = { ...record, payload: {}, flow: 'f2', node: 'x', fold: envelope.fold, parents: {} };
+    const letter = { record: JSON.stringify(dead), cap: 100, taskId: 'flow.f2.x', tracked: a.tracked('flow.f2.x') };
+    expect(await gateway.deadLetter(a, worker, token, letter)).toBe(true);
+    expect(await redis.llen(a.flowEvents)).toBe(1);
+    const [seq, , node, outcome, value] = (await redis.lrange(a.flowEvents, 0, 0))[0].split('\n');
+    await gateway.flow.fold(new PrefixKeys(prefix).flow('f2'), [seq, node, outcome, value]);
+    await redis.del(a.flowEvents);
+    expect((await redis.hget(flow.nodes, 'x'))?.[0]).toBe('d');
+
+    // Requeued: x is released again in the requeue's own script, no event left for a fold.
+    expect(await admin.requeueDeadLetters('step.a', 'all')).toMatchObject({ requeued: 1 });
+    expect(await redis.llen(a.flowEvents)).toBe(0);
+    expect((await redis.hget(flow.nodes, 'x'))?.[0]).toBe('r');
+    // y (still queued first) then x succeed: the flow succeeded, ended in x's settle.
+    await settle(a, 'y', '{"id":"flow.f2.y","response":2}', 'f2');
+    expect(await redis.hget(flow.record, 'state')).toBe('running');
+    await settle(a, 'x', '{"id":"flow.f2.x","response":1}', 'f2');
+    expect(await redis.hmget(flow.record, 'state', 'reason')).toEqual(['succeeded', '']);
   });
 });

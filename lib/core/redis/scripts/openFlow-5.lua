@@ -70,8 +70,11 @@ if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'complete', ARGV[2])
 end
 if oneServer and prefix then
-  for id, plan in pairs(plans) do
-    flowWrite(plan, '{}', tonumber(created), KEYS[4], id)
+  -- In the order the flow lists them (a hash's order is not that).
+  for i = 4, #ARGV, 4 do
+    if plans[ARGV[i]] then
+      flowWrite(plans[ARGV[i]], '{}', tonumber(created), KEYS[4], ARGV[i])
+    end
   end
   redis.pcall('HINCRBY', prefix .. ':{%F}:counters', 'created', 1)
   redis.call('HSET', KEYS[1], 'counted', 'c')

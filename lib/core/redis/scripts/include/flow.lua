@@ -24,6 +24,8 @@
 --   callback ends it here too (flowEnd). True when done so; false, with nothing written, when the fold has more to
 --   decide (the flow not running or unknown, a parent that did not succeed, the end of a flow with a callback, a
 --   result that is an error, a template missing, a key of another type): then the event goes to the fold.
+-- flowRevive(head, base)
+--   A node requeued from dead letters, applied to its flow's record in the requeue's own script (fold; below).
 -- flowFollow(task, what, value)
 --   Flows' handler of a move (include/follow.lua): completed s, dead d, cancelled and dropped c, revived p;
 --   the other moves (retried, requeued) leave the node released, as it was.
@@ -172,13 +174,15 @@ local function flowRelease(head, base, value)
     return false
   end
   me.state = 's'
-  -- Its waiting children whose parents all succeeded now; whether anything else is still open.
+  -- Whether any node (a root too) is still waiting or released; its waiting children whose parents all
+  -- succeeded now.
   local releases, open = {}, false
+  for _, node in pairs(nodes) do
+    open = open or node.state == 'w' or node.state == 'q' or node.state == 'r'
+  end
   for i = 1, #flatEdges, 2 do
     local node = nodes[flatEdges[i]]
-    if node and (node.state == 'q' or node.state == 'r') then
-      open = true
-    elseif node and node.state == 'w' then
+    if node and node.state == 'w' then
       local deps = {}
       for dep in string.gmatch(string.match(flatEdges[i + 1], '^%a|(.*)$') or '', '[^,]+') do
         deps[#deps + 1] = dep
@@ -198,7 +202,6 @@ local function flowRelease(head, base, value)
       elseif mine and not waiting then
         releases[#releases + 1] = { id = flatEdges[i], deps = deps }
       end
-      open = true
     end
   end
   local results = redis.call('TYPE', resultsKey)['ok']
@@ -239,6 +242,31 @@ local function flowRelease(head, base, value)
   return true
 end
 
+-- flowRevive(head, base): a node requeued from dead letters is awaited again, applied to its flow's record in
+--   the requeue's own script where the flow is on one Redis server (`fold`), as the fold would apply its `p`:
+--   a failed node of a running flow is released again; its seq moves on either way, so an older event of it
+--   still on its way to the fold changes nothing. Without this, a success released in a later settle could
+--   read the node as failed while its revival waited for the fold, and end the flow failed. True when done
+--   (or nothing to do: the flow ended or gone); false, with nothing written, on a key of another type.
+local function flowRevive(head, base)
+  local prefix = string.match(base, '^(.-):{')
+  if not prefix then
+    return false
+  end
+  local froot = prefix .. ':{%F' .. head.flow .. '}'
+  local record = redis.pcall('HMGET', froot .. ':flow', 'state', 'ended')
+  local raw = redis.pcall('HGET', froot .. ':nodes', head.node)
+  if record.err or (type(raw) == 'table' and raw.err) then
+    return false
+  elseif record[1] ~= 'running' or record[2] or type(raw) ~= 'string' then
+    return true
+  end
+  local state = string.match(raw, '^(%a)/%d+$') or 'w'
+  local node = { state = state == 'd' and 'r' or state, seq = nextEventSeq(base) }
+  flowSaveNode(froot .. ':nodes', head.node, node)
+  return true
+end
+
 local function flowFollow(task, what, value)
   if task.base ~= task.root then
     return
@@ -256,7 +284,8 @@ local function flowFollow(task, what, value)
   elseif what == 'revived' then
     outcome = 'p'
   end
-  if outcome == 's' and task.head.fold and flowRelease(task.head, task.base, carried) then
+  if task.head.fold and ((outcome == 's' and flowRelease(task.head, task.base, carried))
+      or (outcome == 'p' and flowRevive(task.head, task.base))) then
     return
   end
   if outcome then
