@@ -133,11 +133,14 @@ describe('chaos: durable steps while workers are killed, deployed and frozen, an
       let freezes = 0;
       let restarted = false;
       const deadline = Date.now() + 240_000;
-      for (let tick = 1; (await ended()) < TASKS; tick++) {
+      // Until every task ended, and at least through tick 7 (each kind of fault made, below, whatever the speed).
+      for (let tick = 1; tick <= 7 || (await ended()) < TASKS; tick++) {
         if (Date.now() > deadline) throw new Error(`seed ${seed}: only ${await ended()} of ${TASKS} tasks ended`);
         await new Promise((resolve) => setTimeout(resolve, 500));
         const victim = processes.splice(Math.floor(next() * processes.length), 1)[0];
-        if (tick % 4 === 0) {
+        // Every kind of fault by tick 7: kills at 1, 2 and 5, deploys at 4 and 6 (a run whose tasks ended at tick 7
+        // once had one deploy only), freezes at 3 and 7.
+        if (tick % 4 === 0 || tick === 6) {
           // A deploy: SIGTERM, then the next worker (the stopped one gives its tasks back at a step boundary).
           await victim.kill('SIGTERM');
           deploys++;

@@ -178,12 +178,16 @@ describe('errors that keep their type across the transport', () => {
     prefix = testPrefix('expired-send');
     const { client, module } = await startProducer(prefix, { replyTimeoutMs: 20_000 });
     started.push(module);
-    const expiresAt = Date.now() + 50;
+    // Long enough for the send to be enqueued on a loaded machine (one whose expiry has passed by then is refused
+    // with InvalidTaskError, CI found): it is known enqueued before the expiry is waited for.
+    const expiresAt = Date.now() + 1_500;
     const answer = failure(client.send('runs', new RedisTaskRecordBuilder({}).setExpiresAt(expiresAt).build()));
     await waitFor(
-      async () => Date.now() > expiresAt && (await redis.exists(new PrefixKeys(prefix).queue('runs').ring)) === 1,
-      'the task to be enqueued and expire',
+      async () => (await redis.exists(new PrefixKeys(prefix).queue('runs').ring)) === 1,
+      'the task to be enqueued',
     );
+    expect(Date.now()).toBeLessThan(expiresAt);
+    await waitFor(() => Date.now() > expiresAt, 'the task to expire');
     const worker = await startWorker(prefix, [Handlers]);
     started.push(worker.app);
     const error = await answer;
