@@ -788,8 +788,9 @@ end
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
 -- trackFollow(task, what, key, entryKey, value, due)
 --   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
---   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
---   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
+--   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending (requeued, or
+--   revived from dead letters: its death's why dropped), dead (the dead-letter record's reason, detail and error)
+--   or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
 local function trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
   local index = base .. ':task:' .. id
@@ -891,6 +892,10 @@ local function trackFollow(task, what, key, entryKey, value, due)
   elseif what == 'retried' then
     trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
   elseif what == 'requeued' then
+    trackState(key, index, 'pending', entryKey, value)
+  elseif what == 'revived' then
+    -- A dead letter requeued: waiting again, its death's why gone.
+    redis.call('HDEL', key, 'reason', 'detail', 'error')
     trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
     local record = type(value) == 'table' and value or {}

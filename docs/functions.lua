@@ -792,8 +792,9 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
   -- trackFollow(task, what, key, entryKey, value, due)
   --   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
-  --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending, dead (the
-  --   dead-letter record's reason, detail and error) or cancelled (counted in the queue's `cancelled`).
+  --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending (requeued, or
+  --   revived from dead letters: its death's why dropped), dead (the dead-letter record's reason, detail and error)
+  --   or cancelled (counted in the queue's `cancelled`).
   local TRACK_DEFAULT_TTL = 86400000
   local function trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
     local index = base .. ':task:' .. id
@@ -895,6 +896,10 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     elseif what == 'retried' then
       trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
     elseif what == 'requeued' then
+      trackState(key, index, 'pending', entryKey, value)
+    elseif what == 'revived' then
+      -- A dead letter requeued: waiting again, its death's why gone.
+      redis.call('HDEL', key, 'reason', 'detail', 'error')
       trackState(key, index, 'pending', entryKey, value)
     elseif what == 'dead' then
       local record = type(value) == 'table' and value or {}

@@ -180,6 +180,23 @@ describe('status by id (getTask)', () => {
     }
   });
 
+  it('tracks a dead letter requeued: its index says it waits again (its death forgotten) and it can be cancelled by id', async () => {
+    prefix = testPrefix('track-revived');
+    const { client, admin } = await producer({ track: { keepMs: 60_000 } });
+    const app = await worker({ maxAttempts: 1 });
+    const failing = await emitted(client, 'job.failing', {});
+    await waitFor(async () => (await admin.getTask('job.failing', failing)).state === 'dead', 'the task to be dead');
+    await app.app.close();
+    expect(await admin.requeueDeadLetters('job.failing', 'all')).toMatchObject({ requeued: 1 });
+    const revived = await admin.getTask('job.failing', failing);
+    expect(revived).toMatchObject({ state: 'pending' });
+    expect(revived).not.toHaveProperty('reason');
+    expect(revived).not.toHaveProperty('error');
+    // Its index lives for liveMs again (7 days by default), not for the keepMs its death gave it.
+    expect(await redis.pttl(new PrefixKeys(prefix).queue('job.failing').task(failing))).toBeGreaterThan(60_000);
+    expect(await admin.cancel('job.failing', failing)).toEqual({ cancelled: true, was: 'pending' });
+  });
+
   it('tells a delayed task promoted to its list (its due time came, no worker free) as pending', async () => {
     prefix = testPrefix('track-promoted');
     const { client, admin } = await producer({ track: true });

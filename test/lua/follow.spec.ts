@@ -93,8 +93,25 @@ const MOVES: Record<string, (keys: QueueKeys, feature: Feature) => Promise<unkno
   dropHeld: async (keys, feature) => gateway.batch.dropHeld(keys, worker, await held(keys, feature), 'b1'),
   requeueDeadLetters: async (keys, feature) => {
     await redis.lpush(keys.deadLetters, '{"id":"t1"}');
+    // A tracked task's index outlives its death (keepMs): its revival is told to it.
+    const track = feature === 'track';
+    if (track)
+      await redis.hset(
+        keys.task('t1'),
+        'id',
+        't1',
+        'state',
+        'dead',
+        'keep',
+        60_000,
+        'live',
+        60_000,
+        'reason',
+        'failed',
+      );
+    const tracked = track ? keys.tracked('t1') : undefined;
     return gateway.requeueDeadLetters(keys, [
-      { raw: '{"id":"t1"}', clientId: 'a', entry: entryOf(feature), priority: 0 },
+      { raw: '{"id":"t1"}', clientId: 'a', entry: entryOf(feature), priority: 0, tracked },
     ]);
   },
   deadLetterDelayed: async (keys, feature) => {
@@ -139,10 +156,10 @@ const FOLLOWS: Record<string, Record<Feature, string>> = {
   cancelTask: { track: 'cancelled', coalesce: 'no record', batch: 'event c', flow: 'event c', steps: 'steps gone' },
   // Only a task of the cancelled batch is dropped: others keep running (a flow's node is stopped by id instead), their steps kept.
   dropHeld: { track: 'running', coalesce: 'runs 1', batch: 'event c', flow: 'no event', steps: 'steps kept' },
-  // A dead letter revived is a fresh run: only its batch waits for it again (no index, no record before; its
-  // steps went when it was dead-lettered).
+  // A dead letter revived is a fresh run: its index (kept since its death) says it waits again, its batch and its
+  // flow wait for it again (no record before; its steps went when it was dead-lettered).
   requeueDeadLetters: {
-    track: 'no index',
+    track: 'pending',
     coalesce: 'no record',
     batch: 'event p',
     flow: 'event p',

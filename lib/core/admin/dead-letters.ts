@@ -1,5 +1,6 @@
 import { encodeEntry, FORMAT_VERSION_2 } from '../model/codec.js';
 import type { DeadLetterReason, DeadLetterRecord } from '../model/dead-letter.js';
+import type { RequeuedLetter } from '../redis/gateway.js';
 import { type QueueKeys } from '../redis/keys.js';
 import { AdminPart } from './part.js';
 
@@ -160,7 +161,7 @@ export class DeadLetters extends AdminPart {
     let requeued = 0;
     let skipped = 0;
     for (let start = 0; start < selected.length; start += CHUNK) {
-      const letters: { raw: string; clientId: string; entry: string; priority: number }[] = [];
+      const letters: RequeuedLetter[] = [];
       for (const { raw, record } of selected.slice(start, start + CHUNK)) {
         if (record.reason === 'malformed' || !record.id || !record.clientId || !('payload' in record)) {
           skipped++;
@@ -189,8 +190,11 @@ export class DeadLetters extends AdminPart {
           // It stays in the trace of the call that first enqueued it.
           ...(typeof record.traceparent === 'string' ? { traceparent: record.traceparent } : {}),
           ...(typeof record.tracestate === 'string' ? { tracestate: record.tracestate } : {}),
+          // A tracked task stays tracked: its index (still there, `dead`, for keepMs) says it waits again.
+          ...(record.track === 1 ? { track: 1 as const } : {}),
         });
-        letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0 });
+        const tracked = record.track === 1 ? keys.tracked(record.id) : undefined;
+        letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0, tracked });
       }
       if (letters.length > 0) {
         requeued += await this.gateway.requeueDeadLetters(keys, letters);

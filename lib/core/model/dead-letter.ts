@@ -60,6 +60,8 @@ export interface DeadLetterRecord {
   /** The flow the task was a node of, its node id and its parents' outcomes (a requeued dead letter stays in it). */
   readonly flow?: string;
   readonly node?: string;
+  /** 1 when the task was tracked (its index, `getTaskStatus`): a requeued dead letter is tracked again, from its index. */
+  readonly track?: 1;
   /** 1 when the node's flow is on one Redis server: its settles apply in their own scripts (include/flow.lua). */
   readonly fold?: number;
   readonly parents?: Readonly<Record<string, FlowParentResult>>;

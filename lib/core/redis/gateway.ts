@@ -181,10 +181,7 @@ export class ScriptGateway {
   }
 
   /** requeueDeadLetters: each record (as stored) replaced by a fresh entry on its client's list. */
-  requeueDeadLetters(
-    keys: QueueKeys,
-    letters: readonly { raw: string; clientId: string; entry: string; priority: number }[],
-  ): Promise<number> {
+  requeueDeadLetters(keys: QueueKeys, letters: readonly RequeuedLetter[]): Promise<number> {
     const fixed = [keys.deadLetters, keys.ring, keys.sequence, keys.prioritized, keys.faults, keys.pendingCount];
     fixed.push(keys.base, keys.root);
     const args = clientArgs(
@@ -192,7 +189,7 @@ export class ScriptGateway {
       fixed,
       letters,
       (letter) => [letter.raw],
-      (letter) => [letter.entry, letter.priority],
+      (letter) => [letter.entry, letter.priority, letter.tracked?.index ?? '', letter.tracked?.entry ?? ''],
     );
     return this.redis.requeueDeadLetters(...(args.keys as [number]), ...args.fields);
   }
@@ -438,6 +435,15 @@ export interface ClaimReply {
   readonly throttledUntil?: number;
   /** No client was left waiting when the claim ended: another claim now would find nothing. */
   readonly drained: boolean;
+}
+
+/** A dead letter given a fresh run: its record as stored, its fresh entry, and its tracked keys when it was tracked. */
+export interface RequeuedLetter {
+  readonly raw: string;
+  readonly clientId: string;
+  readonly entry: string;
+  readonly priority: number;
+  readonly tracked?: TrackedKeys;
 }
 
 export interface DeadLetterWrite {

@@ -155,6 +155,7 @@ export class ClaimedTask {
       // An undecodable entry is kept for inspection, but only so much of it: a 20 MB garbage entry is not.
       ...(envelope ? { payload: envelope.payload } : { raw: capRaw(this.raw) }),
       ...(envelope?.priority ? { priority: envelope.priority } : {}),
+      ...(envelope?.track === 1 ? { track: 1 as const } : {}),
       ...(envelope?.batch !== undefined ? { batch: envelope.batch } : {}),
       ...(envelope?.flow !== undefined
         ? { flow: envelope.flow, node: envelope.node, fold: envelope.fold, parents: envelope.parents }
