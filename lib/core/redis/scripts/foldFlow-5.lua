@@ -35,7 +35,6 @@ end
 local state, reason = fields[1], fields[4] or ''
 local nodes = flowNodes(KEYS[2])
 local dirty = {}
-local WORD = { d = 'failed', c = 'was cancelled', k = 'was skipped' }
 for i = 1, #ARGV, 4 do
   local seq, id, outcome, value = tonumber(ARGV[i]) or 0, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local node = nodes[id]
@@ -82,11 +81,11 @@ if state == 'running' then
         end
         if bad and edge.policy == 'f' then
           state = 'failed'
-          reason = 'node "' .. bad .. '" ' .. WORD[nodes[bad].state] .. '; node "' .. id .. '" fails the flow (fail-flow)'
+          reason = 'node "' .. bad .. '" ' .. FLOW_WORDS[nodes[bad].state] .. '; node "' .. id .. '" fails the flow (fail-flow)'
           break
         elseif bad and edge.policy == 's' then
           node.state, dirty[id], progress = 'k', true, true
-          redis.call('HSET', KEYS[5], id, cjson.encode({ message = 'parent "' .. bad .. '" ' .. WORD[nodes[bad].state] }))
+          redis.call('HSET', KEYS[5], id, cjson.encode({ message = 'parent "' .. bad .. '" ' .. FLOW_WORDS[nodes[bad].state] }))
         elseif all then
           node.state, dirty[id], progress = 'q', true, true
         end
@@ -102,14 +101,7 @@ if state == 'running' then
     end
   end
 end
-local open, firstBad = false, nil
-for id, node in pairs(nodes) do
-  if node.state == 'w' or node.state == 'q' or node.state == 'r' then
-    open = true
-  elseif node.state ~= 's' and (not firstBad or id < firstBad) then
-    firstBad = id
-  end
-end
+local open, firstBad = flowOpen(nodes)
 local ended = ''
 if fields[3] then
   ended = '2'
@@ -119,7 +111,7 @@ elseif not open then
     state = 'succeeded'
     if firstBad then
       state = 'failed'
-      reason = 'node "' .. firstBad .. '" ' .. WORD[nodes[firstBad].state]
+      reason = 'node "' .. firstBad .. '" ' .. FLOW_WORDS[nodes[firstBad].state]
     end
   end
   redis.call('HSET', KEYS[1], 'ended', redisMs())

@@ -127,14 +127,8 @@ end
 --   and its releaser would make it (foldFlow-5.lua, countFlow-2.lua, markFlow-5.lua): succeeded, or failed
 --   naming its first node (by id) that did not succeed; its end counted in the prefix's flow counters and on its
 --   record (`counted` e), and its five keys expiring `keep` ms from now.
-local FLOW_WORDS = { d = 'failed', c = 'was cancelled', k = 'was skipped' }
 local function flowEnd(froot, prefix, nodes, counted, keep, now)
-  local firstBad = nil
-  for id, node in pairs(nodes) do
-    if node.state ~= 's' and (not firstBad or id < firstBad) then
-      firstBad = id
-    end
-  end
+  local _, firstBad = flowOpen(nodes)
   local state, reason = 'succeeded', ''
   if firstBad then
     state, reason = 'failed', 'node "' .. firstBad .. '" ' .. (FLOW_WORDS[nodes[firstBad].state] or 'did not succeed')
@@ -176,10 +170,7 @@ local function flowRelease(head, base, value)
   me.state = 's'
   -- Whether any node (a root too) is still waiting or released; its waiting children whose parents all
   -- succeeded now.
-  local releases, open = {}, false
-  for _, node in pairs(nodes) do
-    open = open or node.state == 'w' or node.state == 'q' or node.state == 'r'
-  end
+  local releases, open = {}, flowOpen(nodes)
   for i = 1, #flatEdges, 2 do
     local node = nodes[flatEdges[i]]
     if node and node.state == 'w' then

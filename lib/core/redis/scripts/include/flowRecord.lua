@@ -15,6 +15,9 @@
 -- flowExpire(keep): PEXPIRE of the five keys.
 -- flowNodes(nodes): { id -> { state, seq } } of every node (one HGETALL).
 -- flowSaveNode(nodes, id, node): HSET of its `<state>/<seq>`.
+-- flowOpen(nodes): whether a node still waits or is released (the flow runs on), and the first node by id that
+--   ended without succeeding (nil: none); FLOW_WORDS[state] says how it ended, for a failed flow's reason (the fold
+--   and a settle that ends the flow give the same one).
 local function flowKeys()
   expectTypes(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash')
 end
@@ -36,4 +39,17 @@ end
 
 local function flowSaveNode(nodes, id, node)
   redis.call('HSET', nodes, id, node.state .. '/' .. string.format('%d', node.seq))
+end
+
+local FLOW_WORDS = { d = 'failed', c = 'was cancelled', k = 'was skipped' }
+local function flowOpen(nodes)
+  local open, firstBad = false, nil
+  for id, node in pairs(nodes) do
+    if node.state == 'w' or node.state == 'q' or node.state == 'r' then
+      open = true
+    elseif node.state ~= 's' and (not firstBad or id < firstBad) then
+      firstBad = id
+    end
+  end
+  return open, firstBad
 end
