@@ -23,12 +23,17 @@ afterAll(async () => {
   await redis.quit();
 });
 
-/** A chain a -> b (b on its own pattern, for client c2) and a -> c, made by a client (no worker runs). */
-async function madeFlow(): Promise<{ a: QueueKeys; b: QueueKeys }> {
-  prefix = testPrefix('flow-release');
+/** A flow made by a client under a prefix of its own (no worker runs). */
+async function made(label: string, flow: Parameters<RedisTaskClient['flow']>[0]): Promise<void> {
+  prefix = testPrefix(label);
   client = new RedisTaskClient({ connection: redis.options, prefix });
   await client.connect();
-  await client.flow({
+  await client.flow(flow);
+}
+
+/** A chain a -> b (b on its own pattern, for client c2) and a -> c. */
+async function madeFlow(): Promise<{ a: QueueKeys; b: QueueKeys }> {
+  await made('flow-release', {
     id: 'f1',
     nodes: [
       { id: 'a', pattern: 'step.a', payload: { n: 1 } },
@@ -167,12 +172,9 @@ describe('a flow node released in its parent settle', () => {
 });
 
 describe('a flow of roots only, on one Redis server', () => {
-  /** Roots x and y on step.a (no edges at all), made by a client. */
+  /** Roots x and y on step.a (no edges at all). */
   async function madeRoots(): Promise<QueueKeys> {
-    prefix = testPrefix('flow-roots');
-    client = new RedisTaskClient({ connection: redis.options, prefix });
-    await client.connect();
-    await client.flow({
+    await made('flow-roots', {
       id: 'f2',
       nodes: [
         { id: 'x', pattern: 'step.a', payload: {} },
@@ -196,10 +198,7 @@ describe('a flow of roots only, on one Redis server', () => {
     const flow = new PrefixKeys(prefix).flow('f2');
     const admin = TaskAdmin.onConnection(redis, prefix);
     // x dies, as a worker dead-letters it (its record says fold), and the fold applies its death.
-    await gateway.heartbeat(a, worker, 60_000);
-    const [token, entry] = (await claimAs(redis, a, worker, 1)) as string[];
-    const envelope = envelopeOf(entry);
-    expect(envelope.node).toBe('x');
+    const { token, envelope } = await claimNode(a, 'x');
     const record = { id: 'flow.f2.x', pattern: 'step.a', clientId: 'default', reason: 'failed', attempts: 1 };
     const dead = { ...record, payload: {}, flow: 'f2', node: 'x', fold: envelope.fold, parents: {} };
     const letter = { record: JSON.stringify(dead), cap: 100, taskId: 'flow.f2.x', tracked: a.tracked('flow.f2.x') };
