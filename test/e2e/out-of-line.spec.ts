@@ -321,6 +321,18 @@ describe('out-of-line payloads against a full Redis', () => {
       expect(refused).toBeInstanceOf(RedisFullError);
       const tasksBefore = await admin.llen(new PrefixKeys(own).queue('big').pending('default'));
       await expect(emit(client, 'big', payloadOf(50_000))).rejects.toBeInstanceOf(RedisFullError);
+      // Several bodies stored for one call (an emitBatch; the emits of one event-loop turn alike): refused whole.
+      const batch = [payloadOf(50_000, 'a'), payloadOf(60_000, 'b'), payloadOf(70_000, 'c')];
+      await expect(
+        client.emitBatch(
+          'big',
+          batch.map((item) => new RedisTaskRecordBuilder(item).build()),
+        ),
+      ).rejects.toBeInstanceOf(RedisFullError);
+      const together = await Promise.allSettled(batch.map((item) => emit(client, 'big', item)));
+      expect(
+        together.map((outcome) => outcome.status === 'rejected' && outcome.reason instanceof RedisFullError),
+      ).toEqual([true, true, true]);
       expect(await admin.llen(new PrefixKeys(own).queue('big').pending('default'))).toBe(tasksBefore);
       expect((await keysUnder(admin, own)).filter((key) => key.includes(':body:'))).toEqual([]);
     } finally {

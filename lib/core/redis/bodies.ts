@@ -48,7 +48,10 @@ const NONE: PreparedTask[] = [];
 
 /**
  * Stores the bodies of `tasks` under the shard's root, each with a TTL (the enqueue keeps those of the tasks
- * it writes). Rejects with the first error (Redis full, a connection lost).
+ * it writes). Rejects with the first error (Redis full, a connection lost). One command per body, each written
+ * to the socket on its own, not a pipeline: a pipeline joins its commands into one string before writing it
+ * (a megabyte for the 64 bodies of 16 KB one event-loop turn may hold), which V8 allocates in its large-object
+ * space; measured: 2.4 times the producer's CPU per emit of 16 KB, 64 in flight (110 against 46 µs).
  */
 async function storeBodies(redis: TaskRedis, keys: QueueKeys, tasks: readonly PreparedTask[]): Promise<void> {
   if (tasks.length === 1) {
@@ -56,9 +59,9 @@ async function storeBodies(redis: TaskRedis, keys: QueueKeys, tasks: readonly Pr
     await redis.set(keys.rootBody(id), json, 'PX', BODY_PENDING_MS);
     return;
   }
-  const pipeline = redis.pipeline();
-  for (const task of tasks) pipeline.set(keys.rootBody(task.body!.id), task.body!.json, 'PX', BODY_PENDING_MS);
-  for (const [error] of (await pipeline.exec()) ?? []) if (error) throw error;
+  await Promise.all(
+    tasks.map((task) => redis.set(keys.rootBody(task.body!.id), task.body!.json, 'PX', BODY_PENDING_MS)),
+  );
 }
 
 /**
