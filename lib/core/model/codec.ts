@@ -80,7 +80,7 @@ export interface TaskEnvelope {
    * 1: its success may release its children in its own settle (right after `node`; the flow was made on one
    * Redis server, not a Cluster, and left their tasks ready: scripts/include/flow.lua, `flowRelease`).
    */
-  readonly fold?: number;
+  readonly fold?: 1;
   /** Its parents' outcomes, by node id, as they were when it was released (`ctx.parentResults()`). */
   readonly parents?: Readonly<Record<string, FlowParentResult>>;
   /**

@@ -63,7 +63,7 @@ export interface DeadLetterRecord {
   /** 1 when the task was tracked (its index, `getTaskStatus`): a requeued dead letter is tracked again, from its index. */
   readonly track?: 1;
   /** 1 when the node's flow is on one Redis server: its settles apply in their own scripts (include/flow.lua). */
-  readonly fold?: number;
+  readonly fold?: 1;
   readonly parents?: Readonly<Record<string, FlowParentResult>>;
   readonly traceparent?: string;
   readonly tracestate?: string;

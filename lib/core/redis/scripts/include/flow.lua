@@ -141,12 +141,21 @@ local function flowEnd(froot, prefix, nodes, counted, keep, now)
   end
 end
 
-local function flowRelease(head, base, value)
+-- flowRootOf(base, flow): the key root of `flow` (`<prefix>:{%F<flow>}`) and the prefix, from a queue's base; nil
+--   when the base names no prefix.
+local function flowRootOf(base, flow)
   local prefix = string.match(base, '^(.-):{')
-  if not prefix or not flowResponse(value) then
+  if not prefix then
+    return nil, nil
+  end
+  return prefix .. ':{%F' .. flow .. '}', prefix
+end
+
+local function flowRelease(head, base, value)
+  local froot, prefix = flowRootOf(base, head.flow)
+  if not froot or not flowResponse(value) then
     return false
   end
-  local froot = prefix .. ':{%F' .. head.flow .. '}'
   local nodesKey, specsKey, resultsKey = froot .. ':nodes', froot .. ':specs', froot .. ':results'
   local recordKey = froot .. ':flow'
   local record = redis.pcall('HMGET', recordKey, 'state', 'ended', 'complete', 'counted', 'keep')
@@ -240,11 +249,10 @@ end
 --   read the node as failed while its revival waited for the fold, and end the flow failed. True when done
 --   (or nothing to do: the flow ended or gone); false, with nothing written, on a key of another type.
 local function flowRevive(head, base)
-  local prefix = string.match(base, '^(.-):{')
-  if not prefix then
+  local froot = flowRootOf(base, head.flow)
+  if not froot then
     return false
   end
-  local froot = prefix .. ':{%F' .. head.flow .. '}'
   local record = redis.pcall('HMGET', froot .. ':flow', 'state', 'ended')
   local raw = redis.pcall('HGET', froot .. ':nodes', head.node)
   if record.err or (type(raw) == 'table' and raw.err) then

@@ -21,9 +21,9 @@
 --   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
 --   `faults` is given, else left alone; the task goes on untracked.
 -- trackState(key, index, state, entryKey, entry, ...)
---   Moves the index to `state`: one HDEL of the fields of the states it leaves (none when the caller knows it
---   holds none of them: `index.dropsNothing`), one HSET of `state`, `at` and the given field/value pairs, one
---   PEXPIRE (`live` while waiting or running, `keep` once ended).
+--   Moves the index to `state`: one HDEL of the fields of the states it leaves (`index.drops` when the caller
+--   names them; none when the caller knows it holds none of them: `index.dropsNothing`), one HSET of `state`,
+--   `at` and the given field/value pairs, one PEXPIRE (`live` while waiting or running, `keep` once ended).
 --   Waiting again (pending, delayed) with `entry`: SET of the entry key; running or ended: DEL of it.
 -- cancelledTask(key, index, root, was, reason, call, entryKey)
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
@@ -86,11 +86,13 @@ local TRACK_DROPS = {
   running = { 'due', 'why' },
 }
 local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
+-- A dead letter requeued drops what `pending` drops and its death's why (one HDEL).
+local TRACK_REVIVED_DROPS = { 'worker', 'token', 'started', 'due', 'why', 'reason', 'detail', 'error' }
 
 local function trackState(key, index, state, entryKey, entry, ...)
   local drops = TRACK_DROPS[state]
   if not index.dropsNothing then
-    redis.call('HDEL', key, unpack(drops or TRACK_FINAL_DROPS))
+    redis.call('HDEL', key, unpack(index.drops or drops or TRACK_FINAL_DROPS))
   end
   redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
   local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
@@ -138,7 +140,7 @@ local function trackFollow(task, what, key, entryKey, value, due)
     trackState(key, index, 'pending', entryKey, value)
   elseif what == 'revived' then
     -- A dead letter requeued: waiting again, its death's why gone.
-    redis.call('HDEL', key, 'reason', 'detail', 'error')
+    index.drops = TRACK_REVIVED_DROPS
     trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
     local record = type(value) == 'table' and value or {}
