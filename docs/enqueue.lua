@@ -843,8 +843,8 @@ local TRACK_DROPS = {
   running = { 'due', 'why' },
 }
 local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
--- A dead letter requeued drops what `pending` drops and its death's why (one HDEL).
-local TRACK_REVIVED_DROPS = { 'worker', 'token', 'started', 'due', 'why', 'reason', 'detail', 'error' }
+-- A dead letter requeued drops its death's why and what `pending` drops (one HDEL).
+local TRACK_REVIVED_DROPS = { 'reason', 'detail', 'error', unpack(TRACK_DROPS.pending) }
 
 local function trackState(key, index, state, entryKey, entry, ...)
   local drops = TRACK_DROPS[state]
