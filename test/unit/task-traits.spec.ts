@@ -44,10 +44,10 @@ describe('task traits: what a task needs, said once', () => {
     }
   });
 
-  it('lets only a plain success ride on the next claim call', () => {
+  it('lets a plain or tracked success ride on the next claim call, no other', () => {
     expect(ridesOnClaim(envelopeOf())).toBe(true);
     for (const trait of Object.keys(ASKS) as TaskTrait[])
-      expect([trait, ridesOnClaim(envelopeOf(trait))]).toEqual([trait, false]);
+      expect([trait, ridesOnClaim(envelopeOf(trait))]).toEqual([trait, trait === 'tracked']);
     // A deduplication key kept its whole TTL has nothing to free on success.
     const kept = prepareTask(
       { id: 't1', clientId: 'a', payload: 1, deduplicationKey: 'd', deduplicationKeepAfterSuccess: true },

@@ -61,7 +61,8 @@ export const TRAIT_RULES: Readonly<Record<TaskTrait, TraitRule>> = {
   tracked: {
     asked: (request) => request.track !== undefined && request.track !== false,
     has: (envelope) => envelope.track === 1,
-    settlesOnItsOwn: true,
+    // Its index becomes `completed` in the claim call its success rides on (claimTasks, trackRiddenSuccess).
+    settlesOnItsOwn: false,
     start: 'startTasks',
     revoker: () => 'cancel',
   },
@@ -158,7 +159,6 @@ export function ridesOnClaim(envelope: TaskEnvelope): boolean {
   return (
     envelope.replyTo === undefined &&
     (envelope.dedupKey === undefined || envelope.dedupKeep === 1) &&
-    envelope.track !== 1 &&
     envelope.coalesce === undefined &&
     envelope.batch === undefined &&
     envelope.flow === undefined &&

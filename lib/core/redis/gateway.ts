@@ -415,7 +415,10 @@ export interface ClaimRequest {
   readonly tokenPrefix: string;
   /** The lease of a worker holding tasks (ms): a claim under a longer (idle) lease cuts it to this. */
   readonly leaseMs: number;
-  /** Tokens of succeeded tasks to acknowledge (no reply, no deduplication key). */
+  /**
+   * Succeeded tasks to acknowledge (no trait that settles on its own): each its token, or for a tracked task
+   * `<token>\t<task id>` (its index becomes `completed` in the call).
+   */
   readonly acks: readonly string[];
 }
 

@@ -4,8 +4,11 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 /** Most acknowledgements sent in one script call (bounded by Lua's unpack() limit). */
 export const ACK_CHUNK = 1_000;
 
-/** A taken acknowledgement: the token, and who waits to hear whether the worker still held it. */
-export type TakenAck = readonly [token: string, answer: (held: boolean) => void];
+/**
+ * A taken acknowledgement: the token, who waits to hear whether the worker still held it, and a tracked
+ * task's id (its index becomes `completed` in the same call).
+ */
+export type TakenAck = readonly [token: string, answer: (held: boolean) => void, trackedId?: string];
 
 /**
  * The acknowledgements of succeeded plain tasks that ride on a claim loop's next call: queued here,
@@ -40,8 +43,8 @@ export class ClaimAcks {
     this.queuedListener = by;
   }
 
-  add(token: string, answer: (held: boolean) => void): void {
-    this.queued.push([token, answer]);
+  add(token: string, answer: (held: boolean) => void, trackedId?: string): void {
+    this.queued.push(trackedId === undefined ? [token, answer] : [token, answer, trackedId]);
     this.queuedListener?.();
   }
 

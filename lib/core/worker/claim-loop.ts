@@ -322,6 +322,7 @@ function claimRequest(options: ClaimLoopOptions, wanted: number, acks: readonly 
     clientConcurrency: options.clientConcurrency,
     tokenPrefix: nextTokenPrefix(),
     leaseMs: heldLeaseMs(options),
-    acks: acks.map(([token]) => token),
+    // A tracked task's id after a tab (tokens have none): claimTasks completes its index.
+    acks: acks.map(([token, , trackedId]) => (trackedId === undefined ? token : `${token}\t${trackedId}`)),
   };
 }

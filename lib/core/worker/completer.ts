@@ -35,7 +35,7 @@ export class Completer {
   }
 
   /**
-   * A plain success rides on its shard's next claim call: true, and `answer` hears whether the worker still
+   * A plain (or only tracked) success rides on its shard's next claim call: true, and `answer` hears whether the worker still
    * held the task once the call came back. False when it cannot ride (a trait of the task settles on its own:
    * model/task-traits.ts; no claim loop, or the tasks were given back): `acknowledge` it instead.
    */
@@ -43,7 +43,7 @@ export class Completer {
     if (this.given || !ridesOnClaim(envelope)) return false;
     const acks = this.shards.get(task.keys);
     if (!acks?.rides) return false;
-    acks.add(task.token, answer);
+    acks.add(task.token, answer, envelope.track === 1 ? envelope.id : undefined);
     return true;
   }
 

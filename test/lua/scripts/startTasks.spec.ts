@@ -60,6 +60,34 @@ describe('startTasks', () => {
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
   });
 
+  it("completes a tracked task's index when its success rides on a claim, and leaves it when the token is no longer held", async () => {
+    await enqueue(keys, [
+      { id: 't1', track: true },
+      { id: 't2', client: 'b', track: true },
+    ]);
+    const [first, second] = tokensOf(await claimAll(keys));
+    await gateway.track.start(keys, worker, [
+      { token: first, id: 't1', attempt: 1 },
+      { token: second, id: 't2', attempt: 1 },
+    ]);
+    await redis.hdel(keys.processing(worker), second); // recovered by a reaper meanwhile
+    const { lost } = await gateway.claim(keys, {
+      workerId: worker,
+      wanted: 0,
+      clientConcurrency: 0,
+      leaseMs: 60_000,
+      tokenPrefix: 'ack.',
+      acks: [`${first}\tt1`, `${second}\tt2`],
+    });
+    expect(lost).toEqual([second]);
+    const index = await redis.hgetall(keys.task('t1'));
+    expect(index).toMatchObject({ state: 'completed', result: '', worker, attempt: '1' });
+    expect(index).not.toHaveProperty('token');
+    expect(await redis.hget(keys.task('t2'), 'state')).toBe('running');
+    expect(await redis.hget(keys.counters, 'completed')).toBe('1');
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+  });
+
   it('leaves a task recorded running under the same token as it is (a resent call)', async () => {
     await enqueue(keys, [{ id: 't1', track: true }]);
     const [token] = tokensOf(await claimAll(keys));

@@ -22,7 +22,7 @@
 --   nothing); the ring, client keys and counters heal on the failing command. A client whose own keys
 --   are broken (a stray SET on its pending list) has the bad key quarantined and recorded in faults;
 --   a weight, rate or count that is not a number is recorded and read as its default.
--- Includes: guard, ackHeld, releaseClientSlot, tokenBucket
+-- Includes: guard, ackHeld, releaseClientSlot, tokenBucket, track
 -- Builds keys: every key is named from the base in KEYS[1] (`<base>:ring`, `<base>:processing:<worker>`,
 --   `<base>:pending:<client>`, ... as `QueueKeys` spells them; a test pins that both agree), so the call a
 --   worker makes per wake-up is small; all share the base's hash tag, hence its Cluster slot. The keys:
@@ -50,14 +50,18 @@
 -- ARGV[5]: the lease of a worker holding tasks, in milliseconds: a call that claims tasks under a later
 --   lease expiry (an idle worker's longer lease, see heartbeatWorker) cuts it to now + ARGV[5], so tasks
 --   of a worker that dies are recovered as soon as ever
--- ARGV[6..]: fencing tokens of succeeded tasks to acknowledge (tasks without reply or deduplication key)
+-- ARGV[6..]: the succeeded tasks to acknowledge (tasks with no trait that settles on its own: plain, or
+--   tracked and nothing else; model/task-traits.ts, ridesOnClaim), each its fencing token, or for a tracked
+--   one its token, a tab (tokens have none) and its task id
 -- Returns: array { lost, claimed, throttledUntil, drained }: throttledUntil is the earliest time (ms) a
 --   client this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered or its lease has expired (it must register, then claim
 --   again), or -2 when the queue is paused; drained is 1 when the ring is empty after this call (no
 --   client is waiting: a claim now would find nothing, so the worker can block at once), else 0
--- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; weighted:
+-- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; a tracked
+--   one's index `<base>:task:<id>` (while it exists) becomes `completed` (include/track.lua, trackFollow:
+--   HMGET, HDEL, HSET, PEXPIRE); weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled, and RPUSH to the ring and ZREM from throttled of clients
 --   whose next token is due; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks
@@ -135,14 +139,27 @@ if prioritized then
 end
 if #ARGV >= 6 then
   local acks = {}
+  -- The task id of each tracked one, by its place in acks.
+  local trackedIds = {}
   for i = 6, #ARGV do
-    acks[#acks + 1] = ARGV[i]
+    local ack = ARGV[i]
+    local tab = string.find(ack, '\t', 1, true)
+    if tab then
+      acks[#acks + 1] = string.sub(ack, 1, tab - 1)
+      trackedIds[#acks] = string.sub(ack, tab + 1)
+    else
+      acks[#acks + 1] = ack
+    end
   end
   local held = heldOf(processing, acks)
   local settled = {}
   for i = 1, #acks do
     if held[i] then
       settled[#settled + 1] = acks[i]
+      if trackedIds[i] then
+        -- Its index (while it exists) becomes completed, as ackTasks's move `completed` makes it.
+        trackFollow(nil, 'completed', base .. ':task:' .. trackedIds[i], '', '')
+      end
     else
       lost[#lost + 1] = acks[i]
     end
