@@ -756,7 +756,7 @@ local function finishTask(dedupKey, holder, resultKey, channel, reply, ttl)
 end
 
 -- include/track.lua — shared by the scripts whose header says "Includes: track".
--- Needs: guard, finishTask, clock
+-- Needs: guard, finishTask, clock, steps
 -- A tracked task's index, `<base>:task:<id>` (hash; QueueKeys.task spells it), is made by
 -- enqueueTasks alone (trackCreate); every later step updates it only while it exists, so a task enqueued without
 -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
@@ -786,6 +786,14 @@ end
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
 --   processing hash): its deduplication key freed, a send() caller answered with a TaskCancelledError
 --   record (stored under its result key for `keep` ms and published), the index `cancelled`.
+-- trackClaimed(faults, base, worker, token, entry)
+--   A task a claim just took (claimTasks): when its entry says it is tracked (`"track":1` in the envelope's head,
+--   before its payload) and is no flow's node (stored form version 2: left to startTasks, which hands a cancel to
+--   its flow), and its index waits (pending, delayed; or running, a stale record), the index is recorded `running`
+--   under `token` as startTasks records it (worker, token, attempt: the entry's attempts + 1, started; its entry
+--   key deleted), and true is returned: the worker starts its handler without a startTasks call. False, the
+--   index untouched (the worker's startTasks decides): not tracked, a cancel asked while the task was between
+--   places, no index (expired: it runs untracked), an index that ended.
 -- trackFollow(task, what, key, entryKey, value, due)
 --   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
 --   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending (requeued, or
@@ -882,6 +890,33 @@ local function cancelledTask(key, index, root, was, reason, call, entryKey)
   end
   finishTask(dedupKey, holder, root .. ':result:' .. id, fields[2], message, tonumber(index[1]) or TRACK_DEFAULT_TTL)
   trackState(key, index, 'cancelled', entryKey, nil, 'was', was, 'reason', reason, 'call', call)
+end
+
+local function trackClaimed(faults, base, worker, token, entry)
+  -- Most entries are not tracked: one search tells (a payload after the head may hold the text too).
+  local at = string.find(entry, ',"track":1', 1, true)
+  if not at then
+    return false
+  end
+  local payload = string.find(entry, ',"payload":', 1, true)
+  if (payload and payload < at) or string.find(entry, '^%d+|{"v":2,') then
+    return false
+  end
+  local id = stepsIdOf(entry)
+  if not id then
+    return false
+  end
+  local key = base .. ':task:' .. id
+  -- { keep, live, state, cancel, due }
+  local index = trackedIndex(faults, key, 'state', 'cancel', 'due')
+  if not index or index[4] or not (index[3] == 'pending' or index[3] == 'delayed' or index[3] == 'running') then
+    return false
+  end
+  -- Only a task that waited for a retry or a delay has `due` and `why` to drop (one HDEL fewer).
+  index.dropsNothing = not index[5]
+  trackState(key, index, 'running', base .. ':task-entry:' .. id, nil, 'worker', worker, 'token', token,
+    'attempt', (tonumber(string.match(entry, '^(%d+)|')) or 0) + 1, 'started', redisMs())
+  return true
 end
 
 local function trackFollow(task, what, key, entryKey, value, due)

@@ -304,27 +304,25 @@ describe('cancel by id', () => {
     expect(seen.get(id)?.runs).toBe(1);
   });
 
-  it('cancels a task claimed but not yet started (between places) before any handler runs it, even after its worker died', async () => {
+  it('cancels a task claimed but not yet started (the claim recorded it running) before any handler runs it, even after its worker died', async () => {
     prefix = testPrefix('cancel-between');
     const { client, admin } = await producer({ track: true });
     const keys = new PrefixKeys(prefix).queue('job.quick');
     const id = await emitted(client, 'job.quick', { n: 1 });
-    // A worker claims it and dies before it starts it.
+    // A worker claims it (the claim records it running) and dies before it starts it.
     await gatewayOf(redis).heartbeat(keys, 'ghost', 60_000);
     expect(await claimAs(redis, keys, 'ghost', 1)).toHaveLength(2);
-    expect(await admin.cancel('job.quick', id, 'between')).toEqual({ cancelled: true, was: 'pending' });
-    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'pending', cancelRequested: true });
+    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'running', workerId: 'ghost', attempt: 1 });
+    // Its token leaves the dead worker at once: no recovery can return it to its queue.
+    expect(await admin.cancel('job.quick', id, 'between')).toEqual({ cancelled: true, was: 'running' });
+    expect(await redis.hlen(keys.processing('ghost'))).toBe(0);
     await requeueProcessing(
       redis,
       keys,
       { workerId: 'ghost', deadLetterCap: 10, resultTtlMs: 1_000 },
       { countAttempt: true },
     );
-    expect(await admin.getTask('job.quick', id)).toMatchObject({
-      state: 'pending',
-      cancelRequested: true,
-      reason: 'between',
-    });
+    expect(await admin.getTask('job.quick', id)).toMatchObject({ state: 'cancelled', reason: 'between' });
     const after = await emitted(client, 'job.quick', { n: 2 });
     await worker();
     await waitFor(() => seen.has(after), 'the next task to run');

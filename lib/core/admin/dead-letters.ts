@@ -184,7 +184,6 @@ export class DeadLetters extends AdminPart {
             : {}),
           id: record.id,
           clientId: record.clientId,
-          payload: record.payload,
           enqueuedAt: record.enqueuedAt ?? Date.now(),
           ...(record.priority ? { priority: record.priority } : {}),
           // It stays in the trace of the call that first enqueued it.
@@ -192,6 +191,8 @@ export class DeadLetters extends AdminPart {
           ...(typeof record.tracestate === 'string' ? { tracestate: record.tracestate } : {}),
           // A tracked task stays tracked: its index (still there, `dead`, for keepMs) says it waits again.
           ...(record.track === 1 ? { track: 1 as const } : {}),
+          // Last, as the producer writes it: the scripts read the head fields before it (include/track.lua).
+          payload: record.payload,
         });
         const tracked = record.track === 1 ? keys.tracked(record.id) : undefined;
         letters.push({ raw, clientId: record.clientId, entry, priority: record.priority ?? 0, tracked });

@@ -68,7 +68,7 @@ export class ScriptGateway {
   /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
     // One key, the base: the script names the others from it (the smallest request per wake-up).
-    const [lost, claimed, throttledUntil, drained] = await this.redis.claimTasks(
+    const [lost, claimed, throttledUntil, drained, started] = await this.redis.claimTasks(
       keys.base,
       request.wanted,
       request.workerId,
@@ -82,6 +82,7 @@ export class ScriptGateway {
       outcome: claimOutcome(claimed),
       throttledUntil: throttledUntil > 0 ? throttledUntil : undefined,
       drained: drained === 1,
+      started,
     };
   }
 
@@ -438,6 +439,11 @@ export interface ClaimReply {
   readonly throttledUntil?: number;
   /** No client was left waiting when the claim ended: another claim now would find nothing. */
   readonly drained: boolean;
+  /**
+   * The places (1-based, rising) of the claimed tasks the claim recorded running (tracked ones: their handler
+   * starts without a startTasks call).
+   */
+  readonly started: readonly number[];
 }
 
 /** A dead letter given a fresh run: its record as stored, its fresh entry, and its tracked keys when it was tracked. */

@@ -26,7 +26,8 @@ export interface ClaimLoopOptions {
 
 export interface ClaimLoopHooks {
   /** Called for every claimed task; the slot it occupies is released by the caller when done. */
-  onClaimed(token: string, entry: string): void;
+  /** `recorded`: the claim recorded the task running (tracked): it starts without a startTasks call. */
+  onClaimed(token: string, entry: string, recorded: boolean): void;
   /** Registers the worker again (the claim script refuses an unregistered worker). */
   register(): Promise<void>;
   /** A rate-limited client was taken off the ring until `dueAt` (Redis time, ms). */
@@ -302,7 +303,14 @@ export class ClaimLoop {
         // Closing: start nothing (shutdown counted its runs already); the tasks stay held, and shutdown returns them uncounted.
         const started = this.stopped ? 0 : count;
         this.slots.release(wanted - started);
-        for (let i = 0; i < 2 * started; i += 2) this.hooks.onClaimed(pairs[i], pairs[i + 1]);
+        // Those the claim recorded running (tracked: see ClaimReply.started), by place, rising.
+        const recorded = reply.started;
+        let next = 0;
+        for (let i = 0; i < started; i++) {
+          const isRecorded = next < recorded.length && recorded[next] === i + 1;
+          if (isRecorded) next++;
+          this.hooks.onClaimed(pairs[2 * i], pairs[2 * i + 1], isRecorded);
+        }
         return { count, drained: reply.drained };
       }
     }

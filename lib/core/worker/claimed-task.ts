@@ -36,6 +36,8 @@ export class ClaimedTask {
      * shard); without them, a start is a call of its own.
      */
     private readonly batches: TurnBatches = {},
+    /** The claim recorded it running in its index (a tracked task): no startTasks call before its handler. */
+    readonly startedByClaim = false,
   ) {}
 
   /**

@@ -88,7 +88,8 @@ export class TaskRunner {
       return this.failures.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
     // A tracked task is recorded running first, unless a cancel came while it was between places.
-    if (startStep(envelope) === 'startTasks') return this.startTracked(task, run, envelope, attempt, policy);
+    if (startStep(envelope) === 'startTasks' && !task.startedByClaim)
+      return this.startTracked(task, run, envelope, attempt, policy);
     return this.traced(task, run, envelope, attempt, policy);
   }
 
@@ -162,6 +163,8 @@ export class TaskRunner {
     run.startedAt = Date.now();
     run.about = envelope;
     run.attempt = attempt;
+    // Revoked before its handler started (a cancel once the claim recorded it running; a lost lease): never started.
+    if (run.leaseLost) return this.notRun(task, envelope, attempt, revokedWhy(run));
     let outcome = await this.callHandler(task, envelope, queue, attempt, policy, run);
     run.over = true;
     // Its last progress report goes out before its outcome (a caller hears every value before the result).
@@ -295,4 +298,10 @@ function requestedError(requested: HandlerRequest, outcome: TaskOutcome): Error 
   // Made here, not by the handler: its stack would show the library's frames, which tell nothing.
   error.stack = undefined;
   return error;
+}
+
+/** Why a run lost its token: cancelled, replaced by a newer task of its coalescing key, or its lease lost. */
+function revokedWhy(run: Run): 'cancelled' | 'replaced' | 'lost' {
+  if (run.cancelled) return 'cancelled';
+  return run.replacedBy === undefined ? 'lost' : 'replaced';
 }

@@ -168,9 +168,10 @@ export class TaskWorker {
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry) => {
+          onClaimed: (token, entry, recorded) => {
             this.lease.claimed(keys);
-            this.dispatch(new ClaimedTask(this.gateway, keys, token, entry, this.options, this.batches), slots);
+            const task = new ClaimedTask(this.gateway, keys, token, entry, this.options, this.batches, recorded);
+            this.dispatch(task, slots);
           },
           register: () => this.lease.take(keys),
           onThrottled: (dueAt) => this.options.onDelayed?.(keys.queue, dueAt),

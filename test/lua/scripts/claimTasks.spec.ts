@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { encodeEntry } from '../../../lib/core/model/codec.js';
 import { pushEnqueueFields } from '../../../lib/core/redis/enqueue-fields.js';
 import { claimAs, keysUnder } from '../../support/redis.js';
 import {
@@ -442,5 +443,79 @@ describe('per-client concurrency cap', () => {
     expect(ids(claimed)).toEqual(['a3', 'a4']);
     expect(await redis.llen(keys.ring)).toBe(0);
     expect(await redis.smembers(keys.parked)).toEqual([]);
+  });
+});
+
+describe('claimTasks: a tracked task is recorded running by the claim that takes it', () => {
+  /** A tracked task enqueued as the producer writes it (`"track":1` in its head, its payload last). */
+  async function enqueueTracked(id: string, clientId: string, attempts = 0, payload: unknown = { id }): Promise<void> {
+    const args: (string | number)[] = [];
+    pushEnqueueFields(args, {
+      id,
+      clientId,
+      entry: encodeEntry({ id, clientId, enqueuedAt: 1, track: 1, payload }, attempts),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+      track: { keepMs: 60_000, liveMs: 60_000 },
+    });
+    await redis.enqueueTasks(keys.root, ...args);
+  }
+
+  const request = { workerId: worker, clientConcurrency: 0, leaseMs: 60_000, acks: [] };
+
+  it("records it running (worker, token, attempt, start), drops its entry key, and names its place; an untracked task's payload that holds the field is not read as its head", async () => {
+    await enqueueTracked('t1', 'a', 1);
+    // An untracked task whose payload holds the text, reusing the id of a task whose index ended.
+    await redis.hset(keys.task('u1'), 'id', 'u1', 'state', 'completed', 'keep', 60_000, 'live', 60_000);
+    const args: (string | number)[] = [];
+    pushEnqueueFields(args, {
+      id: 'u1',
+      clientId: 'b',
+      entry: encodeEntry({ id: 'u1', clientId: 'b', enqueuedAt: 1, payload: { a: 1, track: 1 } }),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    await redis.enqueueTasks(keys.root, ...args);
+    expect(await redis.exists(keys.tracked('t1').entry)).toBe(1);
+    const reply = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p.' });
+    expect(ids(reply.outcome)).toEqual(['t1', 'u1']);
+    expect(reply.started).toEqual([1]);
+    const [token] = pairsOf(reply.outcome);
+    const index = await redis.hgetall(keys.task('t1'));
+    expect(index).toMatchObject({ state: 'running', worker, token, attempt: '2' });
+    expect(Number(index.started)).toBeGreaterThan(0);
+    expect(await redis.exists(keys.tracked('t1').entry)).toBe(0);
+    expect(await redis.hget(keys.task('u1'), 'state')).toBe('completed');
+  });
+
+  it('leaves a task with a cancel asked while it was between places to startTasks, which cancels it before it runs', async () => {
+    await enqueueTracked('t1', 'a');
+    await redis.hset(keys.task('t1'), 'cancel', 'asked');
+    const reply = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p.' });
+    expect(reply.started).toEqual([]);
+    expect(await redis.hget(keys.task('t1'), 'state')).toBe('pending');
+    const [token] = pairsOf(reply.outcome);
+    expect(await gateway.track.start(keys, worker, [{ token, id: 't1', attempt: 1 }])).toEqual(['cancelled']);
+    expect(await redis.hget(keys.task('t1'), 'state')).toBe('cancelled');
+    expect(await redis.hlen(keys.processing(worker))).toBe(0);
+  });
+
+  it("drops a retry's due time and why, and names no place for a task whose index expired (it runs untracked)", async () => {
+    await enqueueTracked('t1', 'a', 2);
+    await enqueueTracked('t2', 'b');
+    await redis.hset(keys.task('t1'), 'state', 'delayed', 'due', Date.now(), 'why', 'retry');
+    await redis.del(keys.task('t2'));
+    const reply = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p.' });
+    expect(ids(reply.outcome)).toEqual(['t1', 't2']);
+    expect(reply.started).toEqual([1]);
+    const index = await redis.hgetall(keys.task('t1'));
+    expect(index).toMatchObject({ state: 'running', attempt: '3' });
+    expect(index).not.toHaveProperty('due');
+    expect(index).not.toHaveProperty('why');
+    expect(await redis.exists(keys.task('t2'))).toBe(0);
   });
 });

@@ -50,7 +50,7 @@ class ScriptedIdle {
 
 function claimed(tokens: string[], drained = false, lost: string[] = []): ClaimReply {
   const pairs = tokens.flatMap((token) => [token, `entry-of-${token}`]);
-  return { lost, outcome: { kind: 'claimed', pairs }, drained };
+  return { lost, outcome: { kind: 'claimed', pairs }, drained, started: [] };
 }
 
 async function until(what: string, check: () => boolean): Promise<void> {
@@ -161,7 +161,7 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
 
   it('registers again when the script says the worker is not registered, and claims after', async () => {
     const { loop, gateway, idle, events, dispatched } = loopWith();
-    gateway.replies.push({ lost: [], outcome: { kind: 'unregistered' }, drained: false }, claimed(['t1']));
+    gateway.replies.push({ lost: [], outcome: { kind: 'unregistered' }, drained: false, started: [] }, claimed(['t1']));
     loop.start();
     await until('the task', () => dispatched.length === 1);
     expect(events).toEqual(['register']);
@@ -171,7 +171,7 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
 
   it('claims nothing while the queue is paused (both calls under way share one wait), and claims again at once on a resume', async () => {
     const { loop, gateway, idle, dispatched, slots } = loopWith({ concurrency: 2 });
-    const paused: ClaimReply = { lost: [], outcome: { kind: 'paused' }, drained: false };
+    const paused: ClaimReply = { lost: [], outcome: { kind: 'paused' }, drained: false, started: [] };
     gateway.replies.push(paused, paused);
     loop.start();
     await until('both calls to find the queue paused', () => gateway.requests.length === 2);
@@ -189,7 +189,13 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
 
   it('reports a rate-limited client to be put back when its token is due', async () => {
     const { loop, gateway, idle, events } = loopWith();
-    gateway.replies.push({ lost: [], outcome: { kind: 'claimed', pairs: [] }, throttledUntil: 12_345, drained: true });
+    gateway.replies.push({
+      lost: [],
+      outcome: { kind: 'claimed', pairs: [] },
+      throttledUntil: 12_345,
+      drained: true,
+      started: [],
+    });
     loop.start();
     await until('the idle wait', () => idle.waiting);
     expect(events).toContain('throttled until 12345');

@@ -73,6 +73,17 @@ describe('TaskRunner, one outcome at a time', () => {
     expect(world.events.map((event) => event.outcome)).toEqual(['completed']);
   });
 
+  it('never starts the handler of a task revoked before it started (a cancel once its claim recorded it running), and reports it cancelled', async () => {
+    const world = setup(() => ({ status: 'succeeded' }));
+    const task = claimed(world.gateway, envelope({ id: 'early-1' }));
+    const run = world.running.begin(task.keys, task.token);
+    loseLease(run, { reason: 'changed my mind' });
+    await world.runner.run(task, run);
+    expect(world.handler.seen).toEqual([]);
+    expect(world.events.map((event) => event.outcome)).toEqual(['cancelled']);
+    expect(world.batch.acks).toEqual([]);
+  });
+
   it('acknowledges a plain success on its own when no claim loop takes acknowledgements for its shard', async () => {
     const world = setup(() => ({ status: 'succeeded' }));
     await world.runOne();

@@ -53,15 +53,18 @@
 -- ARGV[6..]: the succeeded tasks to acknowledge (tasks with no trait that settles on its own: plain, or
 --   tracked and nothing else; model/task-traits.ts, ridesOnClaim), each its fencing token, or for a tracked
 --   one its token, a tab (tokens have none) and its task id
--- Returns: array { lost, claimed, throttledUntil, drained }: throttledUntil is the earliest time (ms) a
+-- Returns: array { lost, claimed, throttledUntil, drained, started }: throttledUntil is the earliest time (ms) a
 --   client this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered or its lease has expired (it must register, then claim
 --   again), or -2 when the queue is paused; drained is 1 when the ring is empty after this call (no
---   client is waiting: a claim now would find nothing, so the worker can block at once), else 0
+--   client is waiting: a claim now would find nothing, so the worker can block at once), else 0; started lists
+--   the places (1-based, rising) of the claimed tasks recorded running here (tracked ones, include/track.lua,
+--   trackClaimed: their worker starts them without a startTasks call; another tracked task goes through it)
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; a tracked
 --   one's index `<base>:task:<id>` (while it exists) becomes `completed` (include/track.lua, trackFollow:
---   HMGET, HDEL, HSET, PEXPIRE); weighted:
+--   HMGET, HDEL, HSET, PEXPIRE); a tracked task claimed is recorded running in its index (trackClaimed: HMGET,
+--   HDEL of `due` and `why` after a retry or a delay, HSET, PEXPIRE, DEL of its entry key); weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled, and RPUSH to the ring and ZREM from throttled of clients
 --   whose next token is due; LMOVE rotation of the ring, ZPOPMIN/LPOP of pending tasks
@@ -419,6 +422,13 @@ if count > 0 and tonumber(lease) > now + tonumber(ARGV[5]) then
   -- Tasks held under an idle worker's long lease: the lease a worker holding tasks has.
   redis.call('ZADD', workers, now + tonumber(ARGV[5]), ARGV[2])
 end
+-- A tracked task is recorded running here (include/track.lua, trackClaimed): its worker needs no start call.
+local started = {}
+for i = 1, count do
+  if trackClaimed(faults, base, ARGV[2], claimed[2 * i - 1], claimed[2 * i]) then
+    started[#started + 1] = i
+  end
+end
 local drained = 0
 if ringEmpty or (not stayed and redis.call('LLEN', ring) == 0) then
   drained = 1
@@ -432,4 +442,4 @@ elseif #claimed > 0 then
   -- work too), instead of every idle process at once.
   ringBell(base .. ':bell')
 end
-return { lost, claimed, throttledUntil, drained }
+return { lost, claimed, throttledUntil, drained, started }

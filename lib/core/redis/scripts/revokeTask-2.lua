@@ -4,7 +4,8 @@
 --   leaves the worker's processing hash, so the worker's next heartbeat finds it gone (its handler's
 --   signal aborts), its late settle is refused, and no recovery can return it. Either way it ends
 --   `cancelled`: its deduplication key freed, a send() caller answered with a TaskCancelledError record.
---   When the task is between places (claimed but not yet started, or just returned to its queue by a
+--   A task a claim recorded running (include/track.lua, trackClaimed) is running here, started or not.
+--   When the task is between places (claimed but not recorded: a flow's node; or just returned to its queue by a
 --   recovery), the cancel is recorded on its index and the step that next holds it (startTasks) cancels
 --   it before any handler starts.
 -- Includes: guard, finishTask, releaseClientSlot, track, flow, steps, body

@@ -1,5 +1,7 @@
 -- startTasks-2.lua
--- Purpose: the step between a claim and the handler, for tracked tasks only: each task the worker still
+-- Purpose: the step between a claim and the handler, for the tracked tasks the claim did not record running
+--   (a flow's node; a cancel asked while it was between places; an entry whose payload precedes its head
+--   fields; see include/track.lua, trackClaimed): each task the worker still
 --   holds is recorded `running` in its index (worker, fencing token, attempt, start time), unless a
 --   cancel was asked while the task was between places (claimed, not started; or returned to its queue
 --   by a recovery): then the task leaves the worker at once, cancelled, and its handler never starts.
