@@ -40,7 +40,8 @@
 --   (string counter of the shard's pending tasks, all clients; see pushTask); audit-wanted (string: the
 --   Redis ms a claim found the count above what it reached, so the ring audit passes over the shard's keys;
 --   see countUnreachable); bell (list holding at most one token: idle processes block on it, see guard's
---   ringBell); pending:<client> and priority:<client> (a client's pending list and priority set).
+--   ringBell); pending:<client> and priority:<client> (a client's pending list and priority set); task:<id>
+--   and task-entry:<id> (a tracked task's index, and its entry kept beside it while it waits: include/track.lua).
 -- KEYS[1]: the keys' base, `prefix:{pattern...}` (`<root>:g:<group>` for a consumer group other than
 --   `default`); not a key itself, declared so the call goes to the node of its slot
 -- ARGV[1]: maximum number of tasks to claim (0: only acknowledge); ARGV[2]: worker id
