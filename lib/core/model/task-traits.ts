@@ -61,7 +61,7 @@ export const TRAIT_RULES: Readonly<Record<TaskTrait, TraitRule>> = {
   tracked: {
     asked: (request) => request.track !== undefined && request.track !== false,
     has: (envelope) => envelope.track === 1,
-    // Its index becomes `completed` in the claim call its success rides on (claimTasks, trackRiddenSuccess).
+    // Its index becomes `completed` in the claim call its success rides on (claimTasks: trackFollow's `completed`).
     settlesOnItsOwn: false,
     start: 'startTasks',
     revoker: () => 'cancel',

@@ -87,7 +87,7 @@ export class TaskRunner {
     if (admission.kind === 'dead-letter')
       return this.failures.refuse(task, envelope, attempts, admission.reason, admission.detail);
     const { attempt } = admission;
-    // A tracked task is recorded running first, unless a cancel came while it was between places.
+    // A tracked task is recorded running first: by its claim, else (a flow's node, a cancel mark) by startTasks here.
     if (startStep(envelope) === 'startTasks' && !task.startedByClaim)
       return this.startTracked(task, run, envelope, attempt, policy);
     return this.traced(task, run, envelope, attempt, policy);

@@ -68,9 +68,14 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   const pool = new Slots(options.concurrency ?? 4);
   const slots = pool.forPattern();
   const dispatched: string[] = [];
+  /** The tokens the claim said it recorded running (tracked tasks started without a startTasks call). */
+  const recorded: string[] = [];
   const events: string[] = [];
   const hooks: ClaimLoopHooks = {
-    onClaimed: (token) => dispatched.push(token),
+    onClaimed: (token, _entry, wasRecorded) => {
+      dispatched.push(token);
+      if (wasRecorded) recorded.push(token);
+    },
     register: () => {
       events.push('register');
       return Promise.resolve();
@@ -94,7 +99,7 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
     hooks,
     new CapturingLogger(),
   );
-  return { loop, gateway, idle, acks, slots, pool, dispatched, events };
+  return { loop, gateway, idle, acks, slots, pool, dispatched, recorded, events };
 }
 
 describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () => {
@@ -108,6 +113,16 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     expect(slots.used).toBe(2); // the two running tasks hold theirs; the rest went back
     // The call after them found nothing (the script's default): the loop blocks, asking for what is free.
     expect(idle.requests[0]).toMatchObject({ wanted: 2 });
+    await loop.close();
+  });
+
+  it('tells the worker which claimed tasks the claim recorded running, by their places in the reply', async () => {
+    const { loop, gateway, dispatched, recorded } = loopWith({ concurrency: 4 });
+    gateway.replies.push({ ...claimed(['t1', 't2', 't3', 't4']), started: [2, 4] });
+    loop.start();
+    await until('the four tasks', () => dispatched.length === 4);
+    expect(dispatched).toEqual(['t1', 't2', 't3', 't4']);
+    expect(recorded).toEqual(['t2', 't4']);
     await loop.close();
   });
 
