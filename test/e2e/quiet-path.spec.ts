@@ -50,6 +50,11 @@ afterAll(async () => {
   await redis.quit();
 });
 
+/** How many connections are subscribed to `channel`. */
+async function subscribers(channel: string): Promise<number> {
+  return Number(((await redis.pubsub('NUMSUB', channel)) as [string, number])[1]);
+}
+
 /** Every command MONITOR shows from now on, for the test to count. */
 async function watch(): Promise<MonitoredCommand[]> {
   const seen: MonitoredCommand[] = [];
@@ -230,6 +235,24 @@ describe('the quiet path (real Redis)', () => {
     // Every pattern swept in the window, 10 per turn: about 30 turns * 10 = 300 (all 30 each turn: 900).
     expect(new Set(swept.map(({ args }) => args[1])).size).toBe(patterns);
     expect(swept.length).toBeLessThanOrEqual(450);
+  });
+
+  it('idle processes of one pattern hear no wake message: their loops wait on the bell, which wakes one per push', async () => {
+    prefix = testPrefix('quiet-unheard');
+    for (const workerId of ['w1', 'w2', 'w3', 'w4']) {
+      started.push((await startWorker(prefix, [Quiet], { workerId })).app);
+    }
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const keys = new PrefixKeys(prefix).queue('quiet.tick');
+    // Every process subscribed (its control channel), none to the wake channel: a push wakes no process but the one its bell does.
+    await waitFor(async () => (await subscribers(keys.controlChannel)) === 4, 'the four workers to subscribe');
+    expect(await subscribers(keys.wakeChannel)).toBe(0);
+    for (let n = 1; n <= 5; n++) {
+      await firstValueFrom(client.emit('quiet.tick', { n }));
+      await waitFor(() => runs.length === n, `task ${n} to run`);
+    }
+    expect(await subscribers(keys.wakeChannel)).toBe(0);
   });
 
   it('a task sent to four idle worker processes wakes one of them: about one claim per task, not one per process', async () => {

@@ -14,6 +14,14 @@ export interface WaitEnd {
   readonly claim?: PromiseSettledResult<ClaimReply>;
 }
 
+/**
+ * Whether a process of `shards` claim loops (one per queue shard) has one loop alone: it always waits on its
+ * shard's bell (see BlockingSlot), so it needs no wake message unless its bell is broken.
+ */
+export function waitsOnItsBell(shards: number): boolean {
+  return shards === 1;
+}
+
 /** At most this share of the backstop is taken off at random, so idle loops' backstop claims spread out. */
 const BACKSTOP_JITTER = 0.2;
 /** Longest a loop keeps the blocking connection while nothing comes: then it is another's to take. */
@@ -111,6 +119,8 @@ export class IdleWait {
     // The backstop (for a message lost) is shared by the process's idle loops: each waits it once per loop
     // waiting, so the process claims on its own about once per backstop whatever its number of patterns.
     const backstopMs = this.backstopMs * (this.waker.idleLoops + 1);
+    // Its messages are what wake it: a process that left its channel unheard (a lone loop) subscribes now.
+    this.waker.listen();
     await this.waker.next(backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
     if (signal.aborted) return undefined;
     // Closing does not wait for a claim that waits for Redis (an outage): what it took, if it ran, is

@@ -17,6 +17,7 @@ import { SCHEDULE_LIMITS, type ScheduleTickEvent } from '../schedules/tick-firer
 import { ScheduleTicker } from '../schedules/ticker.js';
 import { SubscriberWatch, subscriberSocket } from './subscriber-watch.js';
 import { WakeSignals } from './wake-signals.js';
+import { waitsOnItsBell } from './idle-wait.js';
 import { TaskWorker } from './worker.js';
 import type { TaskExecutor, TaskProgressEvent } from './worker-types.js';
 
@@ -205,8 +206,12 @@ export class WorkerRuntime {
       this.wakeSignals.wakeAll();
       this.ticker?.wake();
     });
-    const channels = shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel, keys.wakeChannel]);
-    await subscriber.subscribe(...channels, ...(schedulesChanged ? [schedulesChanged] : []));
+    // A lone loop waits on its bell: no message per push for it (its wake channel is subscribed to if its bell breaks).
+    const heard = waitsOnItsBell(shards.length) ? [] : [...wakes];
+    if (heard.length < wakes.size)
+      this.wakeSignals.leaveUnheard([...wakes], (channel) => subscriber.subscribe(channel));
+    const channels = shards.flatMap((keys) => [keys.dueChannel, keys.controlChannel]);
+    await subscriber.subscribe(...channels, ...heard, ...(schedulesChanged ? [schedulesChanged] : []));
     // A half-open subscriber raises nothing: PINGed, and cut when it stops answering (see SubscriberWatch).
     this.subscriberWatch = new SubscriberWatch(
       subscriberSocket(subscriber),

@@ -11,15 +11,39 @@ export class WakeSignals {
   private readonly wakers = new Map<string, Waker>();
   /** How many of the process's loops wait for their message now (shared by its wakers). */
   private readonly idle = { loops: 0 };
+  /** Wake channels the process is not subscribed to (see leaveUnheard). */
+  // table-ok: at most the process's one shard
+  private readonly unheard = new Set<string>();
+  private subscribe: ((channel: string) => Promise<unknown>) | undefined;
 
   /** The wake-up of the shard whose channel this is (one per channel). */
   waker(channel: string): Waker {
     let waker = this.wakers.get(channel);
     if (!waker) {
-      waker = new Waker(this.idle);
+      waker = new Waker(this.idle, () => this.listen(channel));
       this.wakers.set(channel, waker);
     }
     return waker;
+  }
+
+  /**
+   * Wake channels left unsubscribed: a process's lone claim loop waits on its shard's bell, which a push
+   * rings for one process, so a message per push would only wake every such process for nothing. Its loop
+   * subscribes (`subscribe`) the first time it has to wait for messages instead (its bell holds another type).
+   */
+  leaveUnheard(channels: readonly string[], subscribe: (channel: string) => Promise<unknown>): void {
+    for (const channel of channels) this.unheard.add(channel);
+    this.subscribe = subscribe;
+  }
+
+  /** A loop waits for its messages: its channel is subscribed to (then it claims once: one may have been missed). */
+  private listen(channel: string): void {
+    const subscribe = this.subscribe;
+    if (!subscribe || !this.unheard.delete(channel)) return;
+    subscribe(channel).then(
+      () => this.wakers.get(channel)?.wake(),
+      () => this.unheard.add(channel), // the subscriber is down: its next wait asks again (its backstop claims meanwhile)
+    );
   }
 
   /** A message came on `channel`: true when it is a wake channel of this process. */
@@ -40,7 +64,11 @@ export class Waker {
   private pending = false;
   private end: (() => void) | undefined;
 
-  constructor(private readonly idle: { loops: number } = { loops: 0 }) {}
+  constructor(
+    private readonly idle: { loops: number } = { loops: 0 },
+    /** Subscribes to this shard's channel if the process left it unheard (see WakeSignals.leaveUnheard). */
+    readonly listen: () => void = () => undefined,
+  ) {}
 
   /**
    * How many loops of the process wait for their message now, this one's included if it does: a loop's

@@ -10,7 +10,7 @@ import { SettingsWriter } from '../redis/settings-writer.js';
 import type { RedisConnection, TaskRedis } from '../redis/scripts.js';
 import { errorMessage, settledBy, type TaskLogger } from '../support/logger.js';
 import { ClaimLoop } from './claim-loop.js';
-import { BlockingSlot, IdleWait } from './idle-wait.js';
+import { BlockingSlot, IdleWait, waitsOnItsBell } from './idle-wait.js';
 import type { Waker } from './wake-signals.js';
 import { ClaimedTask } from './claimed-task.js';
 import { GiveBack } from './give-back.js';
@@ -151,7 +151,7 @@ export class TaskWorker {
     // One blocking connection for the process, lent to one idle loop at a time (see BlockingSlot).
     const blocking = new BlockingSlot(
       openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`),
-      this.shards.length === 1,
+      waitsOnItsBell(this.shards.length),
     );
     this.blocking = blocking.connection;
     for (const keys of this.shards) {
