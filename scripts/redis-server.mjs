@@ -32,16 +32,61 @@ export async function probe(url, timeoutMs = 1000) {
   }
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports handed out by this process: never handed out again, so a port a test keeps for a restart (a server
+ * killed, then started again on its port) is not given to another server of the same process meanwhile.
+ */
+const handedOut = new Set();
+/**
+ * Each Jest worker picks from a block of its own, below the kernel's ephemeral range (32768 and up on Linux,
+ * where `listen(0)` ports and client sockets come from): suites running at once in other workers never pick
+ * the same port, so one's restart cannot find its port taken by another's new server. A port's cluster bus
+ * (+10 000) stays in the block's own range too.
+ */
+const PORT_BLOCKS = 20;
+const PORT_BLOCK = 500;
+const FIRST_PORT = 11_000;
+
+/** Whether the port (and its cluster bus port) can be bound on loopback now. */
+function bindable(port) {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/** A loopback port nothing listens on, from this process's block (see PORT_BLOCKS), never handed out before. */
+export async function freePort() {
+  const worker = Number(process.env.JEST_WORKER_ID) || 0;
+  const first = FIRST_PORT + (worker % PORT_BLOCKS) * PORT_BLOCK;
+  for (let tries = 0; tries < 200; tries++) {
+    const port = first + Math.floor(Math.random() * PORT_BLOCK);
+    if (handedOut.has(port)) continue;
+    handedOut.add(port); // before the checks: concurrent calls never pick the same one
+    if ((await bindable(port)) && (await bindable(port + 10_000))) return port;
+  }
+  throw new Error(`no free loopback port in ${first}-${first + PORT_BLOCK - 1}`);
+}
+
+/** The process id of the Redis answering at `url` (INFO server), or undefined. */
+async function answeringPid(url) {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    disconnectTimeout: 10,
+  });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+  } catch {
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
 }
 
 export function hasRedisServer() {
@@ -54,6 +99,20 @@ export function hasRedisServer() {
  * redis-server wants first), it is started from that file, e.g. as a Sentinel with `--sentinel`.
  */
 export async function startRedisServer(extraArgs = [], port = undefined, configFile = undefined) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOn(extraArgs, port ?? (await freePort()), configFile);
+    } catch (error) {
+      // Another process took a free port first: another one. A port asked for (a restart) is an error.
+      if (!(error instanceof PortTakenError) || port !== undefined || attempt === 5) throw error;
+    }
+  }
+}
+
+/** The port was answered by a server that is not the one started (another process holds it). */
+class PortTakenError extends Error {}
+
+async function startOn(extraArgs, port, configFile) {
   // An AOF or RDB written to the working directory lands in the checkout, shared by every suite's Redis there.
   const persists = extraArgs.some(
     (arg, i) => (arg === '--appendonly' || arg === '--save') && extraArgs[i + 1] !== 'no' && extraArgs[i + 1] !== '',
@@ -61,7 +120,6 @@ export async function startRedisServer(extraArgs = [], port = undefined, configF
   if (persists && !extraArgs.includes('--dir') && configFile === undefined) {
     throw new Error('startRedisServer: --appendonly / --save need a --dir of their own (e.g. a mkdtemp directory)');
   }
-  port ??= await freePort();
   const child = spawn(
     'redis-server',
     [
@@ -82,6 +140,14 @@ export async function startRedisServer(extraArgs = [], port = undefined, configF
       throw new Error(`redis-server exited with code ${child.exitCode} before answering on port ${port}`);
     }
     if (await probe(url, 200)) {
+      // Answered: by this server, or by another that holds the port (this one then fails to bind and exits).
+      const pid = await answeringPid(url);
+      if (pid !== child.pid) {
+        child.kill('SIGKILL');
+        throw new PortTakenError(
+          `port ${port} is held by another Redis (pid ${pid}), not the redis-server started on it`,
+        );
+      }
       return {
         url,
         port,
