@@ -256,6 +256,31 @@ describe('claimTasks', () => {
     expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([pairsOf(outcome)[0]]);
   });
 
+  it('acknowledges one token alone (a worker of concurrency 1) as it does several: held, removed and counted completed; no longer held, reported lost and not counted', async () => {
+    await enqueue(['a', ['1', '2', '3']]);
+    const ackOne = (token: string, tokenPrefix: string) =>
+      gateway.claim(keys, {
+        workerId: worker,
+        wanted: 1,
+        clientConcurrency: 0,
+        leaseMs: 60_000,
+        tokenPrefix,
+        acks: [token],
+      });
+    const [t1] = (await claim('a', 1)) as string[];
+    const held = await ackOne(t1, 'one.');
+    expect(held.lost).toEqual([]);
+    expect(ids(held.outcome)).toEqual(['2']);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('1');
+    const [t2] = pairsOf(held.outcome);
+    await redis.hdel(keys.processing(worker), t2); // recovered by a reaper meanwhile
+    const lost = await ackOne(t2, 'two.');
+    expect(lost.lost).toEqual([t2]);
+    expect(ids(lost.outcome)).toEqual(['3']);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('1');
+    expect(Object.keys(await redis.hgetall(keys.processing(worker)))).toEqual([pairsOf(lost.outcome)[0]]);
+  });
+
   it('claims nothing from a paused queue but still acknowledges, and claims again once resumed', async () => {
     await enqueue(['a', ['1', '2']]);
     const [t1] = (await claim('a', 1)) as string[];

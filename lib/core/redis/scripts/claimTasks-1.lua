@@ -155,7 +155,10 @@ if #ARGV >= 6 then
       acks[#acks + 1] = ack
     end
   end
-  local held = heldOf(processing, acks)
+  -- One acknowledgement (a worker of concurrency 1): its HDEL alone says whether it was held (the processing
+  -- hash is a hash or absent: see usableKey above); more are read first, so each is known held or lost.
+  local single = #acks == 1
+  local held = single and { redis.call('HDEL', processing, acks[1]) == 1 } or heldOf(processing, acks)
   local settled = {}
   for i = 1, #acks do
     if held[i] then
@@ -168,7 +171,11 @@ if #ARGV >= 6 then
       lost[#lost + 1] = acks[i]
     end
   end
-  removeSettled(processing, settled, counters)
+  if not single then
+    removeSettled(processing, settled, counters)
+  elseif #settled == 1 then
+    countOutcome(counters, 'completed', 1)
+  end
   if cap > 0 then
     for i = 1, #settled do
       releaseClientSlot(counted, inflight, parked, ring, settled[i], false)
@@ -272,8 +279,9 @@ local completed, failure = pcall(function()
 -- One client waiting, and no weights, rate limits, cap or priorities: a visit per task would pop its
 -- list's head again and again, so those tasks come in one LPOP with a count (then the loop below finds
 -- the ring empty, or is not needed). A key of the wrong type leaves this to the loop, which heals it.
-if not weighted and not limited and cap == 0 and not prioritized and redis.pcall('LLEN', ring) == 1 then
-  local client = redis.pcall('LINDEX', ring, 0)
+local head = not weighted and not limited and cap == 0 and not prioritized and redis.pcall('LRANGE', ring, 0, 1)
+if head and head[1] and not head[2] then
+  local client = head[1]
   local list = type(client) == 'string' and pendingPrefix .. client
   local entries = list and redis.pcall('LPOP', list, wanted)
   if list and (entries == false or (type(entries) == 'table' and not entries.err)) then
@@ -283,6 +291,7 @@ if not weighted and not limited and cap == 0 and not prioritized and redis.pcall
     end
     if redis.call('LLEN', list) == 0 then
       redis.call('LREM', ring, -1, client)
+      ringEmpty = true -- it was the ring's one client
     else
       stayed = true
     end
