@@ -5,11 +5,12 @@ import { gatewayOf } from '../../lib/core/redis/gateway.js';
 import { defineScripts } from '../../lib/core/redis/scripts.js';
 import { BlockingSlot, IdleWait } from '../../lib/core/worker/idle-wait.js';
 import { WakeSignals } from '../../lib/core/worker/wake-signals.js';
-import { deleteKeys, openRedis, redisUrl, testPrefix } from '../support/redis.js';
+import { monitor, type MonitoredCommand } from '../support/monitor.js';
+import { deleteKeys, openRedis, redisUrl, scriptNamesBySha, testPrefix, waitFor } from '../support/redis.js';
 
 /**
- * A process whose one claim loop waits on its bell subscribes to no wake channel (runtime.ts); if a stray
- * write broke its bell, its loop waits for messages instead, so it subscribes then, and claims once.
+ * An idle claim loop's wait (idle-wait.ts) on a real Redis: what it sends ahead of its blocking read, and a
+ * lone loop whose bell a stray write broke (its process subscribes to no wake channel until then).
  */
 const redis = openRedis();
 /** The loop's backstop: a wait with no message claims after 0.8 to 1 times this. */
@@ -17,6 +18,53 @@ const BACKSTOP_MS = 300;
 
 afterAll(async () => {
   await redis.quit();
+});
+
+describe('an idle wait (real Redis)', () => {
+  it('sends the call it is given ahead of its blocking read, on the same connection and before it', async () => {
+    const prefix = testPrefix('wait-first');
+    const keys = new PrefixKeys(prefix).queue('wait.first');
+    const blocking = new Redis(redisUrl());
+    const idle = new IdleWait(
+      new WakeSignals().waker(keys.wakeChannel),
+      gatewayOf(defineScripts(redis)),
+      keys,
+      BACKSTOP_MS,
+      new BlockingSlot(defineScripts(blocking), true),
+    );
+    const names = scriptNamesBySha();
+    const seen: MonitoredCommand[] = [];
+    const watching = await monitor(redisUrl(), (command) => seen.push(command));
+    const request = { workerId: 'w1', wanted: 1, clientConcurrency: 0, tokenPrefix: 'p.', leaseMs: 30_000 };
+    try {
+      await blocking.ping(); // connected: its commands leave in one write
+      let acknowledged: Promise<unknown> | undefined;
+      const end = await idle.wait({ ...request, acks: [] }, new AbortController().signal, (gateway) => {
+        acknowledged = gateway.claim(keys, { ...request, wanted: 0, acks: ['gone-token'] });
+      });
+      await acknowledged;
+      expect(end?.claim?.status).toBe('fulfilled');
+      const mine = await waitFor(() => {
+        const found = seen.filter(
+          ({ args }) =>
+            (args[0].toLowerCase() === 'evalsha' && names.get(args[1]) === 'claimTasks' && args[3] === keys.base) ||
+            (args[0].toLowerCase() === 'blpop' && args[1] === keys.bell),
+        );
+        return found.length === 3 ? found : undefined;
+      }, 'the three commands');
+      // The call given (it asks for nothing), the blocking read, the claim behind it: one connection, in this order.
+      expect(mine.map(({ args }) => (args[0].toLowerCase() === 'blpop' ? 'blpop' : `claim ${args[4]}`))).toEqual([
+        'claim 0',
+        'blpop',
+        'claim 1',
+      ]);
+      expect(new Set(mine.map(({ source }) => source)).size).toBe(1);
+    } finally {
+      watching.stop();
+      blocking.disconnect();
+      await deleteKeys(redis, prefix);
+    }
+  });
 });
 
 describe('a lone loop whose bell holds another type (real Redis)', () => {

@@ -9,6 +9,7 @@ import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue
 import type { PatternSlots } from './slots.js';
 import { heldLeaseMs } from './worker-types.js';
 import { LoopLife } from './loop-life.js';
+import { AcksAhead, dispatchClaimed } from './acks-ahead.js';
 import { SlotSet } from '../support/churn-tables.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
@@ -51,6 +52,8 @@ export interface ClaimLoopRedis {
 }
 
 const RETRY_DELAY_MS = 500;
+/** Longest a closing loop waits for the answer to acknowledgements sent ahead of its idle wait. */
+const AHEAD_ANSWER_MS = 1_000;
 
 /** What a claim call came to: tasks claimed (-1: Redis failed), and whether it left no client waiting. */
 interface Claimed {
@@ -69,19 +72,18 @@ const MAX_CALLS_IN_FLIGHT = 2;
  * load a task costs less than one round trip. When nothing is pending the loop waits, sending nothing,
  * until the shard's wake message says a client went onto its empty ring (heard on the process's one
  * subscriber connection, so a process holds the same connections for 1 pattern or 100), or its backstop
- * passes; then it claims. Acknowledgements made meanwhile go out on their own.
+ * passes; then it claims. Acknowledgements queued when it begins to wait go in the wait's own write, ahead of it;
+ * those made while it waits go out on their own.
  */
 export class ClaimLoop {
   private readonly stop = new AbortController();
   private readonly outage: OutageReporter;
-  private readonly life = new LoopLife(
-    'claim loop',
-    () => this.run(),
-    () => this.stopped,
-  );
+  private readonly life: LoopLife;
   private readonly flush: AckFlush;
   private wakeLoop: (() => void) | undefined;
   private readonly underWay = new OperationsUnderWay();
+  /** Acknowledgements sent ahead of an idle wait (see waitForWork). */
+  private readonly ahead: AcksAhead;
   private readonly pause: PauseWait;
 
   private readonly gateway: ClaimLoopRedis['gateway'];
@@ -99,6 +101,8 @@ export class ClaimLoop {
   ) {
     this.gateway = redis.gateway;
     this.idle = redis.idle;
+    this.life = new LoopLife('claim loop', this.run.bind(this), () => this.stopped);
+    this.ahead = aheadOf(keys, options, this.settle.bind(this, 0), this.ackQueued.bind(this));
     this.pause = new PauseWait(options.blockTimeoutMs, this.stop.signal);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, redis.downSince);
     acks.ridden(() => this.ackQueued());
@@ -147,6 +151,7 @@ export class ClaimLoop {
     this.stop.abort();
     this.slots.wakeAll();
     this.wakeLoop?.();
+    await this.ahead.settled(AHEAD_ANSWER_MS);
     this.idle.cut();
     await this.life.ended();
     await this.flushAcks();
@@ -240,7 +245,9 @@ export class ClaimLoop {
     }
     const wanted = Math.min(this.options.prefetch, this.slots.free);
     this.slots.notWaiting(); // waiting on Redis, not for a slot: none kept for it meanwhile
-    const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal);
+    // The acknowledgements queued by now (the run that just ended) go in the wait's own write, ahead of it.
+    const first = this.ahead.of(this.acks.take());
+    const waiting = this.idle.wait(claimRequest(this.options, wanted, []), this.stop.signal, first);
     const end = await this.underWay
       .track(this.idle.connection, this.options.blockTimeoutMs, waiting)
       .catch((error: unknown): WaitEnd => ({ error }));
@@ -303,14 +310,7 @@ export class ClaimLoop {
         // Closing: start nothing (shutdown counted its runs already); the tasks stay held, and shutdown returns them uncounted.
         const started = this.stopped ? 0 : count;
         this.slots.release(wanted - started);
-        // Those the claim recorded running (tracked: see ClaimReply.started), by place, rising.
-        const recorded = reply.started;
-        let next = 0;
-        for (let i = 0; i < started; i++) {
-          const isRecorded = next < recorded.length && recorded[next] === i + 1;
-          if (isRecorded) next++;
-          this.hooks.onClaimed(pairs[2 * i], pairs[2 * i + 1], isRecorded);
-        }
+        dispatchClaimed(pairs, reply.started, started, this.hooks.onClaimed);
         return { count, drained: reply.drained };
       }
     }
@@ -320,6 +320,20 @@ export class ClaimLoop {
   flushAcks(): Promise<void> {
     return this.flush.run();
   }
+}
+
+/** A loop's acknowledgements sent ahead of its idle wait: a claimTasks call that claims nothing, then `settle`d. */
+function aheadOf(
+  keys: QueueKeys,
+  options: ClaimLoopOptions,
+  settle: (taken: TakenAck[], replied: PromiseSettledResult<ClaimReply>) => Promise<Claimed>,
+  resend: () => void,
+): AcksAhead {
+  return new AcksAhead(
+    (gateway, taken) => gateway.claim(keys, claimRequest(options, 0, taken)),
+    async (taken, replied) => (await settle(taken, replied)) !== FAILED,
+    resend,
+  );
 }
 
 /** A claimTasks call's arguments, its fencing-token prefix new. */

@@ -99,23 +99,36 @@ export class IdleWait {
     return this.held;
   }
 
-  /** Resolves when the wait ends (woken or timed out) with the claim's reply, or with undefined as soon as `signal` aborts. */
-  async wait(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
-    const end = await this.waitOnce(claim, signal);
+  /**
+   * Resolves when the wait ends (woken or timed out) with the claim's reply, or with undefined as soon as `signal`
+   * aborts. `first`, if given, makes a call on the connection the wait uses, in the same write as it and ahead of it
+   * (the loop's acknowledgements: no write of their own).
+   */
+  async wait(
+    claim: ClaimRequest,
+    signal: AbortSignal,
+    first?: (gateway: Pick<ScriptGateway, 'claim'>) => void,
+  ): Promise<WaitEnd | undefined> {
+    const end = await this.waitOnce(claim, signal, first);
     this.cold = end?.claim !== undefined && claimedCount(end.claim) === 0;
     return end;
   }
 
-  private async waitOnce(claim: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
+  private async waitOnce(
+    claim: ClaimRequest,
+    signal: AbortSignal,
+    first?: (gateway: Pick<ScriptGateway, 'claim'>) => void,
+  ): Promise<WaitEnd | undefined> {
     const lent = (this.cold && !this.blocking.alone) || this.bellBroken ? undefined : this.blocking.take(this);
     this.held = lent ? 'blocking' : 'command';
     if (lent) {
       try {
-        return await this.blocked(lent, claim, signal);
+        return await this.blocked(lent, claim, signal, first);
       } finally {
         this.blocking.give(this);
       }
     }
+    first?.(this.gateway);
     // The backstop (for a message lost) is shared by the process's idle loops: each waits it once per loop
     // waiting, so the process claims on its own about once per backstop whatever its number of patterns.
     const backstopMs = this.backstopMs * (this.waker.idleLoops + 1);
@@ -138,10 +151,11 @@ export class IdleWait {
     gateway: ScriptGateway,
     claim: ClaimRequest,
     signal: AbortSignal,
+    first?: (gateway: Pick<ScriptGateway, 'claim'>) => void,
   ): Promise<WaitEnd | undefined> {
     const { connection } = this.blocking;
     const { bell } = this.keys;
-    // Both commands leave in one write (one system call, not two: a wake-up each time the queue empties).
+    // The commands leave in one write (one system call, not two or three: a wake-up each time the queue empties).
     const stream = connection instanceof Redis && connection.status === 'ready' ? connection.stream : undefined;
     stream?.cork();
     let blocked: Promise<unknown>;
@@ -149,6 +163,7 @@ export class IdleWait {
     // A loop alone in its process keeps the connection (nobody else needs it): its backstop is the hold.
     const holdMs = this.blocking.alone ? this.backstopMs : Math.min(this.backstopMs, BLOCKING_HOLD_MS);
     try {
+      first?.(gateway); // answered at once: Redis runs it before the blocking read
       blocked = connection.blpop(bell, holdMs / 1000);
       this.waker.claiming(); // the claim behind the wait answers what any wake message announced
       claimed = gateway.claim(this.keys, claim);

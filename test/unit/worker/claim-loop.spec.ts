@@ -9,10 +9,14 @@ import { CapturingLogger, keys } from './fakes.js';
 /** The claim script, scripted: each call answers the next reply the test queued (or "nothing left"). */
 class ScriptedClaims {
   readonly requests: ClaimRequest[] = [];
-  readonly replies: (ClaimReply | Error)[] = [];
+  readonly replies: (ClaimReply | Error | Promise<ClaimReply>)[] = [];
+
+  /** The calls and idle waits in the order they were made (see ScriptedIdle). */
+  readonly log: string[] = [];
 
   claim(_keys: unknown, request: ClaimRequest): Promise<ClaimReply> {
     this.requests.push(request);
+    this.log.push(`claim ${request.wanted} [${request.acks.join(',')}]`);
     const reply = this.replies.shift() ?? claimed([], true);
     return reply instanceof Error ? Promise.reject(reply) : Promise.resolve(reply);
   }
@@ -24,11 +28,20 @@ class ScriptedIdle {
   readonly connection = 'blocking';
   private pending: ((end: WaitEnd | undefined) => void) | undefined;
 
+  /** @param onConnection the claims of the wait's connection: what it sends ahead of the wait goes there. */
+  constructor(private readonly onConnection: ScriptedClaims) {}
+
   get waiting(): boolean {
     return this.pending !== undefined;
   }
 
-  wait(request: ClaimRequest, signal: AbortSignal): Promise<WaitEnd | undefined> {
+  wait(
+    request: ClaimRequest,
+    signal: AbortSignal,
+    first?: (gateway: Pick<ScriptedClaims, 'claim'>) => void,
+  ): Promise<WaitEnd | undefined> {
+    first?.(this.onConnection);
+    this.onConnection.log.push('wait');
     this.requests.push(request);
     return new Promise((resolve) => {
       this.pending = resolve;
@@ -43,9 +56,12 @@ class ScriptedIdle {
   }
 
   cut(): void {
+    this.cuts++;
     this.pending?.(undefined);
     this.pending = undefined;
   }
+
+  cuts = 0;
 }
 
 function claimed(tokens: string[], drained = false, lost: string[] = []): ClaimReply {
@@ -63,7 +79,7 @@ async function until(what: string, check: () => boolean): Promise<void> {
 
 function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   const gateway = new ScriptedClaims();
-  const idle = new ScriptedIdle();
+  const idle = new ScriptedIdle(gateway);
   const acks = new ClaimAcks();
   const pool = new Slots(options.concurrency ?? 4);
   const slots = pool.forPattern();
@@ -157,6 +173,57 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     slots.release();
     await until('the idle wait', () => idle.waiting);
     await loop.close();
+  });
+
+  it("sends the acknowledgements queued as it goes idle ahead of its wait, on the wait's connection (no call of their own)", async () => {
+    const { loop, gateway, idle, acks, slots, dispatched } = loopWith({ concurrency: 1 });
+    gateway.replies.push(claimed(['t1'], true));
+    loop.start();
+    await until('the task', () => dispatched.length === 1);
+    const heard: boolean[] = [];
+    // Its run ends: acknowledgement queued, slot free. The queue was drained: the loop waits, the acknowledgement ahead.
+    acks.add('t1', (held) => heard.push(held));
+    slots.release();
+    await until('the idle wait', () => idle.waiting);
+    await until('the answer', () => heard.length === 1);
+    expect(heard).toEqual([true]);
+    // The call that claimed t1, then the acknowledgement made by the wait as it began (on its connection), then the wait.
+    expect(gateway.log).toEqual(['claim 1 []', 'claim 0 [t1]', 'wait']);
+    await loop.close();
+  });
+
+  it('lets acknowledgements sent ahead of its wait be answered before closing cuts that connection; one that failed is sent again on its own', async () => {
+    const { loop, gateway, idle, acks, slots, dispatched } = loopWith({ concurrency: 1 });
+    gateway.replies.push(claimed(['t1'], true));
+    let answer!: (reply: ClaimReply) => void;
+    gateway.replies.push(new Promise<ClaimReply>((resolve) => (answer = resolve)));
+    loop.start();
+    await until('the task', () => dispatched.length === 1);
+    const heard: boolean[] = [];
+    acks.add('t1', (held) => heard.push(held));
+    slots.release();
+    await until('the idle wait', () => idle.waiting);
+    const closed = loop.close();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(idle.cuts).toBe(0); // its acknowledgement is not answered yet
+    answer(claimed([], true));
+    await closed;
+    expect(idle.cuts).toBe(1);
+    expect(heard).toEqual([true]);
+
+    const failing = loopWith({ concurrency: 1 });
+    failing.gateway.replies.push(claimed(['t2'], true), new Error('connection reset'));
+    failing.loop.start();
+    await until('the task', () => failing.dispatched.length === 1);
+    const again: boolean[] = [];
+    failing.acks.add('t2', (held) => again.push(held));
+    failing.slots.release();
+    await until('the answer', () => again.length === 1);
+    expect(again).toEqual([true]);
+    // Ahead of the wait (failed), then on its own (the loop still waits).
+    expect(failing.gateway.requests.filter((request) => request.acks.includes('t2'))).toHaveLength(2);
+    expect(failing.idle.waiting).toBe(true);
+    await failing.loop.close();
   });
 
   it('keeps acknowledgements through a failed call and sends them again on the next one', async () => {
