@@ -35,3 +35,23 @@ export async function stopChildren(children: readonly ChildProcess[]): Promise<v
     ),
   );
 }
+
+/** The CPU the children used so far, together (µs, user and system; each answers the message 'cpu'). */
+export async function childrenCpu(children: readonly ChildProcess[]): Promise<number> {
+  const each = await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<number>((resolve) => {
+          const answer = (message: unknown): void => {
+            const cpu = (message as { cpu?: unknown } | null)?.cpu;
+            if (typeof cpu !== 'number') return;
+            child.off('message', answer);
+            resolve(cpu);
+          };
+          child.on('message', answer);
+          child.send('cpu');
+        }),
+    ),
+  );
+  return each.reduce((sum, cpu) => sum + cpu, 0);
+}

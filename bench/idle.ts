@@ -2,9 +2,10 @@ import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { lastValueFrom } from 'rxjs';
+import { PrefixKeys } from '../lib/core/redis/keys.js';
 import { readScriptDefinitions } from '../lib/core/redis/scripts.js';
 import { RedisTaskClient } from '../lib/index.js';
-import { startChildren, stopChildren } from './children.js';
+import { childrenCpu, startChildren, stopChildren } from './children.js';
 import { deleteMatching, roundSample, serverSnapshot, shownSample, sleep, type RoundSample } from './measure.js';
 
 /** Process and pattern counts of the idle rows. */
@@ -44,7 +45,9 @@ export const IDLE_INTRO = [
   '',
   'Worker processes of one deployment (a Nest microservice each, RedisTaskTransport with its defaults and one',
   'handler per pattern), each in its own Node process. First, tasks sent one at a time (each after the last one',
-  "ran) to P idle processes of one pattern: the claim script's calls per task, counted with MONITOR. Then P",
+  "ran) to P idle processes of one pattern: the claim script's calls per task, counted with MONITOR, the processes",
+  'subscribed to the wake channel, and the Node CPU of all P processes per task (their idle CPU over as long taken',
+  'off). Then P',
   'idle processes of K patterns with nothing queued: the Redis commands per second of the whole deployment',
   "(INFO commandstats, Lua's own commands included) and its Redis CPU in percent of one core (the server's own",
   'idle work taken off), over 3 windows of 40 s (together a whole renewal period of an idle lease), median',
@@ -72,6 +75,10 @@ export interface ClaimRow {
   readonly claimCallsPerTask: number;
   /** Every claimTasks call (acknowledgements alone included), per task. */
   readonly scriptCallsPerTask: number;
+  /** Connections subscribed to the shard's wake channel (each hears every wake message). */
+  readonly wakeListeners: number;
+  /** Node CPU of all the processes per task (µs), their idle CPU over as long taken off. */
+  readonly nodeMicrosPerTask: number;
 }
 
 /** P idle worker processes of K patterns (idle-child.ts), five starting at a time. */
@@ -242,6 +249,14 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
     try {
       await client.connect();
       await sleep(2_000);
+      // A warm-up, not counted: the task path of the processes compiled (at first it costs a multiple).
+      for (let i = 0; i < CLAIM_TASKS; i++) {
+        await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
+        await sleep(10);
+      }
+      await sleep(1_000);
+      const { wakeChannel } = new PrefixKeys(prefix).queue('idle.p0');
+      const wakeListeners = Number(((await client.unwrap().pubsub('NUMSUB', wakeChannel)) as [string, number])[1]);
       const feed = await monitor.monitor();
       feed.on('monitor', (_time: string, args: string[]) => {
         if (args[0]?.toLowerCase() !== 'evalsha' || !claimShas.has(args[1])) return;
@@ -249,16 +264,33 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
         // ARGV[1] (tasks wanted) follows the one key: 0 is an acknowledgement alone.
         if (Number(args[4]) > 0) claims++;
       });
+      const cpuBefore = await childrenCpu(children);
+      const start = performance.now();
       for (let i = 0; i < CLAIM_TASKS; i++) {
         await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
         // Each task meets idle processes: the next one is sent once this one was taken and settled.
         await sleep(10);
       }
       await sleep(1_000);
+      const busyMs = performance.now() - start;
+      const cpuBusy = (await childrenCpu(children)) - cpuBefore;
       feed.disconnect();
-      rows.push({ processes, claimCallsPerTask: claims / CLAIM_TASKS, scriptCallsPerTask: calls / CLAIM_TASKS });
+      // As long again with nothing sent: what the processes use idle (heartbeats, backstop claims) is taken off.
+      const idleStart = performance.now();
+      const cpuIdleBefore = await childrenCpu(children);
+      await sleep(busyMs);
+      const cpuIdle = ((await childrenCpu(children)) - cpuIdleBefore) * (busyMs / (performance.now() - idleStart));
+      const nodeMicrosPerTask = (cpuBusy - cpuIdle) / CLAIM_TASKS;
+      rows.push({
+        processes,
+        claimCallsPerTask: claims / CLAIM_TASKS,
+        scriptCallsPerTask: calls / CLAIM_TASKS,
+        wakeListeners,
+        nodeMicrosPerTask,
+      });
       console.log(
-        `claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)} (all claimTasks calls ${(calls / CLAIM_TASKS).toFixed(2)})`,
+        `claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)} (all claimTasks calls ${(calls / CLAIM_TASKS).toFixed(2)}); ` +
+          `${wakeListeners} hearing the wake channel; Node CPU ${nodeMicrosPerTask.toFixed(0)} µs per task, all processes`,
       );
     } finally {
       monitor.disconnect();
@@ -285,10 +317,11 @@ export function idleTable(rows: readonly IdleRow[]): string {
 
 export function claimTable(rows: readonly ClaimRow[]): string {
   return [
-    '| idle worker processes (1 pattern) | claims per task (calls asking for tasks) | claimTasks calls per task (acknowledgements alone included) |',
-    '|---:|---:|---:|',
+    '| idle worker processes (1 pattern) | claims per task (calls asking for tasks) | claimTasks calls per task (acknowledgements alone included) | processes hearing each wake message | Node CPU per task, all processes (µs) |',
+    '|---:|---:|---:|---:|---:|',
     ...rows.map(
-      (row) => `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} | ${row.scriptCallsPerTask.toFixed(2)} |`,
+      (row) =>
+        `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} | ${row.scriptCallsPerTask.toFixed(2)} | ${row.wakeListeners} | ${row.nodeMicrosPerTask.toFixed(0)} |`,
     ),
   ].join('\n');
 }

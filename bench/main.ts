@@ -1279,6 +1279,12 @@ async function main(): Promise<void> {
     await redis.quit();
     return;
   }
+  if (process.env.BENCH_ONLY === 'claims') {
+    // The claim rows alone: tasks sent one at a time to 1, 8 and 20 idle processes.
+    log(`\n${claimTable(await claimRows(url))}`);
+    await redis.quit();
+    return;
+  }
   if (process.env.BENCH_ONLY === 'idle') {
     log(`\n${claimTable(await claimRows(url))}`);
     log(`\n${idleTable([...(await idleRows(url)), ...(await anchorIdleRows(url))])}`);
