@@ -118,6 +118,21 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   return { loop, gateway, idle, acks, slots, pool, dispatched, recorded, events };
 }
 
+/**
+ * A loop of concurrency 1 whose first claim takes `token` and leaves the queue drained, `replies` answering the calls
+ * after it; then the task's run ends (its acknowledgement queued, its slot free). What its waiter hears is collected.
+ */
+async function drainedRunEnded(token: string, ...replies: (ClaimReply | Error | Promise<ClaimReply>)[]) {
+  const setup = loopWith({ concurrency: 1 });
+  setup.gateway.replies.push(claimed([token], true), ...replies);
+  setup.loop.start();
+  await until('the task', () => setup.dispatched.length === 1);
+  const heard: boolean[] = [];
+  setup.acks.add(token, (held) => heard.push(held));
+  setup.slots.release();
+  return { ...setup, heard };
+}
+
 describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () => {
   it('claims as many tasks as slots are free, dispatches each, and releases the slots a claim did not fill', async () => {
     const { loop, gateway, idle, slots, dispatched } = loopWith({ concurrency: 4 });
@@ -176,14 +191,8 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
   });
 
   it("sends the acknowledgements queued as it goes idle ahead of its wait, on the wait's connection (no call of their own)", async () => {
-    const { loop, gateway, idle, acks, slots, dispatched } = loopWith({ concurrency: 1 });
-    gateway.replies.push(claimed(['t1'], true));
-    loop.start();
-    await until('the task', () => dispatched.length === 1);
-    const heard: boolean[] = [];
-    // Its run ends: acknowledgement queued, slot free. The queue was drained: the loop waits, the acknowledgement ahead.
-    acks.add('t1', (held) => heard.push(held));
-    slots.release();
+    // The queue was drained: the loop waits, the acknowledgement ahead.
+    const { loop, gateway, idle, heard } = await drainedRunEnded('t1');
     await until('the idle wait', () => idle.waiting);
     await until('the answer', () => heard.length === 1);
     expect(heard).toEqual([true]);
@@ -193,15 +202,8 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
   });
 
   it('lets acknowledgements sent ahead of its wait be answered before closing cuts that connection; one that failed is sent again on its own', async () => {
-    const { loop, gateway, idle, acks, slots, dispatched } = loopWith({ concurrency: 1 });
-    gateway.replies.push(claimed(['t1'], true));
     let answer!: (reply: ClaimReply) => void;
-    gateway.replies.push(new Promise<ClaimReply>((resolve) => (answer = resolve)));
-    loop.start();
-    await until('the task', () => dispatched.length === 1);
-    const heard: boolean[] = [];
-    acks.add('t1', (held) => heard.push(held));
-    slots.release();
+    const { loop, idle, heard } = await drainedRunEnded('t1', new Promise<ClaimReply>((resolve) => (answer = resolve)));
     await until('the idle wait', () => idle.waiting);
     const closed = loop.close();
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -211,15 +213,9 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     expect(idle.cuts).toBe(1);
     expect(heard).toEqual([true]);
 
-    const failing = loopWith({ concurrency: 1 });
-    failing.gateway.replies.push(claimed(['t2'], true), new Error('connection reset'));
-    failing.loop.start();
-    await until('the task', () => failing.dispatched.length === 1);
-    const again: boolean[] = [];
-    failing.acks.add('t2', (held) => again.push(held));
-    failing.slots.release();
-    await until('the answer', () => again.length === 1);
-    expect(again).toEqual([true]);
+    const failing = await drainedRunEnded('t2', new Error('connection reset'));
+    await until('the answer', () => failing.heard.length === 1);
+    expect(failing.heard).toEqual([true]);
     // Ahead of the wait (failed), then on its own (the loop still waits).
     expect(failing.gateway.requests.filter((request) => request.acks.includes('t2'))).toHaveLength(2);
     expect(failing.idle.waiting).toBe(true);
