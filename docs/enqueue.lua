@@ -761,7 +761,8 @@ end
 -- enqueueTasks alone (trackCreate); every later step updates it only while it exists, so a task enqueued without
 -- tracking never gets a key, and every index carries a TTL (`live` ms while the task waits or runs,
 -- `keep` ms once it ended). Its fields: id, state (pending | delayed | running | completed | cancelled |
--- dead), at (Redis ms of the last change), enq (when enqueued), client, priority, due and why (delayed: `delay` or
+-- dead), at (Redis ms of the last change; none at its creation, whose time is `enq`, nor when its run starts, whose
+-- time is `started`), enq (when enqueued), client, priority (absent: 0), due and why (delayed: `delay` or
 -- `retry`), worker, token, attempt and started (running), progress and pseq (the last progress value and
 -- its sequence), result (a send() task's reply), reason, detail and error (dead), was (what a cancelled
 -- task was doing), cancel (a cancel asked while the task was between places: its reason; the next step
@@ -771,8 +772,9 @@ end
 -- (string, same TTL): out of the hash, so the index stays a small listpack encoding once the task runs.
 -- trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
 --   The index of a tracked task just written (enqueueTasks; track: keep, live, reply): pending, or delayed
---   (why `delay`) when it has a delay; an id used before starts a new index (a key of another type is set
---   aside, recorded in faults); its entry kept beside it for a cancel. Both live `live` ms.
+--   (why `delay`) when it has a delay; one HSET, no read first: an id used before (the HSET added fewer fields than
+--   it set) starts a new index, and a key of another type (the HSET refused) is set aside, recorded in faults; its
+--   entry kept beside it for a cancel. Both live `live` ms.
 -- trackedIndex(faults, key, ...)
 --   The index to update, as { keep, live, <the fields named> } (one HMGET), or false: '' or absent (every
 --   index has `keep`), or a key of another type, which is set aside (quarantined, recorded in faults) when
@@ -780,7 +782,8 @@ end
 -- trackState(key, index, state, entryKey, entry, ...)
 --   Moves the index to `state`: one HDEL of the fields of the states it leaves (`index.drops` when the caller
 --   names them; none when the caller knows it holds none of them: `index.dropsNothing`), one HSET of `state`,
---   `at` and the given field/value pairs, one PEXPIRE (`live` while waiting or running, `keep` once ended).
+--   `at` (not when running: its `started` is given) and the given field/value pairs, one PEXPIRE (`live` while
+--   waiting or running, `keep` once ended). An ended index keeps its last run's worker, attempt, started and token.
 --   Waiting again (pending, delayed) with `entry`: SET of the entry key; running or ended: DEL of it.
 -- cancelledTask(key, index, root, was, reason, call, entryKey)
 --   The cancelled outcome of a task that has just left every place it could be (its list or set, or the
@@ -795,22 +798,19 @@ end
 --   index untouched (the worker's startTasks decides): not tracked, a cancel asked while the task was between
 --   places, no index (expired: it runs untracked), an index that ended.
 -- trackFollow(task, what, key, entryKey, value, due)
---   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists)
---   becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending (requeued, or
+--   Tracking's handler of a move (include/follow.lua): the index `key` (while it exists; one HMGET, which also
+--   tells whether a final state has anything to drop) becomes completed (with the reply as `result`), delayed (why `retry`, its due time), pending (requeued, or
 --   revived from dead letters: its death's why dropped), dead (the dead-letter record's reason, detail and error)
 --   or cancelled (counted in the queue's `cancelled`).
 local TRACK_DEFAULT_TTL = 86400000
 local function trackCreate(base, faults, id, client, priority, delay, dedup, track, entry, now)
   local index = base .. ':task:' .. id
-  -- An id used before (a task enqueued again under its id) starts a new index; a key of another type is set aside.
-  local found = redis.call('TYPE', index)['ok']
-  if found == 'hash' then
-    redis.call('DEL', index)
-  elseif found ~= 'none' then
-    quarantineKey(faults, index, 'hash')
+  -- Written as it is at its creation: no `at` (its `enq` is its last change), no `priority` when 0.
+  local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'enq', now, 'client', client,
+    'keep', track.keep, 'live', track.live }
+  if tonumber(priority) ~= 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'priority', priority
   end
-  local fields = { 'id', id, 'state', delay > 0 and 'delayed' or 'pending', 'at', now, 'enq', now, 'client', client,
-    'priority', priority, 'keep', track.keep, 'live', track.live }
   if delay > 0 then
     fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'due', now + delay, 'why', 'delay'
   end
@@ -820,7 +820,19 @@ local function trackCreate(base, faults, id, client, priority, delay, dedup, tra
   if dedup ~= '' then
     fields[#fields + 1], fields[#fields + 2] = 'dedup', dedup
   end
-  redis.call('HSET', index, unpack(fields))
+  -- One HSET, no read first: it adds every field to a new index. Fewer added means an id used before (a task
+  -- enqueued again under its id): that index is replaced. A key of another type is set aside.
+  local added = redis.pcall('HSET', index, unpack(fields))
+  if type(added) == 'table' then
+    if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then
+      error(added)
+    end
+    quarantineKey(faults, index, 'hash')
+    redis.call('HSET', index, unpack(fields))
+  elseif added < #fields / 2 then
+    redis.call('DEL', index)
+    redis.call('HSET', index, unpack(fields))
+  end
   redis.call('PEXPIRE', index, tonumber(track.live) or TRACK_DEFAULT_TTL)
   -- Where it waits, for a cancel: a string beside the index (any value it held replaced).
   redis.call('SET', base .. ':task-entry:' .. id, entry, 'PX', tonumber(track.live) or TRACK_DEFAULT_TTL)
@@ -850,7 +862,8 @@ local TRACK_DROPS = {
   delayed = { 'worker', 'token', 'started' },
   running = { 'due', 'why' },
 }
-local TRACK_FINAL_DROPS = { 'due', 'why', 'token', 'cancel' }
+-- A final state keeps its last run's token too: nothing reads it once the task ended (each reader checks the state).
+local TRACK_FINAL_DROPS = { 'due', 'why', 'cancel' }
 -- A dead letter requeued drops its death's why and what `pending` drops (one HDEL).
 local TRACK_REVIVED_DROPS = { 'reason', 'detail', 'error', unpack(TRACK_DROPS.pending) }
 
@@ -859,7 +872,12 @@ local function trackState(key, index, state, entryKey, entry, ...)
   if not index.dropsNothing then
     redis.call('HDEL', key, unpack(index.drops or drops or TRACK_FINAL_DROPS))
   end
-  redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
+  if state == 'running' then
+    -- Its `started` (among the pairs given) is its last change: no `at` of its own.
+    redis.call('HSET', key, 'state', state, ...)
+  else
+    redis.call('HSET', key, 'state', state, 'at', redisMs(), ...)
+  end
   local ttl = tonumber(drops and index[2] or index[1]) or TRACK_DEFAULT_TTL
   redis.call('PEXPIRE', key, ttl)
   if entryKey ~= '' then
@@ -920,11 +938,14 @@ local function trackClaimed(faults, base, worker, token, entry)
 end
 
 local function trackFollow(task, what, key, entryKey, value, due)
-  local index = trackedIndex(nil, key)
+  -- { keep, live, cancel, due }: an index with neither (`why` comes and goes with `due`) has nothing a final
+  -- state drops (one HDEL fewer).
+  local index = trackedIndex(nil, key, 'cancel', 'due')
   if not index then
     return
   end
   if what == 'completed' then
+    index.dropsNothing = not index[3] and not index[4]
     trackState(key, index, 'completed', entryKey, nil, 'result', value or '')
   elseif what == 'retried' then
     trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
@@ -935,6 +956,7 @@ local function trackFollow(task, what, key, entryKey, value, due)
     index.drops = TRACK_REVIVED_DROPS
     trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
+    index.dropsNothing = not index[3] and not index[4]
     local record = type(value) == 'table' and value or {}
     trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
       'detail', type(record.detail) == 'string' and record.detail or '',
@@ -956,8 +978,8 @@ end
 -- dead: the dead-letter record carries the payload the worker read; cancelled, dropped, superseded) deletes
 -- it. A body never crosses into Lua: 16 KB that crosses costs Redis ~20 µs each way, a plain SET or GET ~10.
 -- bodyOf(entry)
---   The body id an encoded entry names, or nil (most entries: their last character is not `}` after a
---   quoted id, or the field is not there). Reads the tail alone: the cost does not grow with the entry.
+--   The body id an encoded entry names, or nil (most entries: their last two characters are not `"}`, or the
+--   field is not there). Reads the tail alone: the cost does not grow with the entry.
 -- bodyEnd(base, entry)
 --   The task of `entry` ended: its body in `base` is deleted (DEL; nothing when it has none).
 -- bodyKeep(root, bases, id)
@@ -966,7 +988,8 @@ end
 --   bases, else deleted. The caller checked first that the body is there (an enqueue run after the body's TTL
 --   ran out writes nothing of its task).
 local function bodyOf(entry)
-  if string.byte(entry, -1) ~= 125 then
+  -- Most entries end with `}` or `]` then `}` (an object or array payload): one byte tells, no substring is made.
+  if string.byte(entry, -1) ~= 125 or string.byte(entry, -2) ~= 34 then
     return nil
   end
   return string.match(string.sub(entry, -80), ',"body":"([%w_%-]+)"}$')
@@ -1034,7 +1057,7 @@ end
 local keysOf = {}
 for i, base in ipairs(bases) do
   keysOf[i] = { base = base, ring = base .. ':ring', pendingCount = base .. ':pending-count', pending = base .. ':pending:',
-    faults = base .. ':faults' }
+    faults = base .. ':faults', owed = 0 }
 end
 
 local now = nil
@@ -1125,7 +1148,7 @@ while a <= count do
           if size == 1 then
             size = size + healingCall(k.faults, 'zset', 'ZCARD', k.base .. ':priority:' .. client)
           end
-          healingIncr(k.faults, k.pendingCount, 1, 1)
+          k.owed = k.owed + 1
           if size == 1 then
             wakeWorkers(k.ring, healingCall(k.faults, 'list', 'RPUSH', k.ring, client), 1)
           end
@@ -1144,6 +1167,12 @@ while a <= count do
         trackCreate(k.base, k.faults, id, client, priority, delay, dedup, track, entry, now)
       end
     end
+  end
+end
+-- The tasks pushed inline above, counted once per base (one INCRBY, not one per task).
+for _, k in ipairs(keysOf) do
+  if k.owed > 0 then
+    healingIncr(k.faults, k.pendingCount, k.owed, k.owed)
   end
 end
 for i, due in pairs(earliestByBase) do

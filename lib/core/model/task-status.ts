@@ -72,6 +72,15 @@ export type CancelResult =
 
 const STATES = new Set<string>(['pending', 'delayed', 'running', 'completed', 'cancelled', 'dead']);
 
+/**
+ * When the index last changed: its `at`, written by every move but two (its creation, whose time is `enq`, and
+ * its run's start, whose time is `started`), so the latest of the three.
+ */
+function lastChange(...times: (number | undefined)[]): number | undefined {
+  const known = times.filter((time): time is number => time !== undefined);
+  return known.length === 0 ? undefined : Math.max(...known);
+}
+
 /** A task's status from its index (HGETALL), checked field by field: anything unreadable is left out. */
 export function parseTaskIndex(
   fields: Readonly<Record<string, string>>,
@@ -97,7 +106,7 @@ export function parseTaskIndex(
     group: about.group,
     clientId: fields.client,
     enqueuedAt: number('enq'),
-    changedAt: number('at'),
+    changedAt: lastChange(number('at'), number('enq'), number('started')),
     priority: number('priority') || undefined,
     progress: json('progress'),
   };

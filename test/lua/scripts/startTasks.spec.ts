@@ -81,11 +81,57 @@ describe('startTasks', () => {
     });
     expect(lost).toEqual([second]);
     const index = await redis.hgetall(keys.task('t1'));
-    expect(index).toMatchObject({ state: 'completed', result: '', worker, attempt: '1' });
-    expect(index).not.toHaveProperty('token');
+    // An ended index keeps who ran it last, its token too (nothing reads a token once the task ended).
+    expect(index).toMatchObject({ state: 'completed', result: '', worker, attempt: '1', token: first });
     expect(await redis.hget(keys.task('t2'), 'state')).toBe('running');
     expect(await redis.hget(keys.counters, 'completed')).toBe('1');
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
+  });
+
+  it("writes an index as it is at its creation, and replaces an earlier run's index of the same id whole", async () => {
+    await enqueue(keys, [
+      { id: 't1', track: true },
+      { id: 't2', client: 'b', track: true, priority: 3 },
+    ]);
+    const created = await redis.hgetall(keys.task('t1'));
+    // No `at` (its `enq` is its last change) and no `priority` of 0.
+    expect(created).toMatchObject({ id: 't1', state: 'pending', client: 'a' });
+    expect(Object.keys(created).filter((field) => field === 'at' || field === 'priority')).toEqual([]);
+    expect(await redis.hget(keys.task('t2'), 'priority')).toBe('3');
+    // An earlier life of t1's id: its fields must not survive the new index.
+    await redis.hset(keys.task('t1'), { state: 'dead', reason: 'handler-failed', worker: 'w0', progress: '7' });
+    await redis.del(keys.pending('a'), keys.pending('b'));
+    await enqueue(keys, [{ id: 't1', track: true }]);
+    expect(await redis.hgetall(keys.task('t1'))).toEqual({ ...created, enq: expect.any(String) as unknown });
+    expect(await redis.pttl(keys.task('t1'))).toBeGreaterThan(0);
+  });
+
+  it('drops a cancel mark or a due time a success finds on the index, and keeps its last run', async () => {
+    await enqueue(keys, [
+      { id: 't1', track: true },
+      { id: 't2', client: 'b', track: true },
+    ]);
+    const [first, second] = tokensOf(await claimAll(keys));
+    await gateway.track.start(keys, worker, [
+      { token: first, id: 't1', attempt: 1 },
+      { token: second, id: 't2', attempt: 1 },
+    ]);
+    // Stray fields of the states the task left (written by hand: no step of a run leaves them).
+    await redis.hset(keys.task('t1'), { cancel: 'late', due: '1', why: 'retry' });
+    await gateway.claim(keys, {
+      workerId: worker,
+      wanted: 0,
+      clientConcurrency: 0,
+      leaseMs: 60_000,
+      tokenPrefix: 'ack.',
+      acks: [`${first}\tt1`, `${second}\tt2`],
+    });
+    for (const id of ['t1', 't2']) {
+      const index = await redis.hgetall(keys.task(id));
+      expect(index).toMatchObject({ state: 'completed', worker, attempt: '1' });
+      expect(Object.keys(index).filter((field) => ['cancel', 'due', 'why'].includes(field))).toEqual([]);
+      expect(Number(index.at)).toBeGreaterThanOrEqual(Number(index.started));
+    }
   });
 
   it('leaves a task recorded running under the same token as it is (a resent call)', async () => {

@@ -197,7 +197,7 @@ end
 local keysOf = {}
 for i, base in ipairs(bases) do
   keysOf[i] = { base = base, ring = base .. ':ring', pendingCount = base .. ':pending-count', pending = base .. ':pending:',
-    faults = base .. ':faults' }
+    faults = base .. ':faults', owed = 0 }
 end
 
 local now = nil
@@ -288,7 +288,7 @@ while a <= count do
           if size == 1 then
             size = size + healingCall(k.faults, 'zset', 'ZCARD', k.base .. ':priority:' .. client)
           end
-          healingIncr(k.faults, k.pendingCount, 1, 1)
+          k.owed = k.owed + 1
           if size == 1 then
             wakeWorkers(k.ring, healingCall(k.faults, 'list', 'RPUSH', k.ring, client), 1)
           end
@@ -307,6 +307,12 @@ while a <= count do
         trackCreate(k.base, k.faults, id, client, priority, delay, dedup, track, entry, now)
       end
     end
+  end
+end
+-- The tasks pushed inline above, counted once per base (one INCRBY, not one per task).
+for _, k in ipairs(keysOf) do
+  if k.owed > 0 then
+    healingIncr(k.faults, k.pendingCount, k.owed, k.owed)
   end
 end
 for i, due in pairs(earliestByBase) do

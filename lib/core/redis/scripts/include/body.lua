@@ -9,8 +9,8 @@
 -- dead: the dead-letter record carries the payload the worker read; cancelled, dropped, superseded) deletes
 -- it. A body never crosses into Lua: 16 KB that crosses costs Redis ~20 µs each way, a plain SET or GET ~10.
 -- bodyOf(entry)
---   The body id an encoded entry names, or nil (most entries: their last character is not `}` after a
---   quoted id, or the field is not there). Reads the tail alone: the cost does not grow with the entry.
+--   The body id an encoded entry names, or nil (most entries: their last two characters are not `"}`, or the
+--   field is not there). Reads the tail alone: the cost does not grow with the entry.
 -- bodyEnd(base, entry)
 --   The task of `entry` ended: its body in `base` is deleted (DEL; nothing when it has none).
 -- bodyKeep(root, bases, id)
@@ -19,7 +19,8 @@
 --   bases, else deleted. The caller checked first that the body is there (an enqueue run after the body's TTL
 --   ran out writes nothing of its task).
 local function bodyOf(entry)
-  if string.byte(entry, -1) ~= 125 then
+  -- Most entries end with `}` or `]` then `}` (an object or array payload): one byte tells, no substring is made.
+  if string.byte(entry, -1) ~= 125 or string.byte(entry, -2) ~= 34 then
     return nil
   end
   return string.match(string.sub(entry, -80), ',"body":"([%w_%-]+)"}$')
