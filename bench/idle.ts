@@ -232,6 +232,17 @@ export async function anchorIdleRows(url: string): Promise<IdleRow[]> {
 }
 
 /** The claim script's calls per task, counted with MONITOR, when tasks come one at a time to P idle processes. */
+/**
+ * Emits `count` tasks of `idle.p0`, one at a time: each meets idle processes, the next sent once this one was
+ * taken and settled (10 ms later).
+ */
+async function sendOneAtATime(client: RedisTaskClient, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
+    await sleep(10);
+  }
+}
+
 export async function claimRows(url: string): Promise<ClaimRow[]> {
   const claimShas = new Set(
     readScriptDefinitions()
@@ -250,10 +261,7 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
       await client.connect();
       await sleep(2_000);
       // A warm-up, not counted: the task path of the processes compiled (at first it costs a multiple).
-      for (let i = 0; i < CLAIM_TASKS; i++) {
-        await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
-        await sleep(10);
-      }
+      await sendOneAtATime(client, CLAIM_TASKS);
       await sleep(1_000);
       const { wakeChannel } = new PrefixKeys(prefix).queue('idle.p0');
       const wakeListeners = Number(((await client.unwrap().pubsub('NUMSUB', wakeChannel)) as [string, number])[1]);
@@ -266,11 +274,7 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
       });
       const cpuBefore = await childrenCpu(children);
       const start = performance.now();
-      for (let i = 0; i < CLAIM_TASKS; i++) {
-        await lastValueFrom(client.emit('idle.p0', { i }), { defaultValue: undefined });
-        // Each task meets idle processes: the next one is sent once this one was taken and settled.
-        await sleep(10);
-      }
+      await sendOneAtATime(client, CLAIM_TASKS);
       await sleep(1_000);
       const busyMs = performance.now() - start;
       const cpuBusy = (await childrenCpu(children)) - cpuBefore;

@@ -9,7 +9,8 @@ import { OperationsUnderWay, type LoopConnection, type Overdue } from './overdue
 import type { PatternSlots } from './slots.js';
 import { heldLeaseMs } from './worker-types.js';
 import { LoopLife } from './loop-life.js';
-import { AcksAhead, dispatchClaimed } from './acks-ahead.js';
+import { AcksAhead } from './acks-ahead.js';
+import { dispatchClaimed } from './claim-dispatch.js';
 import { SlotSet } from '../support/churn-tables.js';
 
 export type { LoopConnection, Overdue } from './overdue.js';
@@ -105,7 +106,7 @@ export class ClaimLoop {
     this.ahead = aheadOf(keys, options, this.settle.bind(this, 0), this.ackQueued.bind(this));
     this.pause = new PauseWait(options.blockTimeoutMs, this.stop.signal);
     this.outage = new OutageReporter(logger, `claiming from "${keys.queue}"`, redis.downSince);
-    acks.ridden(() => this.ackQueued());
+    acks.ridden(this.ackQueued.bind(this));
     this.flush = new AckFlush(
       acks,
       async (taken) => (await this.call(0, taken)) !== FAILED,
