@@ -986,7 +986,7 @@ async function groupsDrain(driver: OursDriver, groups: number): Promise<number> 
 /** One round of the tracking rows for one driver: awaited single emits, emitBatch, drain; and Redis's cost per task. */
 async function trackingRound(
   driver: OursDriver,
-): Promise<{ single: number; batch: number; drain: number; micros: number }> {
+): Promise<{ single: number; batch: number; drain: number; micros: number; commands: number }> {
   await driver.begin('track');
   let start = performance.now();
   for (let i = 0; i < SINGLE_TASKS; i++) await driver.enqueue({ i, t: 0 });
@@ -1004,7 +1004,13 @@ async function trackingRound(
   await driver.stopWorker();
   const after = await serverSnapshot(redis);
   await deleteMatching(redis, driver.keyPattern);
-  return { single, batch, drain, micros: (after.cpuMicros - before.cpuMicros) / DRAIN_TASKS };
+  return {
+    single,
+    batch,
+    drain,
+    micros: (after.cpuMicros - before.cpuMicros) / DRAIN_TASKS,
+    commands: (after.commands - before.commands) / DRAIN_TASKS,
+  };
 }
 
 /** What bench/RESULTS.md says above the tracking rows. */
@@ -1012,7 +1018,8 @@ const TRACKING_INTRO = [
   '## What tracking costs',
   '',
   'nestjs-redis-tasks alone, every task tracked (`track: true`: an index per task, see the README\'s "One task in',
-  'hand") against none, rounds taking turns. Redis CPU per task covers the batch enqueue and the drain.',
+  'hand") against none, rounds taking turns. Redis CPU and commands (Lua\'s own counted) per task cover the batch',
+  'enqueue and the drain.',
 ];
 
 /** Tracking on against off (the same library, rounds taking turns): what a task's index costs. */
@@ -1025,21 +1032,22 @@ async function trackingRows(): Promise<string> {
     for (const [i, driver] of drivers.entries()) rounds[i].push(await trackingRound(driver));
   }
   for (const driver of drivers) await driver.close();
-  const sample = (i: number, field: 'single' | 'batch' | 'drain' | 'micros'): Sample => {
+  const sample = (i: number, field: 'single' | 'batch' | 'drain' | 'micros' | 'commands'): Sample => {
     const values = rounds[i].map((round) => round[field]).sort((a, b) => a - b);
     return { median: values[Math.floor(values.length / 2)], min: values[0], max: values[values.length - 1] };
   };
   const shown = (s: Sample, digits = 0) =>
     `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
-  const rows = (['single', 'batch', 'drain', 'micros'] as const).map((field) => {
+  const rows = (['single', 'batch', 'drain', 'micros', 'commands'] as const).map((field) => {
     const [off, on] = [sample(0, field), sample(1, field)];
     const name = {
       single: 'single awaited emit (tasks/s)',
       batch: 'emitBatch of 1,000 (tasks/s)',
       drain: `drain ${DRAIN_TASKS.toLocaleString('en-US')} at concurrency 16 (tasks/s)`,
       micros: 'Redis CPU per task, batch enqueue + drain (µs)',
+      commands: "Redis commands per task, batch enqueue + drain (Lua's own counted)",
     }[field];
-    const digits = field === 'micros' ? 1 : 0;
+    const digits = field === 'micros' || field === 'commands' ? 1 : 0;
     return `| ${name} | ${shown(off, digits)} | ${shown(on, digits)} | ${(on.median / off.median).toFixed(2)}× |`;
   });
   const table = ['| row | tracking off | tracking on | on / off |', '|---|---:|---:|---:|', ...rows].join('\n');
