@@ -48,7 +48,8 @@
 --   or '\2' and the id of the running task it superseded, or '\3' when the task's out-of-line payload
 --   (include/body.lua) was gone (nothing of the task written); -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
---   deduplication keys, INCR of prioritized and of the pending count, RPUSH of a client id onto the ring when it had no pending task (waking idle
+--   deduplication keys, INCR of prioritized, INCRBY of the pending count (once per call and group for the tasks pushed
+--   inline), RPUSH of a client id onto the ring when it had no pending task (waking idle
 --   workers: a token on `<base>:bell` unless it holds one, and PUBLISH on `<base>:wake` when the ring was empty); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,

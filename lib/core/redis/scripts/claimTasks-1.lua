@@ -64,7 +64,7 @@
 --   trackClaimed: their worker starts them without a startTasks call; another tracked task goes through it)
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; a tracked
 --   one's index `<base>:task:<id>` (while it exists) becomes `completed` (include/track.lua, trackFollow:
---   HMGET, HDEL, HSET, PEXPIRE); a tracked task claimed is recorded running in its index (trackClaimed: HMGET,
+--   HMGET, HSET, PEXPIRE; HDEL first only of a cancel mark or due time it holds); a tracked task claimed is recorded running in its index (trackClaimed: HMGET,
 --   HDEL of `due` and `why` after a retry or a delay, HSET, PEXPIRE, DEL of its entry key); weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled, and RPUSH to the ring and ZREM from throttled of clients
