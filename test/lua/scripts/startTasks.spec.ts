@@ -8,6 +8,33 @@ const { gateway, enqueue, claimAll } = queueHelpers(redis, worker);
 /** The fencing tokens of a claim's token/entry pairs, in claim order. */
 const tokensOf = (claimed: string[]) => claimed.filter((_, i) => i % 2 === 0);
 
+/** Tracked tasks t1 (client a) and t2 (client b), claimed and recorded running: their tokens. */
+async function twoRunning(): Promise<[string, string]> {
+  await enqueue(keys, [
+    { id: 't1', track: true },
+    { id: 't2', client: 'b', track: true },
+  ]);
+  const [first, second] = tokensOf(await claimAll(keys));
+  await gateway.track.start(keys, worker, [
+    { token: first, id: 't1', attempt: 1 },
+    { token: second, id: 't2', attempt: 1 },
+  ]);
+  return [first, second];
+}
+
+/** The successes of t1 and t2 acknowledged as they ride on a claim (one that claims nothing): its lost tokens. */
+async function ackBoth(first: string, second: string): Promise<readonly string[]> {
+  const { lost } = await gateway.claim(keys, {
+    workerId: worker,
+    wanted: 0,
+    clientConcurrency: 0,
+    leaseMs: 60_000,
+    tokenPrefix: 'ack.',
+    acks: [`${first}\tt1`, `${second}\tt2`],
+  });
+  return lost;
+}
+
 describe('startTasks', () => {
   it('records each held task running under its token, and answers a token it no longer holds as lost', async () => {
     await enqueue(keys, [
@@ -61,25 +88,9 @@ describe('startTasks', () => {
   });
 
   it("completes a tracked task's index when its success rides on a claim, and leaves it when the token is no longer held", async () => {
-    await enqueue(keys, [
-      { id: 't1', track: true },
-      { id: 't2', client: 'b', track: true },
-    ]);
-    const [first, second] = tokensOf(await claimAll(keys));
-    await gateway.track.start(keys, worker, [
-      { token: first, id: 't1', attempt: 1 },
-      { token: second, id: 't2', attempt: 1 },
-    ]);
+    const [first, second] = await twoRunning();
     await redis.hdel(keys.processing(worker), second); // recovered by a reaper meanwhile
-    const { lost } = await gateway.claim(keys, {
-      workerId: worker,
-      wanted: 0,
-      clientConcurrency: 0,
-      leaseMs: 60_000,
-      tokenPrefix: 'ack.',
-      acks: [`${first}\tt1`, `${second}\tt2`],
-    });
-    expect(lost).toEqual([second]);
+    expect(await ackBoth(first, second)).toEqual([second]);
     const index = await redis.hgetall(keys.task('t1'));
     // An ended index keeps who ran it last, its token too (nothing reads a token once the task ended).
     expect(index).toMatchObject({ state: 'completed', result: '', worker, attempt: '1', token: first });
@@ -107,25 +118,10 @@ describe('startTasks', () => {
   });
 
   it('drops a cancel mark or a due time a success finds on the index, and keeps its last run', async () => {
-    await enqueue(keys, [
-      { id: 't1', track: true },
-      { id: 't2', client: 'b', track: true },
-    ]);
-    const [first, second] = tokensOf(await claimAll(keys));
-    await gateway.track.start(keys, worker, [
-      { token: first, id: 't1', attempt: 1 },
-      { token: second, id: 't2', attempt: 1 },
-    ]);
+    const [first, second] = await twoRunning();
     // Stray fields of the states the task left (written by hand: no step of a run leaves them).
     await redis.hset(keys.task('t1'), { cancel: 'late', due: '1', why: 'retry' });
-    await gateway.claim(keys, {
-      workerId: worker,
-      wanted: 0,
-      clientConcurrency: 0,
-      leaseMs: 60_000,
-      tokenPrefix: 'ack.',
-      acks: [`${first}\tt1`, `${second}\tt2`],
-    });
+    expect(await ackBoth(first, second)).toEqual([]);
     for (const id of ['t1', 't2']) {
       const index = await redis.hgetall(keys.task(id));
       expect(index).toMatchObject({ state: 'completed', worker, attempt: '1' });
