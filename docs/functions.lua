@@ -799,7 +799,8 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   --   before its payload) and is no flow's node (stored form version 2: left to startTasks, which hands a cancel to
   --   its flow), and its index waits (pending, delayed; or running, a stale record), the index is recorded `running`
   --   under `token` as startTasks records it (worker, token, attempt: the entry's attempts + 1, started; its entry
-  --   key deleted), and true is returned: the worker starts its handler without a startTasks call. False, the
+  --   key deleted), and its `keep` is returned (as stored; '' when it is not a positive integer): the worker starts its
+  --   handler without a startTasks call, and sends the keep back with the task's success. False, the
   --   index untouched (the worker's startTasks decides): not tracked, a cancel asked while the task was between
   --   places, no index (expired: it runs untracked), an index that ended.
   -- trackFollow(task, what, key, entryKey, value, due)
@@ -939,7 +940,7 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
     index.dropsNothing = not index[5]
     trackState(key, index, 'running', base .. ':task-entry:' .. id, nil, 'worker', worker, 'token', token,
       'attempt', (tonumber(string.match(entry, '^(%d+)|')) or 0) + 1, 'started', redisMs())
-    return true
+    return string.match(index[1], '^[1-9]%d*$') or ''
   end
 
   local function trackFollow(task, what, key, entryKey, value, due)

@@ -68,7 +68,7 @@ export class ScriptGateway {
   /** claimTasks: acknowledges `acks` (fenced), then claims up to `wanted` tasks for the worker. */
   async claim(keys: QueueKeys, request: ClaimRequest): Promise<ClaimReply> {
     // One key, the base: the script names the others from it (the smallest request per wake-up).
-    const [lost, claimed, throttledUntil, drained, started] = await this.redis.claimTasks(
+    const [lost, claimed, throttledUntil, drained, started = [], keeps = []] = await this.redis.claimTasks(
       keys.base,
       request.wanted,
       request.workerId,
@@ -83,6 +83,7 @@ export class ScriptGateway {
       throttledUntil: throttledUntil > 0 ? throttledUntil : undefined,
       drained: drained === 1,
       started,
+      keeps,
     };
   }
 
@@ -444,6 +445,11 @@ export interface ClaimReply {
    * starts without a startTasks call).
    */
   readonly started: readonly number[];
+  /**
+   * The `keep` (ms, as its index holds it; '' when that is not a positive integer) of each task in `started`, in
+   * the same order: the worker sends it back with the task's success, which then needs no read of the index.
+   */
+  readonly keeps?: readonly string[];
 }
 
 /** A dead letter given a fresh run: its record as stored, its fresh entry, and its tracked keys when it was tracked. */

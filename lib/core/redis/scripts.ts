@@ -88,7 +88,16 @@ export interface TaskCommands {
     tokenPrefix: string,
     leaseMs: number,
     ...acks: string[]
-  ): Promise<[lost: string[], claimed: string[] | -1 | -2, throttledUntil: number, drained: 0 | 1, started: number[]]>;
+  ): Promise<
+    [
+      lost: string[],
+      claimed: string[] | -1 | -2,
+      throttledUntil: number,
+      drained: 0 | 1,
+      started?: number[],
+      keeps?: string[],
+    ]
+  >;
   ackTasks(processing: string, ...keysAndTasks: [...SettleKeys, ...(string | number)[]]): Promise<(0 | 1)[]>;
   deadLetterTask(
     processing: string,

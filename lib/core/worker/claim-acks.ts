@@ -6,9 +6,10 @@ export const ACK_CHUNK = 1_000;
 
 /**
  * A taken acknowledgement: the token, who waits to hear whether the worker still held it, and a tracked
- * task's id (its index becomes `completed` in the same call).
+ * task's id (its index becomes `completed` in the same call), then a tab and its index's keep when its claim
+ * recorded it running (claimTasks-1.lua, ARGV[6..]).
  */
-export type TakenAck = readonly [token: string, answer: (held: boolean) => void, trackedId?: string];
+export type TakenAck = readonly [token: string, answer: (held: boolean) => void, tracked?: string];
 
 /**
  * The acknowledgements of succeeded plain tasks that ride on a claim loop's next call: queued here,
@@ -43,8 +44,8 @@ export class ClaimAcks {
     this.queuedListener = by;
   }
 
-  add(token: string, answer: (held: boolean) => void, trackedId?: string): void {
-    this.queued.push(trackedId === undefined ? [token, answer] : [token, answer, trackedId]);
+  add(token: string, answer: (held: boolean) => void, tracked?: string): void {
+    this.queued.push(tracked === undefined ? [token, answer] : [token, answer, tracked]);
     this.queuedListener?.();
   }
 

@@ -28,8 +28,11 @@ export interface ClaimLoopOptions {
 
 export interface ClaimLoopHooks {
   /** Called for every claimed task; the slot it occupies is released by the caller when done. */
-  /** `recorded`: the claim recorded the task running (tracked): it starts without a startTasks call. */
-  onClaimed(token: string, entry: string, recorded: boolean): void;
+  /**
+   * `recorded`: the claim recorded the task running (tracked): it starts without a startTasks call; `keep`: then its
+   * index's keep, sent back with its success.
+   */
+  onClaimed(token: string, entry: string, recorded: boolean, keep?: string): void;
   /** Registers the worker again (the claim script refuses an unregistered worker). */
   register(): Promise<void>;
   /** A rate-limited client was taken off the ring until `dueAt` (Redis time, ms). */
@@ -311,7 +314,7 @@ export class ClaimLoop {
         // Closing: start nothing (shutdown counted its runs already); the tasks stay held, and shutdown returns them uncounted.
         const started = this.stopped ? 0 : count;
         this.slots.release(wanted - started);
-        dispatchClaimed(pairs, reply.started, started, this.hooks.onClaimed);
+        dispatchClaimed(pairs, reply.started, reply.keeps ?? [], started, this.hooks.onClaimed);
         return { count, drained: reply.drained };
       }
     }
@@ -346,6 +349,6 @@ function claimRequest(options: ClaimLoopOptions, wanted: number, acks: readonly 
     tokenPrefix: nextTokenPrefix(),
     leaseMs: heldLeaseMs(options),
     // A tracked task's id after a tab (tokens have none): claimTasks completes its index.
-    acks: acks.map(([token, , trackedId]) => (trackedId === undefined ? token : `${token}\t${trackedId}`)),
+    acks: acks.map(([token, , tracked]) => (tracked === undefined ? token : `${token}\t${tracked}`)),
   };
 }

@@ -38,6 +38,8 @@ export class ClaimedTask {
     private readonly batches: TurnBatches = {},
     /** The claim recorded it running in its index (a tracked task): no startTasks call before its handler. */
     readonly startedByClaim = false,
+    /** Then the keep its index holds (ms): sent back with its success, which then needs no read of the index. */
+    readonly keepOfIndex?: string,
   ) {}
 
   /**

@@ -43,7 +43,7 @@ export class Completer {
     if (this.given || !ridesOnClaim(envelope)) return false;
     const acks = this.shards.get(task.keys);
     if (!acks?.rides) return false;
-    acks.add(task.token, answer, envelope.track === 1 ? envelope.id : undefined);
+    acks.add(task.token, answer, envelope.track === 1 ? trackedAck(envelope.id, task.keepOfIndex) : undefined);
     return true;
   }
 
@@ -93,4 +93,9 @@ export class Completer {
 /** The deduplication key a success frees: none when the task keeps it for its TTL (`dedupKeep`). */
 function freedOnSuccess(envelope: TaskEnvelope): string | undefined {
   return envelope.dedupKeep === 1 ? undefined : envelope.dedupKey;
+}
+
+/** What a tracked success sends after its token: its id, and the keep of its index when its claim recorded it running. */
+function trackedAck(id: string, keep: string | undefined): string {
+  return keep === undefined ? id : `${id}\t${keep}`;
 }

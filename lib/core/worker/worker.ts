@@ -168,9 +168,9 @@ export class TaskWorker {
         // spread-ok: once per claim loop
         { ...this.options, clientConcurrency: this.options.patterns.clientConcurrency(keys.queue) },
         {
-          onClaimed: (token, entry, recorded) => {
+          onClaimed: (token, entry, recorded, keep) => {
             this.lease.claimed(keys);
-            const task = new ClaimedTask(this.gateway, keys, token, entry, this.options, this.batches, recorded);
+            const task = new ClaimedTask(this.gateway, keys, token, entry, this.options, this.batches, recorded, keep);
             this.dispatch(task, slots);
           },
           register: () => this.lease.take(keys),

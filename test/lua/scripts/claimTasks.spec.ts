@@ -529,6 +529,33 @@ describe('claimTasks: a tracked task is recorded running by the claim that takes
     expect(await redis.hlen(keys.processing(worker))).toBe(0);
   });
 
+  it("returns each recorded index's keep, and a success sent back with it completes the index with no read of it, where it still exists", async () => {
+    await enqueueTracked('t1', 'a');
+    await enqueueTracked('t2', 'b');
+    const reply = await gateway.claim(keys, { ...request, wanted: 5, tokenPrefix: 'p.' });
+    expect(reply.started).toEqual([1, 2]);
+    expect(reply.keeps).toEqual(['60000', '60000']);
+    const [first, , second] = pairsOf(reply.outcome);
+    await redis.del(keys.task('t2')); // its index expired while it ran
+    // The keep sent back is the one the success uses (it does not read the index): shorter here, to tell.
+    const { lost } = await gateway.claim(keys, {
+      ...request,
+      wanted: 0,
+      tokenPrefix: 'ack.',
+      acks: [`${first}\tt1\t30000`, `${second}\tt2\t${reply.keeps?.[1]}`],
+    });
+    expect(lost).toEqual([]);
+    const index = await redis.hgetall(keys.task('t1'));
+    expect(index).toMatchObject({ state: 'completed', result: '', worker, token: first });
+    expect(Number(index.at)).toBeGreaterThanOrEqual(Number(index.started));
+    const ttl = await redis.pttl(keys.task('t1'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+    // An index gone is not made again.
+    expect(await redis.exists(keys.task('t2'))).toBe(0);
+    expect(await redis.hget(keys.counters, 'completed')).toBe('2');
+  });
+
   it("drops a retry's due time and why, and names no place for a task whose index expired (it runs untracked)", async () => {
     await enqueueTracked('t1', 'a', 2);
     await enqueueTracked('t2', 'b');

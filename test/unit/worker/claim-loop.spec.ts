@@ -88,9 +88,9 @@ function loopWith(options: { concurrency?: number; prefetch?: number } = {}) {
   const recorded: string[] = [];
   const events: string[] = [];
   const hooks: ClaimLoopHooks = {
-    onClaimed: (token, _entry, wasRecorded) => {
+    onClaimed: (token, _entry, wasRecorded, keep) => {
       dispatched.push(token);
-      if (wasRecorded) recorded.push(token);
+      if (wasRecorded) recorded.push(keep === undefined ? token : `${token} keep ${keep}`);
     },
     register: () => {
       events.push('register');
@@ -147,13 +147,14 @@ describe('ClaimLoop with a scripted claim script and idle wait (no Redis)', () =
     await loop.close();
   });
 
-  it('tells the worker which claimed tasks the claim recorded running, by their places in the reply', async () => {
+  it('tells the worker which claimed tasks the claim recorded running, by their places in the reply, with their keeps', async () => {
     const { loop, gateway, dispatched, recorded } = loopWith({ concurrency: 4 });
-    gateway.replies.push({ ...claimed(['t1', 't2', 't3', 't4']), started: [2, 4] });
+    gateway.replies.push({ ...claimed(['t1', 't2', 't3', 't4']), started: [2, 4], keeps: ['5000', ''] });
     loop.start();
     await until('the four tasks', () => dispatched.length === 4);
     expect(dispatched).toEqual(['t1', 't2', 't3', 't4']);
-    expect(recorded).toEqual(['t2', 't4']);
+    // A keep that was not a positive integer ('') is none: that success reads its index.
+    expect(recorded).toEqual(['t2 keep 5000', 't4']);
     await loop.close();
   });
 

@@ -23,6 +23,26 @@ describe('Completer: the one place a success is completed', () => {
     expect(completer.unacknowledged(keys)).toEqual([]);
   });
 
+  it("rides a tracked success with its id, and with its index's keep when its claim recorded it running", () => {
+    const { completer } = parts();
+    const gateway = new FakeGateway();
+    completer.shard(keys).ridden(() => undefined);
+    const tracked = envelope({ track: 1 });
+    const plain = claimed(gateway, tracked);
+    const recorded = Object.assign(claimed(gateway, tracked), { keepOfIndex: '60000' });
+    completer.ride(plain, tracked, () => undefined);
+    completer.ride(recorded, tracked, () => undefined);
+    expect(
+      completer
+        .shard(keys)
+        .take()
+        .map(([token, , sent]) => [token, sent]),
+    ).toEqual([
+      [plain.token, tracked.id],
+      [recorded.token, `${tracked.id}\t60000`],
+    ]);
+  });
+
   it('puts back what a failed claim call carried, for the next call: nothing lost, only later', () => {
     const { completer } = parts();
     const gateway = new FakeGateway();

@@ -53,18 +53,22 @@
 --   of a worker that dies are recovered as soon as ever
 -- ARGV[6..]: the succeeded tasks to acknowledge (tasks with no trait that settles on its own: plain, or
 --   tracked and nothing else; model/task-traits.ts, ridesOnClaim), each its fencing token, or for a tracked
---   one its token, a tab (tokens have none) and its task id
--- Returns: array { lost, claimed, throttledUntil, drained, started }: throttledUntil is the earliest time (ms) a
+--   one its token, a tab (tokens have none) and its task id, then, when its claim recorded it running, a tab and the
+--   keep that claim returned
+-- Returns: array { lost, claimed, throttledUntil, drained, started, keeps }: throttledUntil is the earliest time (ms) a
 --   client this call throttled has a token again, or 0; lost lists the tokens to acknowledge that the worker no longer held
 --   (lease lost: nothing changed for them); claimed is a flat array token1, entry1, token2, entry2, ...,
 --   or -1 when the worker is not registered or its lease has expired (it must register, then claim
 --   again), or -2 when the queue is paused; drained is 1 when the ring is empty after this call (no
 --   client is waiting: a claim now would find nothing, so the worker can block at once), else 0; started lists
 --   the places (1-based, rising) of the claimed tasks recorded running here (tracked ones, include/track.lua,
---   trackClaimed: their worker starts them without a startTasks call; another tracked task goes through it)
+--   trackClaimed: their worker starts them without a startTasks call; another tracked task goes through it); keeps
+--   lists, in the same order, the `keep` each of their indexes holds ('' when not a positive integer), which the
+--   worker sends back with the task's success
 -- Side effects: HDEL of acknowledged tokens, HINCRBY counters completed by those still held; a tracked
---   one's index `<base>:task:<id>` (while it exists) becomes `completed` (include/track.lua, trackFollow:
---   HMGET, HSET, PEXPIRE; HDEL first only of a cancel mark or due time it holds); a tracked task claimed is recorded running in its index (trackClaimed: HMGET,
+--   one's index `<base>:task:<id>` (while it exists) becomes `completed`: sent with its keep (its claim recorded it
+--   running), PEXPIRE to the keep, then HSET when the index is there; else include/track.lua's trackFollow (HMGET,
+--   HSET, PEXPIRE; HDEL first only of a cancel mark or due time it holds); a tracked task claimed is recorded running in its index (trackClaimed: HMGET,
 --   HDEL of `due` and `why` after a retry or a delay, HSET, PEXPIRE, DEL of its entry key); weighted:
 --   HSET/HDEL of the client's credit; rate-limited: HSET of the client's bucket, and when it is empty
 --   LREM from the ring and ZADD to throttled, and RPUSH to the ring and ZREM from throttled of clients
@@ -143,14 +147,16 @@ if prioritized then
 end
 if #ARGV >= 6 then
   local acks = {}
-  -- The task id of each tracked one, by its place in acks.
-  local trackedIds = {}
+  -- The task id of each tracked one, by its place in acks, and its index's keep when its claim recorded it running.
+  local trackedIds, trackedKeeps = {}, {}
   for i = 6, #ARGV do
     local ack = ARGV[i]
     local tab = string.find(ack, '\t', 1, true)
     if tab then
       acks[#acks + 1] = string.sub(ack, 1, tab - 1)
-      trackedIds[#acks] = string.sub(ack, tab + 1)
+      local id, keep = string.match(ack, '^([^\t]+)\t([1-9]%d*)$', tab + 1)
+      trackedIds[#acks] = id or string.sub(ack, tab + 1)
+      trackedKeeps[#acks] = keep
     else
       acks[#acks + 1] = ack
     end
@@ -163,7 +169,14 @@ if #ARGV >= 6 then
   for i = 1, #acks do
     if held[i] then
       settled[#settled + 1] = acks[i]
-      if trackedIds[i] then
+      if trackedKeeps[i] then
+        -- Recorded running by the claim that took it (include/track.lua, trackClaimed), which read its keep: its index
+        -- holds nothing an ended one drops, so no read; the PEXPIRE tells whether it still exists.
+        local key = base .. ':task:' .. trackedIds[i]
+        if redis.call('PEXPIRE', key, trackedKeeps[i]) == 1 then
+          redis.pcall('HSET', key, 'state', 'completed', 'at', redisMs(), 'result', '')
+        end
+      elseif trackedIds[i] then
         -- Its index (while it exists) becomes completed, as ackTasks's move `completed` makes it.
         trackFollow(nil, 'completed', base .. ':task:' .. trackedIds[i], '', '')
       end
@@ -433,10 +446,12 @@ if count > 0 and tonumber(lease) > now + tonumber(ARGV[5]) then
   redis.call('ZADD', workers, now + tonumber(ARGV[5]), ARGV[2])
 end
 -- A tracked task is recorded running here (include/track.lua, trackClaimed): its worker needs no start call.
-local started = {}
+local started, keeps = {}, {}
 for i = 1, count do
-  if trackClaimed(faults, base, ARGV[2], claimed[2 * i - 1], claimed[2 * i]) then
+  local keep = trackClaimed(faults, base, ARGV[2], claimed[2 * i - 1], claimed[2 * i])
+  if keep then
     started[#started + 1] = i
+    keeps[#started] = keep
   end
 end
 local drained = 0
@@ -452,4 +467,4 @@ elseif #claimed > 0 then
   -- work too), instead of every idle process at once.
   ringBell(base .. ':bell')
 end
-return { lost, claimed, throttledUntil, drained, started }
+return { lost, claimed, throttledUntil, drained, started, keeps }
