@@ -8,7 +8,7 @@ import { TaskStore } from '../../lib/core/redis/store.js';
 import { enqueueAnswer } from '../../lib/core/redis/gateway.js';
 import { prepareTask } from '../../lib/core/producer/task-items.js';
 import { startProducer } from '../support/nest.js';
-import { deleteKeys, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
+import { deleteKeys, keysUnder, openRedis, redisUrl, testPrefix, waitFor } from '../support/redis.js';
 import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 // ioredis resends a command whose reply a reconnection lost (autoResendUnfulfilledCommands). An enqueue
@@ -20,6 +20,8 @@ const LIMITS = { maxPayloadBytes: 1_000_000, deduplicationTtlMs: 60_000 };
 const closing: { close(): Promise<unknown> }[] = [];
 let proxy: TcpProxy | undefined;
 let prefix = '';
+/** In every enqueue call the client numbers on its connection: its session follows the record's TTL (call-sequence.ts). */
+const NUMBERED = '.~';
 
 afterEach(async () => {
   await Promise.all(closing.splice(0).map((item) => item.close()));
@@ -55,7 +57,7 @@ describe('an enqueue call resent after its reply was lost', () => {
     const ids: string[] = [];
     let lost = 0;
     for (let trial = 0; trial < 20; trial++) {
-      const cut = proxy.loseReplyTo('{1');
+      const cut = proxy.loseReplyTo(NUMBERED);
       const emits = Array.from({ length: 32 }, (_, i) =>
         firstValueFrom(client.emit('resend.task', new RedisTaskRecordBuilder({ n: i }).setClientId('c1').build())),
       );
@@ -78,6 +80,26 @@ describe('an enqueue call resent after its reply was lost', () => {
     expect(await redis.get(queue.pendingCount)).toBe(String(ids.length));
   });
 
+  it('writes each of 40 awaited emits once when every fourth reply is lost, and leaves one mark per connection, no key per call', async () => {
+    prefix = testPrefix('resend-awaited');
+    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
+    closing.push(module);
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      const cut = i % 4 === 0 ? proxy.loseReplyTo(NUMBERED) : undefined;
+      ids.push((await firstValueFrom(client.emit('resend.awaited', { i }))).id);
+      await cut;
+    }
+    const seen = await idsIn('resend.awaited', ['default']);
+    expect([...seen.keys()].sort()).toEqual([...ids].sort());
+    expect([...seen.values()].filter((count) => count > 1)).toEqual([]);
+    const queue = new PrefixKeys(prefix).queue('resend.awaited');
+    const records = (await keysUnder(redis, prefix)).filter((key) => key.startsWith(queue.call('')));
+    expect(records).toHaveLength(1);
+    expect(Number(await redis.pttl(records[0]))).toBeGreaterThan(0);
+  });
+
   it('answers a resent call of deduplicated emits with their own ids as written, and writes none twice (20 trials)', async () => {
     prefix = testPrefix('resend-dedup');
     proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
@@ -85,7 +107,7 @@ describe('an enqueue call resent after its reply was lost', () => {
     closing.push(module);
     let total = 0;
     for (let trial = 0; trial < 20; trial++) {
-      const cut = proxy.loseReplyTo('{1');
+      const cut = proxy.loseReplyTo(NUMBERED);
       const receipts = await Promise.all(
         Array.from({ length: 16 }, (_, i) =>
           firstValueFrom(

@@ -11,6 +11,7 @@ const SCRIPT_ARGUMENT_WORDS = new Set([
   'EX',
   'NX',
   'XX',
+  'KEEPTTL',
   'WITHSCORES',
   'LIMIT',
   'LEFT',

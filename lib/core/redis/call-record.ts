@@ -76,14 +76,14 @@ export function writtenRecord(record: string, writes: number): string {
 }
 
 /** '1', a first send's mode (the record's second character). */
-const MODE_FIRST = 0x31;
+export const MODE_FIRST = 0x31;
 
 /**
  * The caller's deadline a record carries (`{<mode><ttl>.<prefix>.<deadline base 36>.<counter>`: its third
  * part), or NaN when it carries none (a record made otherwise). Read with `indexOf`, not `split`: once per
  * write of every enqueue call.
  */
-function recordDeadline(record: string): number {
+export function recordDeadline(record: string): number {
   const first = record.indexOf('.', 2);
   const second = first < 0 ? -1 : record.indexOf('.', first + 1);
   if (second < 0) return Number.NaN;

@@ -11,7 +11,7 @@ const REPLACED_REPLY_TTL_MS = 60_000;
  * Starts an enqueue call's arguments with its call record, one field: mode '1' (a first send), the
  * record's TTL in seconds, and a new call id that carries the caller's deadline. ioredis may send the
  * call again after a reconnection; the record makes that idempotent (see enqueueTasks-1.lua and
- * `resentAs`, which reads the deadline back from the id).
+ * `recordOf` in script-command.ts, which numbers it on its connection at its first write).
  */
 export function startEnqueueCall(args: (string | number)[], deadline: number, timeoutMs: number): void {
   args.push(firstSendRecord(deadline, timeoutMs));

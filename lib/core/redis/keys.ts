@@ -155,8 +155,8 @@ export class QueueKeys {
   }
 
   /**
-   * What one enqueue call answered (string, with a TTL): a call ioredis sends again after a reconnection
-   * (its reply lost) finds it and answers the same, instead of writing its tasks twice.
+   * What one enqueue call answered, or a connection's mark (a `~` session; call-sequence.ts): a call ioredis
+   * sends again after a reconnection (its reply lost) answers from them, instead of writing its tasks twice.
    */
   call(callId: string): string {
     return `${this.root}:call:${callId}`;

@@ -1,5 +1,6 @@
 import { Command } from 'ioredis';
 import { isCallRecord, writtenRecord } from './call-record.js';
+import { SequencedRecord } from './call-sequence.js';
 import { scriptFlagsOn } from './script-flags.js';
 import type { RedisConnection, ScriptDefinition } from './script-types.js';
 
@@ -60,13 +61,16 @@ export function scriptCommand(
     const flags = scriptFlagsOn();
     const sent = wire(flags ? flagged.sha : sha, args);
     const command = commandOf('evalsha', sent);
-    if (recordAt > 0 && isCallRecord(sent[recordAt])) resentAs(command, sent, recordAt);
+    const record =
+      recordAt > 0 && isCallRecord(sent[recordAt]) ? recordOf(connection, command, sent, recordAt) : undefined;
     const reject = command.reject;
     command.reject = (error: Error) => {
       if (!String(error?.message).includes('NOSCRIPT')) return reject(error);
       const retried = sent.slice(); // the EVALSHA itself stays as written (Cluster may resend it)
       retried[0] = flags ? flagged.source : source;
       const again = commandOf('eval', retried);
+      // Its record goes on as the EVALSHA's (a first send, written again): its reply may be lost too.
+      if (record) writesRecord(again, retried, recordAt, record);
       again.promise.then(command.resolve, reject);
       void connection.sendCommand(again);
     };
@@ -75,19 +79,46 @@ export function scriptCommand(
   };
 }
 
+/** A record's writes, for an enqueue call whose ARGV[1] is a call record. */
+interface RecordWrites {
+  next(): string;
+}
+
 /**
  * ioredis writes a command again after a reconnection when its reply was lost
- * (`autoResendUnfulfilledCommands`): by then Redis may have run it. A call that carries a call record
- * says so on every write after the first: mode '2' (answer from the record if the first write ran); and on
- * any write, the first from the offline queue included, '3' once the caller's deadline passed (the caller
- * was told it failed: write nothing new). See `writtenRecord`.
+ * (`autoResendUnfulfilledCommands`): by then Redis may have run it. A first send's record is numbered on the
+ * connection at its first write and goes as a resend on each write after (`SequencedRecord`; settled when the
+ * call is answered); any other record (a named one) says so on every write after the first: mode '2'; and '3'
+ * once the caller's deadline passed (see `writtenRecord`).
  */
-function resentAs(command: Command, sent: string[], at: number): void {
-  const toWritable = command.toWritable;
+function recordOf(connection: RedisConnection, command: Command, sent: string[], at: number): RecordWrites {
   const first = sent[at];
-  let writes = 0;
+  let record: RecordWrites;
+  const sequenced = SequencedRecord.of(connection, sent[at - 1], first);
+  if (sequenced) {
+    const { resolve, reject } = command;
+    command.resolve = (reply: unknown) => {
+      sequenced.settle(reply !== -1);
+      resolve(reply);
+    };
+    command.reject = (error: Error) => {
+      sequenced.settle(false);
+      reject(error);
+    };
+    record = sequenced;
+  } else {
+    let writes = 0;
+    record = { next: () => writtenRecord(first, ++writes) };
+  }
+  writesRecord(command, sent, at, record);
+  return record;
+}
+
+/** Puts the record's next form in a command's arguments before each of its writes. */
+function writesRecord(command: Command, sent: string[], at: number, record: RecordWrites): void {
+  const toWritable = command.toWritable;
   command.toWritable = function (this: Command, socket: unknown) {
-    sent[at] = writtenRecord(first, ++writes);
+    sent[at] = record.next();
     return toWritable.call(this, socket as never);
   };
 }

@@ -108,6 +108,122 @@ describe('enqueueTasks sent again (a call record makes a resend idempotent)', ()
   });
 });
 
+describe('enqueueTasks numbered on its connection (modes 4 to 8: a mark per session, not a key per call)', () => {
+  const SESSION = '~test1';
+  /** A call numbered `n` with `lowest` the lowest unanswered, in `mode`: a plain task, then one with options. */
+  function numbered(mode: string, n: number, lowest: number, ids = [`n${n}a`, `n${n}b`]): (string | number)[] {
+    const args: (string | number)[] = [`{${mode}60.${SESSION}.${n.toString(36)}.${lowest.toString(36)}`];
+    pushEnqueueFields(args, {
+      id: ids[0],
+      clientId: 'a',
+      entry: entry(ids[0]),
+      priority: 0,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    pushEnqueueFields(args, {
+      id: ids[1],
+      clientId: 'a',
+      entry: entry(ids[1]),
+      priority: 3,
+      delayMs: 0,
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    return args;
+  }
+  const mark = () => redis.get(keys.call(SESSION));
+  const recordOf = (n: number, lowest: number) => keys.call(`${SESSION}.${n.toString(36)}.${lowest.toString(36)}`);
+
+  it('moves the mark with no record of its own, gives the mark a TTL when it makes it, and answers a resend at or below it as written', async () => {
+    expect(await redis.enqueueTasks(keys.root, ...numbered('4', 1, 1))).toEqual([0, 0]);
+    expect(await mark()).toBe('1');
+    // Made by a call that does not renew it (its XX write found none): still with a TTL, the record's and 2 s.
+    expect(Number(await redis.pttl(keys.call(SESSION)))).toBeGreaterThan(60_000);
+    expect(Number(await redis.pttl(keys.call(SESSION)))).toBeLessThanOrEqual(62_000);
+    expect(await redis.exists(recordOf(1, 1))).toBe(0);
+    expect(await redis.enqueueTasks(keys.root, ...numbered('4', 2, 2))).toEqual([0, 0]);
+    expect(await mark()).toBe('2');
+    const before = await snapshotKeys(redis, prefix);
+    for (const mode of ['6', '7', '8']) {
+      expect(await redis.enqueueTasks(keys.root, ...numbered(mode, 1, 1))).toEqual([0, 0]);
+      expect(await redis.enqueueTasks(keys.root, ...numbered(mode, 2, 2))).toEqual([0, 0]);
+    }
+    expect(await snapshotKeys(redis, prefix)).toEqual(before);
+    expect(await redis.llen(keys.pending('a'))).toBe(2);
+  });
+
+  it('keeps the TTL of the mark on a call that does not renew it, and renews it on one that does', async () => {
+    await redis.enqueueTasks(keys.root, ...numbered('5', 1, 1));
+    await redis.pexpire(keys.call(SESSION), 30_000);
+    await redis.enqueueTasks(keys.root, ...numbered('4', 2, 2));
+    expect(Number(await redis.pttl(keys.call(SESSION)))).toBeLessThanOrEqual(30_000);
+    await redis.enqueueTasks(keys.root, ...numbered('5', 3, 3));
+    expect(Number(await redis.pttl(keys.call(SESSION)))).toBeGreaterThan(60_000);
+    expect(await mark()).toBe('3');
+  });
+
+  it('does not move the mark past a lower call still unanswered that did not run: that call, sent again, runs', async () => {
+    // Call 1 was written before call 2 and is unanswered (say Redis refused it, and the reply was lost).
+    expect(await redis.enqueueTasks(keys.root, ...numbered('4', 2, 1))).toEqual([0, 0]);
+    expect(await mark()).toBeNull();
+    expect(await redis.get(recordOf(2, 1))).toBe('2'); // answered from its own record instead
+    expect(await redis.enqueueTasks(keys.root, ...numbered('6', 1, 1))).toEqual([0, 0]);
+    expect(await redis.llen(keys.pending('a'))).toBe(2); // n1a and n2a, n1a written once it ran
+    expect(await mark()).toBe('1');
+    // Call 2 sent again: its record says it ran.
+    const before = await snapshotKeys(redis, prefix);
+    expect(await redis.enqueueTasks(keys.root, ...numbered('6', 2, 1))).toEqual([0, 0]);
+    expect(await snapshotKeys(redis, prefix)).toEqual(before);
+  });
+
+  it('moves the mark over calls that ran in order, and never lowers it', async () => {
+    await redis.enqueueTasks(keys.root, ...numbered('5', 1, 1));
+    expect(await redis.enqueueTasks(keys.root, ...numbered('4', 2, 1))).toEqual([0, 0]);
+    expect(await mark()).toBe('2');
+    expect(await redis.exists(recordOf(2, 1))).toBe(0);
+    await redis.set(keys.call(SESSION), '9', 'KEEPTTL');
+    await redis.enqueueTasks(keys.root, ...numbered('4', 3, 3));
+    expect(await mark()).toBe('9');
+  });
+
+  it('records an answer that is not every task written, and answers a resend of it from that record', async () => {
+    await redis.set(keys.dedup('held'), 'other');
+    const args = numbered('4', 1, 1);
+    pushEnqueueFields(args, {
+      id: 'd',
+      clientId: 'a',
+      entry: entry('d'),
+      priority: 0,
+      delayMs: 0,
+      deduplicationKey: 'held',
+      deduplicationTtlMs: 60_000,
+      awaitsReply: false,
+    });
+    expect(await redis.enqueueTasks(keys.root, ...args)).toEqual([0, 0, 'other']);
+    expect(await mark()).toBe('1');
+    args[0] = String(args[0]).replace('{4', '{6');
+    expect(await redis.enqueueTasks(keys.root, ...args)).toEqual([0, 0, 'other']);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+  });
+
+  it('writes nothing for a call after its deadline that did not run (mode 8), and says so', async () => {
+    const before = await snapshotKeys(redis, prefix);
+    expect(await redis.enqueueTasks(keys.root, ...numbered('8', 1, 1))).toBe(-1);
+    expect(await snapshotKeys(redis, prefix)).toEqual(before);
+  });
+
+  it('writes its tasks and records its answer when the mark is a key of another type (nothing fails halfway)', async () => {
+    await redis.hset(keys.call(SESSION), 'x', '1');
+    expect(await redis.enqueueTasks(keys.root, ...numbered('4', 1, 1))).toEqual([0, 0]);
+    expect(await redis.get(recordOf(1, 1))).toBe('2');
+    expect(await redis.type(keys.call(SESSION))).toBe('hash');
+    expect(await redis.enqueueTasks(keys.root, ...numbered('6', 1, 1))).toEqual([0, 0]);
+    expect(await redis.llen(keys.pending('a'))).toBe(1);
+  });
+});
+
 describe('enqueueTasks', () => {
   it('appends to the client list and puts the client on the ring once', async () => {
     expect(await enqueue(['a', ['1', '2']])).toBe(2);

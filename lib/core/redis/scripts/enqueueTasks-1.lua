@@ -31,6 +31,17 @@
 --   recorded answer is returned if the first send ran, else the call runs as a first send would.
 --   Mode '3': written after the caller's deadline, again or first from a reconnection's queue (it was told
 --   the call failed): the recorded answer, or -1 with nothing written.
+--   Modes '4' to '8': a call of one connection, numbered in the order it was first written there (the Node
+--   producer turns its mode '1' into these at the first write; see call-sequence.ts). The call id is
+--   `<session>.<n>.<lowest>` (base 36): the connection's session, the call's number n, and the lowest number
+--   of the session's calls to this root still unanswered when it was written. A first send that ran moves
+--   the session's mark, `<root>:call:<session>`, to n when no lower call may still be sent again without
+--   having run (lowest = n, or the mark at n - 1): one SET of a key that exists, not a key per call. Else,
+--   and whenever an answer is not every task written, the answer is recorded under `<root>:call:<id>` as in
+--   mode '1'. '4' a first send; '5' a first send that also renews the mark's TTL (EX the record's and 2 s;
+--   the producer renews it at least every second);
+--   '6' sent again, '7' sent again with a renewal: answered from the record, or as all written when n is at
+--   or below the mark, else run as a first send; '8' written after the caller's deadline: answered so, or -1.
 -- ARGV[1..] (or ARGV[2..]): per task, either 2 fields (a plain task): client id, encoded entry; or 8
 --   fields (a task with options): '' (client ids are never empty), client id, encoded entry, priority
 --   (0 = none), delay in ms (0 = none), deduplication key ('' = none), deduplication key TTL in ms, task id;
@@ -47,7 +58,7 @@
 --   (include/body.lua) was gone (nothing of the task written); -1 (mode '3' only) when no answer is on record
 -- Side effects: (per group, with groups) RPUSH/ZADD onto pending lists and priority sets, ZADD onto the delayed set, SET NX PX of
 --   deduplication keys, INCR of prioritized, INCRBY of the pending count (once per call and group for the tasks pushed
---   inline), RPUSH of a client id onto the ring when it had no pending task (waking idle
+--   inline), SET of a connection's mark (modes '4' to '7'), RPUSH of a client id onto the ring when it had no pending task (waking idle
 --   workers: a token on `<base>:bell` unless it holds one, and PUBLISH on `<base>:wake` when the ring was empty); PUBLISH of a new earliest due time on `<root>:due`; SET EX of the call's record (with a
 --   call record in ARGV[1]): the task count when every task was written, else 'j' and the results as JSON.
 --   A tracked task written gets its index, `<base>:task:<id>` per group, and its entry key (trackCreate,
@@ -63,30 +74,95 @@ local RING_SLICE = 1000
 local a = 1
 local record = nil
 local recordTtl = nil
+-- A connection's call (modes '4' to '8'): its sequence mark, the call's number and the lowest unanswered one.
+local mark = nil
+local seq = nil
+local seqText = nil
+local lowest = nil
+local refresh = false
+-- What a call that ran answered, as recorded: a task count, or 'j' and the results as JSON.
+local function recorded(answered)
+  if string.sub(answered, 1, 1) == 'j' then
+    return cjson.decode(string.sub(answered, 2))
+  end
+  local written = {}
+  for i = 1, tonumber(answered) do
+    written[i] = 0
+  end
+  return written
+end
 if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
   local mode, ttl, id = string.match(ARGV[1], '^{(%d)(%d+)%.(.+)$')
-  if not mode then
+  local session, s, low = nil, nil, nil
+  if mode and mode >= '4' then
+    session, s, low = string.match(id, '^(.+)%.(%w+)%.(%w+)$')
+  end
+  if not mode or mode == '0' or mode == '9' or (mode >= '4' and not session) then
     error({ err = 'ERR nestjs-redis-tasks: ARGV[1] is no call record ({<mode><ttl seconds>.<call id>)' })
   end
   record = root .. ':call:' .. id
   recordTtl = ttl
   a = 2
-  if mode ~= '1' then
+  if session then
+    mark = root .. ':call:' .. session
+    seq = tonumber(s, 36)
+    seqText = s
+    lowest = tonumber(low, 36)
+    refresh = mode == '5' or mode == '7'
+  end
+  if mode == '2' or mode == '3' or mode >= '6' then
     local answered = redis.pcall('GET', record)
     if type(answered) == 'string' then
-      if string.sub(answered, 1, 1) == 'j' then
-        return cjson.decode(string.sub(answered, 2))
-      end
-      local written = {}
-      for i = 1, tonumber(answered) do
-        written[i] = 0
-      end
-      return written
+      return recorded(answered)
     end
-    if mode == '3' then
+    if mark then
+      -- Its number at or below the connection's mark: it ran, and wrote every task (else its answer is on record).
+      local at = redis.pcall('GET', mark)
+      if type(at) == 'string' and tonumber(at, 36) and tonumber(at, 36) >= seq then
+        local tasks = 0
+        local i = 2
+        while i <= count do
+          local marker = ARGV[i]
+          i = i + ((marker == '' and 8) or ((marker == ' ' or marker == '}') and 11) or 2)
+          tasks = tasks + 1
+        end
+        return recorded(tostring(tasks))
+      end
+    end
+    if mode == '3' or mode == '8' then
       return -1
     end
   end
+end
+-- Moves the connection's mark to this call when every lower call that may still be sent again ran: none was
+-- unanswered when it was written (`lowest` is its own number), or the mark holds the one just below. One SET
+-- of a key that exists (its TTL kept; made, or its TTL renewed, with EX of the record's TTL and 2 s). False when
+-- it may not move (the call's answer is then recorded under its own key).
+local function moveMark()
+  if lowest ~= seq then
+    local at = redis.pcall('GET', mark)
+    if type(at) ~= 'string' or not tonumber(at, 36) or tonumber(at, 36) < seq - 1 then
+      return false
+    end
+  end
+  local markTtl = tonumber(recordTtl) + 2
+  local before
+  if refresh then
+    before = redis.pcall('SET', mark, seqText, 'EX', markTtl, 'GET')
+  else
+    before = redis.pcall('SET', mark, seqText, 'XX', 'KEEPTTL', 'GET')
+  end
+  if type(before) == 'table' then
+    return false -- a key of another type (SET with GET refuses it and changes nothing)
+  end
+  if not before then
+    if not refresh then
+      redis.call('SET', mark, seqText, 'EX', markTtl)
+    end
+  elseif (tonumber(before, 36) or 0) > seq then
+    redis.call('SET', mark, before, 'KEEPTTL') -- never lowered
+  end
+  return true
 end
 -- Records the call's answer (a first send, or a resend whose first did not run), then returns it.
 local function answer(results)
@@ -98,7 +174,9 @@ local function answer(results)
         break
       end
     end
-    redis.call('SET', record, value, 'EX', recordTtl)
+    if not (mark and moveMark() and string.byte(value) ~= 106) then
+      redis.call('SET', record, value, 'EX', recordTtl)
+    end
   end
   return results
 end
