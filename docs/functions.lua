@@ -78,53 +78,42 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
   -- Most clients named in one ring RPUSH (unpack's limit is a few thousand values).
   local RING_SLICE = 1000
   local a = 1
+  -- The call record's id and TTL (read from ARGV[1] where they are used, for a numbered call: see below).
   local record = nil
   local recordTtl = nil
-  -- A connection's call (modes '4' to '8'): its sequence mark, the call's number and the lowest unanswered one.
+  -- A call numbered on its connection (modes '4' to '8'): its session's mark, its number and the lowest
+  -- unanswered one (base 36, as sent: equal numbers are equal strings), and whether it renews the mark's TTL.
   local mark = nil
-  local seq = nil
   local seqText = nil
-  local lowest = nil
-  local refresh = false
-  -- What a call that ran answered, as recorded: a task count, or 'j' and the results as JSON.
-  local function recorded(answered)
-    if string.sub(answered, 1, 1) == 'j' then
-      return cjson.decode(string.sub(answered, 2))
-    end
-    local written = {}
-    for i = 1, tonumber(answered) do
-      written[i] = 0
-    end
-    return written
-  end
+  local lowestText = nil
+  local renews = false
   if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
-    local mode, ttl, id = string.match(ARGV[1], '^{(%d)(%d+)%.(.+)$')
-    local session, s, low = nil, nil, nil
-    if mode and mode >= '4' then
-      session, s, low = string.match(id, '^(.+)%.(%w+)%.(%w+)$')
+    local mode = (string.byte(ARGV[1], 2) or 0) - 48
+    local session = nil
+    if mode >= 4 and mode <= 8 then
+      -- Three captures, no backtracking (each capture is a new string, and this runs on every emit): the TTL
+      -- and the whole call id are parsed only where needed: a resend, a renewal, the call's own record.
+      session, seqText, lowestText = string.match(ARGV[1], '^{%d%d+%.(~[^.]+)%.(%w+)%.(%w+)$')
+    elseif mode >= 1 and mode <= 3 then
+      recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
     end
-    if not mode or mode == '0' or mode == '9' or (mode >= '4' and not session) then
+    if not (session or record) then
       error({ err = 'ERR nestjs-redis-tasks: ARGV[1] is no call record ({<mode><ttl seconds>.<call id>)' })
     end
-    record = root .. ':call:' .. id
-    recordTtl = ttl
-    a = 2
     if session then
       mark = root .. ':call:' .. session
-      seq = tonumber(s, 36)
-      seqText = s
-      lowest = tonumber(low, 36)
-      refresh = mode == '5' or mode == '7'
+      renews = mode == 5 or mode == 7
     end
-    if mode == '2' or mode == '3' or mode >= '6' then
-      local answered = redis.pcall('GET', record)
-      if type(answered) == 'string' then
-        return recorded(answered)
-      end
+    a = 2
+    if mode == 2 or mode == 3 or mode >= 6 then
       if mark then
+        recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+      end
+      local answered = redis.pcall('GET', root .. ':call:' .. record)
+      if type(answered) ~= 'string' and mark then
         -- Its number at or below the connection's mark: it ran, and wrote every task (else its answer is on record).
         local at = redis.pcall('GET', mark)
-        if type(at) == 'string' and tonumber(at, 36) and tonumber(at, 36) >= seq then
+        if type(at) == 'string' and (tonumber(at, 36) or -1) >= tonumber(seqText, 36) then
           local tasks = 0
           local i = 2
           while i <= count do
@@ -132,56 +121,61 @@ redis.register_function('nestjs_redis_tasks_enqueue_v1', function(KEYS, ARGV)
             i = i + ((marker == '' and 8) or ((marker == ' ' or marker == '}') and 11) or 2)
             tasks = tasks + 1
           end
-          return recorded(tostring(tasks))
+          answered = tostring(tasks)
         end
       end
-      if mode == '3' or mode == '8' then
+      if type(answered) == 'string' then
+        if string.sub(answered, 1, 1) == 'j' then
+          return cjson.decode(string.sub(answered, 2))
+        end
+        local written = {}
+        for i = 1, tonumber(answered) do
+          written[i] = 0
+        end
+        return written
+      end
+      if mode == 3 or mode == 8 then
         return -1
       end
     end
   end
-  -- Moves the connection's mark to this call when every lower call that may still be sent again ran: none was
-  -- unanswered when it was written (`lowest` is its own number), or the mark holds the one just below. One SET
-  -- of a key that exists (its TTL kept; made, or its TTL renewed, with EX of the record's TTL and 2 s). False when
-  -- it may not move (the call's answer is then recorded under its own key).
-  local function moveMark()
-    if lowest ~= seq then
-      local at = redis.pcall('GET', mark)
-      if type(at) ~= 'string' or not tonumber(at, 36) or tonumber(at, 36) < seq - 1 then
-        return false
-      end
-    end
-    local markTtl = tonumber(recordTtl) + 2
-    local before
-    if refresh then
-      before = redis.pcall('SET', mark, seqText, 'EX', markTtl, 'GET')
-    else
-      before = redis.pcall('SET', mark, seqText, 'XX', 'KEEPTTL', 'GET')
-    end
-    if type(before) == 'table' then
-      return false -- a key of another type (SET with GET refuses it and changes nothing)
-    end
-    if not before then
-      if not refresh then
-        redis.call('SET', mark, seqText, 'EX', markTtl)
-      end
-    elseif (tonumber(before, 36) or 0) > seq then
-      redis.call('SET', mark, before, 'KEEPTTL') -- never lowered
-    end
-    return true
-  end
-  -- Records the call's answer (a first send, or a resend whose first did not run), then returns it.
+  -- Records the call's answer (a first send, or a resend whose first did not run), then returns it. A numbered
+  -- call moves its connection's mark to its number when every lower call that may still be sent again ran:
+  -- none was unanswered when it was written (its lowest is itself), or the mark holds the number just below.
+  -- That is one SET of a key that exists (its TTL kept; made, or renewed, with EX of the record's TTL and 2 s).
+  -- The call's own record is written when the mark may not move, or when not every task was written.
   local function answer(results)
-    if record then
-      local value = tostring(#results)
+    if record or mark then
+      local allWritten = true
       for i = 1, #results do
         if results[i] ~= 0 then
-          value = 'j' .. cjson.encode(results)
+          allWritten = false
           break
         end
       end
-      if not (mark and moveMark() and string.byte(value) ~= 106) then
-        redis.call('SET', record, value, 'EX', recordTtl)
+      local moved = false
+      if mark then
+        if lowestText == seqText then
+          moved = true
+        else
+          local at = redis.pcall('GET', mark)
+          moved = type(at) == 'string' and (tonumber(at, 36) or -1) >= tonumber(seqText, 36) - 1
+        end
+        if moved and (renews or not redis.call('SET', mark, seqText, 'XX', 'KEEPTTL')) then
+          -- No lower number can come after (every lower call ran, or was answered): the mark only rises. A key of
+          -- another type there is replaced; one with no TTL gets it at the next renewal (at least every second).
+          if not recordTtl then
+            recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+          end
+          redis.call('SET', mark, seqText, 'EX', tonumber(recordTtl) + 2)
+        end
+      end
+      if not moved or not allWritten then
+        if not recordTtl then
+          recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+        end
+        local value = allWritten and tostring(#results) or ('j' .. cjson.encode(results))
+        redis.call('SET', root .. ':call:' .. record, value, 'EX', recordTtl)
       end
     end
     return results
