@@ -30,26 +30,35 @@ export class RootCalls {
   /** Its mark's name part: `<root>:call:<session>`. */
   readonly session = `${SESSION_PREFIX}${(++sessions).toString(36)}`;
   private next = 1;
-  /** The lowest number unanswered (`next` when none is). */
-  private lowest = 1;
+  /**
+   * The numbers unanswered, in the order opened (from `head` on): answers mostly come in that order, so the
+   * lowest is at `head`; one answered out of order waits in `early` until the lower ones are answered.
+   */
   // table-ok: the calls in flight on one connection
-  private readonly unanswered = new Set<number>();
+  private readonly unanswered: number[] = [];
+  private head = 0;
+  // table-ok: calls answered before a lower one, on one connection
+  private readonly early = new Set<number>();
   /** When a call that renewed the mark's TTL was first written, and answered (ms; none yet: -Infinity). */
   private renewedAt = Number.NEGATIVE_INFINITY;
 
   /** A call's first write: its number, the lowest unanswered (itself included), and whether it renews. */
   open(now: number): { readonly n: number; readonly lowest: number; readonly renews: boolean } {
     const n = this.next++;
-    if (this.unanswered.size === 0) this.lowest = n;
-    this.unanswered.add(n);
-    return { n, lowest: this.lowest, renews: now - this.renewedAt >= MARK_RENEWAL_MS };
+    this.unanswered.push(n);
+    return { n, lowest: this.unanswered[this.head], renews: now - this.renewedAt >= MARK_RENEWAL_MS };
   }
 
   /** A call answered (its command settled): it will not be written again. */
   settle(n: number, renewedAt: number | undefined): void {
-    this.unanswered.delete(n);
-    if (n === this.lowest) {
-      while (this.lowest < this.next && !this.unanswered.has(this.lowest)) this.lowest++;
+    if (this.unanswered[this.head] !== n) this.early.add(n);
+    else {
+      this.head++;
+      while (this.head < this.unanswered.length && this.early.delete(this.unanswered[this.head])) this.head++;
+      if (this.head === this.unanswered.length) {
+        this.unanswered.length = 0;
+        this.head = 0;
+      }
     }
     if (renewedAt !== undefined && renewedAt > this.renewedAt) this.renewedAt = renewedAt;
   }
