@@ -897,14 +897,14 @@ local function trackCreate(base, faults, id, client, priority, delay, dedup, tra
   -- One HSET, no read first: it adds every field to a new index. Fewer added means an id used before (a task
   -- enqueued again under its id): that index is replaced. A key of another type is set aside.
   local added = redis.pcall('HSET', index, unpack(fields))
-  if type(added) == 'table' then
-    if string.sub(added.err, 1, 9) ~= 'WRONGTYPE' then
+  if type(added) == 'table' or added < #fields / 2 then
+    if type(added) ~= 'table' then
+      redis.call('DEL', index)
+    elseif string.sub(added.err, 1, 9) == 'WRONGTYPE' then
+      quarantineKey(faults, index, 'hash')
+    else
       error(added)
     end
-    quarantineKey(faults, index, 'hash')
-    redis.call('HSET', index, unpack(fields))
-  elseif added < #fields / 2 then
-    redis.call('DEL', index)
     redis.call('HSET', index, unpack(fields))
   end
   redis.call('PEXPIRE', index, tonumber(track.live) or TRACK_DEFAULT_TTL)
@@ -1018,8 +1018,10 @@ local function trackFollow(task, what, key, entryKey, value, due)
   if not index then
     return
   end
-  if what == 'completed' then
+  if what == 'completed' or what == 'dead' then
     index.dropsNothing = not index[3] and not index[4]
+  end
+  if what == 'completed' then
     trackState(key, index, 'completed', entryKey, nil, 'result', value or '')
   elseif what == 'retried' then
     trackState(key, index, 'delayed', entryKey, value, 'due', due, 'why', 'retry')
@@ -1030,7 +1032,6 @@ local function trackFollow(task, what, key, entryKey, value, due)
     index.drops = TRACK_REVIVED_DROPS
     trackState(key, index, 'pending', entryKey, value)
   elseif what == 'dead' then
-    index.dropsNothing = not index[3] and not index[4]
     local record = type(value) == 'table' and value or {}
     trackState(key, index, 'dead', entryKey, nil, 'reason', type(record.reason) == 'string' and record.reason or '',
       'detail', type(record.detail) == 'string' and record.detail or '',
