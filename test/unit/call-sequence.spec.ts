@@ -20,7 +20,7 @@ describe('a call numbered on its connection', () => {
     const record = SequencedRecord.of(connection, 'p:{q}', firstSendRecord(Date.now() + 60_000, 5_000))!;
     const first = parts(record.next());
     expect(first).toMatchObject({ mode: '5', ttl: 15, n: 1, lowest: 1 });
-    expect(first.session.startsWith('~')).toBe(true);
+    expect(first.session).toMatch(/^~[\w-]{12}[0-9a-z]+$/); // 72 random bits, then the session's number
     const again = parts(record.next());
     expect(again).toEqual({ ...first, mode: '7' });
   });

@@ -15,8 +15,13 @@ import { CALL_MARKER, MODE_FIRST, recordDeadline } from './call-record.js';
  * with KEEPTTL; its TTL (the record's and 2 s more) is renewed by a call at least every second.
  */
 
-/** This process's part of every session (a connection's calls to one root): '~' keeps it apart from call ids. */
-const SESSION_PREFIX = `~${randomBytes(4).toString('base64url')}`;
+/**
+ * This process's part of every session (a connection's calls to one root): '~' keeps it apart from call ids.
+ * 72 random bits: sessions count from 1 in every process, so two processes whose random parts matched would
+ * share marks (a call of one taken as run by the other's), and 32 bits would make that likely enough among
+ * many processes over a deployment's life.
+ */
+const SESSION_PREFIX = `~${randomBytes(9).toString('base64url')}`;
 let sessions = 0;
 /** How often a session's mark has its TTL renewed, at least (ms): its TTL is the record's and 2 s more. */
 export const MARK_RENEWAL_MS = 1_000;
