@@ -17,7 +17,8 @@
 --   but the results: one RPUSH per task, one INCRBY and at most one ring RPUSH per call. At the first
 --   task or reply it cannot take (a task with options, a key of the wrong type) it stops; the general
 --   path, after the helpers, settles what the fast path owes for the tasks it pushed (the pending count,
---   ring entries, a priority set to quarantine) and goes on from that task.
+--   ring entries, a priority set to quarantine) and goes on from that task. A call sent again (modes '2',
+--   '3', '6' to '8' below; rare) skips the fast path: it is answered, or runs, after the helpers.
 -- Includes: guard, pushTask, releaseClientSlot, coalesceEmit, track, body
 -- Builds keys: every key is named from the root in KEYS[1] (`<base>:ring`, `<base>:pending:<client>`,
 --   `<base>:priority:<client>`, `<root>:dedup:<key>`, `<root>:call:<id>`, ... as `QueueKeys` spells them; a test pins that
@@ -83,15 +84,20 @@ local mark = nil
 local seqText = nil
 local lowestText = nil
 local renews = false
+-- The record's TTL and the call's id (a numbered call reads them only for a resend, a renewal or its own
+-- record: each capture is a new string, and this runs on every emit).
+local RECORD = '^{%d(%d+)%.(.+)$'
+-- The record's mode (0: no record), and whether it is a resend: answered after the helpers are defined.
+local mode = 0
+local resent = false
 if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
-  local mode = (string.byte(ARGV[1], 2) or 0) - 48
+  mode = (string.byte(ARGV[1], 2) or 0) - 48
   local session = nil
   if mode >= 4 and mode <= 8 then
-    -- Three captures, no backtracking (each capture is a new string, and this runs on every emit): the TTL
-    -- and the whole call id are parsed only where needed: a resend, a renewal, the call's own record.
+    -- Three captures, no backtracking; the TTL and the whole call id are read later, where needed.
     session, seqText, lowestText = string.match(ARGV[1], '^{%d%d+%.(~[^.]+)%.(%w+)%.(%w+)$')
   elseif mode >= 1 and mode <= 3 then
-    recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+    recordTtl, record = string.match(ARGV[1], RECORD)
   end
   if not (session or record) then
     error({ err = 'ERR nestjs-redis-tasks: ARGV[1] is no call record ({<mode><ttl seconds>.<call id>)' })
@@ -101,39 +107,7 @@ if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
     renews = mode == 5 or mode == 7
   end
   a = 2
-  if mode == 2 or mode == 3 or mode >= 6 then
-    if mark then
-      recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
-    end
-    local answered = redis.pcall('GET', root .. ':call:' .. record)
-    if type(answered) ~= 'string' and mark then
-      -- Its number at or below the connection's mark: it ran, and wrote every task (else its answer is on record).
-      local at = redis.pcall('GET', mark)
-      if type(at) == 'string' and (tonumber(at, 36) or -1) >= tonumber(seqText, 36) then
-        local tasks = 0
-        local i = 2
-        while i <= count do
-          local marker = ARGV[i]
-          i = i + ((marker == '' and 8) or ((marker == ' ' or marker == '}') and 11) or 2)
-          tasks = tasks + 1
-        end
-        answered = tostring(tasks)
-      end
-    end
-    if type(answered) == 'string' then
-      if string.sub(answered, 1, 1) == 'j' then
-        return cjson.decode(string.sub(answered, 2))
-      end
-      local written = {}
-      for i = 1, tonumber(answered) do
-        written[i] = 0
-      end
-      return written
-    end
-    if mode == 3 or mode == 8 then
-      return -1
-    end
-  end
+  resent = mode == 2 or mode == 3 or mode >= 6
 end
 -- Records the call's answer (a first send, or a resend whose first did not run), then returns it. A numbered
 -- call moves its connection's mark to its number when every lower call that may still be sent again ran:
@@ -161,14 +135,14 @@ local function answer(results)
         -- No lower number can come after (every lower call ran, or was answered): the mark only rises. A key of
         -- another type there is replaced; one with no TTL gets it at the next renewal (at least every second).
         if not recordTtl then
-          recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+          recordTtl, record = string.match(ARGV[1], RECORD)
         end
         redis.call('SET', mark, seqText, 'EX', tonumber(recordTtl) + 2)
       end
     end
     if not moved or not allWritten then
       if not recordTtl then
-        recordTtl, record = string.match(ARGV[1], '^{%d(%d+)%.(.+)$')
+        recordTtl, record = string.match(ARGV[1], RECORD)
       end
       local value = allWritten and tostring(#results) or ('j' .. cjson.encode(results))
       redis.call('SET', root .. ':call:' .. record, value, 'EX', recordTtl)
@@ -188,7 +162,7 @@ local n = 0
 local owedCount = 0
 local owedRing = nil
 local owedHeal = nil
-if groups[1] == nil or (groups[1] == 'default' and groups[2] == nil) then
+if not resent and (groups[1] == nil or (groups[1] == 'default' and groups[2] == nil)) then
   local pending = root .. ':pending:'
   while a <= count do
     local client = ARGV[a]
@@ -1096,6 +1070,50 @@ local function bodyKeep(root, bases, id)
 end
 
 -- @helpers
+-- How many fields of ARGV a task takes, by its first (see ARGV[1..] above): the general path steps by it, and
+-- a resend answered from its connection's mark counts its tasks by it.
+local function taskFields(marker)
+  if marker == '' then
+    return 8
+  elseif marker == ' ' or marker == '}' then
+    return 11
+  end
+  return 2
+end
+-- A call sent again (rare: it skipped the fast path, and nothing is written yet): answered from its record, or
+-- from its connection's mark; else it runs as a first send, unless it came after its caller's deadline.
+if resent then
+  if mark then
+    recordTtl, record = string.match(ARGV[1], RECORD)
+  end
+  local answered = redis.pcall('GET', root .. ':call:' .. record)
+  if type(answered) ~= 'string' and mark then
+    -- Its number at or below the connection's mark: it ran, and wrote every task (else its answer is on record).
+    local at = redis.pcall('GET', mark)
+    if type(at) == 'string' and (tonumber(at, 36) or -1) >= tonumber(seqText, 36) then
+      local tasks = 0
+      local i = 2
+      while i <= count do
+        i = i + taskFields(ARGV[i])
+        tasks = tasks + 1
+      end
+      answered = tostring(tasks)
+    end
+  end
+  if type(answered) == 'string' then
+    if string.sub(answered, 1, 1) == 'j' then
+      return cjson.decode(string.sub(answered, 2))
+    end
+    local written = {}
+    for i = 1, tonumber(answered) do
+      written[i] = 0
+    end
+    return written
+  end
+  if mode == 3 or mode == 8 then
+    return -1
+  end
+end
 -- The general path: whatever the fast path did not finish, from task `a` on.
 local faults = root .. ':faults'
 if owedHeal then
@@ -1142,23 +1160,20 @@ while a <= count do
   local track = nil
   local coalesce = nil
   local body = nil
-  if ARGV[a] == '}' then
+  local marker = ARGV[a]
+  if marker == '}' then
     client, entry, priority, delay, dedup, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), '', ARGV[a + 6]
     coalesce = { key = ARGV[a + 5], mode = ARGV[a + 7], maxWait = tonumber(ARGV[a + 8]) or 0, reply = ARGV[a + 9], ttl = ARGV[a + 10] }
-    a = a + 11
-  elseif ARGV[a] == '' or ARGV[a] == ' ' then
+  elseif marker == '' or marker == ' ' then
     client, entry, priority, delay, dedup, ttl, id = ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), ARGV[a + 5], ARGV[a + 6], ARGV[a + 7]
     body = bodyOf(entry)
-    if ARGV[a] == ' ' then
+    if marker == ' ' then
       track = { keep = ARGV[a + 8], live = ARGV[a + 9], reply = ARGV[a + 10] }
-      a = a + 11
-    else
-      a = a + 8
     end
   else
     client, entry, priority, delay, dedup = ARGV[a], ARGV[a + 1], 0, 0, ''
-    a = a + 2
   end
+  a = a + taskFields(marker)
   n = n + 1
   local holder = nil
   if body and redis.call('EXISTS', root .. ':body:' .. body) == 0 then

@@ -18,15 +18,15 @@ import { startProxy, type TcpProxy } from '../support/tcp-proxy.js';
 const redis = openRedis();
 const LIMITS = { maxPayloadBytes: 1_000_000, deduplicationTtlMs: 60_000 };
 const closing: { close(): Promise<unknown> }[] = [];
-let proxy: TcpProxy | undefined;
+let openProxy: TcpProxy | undefined;
 let prefix = '';
 /** In every enqueue call the client numbers on its connection: its session follows the record's TTL (call-sequence.ts). */
 const NUMBERED = '.~';
 
 afterEach(async () => {
   await Promise.all(closing.splice(0).map((item) => item.close()));
-  await proxy?.close();
-  proxy = undefined;
+  await openProxy?.close();
+  openProxy = undefined;
   await deleteKeys(redis, prefix);
 });
 
@@ -48,12 +48,22 @@ async function idsIn(pattern: string, clients: string[]): Promise<Map<string, nu
   return seen;
 }
 
+/**
+ * A producer of its own test prefix whose Redis connection runs through a new TCP proxy (the test cuts replies
+ * there), both closed after the test.
+ */
+async function proxiedProducer(name: string, enqueueTimeoutMs = 10_000) {
+  prefix = testPrefix(name);
+  const through = await startProxy(Number(new URL(redisUrl()).port || 6379));
+  openProxy = through;
+  const { client, module } = await startProducer(prefix, { connection: through.url, enqueueTimeoutMs });
+  closing.push(module);
+  return { client, proxy: through };
+}
+
 describe('an enqueue call resent after its reply was lost', () => {
   it('writes each task once and answers each caller normally, over 20 trials of 32 coalesced emits and a 200-task batch', async () => {
-    prefix = testPrefix('resend');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
-    closing.push(module);
+    const { client, proxy } = await proxiedProducer('resend');
     const ids: string[] = [];
     let lost = 0;
     for (let trial = 0; trial < 20; trial++) {
@@ -81,10 +91,7 @@ describe('an enqueue call resent after its reply was lost', () => {
   });
 
   it('writes each of 40 awaited emits once when every fourth reply is lost, and leaves one mark per connection, no key per call', async () => {
-    prefix = testPrefix('resend-awaited');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
-    closing.push(module);
+    const { client, proxy } = await proxiedProducer('resend-awaited');
     const ids: string[] = [];
     for (let i = 0; i < 40; i++) {
       const cut = i % 4 === 0 ? proxy.loseReplyTo(NUMBERED) : undefined;
@@ -101,10 +108,7 @@ describe('an enqueue call resent after its reply was lost', () => {
   });
 
   it('answers a resent call of deduplicated emits with their own ids as written, and writes none twice (20 trials)', async () => {
-    prefix = testPrefix('resend-dedup');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
-    closing.push(module);
+    const { client, proxy } = await proxiedProducer('resend-dedup');
     let total = 0;
     for (let trial = 0; trial < 20; trial++) {
       const cut = proxy.loseReplyTo(NUMBERED);
@@ -128,10 +132,7 @@ describe('an enqueue call resent after its reply was lost', () => {
   });
 
   it("counts a batch's opening and completion once when the count's reply was lost and it was resent", async () => {
-    prefix = testPrefix('resend-batch-count');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 10_000 });
-    closing.push(module);
+    const { client, proxy } = await proxiedProducer('resend-batch-count');
     const counters = new PrefixKeys(prefix).batchCounters;
     // The opening's count: the reply to the first command naming the counters is lost.
     let cut = proxy.loseReplyTo(counters);
@@ -148,10 +149,7 @@ describe('an enqueue call resent after its reply was lost', () => {
   });
 
   it('lets 64 emits wait through an outage on one set of listeners (no MaxListenersExceededWarning)', async () => {
-    prefix = testPrefix('resend-listeners');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
-    const { client, module } = await startProducer(prefix, { connection: proxy.url, enqueueTimeoutMs: 600 });
-    closing.push(module);
+    const { client, proxy } = await proxiedProducer('resend-listeners', 600);
     const warnings: string[] = [];
     const onWarning = (warning: Error) => warnings.push(warning.name);
     process.on('warning', onWarning);
@@ -170,7 +168,8 @@ describe('an enqueue call resent after its reply was lost', () => {
 
   it('writes nothing of an enqueue call first written after its deadline (it waited in the offline queue through an outage); one within its deadline is written', async () => {
     prefix = testPrefix('resend-late-first');
-    proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    const proxy = await startProxy(Number(new URL(redisUrl()).port || 6379));
+    openProxy = proxy;
     // A reaper's connection: it keeps commands while Redis is away, and writes them once Redis is back.
     const connection = new Redis(proxy.url, { maxRetriesPerRequest: null, retryStrategy: () => 20 });
     closing.push({ close: async () => connection.disconnect() });

@@ -30,15 +30,8 @@ export function firstSendRecord(deadline: number, timeoutMs: number): string {
     head = `${CALL_MARKER}1${ttl}.${CALL_ID_PREFIX}.`;
     FIRST_SEND_HEADS.set(ttl, head);
   }
-  const record = `${head}${deadline.toString(36)}.${(++callSequence).toString(36)}`;
-  lastRecord = record;
-  lastDeadline = deadline;
-  return record;
+  return `${head}${deadline.toString(36)}.${(++callSequence).toString(36)}`;
 }
-
-/** The last first-send record made and its deadline: its write, which comes next, reads it back unparsed. */
-let lastRecord = '';
-let lastDeadline = Number.NaN;
 
 /**
  * A record named by its caller (a schedule's tick): mode '2' from the first send on, so every process that
@@ -91,7 +84,6 @@ export const MODE_FIRST = 0x31;
  * write of every enqueue call.
  */
 export function recordDeadline(record: string): number {
-  if (record === lastRecord) return lastDeadline;
   const first = record.indexOf('.', 2);
   const second = first < 0 ? -1 : record.indexOf('.', first + 1);
   if (second < 0) return Number.NaN;
