@@ -134,6 +134,13 @@ async function connectionsOf(workerId: string): Promise<Record<string, string>> 
   );
 }
 
+/** Whether one of the worker's connections is blocked in BLPOP (other test files share this Redis, and their workers block too). */
+async function blockedInBlpop(workerId: string): Promise<boolean> {
+  return (await clientList(redis)).some(
+    (client) => client.name.startsWith(`tasks:worker:${workerId}`) && client.cmd === 'blpop',
+  );
+}
+
 /**
  * Records, with MONITOR, the connection each script run came from whose arguments after the script
  * (numkeys, KEYS, ARGV) start with `args`, `undefined` matching anything (a script is told by its layout:
@@ -237,11 +244,11 @@ describe('emit', () => {
       }
     };
     // No loop has had work yet: each waits for its wake message, sending nothing; the claim goes on the command connection.
-    expect(String(await redis.client('LIST'))).not.toContain('cmd=blpop');
+    expect(await blockedInBlpop(workerId)).toBe(false);
     expect(await claimedOn(1)).toBe(connections[names[0]]);
     // Its wait brought a task: its next wait holds the blocking connection, BLPOP of its bell with the claim
     // pipelined behind.
-    await waitFor(async () => String(await redis.client('LIST')).includes('cmd=blpop'), 'the loop blocked in BLPOP');
+    await waitFor(() => blockedInBlpop(workerId), 'the loop blocked in BLPOP');
     expect(await claimedOn(2)).toBe(connections[names[2]]);
   });
 
