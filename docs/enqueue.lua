@@ -94,7 +94,7 @@ if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
   mode = (string.byte(ARGV[1], 2) or 0) - 48
   local session = nil
   if mode >= 4 and mode <= 8 then
-    -- Three captures, no backtracking; the TTL and the whole call id are read later, where needed.
+    -- Three captures, no backtracking; the TTL and the whole call id are parsed later, where needed.
     session, seqText, lowestText = string.match(ARGV[1], '^{%d%d+%.(~[^.]+)%.(%w+)%.(%w+)$')
   elseif mode >= 1 and mode <= 3 then
     recordTtl, record = string.match(ARGV[1], RECORD)
@@ -383,6 +383,10 @@ local UNKNOWN_COUNT = 1000000000
 --   command fails, so the hot path runs no extra command.
 --   enqueueTasks inlines the tail push of a task without priority (its hottest path), in its fast path
 --   and in its general path: a change here is made in both.
+-- groupBases(root, groups)
+--   The bases a task of the shard `root` is written to, one per consumer group in `groups` (the members of
+--   `<root>:groups`): `default`'s is the root itself, another's `<root>:g:<group>`; with none registered yet,
+--   the root (the tasks wait in its keys).
 local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   local size
   if priority > 0 then
@@ -414,6 +418,17 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
       wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, clientId), 1)
     end
   end
+end
+
+local function groupBases(root, groups)
+  local bases = {}
+  for _, group in ipairs(groups) do
+    bases[#bases + 1] = group == 'default' and root or (root .. ':g:' .. group)
+  end
+  if #bases == 0 then
+    bases[1] = root
+  end
+  return bases
 end
 
 -- include/releaseClientSlot.lua — shared by the scripts whose header says "Includes: releaseClientSlot".
@@ -1135,17 +1150,7 @@ if a > count then
   return answer(results)
 end
 -- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
-local bases = {}
-for _, group in ipairs(groups) do
-  if group == 'default' then
-    bases[#bases + 1] = root
-  else
-    bases[#bases + 1] = root .. ':g:' .. group
-  end
-end
-if #bases == 0 then
-  bases[1] = root
-end
+local bases = groupBases(root, groups)
 -- Each base's keys that every call uses, named once per call (the others where they are needed).
 local keysOf = {}
 for i, base in ipairs(bases) do

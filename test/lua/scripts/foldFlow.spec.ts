@@ -97,6 +97,37 @@ describe('foldFlow', () => {
     expect(fold.kind === 'flow' && fold.releases[0].parents[0]).toMatchObject({ id: 'a', state: 'd' });
   });
 
+  it('reads a node whose stored state is no letter it knows (a hand edit) as not succeeded: named in the reason, and the fold goes on', async () => {
+    await open([
+      ['a', 'f|'],
+      ['b', 'f|'],
+      ['c', 'f|b'],
+      ['d', 'f|'],
+    ]);
+    await gateway.flow.fold(flowKeys(), []);
+    await gateway.flow.mark(flowKeys(), 'released', ['a', 'b', 'd']);
+    await redis.hset(flowKeys().nodes, 'b', 'x/3');
+    // A waiting child of it fails the flow under fail-flow.
+    expect(await gateway.flow.fold(flowKeys(), ['10', 'a', 's', ''])).toMatchObject({
+      state: 'failed',
+      reason: 'node "b" did not succeed; node "c" fails the flow (fail-flow)',
+    });
+    // With no child waiting on it, the flow's end names it.
+    await redis.del(...Object.values(flowKeys()));
+    await open([
+      ['a', 'f|'],
+      ['b', 'f|'],
+    ]);
+    await gateway.flow.fold(flowKeys(), []);
+    await gateway.flow.mark(flowKeys(), 'released', ['a', 'b']);
+    await redis.hset(flowKeys().nodes, 'b', 'x/3');
+    expect(await gateway.flow.fold(flowKeys(), ['11', 'a', 's', ''])).toMatchObject({
+      state: 'failed',
+      ended: 'now',
+      reason: 'node "b" did not succeed',
+    });
+  });
+
   it('awaits a node revived from dead letters while the flow runs; after the flow ended, its events change nothing', async () => {
     await open([
       ['a', 'f|'],

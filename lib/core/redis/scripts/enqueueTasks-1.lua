@@ -92,7 +92,7 @@ if string.byte(ARGV[1] or '') == 123 then -- '{': a call record
   mode = (string.byte(ARGV[1], 2) or 0) - 48
   local session = nil
   if mode >= 4 and mode <= 8 then
-    -- Three captures, no backtracking; the TTL and the whole call id are read later, where needed.
+    -- Three captures, no backtracking; the TTL and the whole call id are parsed later, where needed.
     session, seqText, lowestText = string.match(ARGV[1], '^{%d%d+%.(~[^.]+)%.(%w+)%.(%w+)$')
   elseif mode >= 1 and mode <= 3 then
     recordTtl, record = string.match(ARGV[1], RECORD)
@@ -273,17 +273,7 @@ if a > count then
   return answer(results)
 end
 -- Every registered group gets a copy; with none registered yet, the tasks wait in the root's keys.
-local bases = {}
-for _, group in ipairs(groups) do
-  if group == 'default' then
-    bases[#bases + 1] = root
-  else
-    bases[#bases + 1] = root .. ':g:' .. group
-  end
-end
-if #bases == 0 then
-  bases[1] = root
-end
+local bases = groupBases(root, groups)
 -- Each base's keys that every call uses, named once per call (the others where they are needed).
 local keysOf = {}
 for i, base in ipairs(bases) do

@@ -81,11 +81,11 @@ if state == 'running' then
         end
         if bad and edge.policy == 'f' then
           state = 'failed'
-          reason = 'node "' .. bad .. '" ' .. FLOW_WORDS[nodes[bad].state] .. '; node "' .. id .. '" fails the flow (fail-flow)'
+          reason = 'node "' .. bad .. '" ' .. flowWord(nodes[bad].state) .. '; node "' .. id .. '" fails the flow (fail-flow)'
           break
         elseif bad and edge.policy == 's' then
           node.state, dirty[id], progress = 'k', true, true
-          redis.call('HSET', KEYS[5], id, cjson.encode({ message = 'parent "' .. bad .. '" ' .. FLOW_WORDS[nodes[bad].state] }))
+          redis.call('HSET', KEYS[5], id, cjson.encode({ message = 'parent "' .. bad .. '" ' .. flowWord(nodes[bad].state) }))
         elseif all then
           node.state, dirty[id], progress = 'q', true, true
         end
@@ -111,7 +111,7 @@ elseif not open then
     state = 'succeeded'
     if firstBad then
       state = 'failed'
-      reason = 'node "' .. firstBad .. '" ' .. FLOW_WORDS[nodes[firstBad].state]
+      reason = 'node "' .. firstBad .. '" ' .. flowWord(nodes[firstBad].state)
     end
   end
   redis.call('HSET', KEYS[1], 'ended', redisMs())

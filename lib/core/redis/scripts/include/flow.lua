@@ -97,14 +97,7 @@ local function flowPlan(template)
   if groups.err then
     return nil
   end
-  local bases = {}
-  for _, group in ipairs(groups) do
-    bases[#bases + 1] = group == 'default' and lines[1] or (lines[1] .. ':g:' .. group)
-  end
-  if #bases == 0 then
-    bases[1] = lines[1]
-  end
-  return { bases = bases, id = lines[2], client = lines[3], priority = tonumber(lines[4]) or 0, keep = lines[5],
+  return { bases = groupBases(lines[1], groups), id = lines[2], client = lines[3], priority = tonumber(lines[4]) or 0, keep = lines[5],
     live = lines[6], head = lines[7], middle = lines[8], tail = lines[9] }
 end
 
@@ -131,7 +124,7 @@ local function flowEnd(froot, prefix, nodes, counted, keep, now)
   local _, firstBad = flowOpen(nodes)
   local state, reason = 'succeeded', ''
   if firstBad then
-    state, reason = 'failed', 'node "' .. firstBad .. '" ' .. (FLOW_WORDS[nodes[firstBad].state] or 'did not succeed')
+    state, reason = 'failed', 'node "' .. firstBad .. '" ' .. flowWord(nodes[firstBad].state)
   end
   redis.call('HSET', froot .. ':flow', 'state', state, 'reason', reason, 'ended', string.format('%d', now), 'counted',
     counted .. 'e')

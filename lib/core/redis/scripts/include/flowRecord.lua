@@ -16,8 +16,9 @@
 -- flowNodes(nodes): { id -> { state, seq } } of every node (one HGETALL).
 -- flowSaveNode(nodes, id, node): HSET of its `<state>/<seq>`.
 -- flowOpen(nodes): whether a node still waits or is released (the flow runs on), and the first node by id that
---   ended without succeeding (nil: none); FLOW_WORDS[state] says how it ended, for a failed flow's reason (the fold
---   and a settle that ends the flow give the same one).
+--   ended without succeeding (nil: none).
+-- flowWord(state): how a node of that state ended, for a failed flow's reason (the fold and a settle that ends the
+--   flow give the same one): 'did not succeed' for a letter no script writes (a hand edit).
 local function flowKeys()
   expectTypes(KEYS[1], 'hash', KEYS[2], 'hash', KEYS[3], 'hash', KEYS[4], 'hash', KEYS[5], 'hash')
 end
@@ -42,6 +43,10 @@ local function flowSaveNode(nodes, id, node)
 end
 
 local FLOW_WORDS = { d = 'failed', c = 'was cancelled', k = 'was skipped' }
+local function flowWord(state)
+  return FLOW_WORDS[state] or 'did not succeed'
+end
+
 local function flowOpen(nodes)
   local open, firstBad = false, nil
   for id, node in pairs(nodes) do

@@ -15,6 +15,10 @@
 --   command fails, so the hot path runs no extra command.
 --   enqueueTasks inlines the tail push of a task without priority (its hottest path), in its fast path
 --   and in its general path: a change here is made in both.
+-- groupBases(root, groups)
+--   The bases a task of the shard `root` is written to, one per consumer group in `groups` (the members of
+--   `<root>:groups`): `default`'s is the root itself, another's `<root>:g:<group>`; with none registered yet,
+--   the root (the tasks wait in its keys).
 local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry, priority, atHead, faults, pendingCount)
   local size
   if priority > 0 then
@@ -46,4 +50,15 @@ local function pushTask(list, prio, ring, sequence, prioritized, clientId, entry
       wakeWorkers(ring, healingCall(faults, 'list', 'RPUSH', ring, clientId), 1)
     end
   end
+end
+
+local function groupBases(root, groups)
+  local bases = {}
+  for _, group in ipairs(groups) do
+    bases[#bases + 1] = group == 'default' and root or (root .. ':g:' .. group)
+  end
+  if #bases == 0 then
+    bases[1] = root
+  end
+  return bases
 end
