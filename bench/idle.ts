@@ -36,8 +36,18 @@ const LIBRARY_NAMES: Readonly<Record<IdleLibrary, string>> = {
   bull: 'BullMQ',
   bee: 'Bee-Queue',
 };
-/** Idle processes of the claim-calls row, and the tasks sent one at a time to them. */
-const CLAIM_PROCESSES = [1, 8, 20] as const;
+/**
+ * Idle processes of the claim-calls rows and their patterns (a Nest app has several handlers: one pattern is a
+ * process whose one claim loop blocks on its shard's bell, several are loops that share one blocking connection),
+ * and the tasks sent one at a time to them (all to the first pattern).
+ */
+const CLAIM_SHAPES = [
+  { processes: 1, patterns: 1 },
+  { processes: 8, patterns: 1 },
+  { processes: 20, patterns: 1 },
+  { processes: 8, patterns: 5 },
+  { processes: 20, patterns: 5 },
+] as const;
 const CLAIM_TASKS = 200;
 
 export const IDLE_INTRO = [
@@ -45,7 +55,7 @@ export const IDLE_INTRO = [
   '',
   'Worker processes of one deployment (a Nest microservice each, RedisTaskTransport with its defaults and one',
   'handler per pattern), each in its own Node process. First, tasks sent one at a time (each after the last one',
-  "ran) to P idle processes of one pattern: the claim script's calls per task, counted with MONITOR, the processes",
+  "ran) to P idle processes of 1 and of 5 patterns: the claim script's calls per task, counted with MONITOR, the processes",
   'subscribed to the wake channel, and the Node CPU of all P processes per task (their idle CPU over as long taken',
   'off). Then P',
   'idle processes of K patterns with nothing queued: the Redis commands per second of the whole deployment',
@@ -71,6 +81,7 @@ export interface IdleRow {
 
 export interface ClaimRow {
   readonly processes: number;
+  readonly patterns: number;
   /** claimTasks calls that asked for tasks (ARGV[1] > 0), per task. */
   readonly claimCallsPerTask: number;
   /** Every claimTasks call (acknowledgements alone included), per task. */
@@ -250,9 +261,9 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
       .flatMap((script) => [script.sha, script.flagged.sha]),
   );
   const rows: ClaimRow[] = [];
-  for (const processes of CLAIM_PROCESSES) {
+  for (const { processes, patterns } of CLAIM_SHAPES) {
     const prefix = `rtclaim${randomBytes(3).toString('hex')}`;
-    const children = await startWorkers(url, prefix, processes, 1);
+    const children = await startWorkers(url, prefix, processes, patterns);
     const client = new RedisTaskClient({ connection: url, prefix });
     const monitor = new Redis(url);
     let claims = 0;
@@ -287,13 +298,14 @@ export async function claimRows(url: string): Promise<ClaimRow[]> {
       const nodeMicrosPerTask = (cpuBusy - cpuIdle) / CLAIM_TASKS;
       rows.push({
         processes,
+        patterns,
         claimCallsPerTask: claims / CLAIM_TASKS,
         scriptCallsPerTask: calls / CLAIM_TASKS,
         wakeListeners,
         nodeMicrosPerTask,
       });
       console.log(
-        `claim calls per task with ${processes} idle processes: ${(claims / CLAIM_TASKS).toFixed(2)} (all claimTasks calls ${(calls / CLAIM_TASKS).toFixed(2)}); ` +
+        `claim calls per task with ${processes} idle processes of ${patterns} patterns: ${(claims / CLAIM_TASKS).toFixed(2)} (all claimTasks calls ${(calls / CLAIM_TASKS).toFixed(2)}); ` +
           `${wakeListeners} hearing the wake channel; Node CPU ${nodeMicrosPerTask.toFixed(0)} µs per task, all processes`,
       );
     } finally {
@@ -321,11 +333,11 @@ export function idleTable(rows: readonly IdleRow[]): string {
 
 export function claimTable(rows: readonly ClaimRow[]): string {
   return [
-    '| idle worker processes (1 pattern) | claims per task (calls asking for tasks) | claimTasks calls per task (acknowledgements alone included) | processes hearing each wake message | Node CPU per task, all processes (µs) |',
+    '| idle worker processes × patterns | claims per task (calls asking for tasks) | claimTasks calls per task (acknowledgements alone included) | processes hearing each wake message | Node CPU per task, all processes (µs) |',
     '|---:|---:|---:|---:|---:|',
     ...rows.map(
       (row) =>
-        `| ${row.processes} | ${row.claimCallsPerTask.toFixed(2)} | ${row.scriptCallsPerTask.toFixed(2)} | ${row.wakeListeners} | ${row.nodeMicrosPerTask.toFixed(0)} |`,
+        `| ${row.processes} × ${row.patterns} | ${row.claimCallsPerTask.toFixed(2)} | ${row.scriptCallsPerTask.toFixed(2)} | ${row.wakeListeners} | ${row.nodeMicrosPerTask.toFixed(0)} |`,
     ),
   ].join('\n');
 }
