@@ -7,7 +7,15 @@ import { TaskAdmin } from '../../lib/core/admin/admin.js';
 import { PrefixKeys } from '../../lib/core/redis/keys.js';
 import { monitor, type Monitor, type MonitoredCommand } from '../support/monitor.js';
 import { startProducer, startWorker } from '../support/nest.js';
-import { deleteKeys, openRedis, redisUrl, scriptNamesBySha, testPrefix, waitFor } from '../support/redis.js';
+import {
+  clientList,
+  deleteKeys,
+  openRedis,
+  redisUrl,
+  scriptNamesBySha,
+  testPrefix,
+  waitFor,
+} from '../support/redis.js';
 
 /**
  * What an idle deployment asks of Redis: the periodic sweep is taken in turn by its processes rather than
@@ -282,5 +290,79 @@ describe('the quiet path (real Redis)', () => {
     ).length;
     // Woken by a message, each of the four would claim: about 4 per task.
     expect(claims).toBeLessThanOrEqual(Math.ceil(tasks * 1.2));
+  });
+  it('a task sent to four idle worker processes of five patterns wakes one of them: their idle loops wait on their bells together, and a wake message a watch covers wakes none', async () => {
+    prefix = testPrefix('quiet-watch');
+    for (const workerId of ['w1', 'w2', 'w3', 'w4']) {
+      started.push((await startWorker(prefix, [Quiet, manyPatterns(4)], { workerId })).app);
+    }
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const keys = new PrefixKeys(prefix).queue('quiet.tick');
+    const names = scriptNamesBySha();
+    // Every process hears the wake channel (its loops share one blocking connection), and each blocks on the bells.
+    await waitFor(async () => (await subscribers(keys.wakeChannel)) === 4, 'the four workers to subscribe');
+    await waitFor(
+      async () => (await clientList(redis)).filter((c) => c.name.endsWith(':wait') && c.cmd === 'blpop').length >= 4,
+      'the four processes to watch their bells',
+    );
+    const seen = await watch();
+    const tasks = 30;
+    for (let n = 1; n <= tasks; n++) {
+      await firstValueFrom(client.emit('quiet.tick', { n }));
+      await waitFor(() => runs.length === n, `task ${n} to run`);
+    }
+    const claims = seen.filter(
+      ({ args }) =>
+        args[0].toLowerCase() === 'evalsha' &&
+        names.get(args[1]) === 'claimTasks' &&
+        args[3] === keys.base &&
+        Number(args[4]) > 0,
+    ).length;
+    // Woken by the message, each of the four would claim: about 4 per task.
+    expect(claims).toBeLessThanOrEqual(Math.ceil(tasks * 1.2));
+  });
+
+  it('a process of five patterns whose watched bell comes to hold another type (a stray write) runs its task at the end of that watch, then by its messages', async () => {
+    prefix = testPrefix('quiet-watch-broken');
+    const keys = new PrefixKeys(prefix).queue('quiet.tick');
+    started.push((await startWorker(prefix, [Quiet, manyPatterns(4)], { workerId: 'w1', blockTimeoutMs: 60_000 })).app);
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    await waitFor(
+      async () => (await clientList(redis)).some((c) => c.name === 'tasks:worker:w1:wait' && c.cmd === 'blpop'),
+      'the watch',
+    );
+    // The watch blocks on the bell; a stray SET makes it a string. The push finds it so and rings nothing; its
+    // message is left unheeded (the watch covers the loop). The watch ends at its hold, the next finds the bell
+    // broken: every loop it covered claims once, and from then on they wait for their messages.
+    await redis.set(keys.bell, 'stray');
+    await firstValueFrom(client.emit('quiet.tick', { n: 1 }));
+    await waitFor(() => runs.length === 1, 'the task to run (the backstop is a minute)');
+    for (let n = 2; n <= 4; n++) {
+      await firstValueFrom(client.emit('quiet.tick', { n }));
+      await waitFor(() => runs.length === n, `task ${n} to run, by its message`, { timeoutMs: 3_000 });
+    }
+  });
+
+  it('a process of five patterns whose watch connection is cut runs the next task still, and watches again', async () => {
+    prefix = testPrefix('quiet-watch-cut');
+    started.push((await startWorker(prefix, [Quiet, manyPatterns(4)], { workerId: 'w1', blockTimeoutMs: 60_000 })).app);
+    const { client, module } = await startProducer(prefix);
+    started.push(module);
+    const watching = async () =>
+      (await clientList(redis)).find((c) => c.name === 'tasks:worker:w1:wait' && c.cmd === 'blpop');
+    await waitFor(async () => (await watching()) !== undefined, 'the watch');
+    const first = await watching();
+    await redis.client('KILL', 'ID', first!.id);
+    await firstValueFrom(client.emit('quiet.tick', { n: 1 }));
+    await waitFor(
+      () => runs.length === 1,
+      'the task to run (by its message, or the watch again: the backstop is a minute)',
+    );
+    await waitFor(async () => {
+      const again = await watching();
+      return again !== undefined && again.id !== first!.id;
+    }, 'a new watch on the reconnected connection');
   });
 });

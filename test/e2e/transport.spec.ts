@@ -221,7 +221,7 @@ describe('emit', () => {
     expect(transport.options.blockTimeoutMs).toBe(120_000);
   });
 
-  it('holds three connections for its five patterns: idle loops are woken by their message, a loop with work blocks on the one blocking connection', async () => {
+  it('holds three connections for its five patterns: idle loops wait on their bells together, a loop with work blocks on the one blocking connection with its claim behind', async () => {
     fresh('wakeclaim');
     const client = await producer();
     const { transport } = await worker({ blockTimeoutMs: 120_000 });
@@ -243,8 +243,9 @@ describe('emit', () => {
         claims.stop();
       }
     };
-    // No loop has had work yet: each waits for its wake message, sending nothing; the claim goes on the command connection.
-    expect(await blockedInBlpop(workerId)).toBe(false);
+    // No loop has had work yet: together they wait in one BLPOP of their bells on the blocking connection (BellWatch);
+    // the token of a push wakes the loop of its shard, which claims on the command connection.
+    await waitFor(() => blockedInBlpop(workerId), 'the idle loops to watch their bells');
     expect(await claimedOn(1)).toBe(connections[names[0]]);
     // Its wait brought a task: its next wait holds the blocking connection, BLPOP of its bell with the claim
     // pipelined behind.

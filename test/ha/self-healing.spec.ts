@@ -185,7 +185,7 @@ describe('self-healing worker', () => {
     expect(statuses.slice(stalled)).toContain(RedisTaskStatus.CONNECTED);
   }, 60_000);
 
-  it('has the watchdog reconnect a subscriber gone silent (half-open), so an idle worker still hears its wake messages', async () => {
+  it("has the watchdog reconnect a subscriber gone silent (half-open), and its idle loops still run a task when their bells' watch went silent too", async () => {
     proxy = await startProxy(server.port);
     const prefix = testPrefix('deaf');
     const { client, module } = await startProducer(prefix, { connection: server.url });
@@ -198,12 +198,15 @@ describe('self-healing worker', () => {
     await firstValueFrom(client.emit('heal', { key: 'deaf-before' }));
     await waitFor(() => handled.has('deaf-before'), 'the first task');
     // The loop that ran it waits on the blocking connection for at most a second, then gives it up: from
-    // then on only a wake message heard on the subscriber starts it.
+    // then on the idle loops wait there together, in one BLPOP of their bells (BellWatch), renewed every 5 s.
     await waitFor(async () => {
       const wait = await connectionNamed('tasks:worker:deaf:wait');
-      return wait !== undefined && !wait.blocked && wait.idleSeconds >= 2;
-    }, 'the idle loop to leave its blocking wait');
-    proxy.freeze('tasks:worker:deaf:due'); // the subscriber's socket now goes nowhere, and nothing tells it
+      return wait !== undefined && wait.blocked && wait.idleSeconds >= 2;
+    }, 'the idle loops to watch their bells');
+    // The subscriber's socket and the watch's now go nowhere, and nothing tells them: the subscriber is PINGed
+    // (and cut), the watch cut once overdue; either finds the task.
+    proxy.freeze('tasks:worker:deaf:due');
+    proxy.freeze('tasks:worker:deaf:wait');
     await firstValueFrom(client.emit('heal', { key: 'deaf-after' }));
     await waitFor(() => handled.has('deaf-after'), 'the task emitted after the subscriber went silent', {
       timeoutMs: 20_000,
@@ -217,6 +220,27 @@ describe('self-healing worker', () => {
         ),
       'the recovery logged with its length',
     );
+  }, 60_000);
+  it("cuts the idle loops' watch of their bells when it goes silent (half-open): the task whose message it left unheeded runs once the watch is back", async () => {
+    proxy = await startProxy(server.port);
+    const prefix = testPrefix('deaf-watch');
+    const { client, module } = await startProducer(prefix, { connection: server.url });
+    started.push(module);
+    await worker(proxy.url, prefix, { workerId: 'deafwatch', blockTimeoutMs: 120_000 });
+    // One watch of every idle loop's bell, under way for a second (a loop that began waiting later would have
+    // ended the first one: CLIENT UNBLOCK).
+    await waitFor(async () => {
+      const wait = await connectionNamed('tasks:worker:deafwatch:wait');
+      return wait !== undefined && wait.blocked && wait.idleSeconds >= 1;
+    }, 'the idle loops to watch their bells');
+    // The watch's socket goes nowhere: the push's token waits on the bell, and the watch covers the loop (its
+    // message is left unheeded) until the watch is overdue (its hold and 2 s): then it is cut, ioredis connects
+    // again and sends the BLPOP again, which takes the token. The backstop (two minutes) finds nothing here.
+    proxy.freeze('tasks:worker:deafwatch:wait');
+    await firstValueFrom(client.emit('heal', { key: 'after-silent-watch' }));
+    await waitFor(() => handled.has('after-silent-watch'), 'the task, once the watch is cut and back', {
+      timeoutMs: 20_000,
+    });
   }, 60_000);
 });
 

@@ -46,6 +46,8 @@ const CLIENT_COMMANDS: readonly string[] = [
   'client|setname',
   'client|getname',
   'client|id',
+  // a worker of several patterns ends its idle loops' shared BLPOP when another loop starts waiting (BellWatch)
+  'client|unblock',
   'select',
   // scripts: loaded with EVAL once per connection, then run with EVALSHA
   'eval',

@@ -1,10 +1,11 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { gatewayOf, type ClaimReply, type ClaimRequest, type ScriptGateway } from '../redis/gateway.js';
 import type { QueueKeys } from '../redis/keys.js';
 import { defineScripts, type RedisConnection } from '../redis/scripts.js';
 import { unlessAborted } from '../support/abortable.js';
 import type { LoopConnection } from './overdue.js';
 import type { Waker } from './wake-signals.js';
+import { BellWatch, WATCH_HOLD_MS } from './bell-watch.js';
 
 /** How an idle wait ended, with the reply of the claim made at its end. */
 export interface WaitEnd {
@@ -26,6 +27,8 @@ export function waitsOnItsBell(shards: number): boolean {
 const BACKSTOP_JITTER = 0.2;
 /** Longest a loop keeps the blocking connection while nothing comes: then it is another's to take. */
 const BLOCKING_HOLD_MS = 1_000;
+/** A blocked wait this long past its hold is taken as hung: the loop's wake messages count again. */
+const BLOCKED_COVER_MARGIN_MS = 2_000;
 
 /**
  * The worker process's one blocking connection, lent to one idle claim loop at a time: that loop waits
@@ -40,16 +43,25 @@ const BLOCKING_HOLD_MS = 1_000;
 export class BlockingSlot {
   private holder: object | undefined;
   private readonly gateway: ScriptGateway;
+  /** The idle loops' shared wait on their bells while no loop with work holds the connection (not alone, not a Cluster). */
+  readonly watch: BellWatch | undefined;
 
   /**
    * @param alone the process has one claim loop: it always takes the connection (no other loop needs it),
    *   so it waits on its bell and is woken only when a token is its to take.
+   * @param watch how long one watch of the idle loops' bells blocks, and the connection that ends one early (see
+   *   BellWatch: the worker's command connection)
    */
   constructor(
     readonly connection: RedisConnection,
     readonly alone = false,
+    watch: { readonly holdMs?: number; readonly interrupter?: RedisConnection } = {},
   ) {
     this.gateway = gatewayOf(defineScripts(connection));
+    this.watch =
+      alone || connection instanceof Cluster
+        ? undefined
+        : new BellWatch(connection, this, watch.holdMs ?? WATCH_HOLD_MS, watch.interrupter);
   }
 
   /** Lends the connection to `owner` if no loop holds it: its claim gateway, or undefined. */
@@ -60,7 +72,15 @@ export class BlockingSlot {
   }
 
   give(owner: object): void {
-    if (this.holder === owner) this.holder = undefined;
+    if (this.holder !== owner) return;
+    this.holder = undefined;
+    // A loop with work is done with it: the idle loops' bells are watched on it (the watch starts its next itself).
+    if (owner !== this.watch) this.watch?.resume();
+  }
+
+  /** The process closes: no more watches; one under way is cut with the connection. */
+  close(): void {
+    if (this.watch?.close()) this.connection.disconnect();
   }
 
   holds(owner: object): boolean {
@@ -134,7 +154,14 @@ export class IdleWait {
     const backstopMs = this.backstopMs * (this.waker.idleLoops + 1);
     // Its messages are what wake it: a process that left its channel unheard (a lone loop) subscribes now.
     this.waker.listen();
-    await this.waker.next(backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
+    // Or its bell, watched with the other idle loops' on the blocking connection when it is free (BellWatch).
+    const watch = this.bellBroken ? undefined : this.blocking.watch;
+    watch?.join(this.keys.bell, this.waker);
+    try {
+      await this.waker.next(backstopMs * (1 - BACKSTOP_JITTER * Math.random()), signal);
+    } finally {
+      watch?.leave(this.keys.bell);
+    }
     if (signal.aborted) return undefined;
     // Closing does not wait for a claim that waits for Redis (an outage): what it took, if it ran, is
     // in the processing hash, which the worker's release (or the orphan check) returns to the queue.
@@ -162,6 +189,8 @@ export class IdleWait {
     let claimed: Promise<ClaimReply>;
     // A loop alone in its process keeps the connection (nobody else needs it): its backstop is the hold.
     const holdMs = this.blocking.alone ? this.backstopMs : Math.min(this.backstopMs, BLOCKING_HOLD_MS);
+    // Blocked on its bell, the loop leaves its wake messages unheeded: the push's token wakes one process.
+    this.waker.cover(Date.now() + holdMs + BLOCKED_COVER_MARGIN_MS);
     try {
       first?.(gateway); // answered at once: Redis runs it before the blocking read
       blocked = connection.blpop(bell, holdMs / 1000);
@@ -175,6 +204,7 @@ export class IdleWait {
     // whose reply was cut off leaves its tasks in the processing hash, which the worker's release (or,
     // in an outage, the orphan check) returns to their queue.
     const settled = await unlessAborted(Promise.allSettled([blocked, claimed]), signal);
+    this.waker.cover(0);
     if (settled === undefined) return undefined;
     const [wait, reply] = settled;
     const end = { claim: reply };

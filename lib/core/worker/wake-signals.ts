@@ -49,7 +49,7 @@ export class WakeSignals {
   /** A message came on `channel`: true when it is a wake channel of this process. */
   heard(channel: string): boolean {
     const waker = this.wakers.get(channel);
-    waker?.wake();
+    waker?.heard();
     return waker !== undefined;
   }
 
@@ -62,6 +62,7 @@ export class WakeSignals {
 /** One queue shard's wake-up: a flag set by each message and cleared by each claim sent after it. */
 export class Waker {
   private pending = false;
+  private coveredUntil = 0;
   private end: (() => void) | undefined;
 
   constructor(
@@ -87,6 +88,24 @@ export class Waker {
   wake(): void {
     this.pending = true;
     this.end?.();
+  }
+
+  /**
+   * Its shard's wake message: wakes the loop, unless a `BLPOP` of this process on its bell covers it now (see
+   * `cover`). Then the push's token wakes one process, not every one that heard the message.
+   */
+  heard(): void {
+    if (Date.now() < this.coveredUntil) return;
+    this.wake();
+  }
+
+  /**
+   * Until `until` (Redis-independent ms; 0: no more), the loop waits in a `BLPOP` of its shard's bell
+   * (BellWatch, or its own blocked wait), which takes its push's token: its wake messages are left unheeded.
+   * The deadline is past the `BLPOP`'s own, so a connection that hung gives the messages back their say.
+   */
+  cover(until: number): void {
+    this.coveredUntil = until;
   }
 
   /**

@@ -52,6 +52,7 @@ export class TaskWorker {
   private shards: QueueKeys[] = [];
   /** The process's one blocking connection (opened when claiming starts). */
   private blocking: RedisConnection | undefined;
+  private blockingSlot: BlockingSlot | undefined;
   private closing: Promise<void> | undefined;
 
   private readonly redis: TaskRedis;
@@ -152,8 +153,10 @@ export class TaskWorker {
     const blocking = new BlockingSlot(
       openBlockingConnection(this.redis, `tasks:worker:${this.workerId}:wait`),
       waitsOnItsBell(this.shards.length),
+      { interrupter: this.redis },
     );
     this.blocking = blocking.connection;
+    this.blockingSlot = blocking;
     for (const keys of this.shards) {
       const waker = this.options.wakeSignals.waker(keys.wakeChannel);
       const gateway = wakingGateway(this.gateway, waker);
@@ -213,6 +216,8 @@ export class TaskWorker {
     this.watchdog.stop();
     const leaseStopped = this.lease.stop();
     const loopsClosed = Promise.all(loops.map((loop) => loop.close()));
+    // The idle loops' watch of their bells (if one is under way) ends with its connection: no loop waits any more.
+    this.blockingSlot?.close();
     const started = Date.now();
     const running = this.running.count;
     const waitMs = this.options.shutdownTimeoutMs;
